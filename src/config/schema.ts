@@ -1,0 +1,89 @@
+import { z } from 'zod';
+
+const clamp = (lo: number, hi: number) => (n: number) => Math.min(hi, Math.max(lo, n));
+const int = (min = 0) => z.number().int().min(min);
+
+export const YIELD_MS_RANGE = [10, 120_000] as const;
+export const JOB_TTL_MS_RANGE = [60_000, 10_800_000] as const;
+
+const ApprovalRule = z.strictObject({
+  match: z.string().refine((s) => {
+    try {
+      new RegExp(s);
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'must be a valid regular expression'),
+  action: z.enum(['allow', 'deny', 'ask']),
+  reason: z.string().optional(),
+});
+
+/** The whole daemon configuration (SPEC §3). Every key has a default; unknown keys are refused. */
+export const ConfigSchema = z.strictObject({
+  tools: z
+    .strictObject({
+      exec: z
+        .strictObject({
+          backgroundMs: int().default(10_000).transform(clamp(...YIELD_MS_RANGE)),
+          timeoutSec: int().default(1800),
+          cleanupMs: int().default(1_800_000).transform(clamp(...JOB_TTL_MS_RANGE)),
+          maxOutputChars: int(1).default(200_000),
+          pendingMaxOutputChars: int(1).default(30_000),
+          notifyOnExit: z.boolean().default(true),
+          notifyOnExitEmptySuccess: z.boolean().default(false),
+          killGraceMs: int().default(3000),
+          maxSessions: int(1).default(256),
+          maxLogBytes: int().default(64 * 1024 * 1024),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
+  interrupt: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      timeoutSeconds: int(1).default(300),
+      promptPatterns: z.array(z.string()).default([]),
+    })
+    .prefault({}),
+  approvals: z.strictObject({ rules: z.array(ApprovalRule).default([]) }).prefault({}),
+  stateDir: z.string().min(1).optional(),
+  /** Scope name → token; a request for a listed scope must carry that token. */
+  scopeTokens: z.record(z.string(), z.string().min(1)).default({}),
+  rpc: z.strictObject({ maxFrameBytes: int(1024).default(1024 * 1024) }).prefault({}),
+  log: z
+    .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
+    .prefault({}),
+});
+
+export type Config = z.output<typeof ConfigSchema>;
+export type ExecConfig = Config['tools']['exec'];
+
+type Kind = 'int' | 'bool' | 'string';
+export interface EnvVar {
+  name: string;
+  aliases: string[];
+  path: string[];
+  kind: Kind;
+  /** The default as written in .env.example. */
+  example: string;
+}
+
+/** Every environment variable that overrides a config key, with its aliases (SPEC §3). */
+export const ENV_VARS: EnvVar[] = [
+  { name: 'PROCCTL_YIELD_MS', aliases: ['PI_BASH_YIELD_MS'], path: ['tools', 'exec', 'backgroundMs'], kind: 'int', example: '10000' },
+  { name: 'PROCCTL_TIMEOUT_SEC', aliases: [], path: ['tools', 'exec', 'timeoutSec'], kind: 'int', example: '1800' },
+  { name: 'PROCCTL_JOB_TTL_MS', aliases: ['PI_BASH_JOB_TTL_MS'], path: ['tools', 'exec', 'cleanupMs'], kind: 'int', example: '1800000' },
+  { name: 'PROCCTL_MAX_OUTPUT_CHARS', aliases: ['PI_BASH_MAX_OUTPUT_CHARS'], path: ['tools', 'exec', 'maxOutputChars'], kind: 'int', example: '200000' },
+  { name: 'PROCCTL_PENDING_MAX_OUTPUT_CHARS', aliases: ['OPENCLAW_BASH_PENDING_MAX_OUTPUT_CHARS'], path: ['tools', 'exec', 'pendingMaxOutputChars'], kind: 'int', example: '30000' },
+  { name: 'PROCCTL_NOTIFY_ON_EXIT', aliases: [], path: ['tools', 'exec', 'notifyOnExit'], kind: 'bool', example: 'true' },
+  { name: 'PROCCTL_NOTIFY_ON_EXIT_EMPTY_SUCCESS', aliases: [], path: ['tools', 'exec', 'notifyOnExitEmptySuccess'], kind: 'bool', example: 'false' },
+  { name: 'PROCCTL_KILL_GRACE_MS', aliases: [], path: ['tools', 'exec', 'killGraceMs'], kind: 'int', example: '3000' },
+  { name: 'PROCCTL_MAX_SESSIONS', aliases: [], path: ['tools', 'exec', 'maxSessions'], kind: 'int', example: '256' },
+  { name: 'PROCCTL_MAX_LOG_BYTES', aliases: [], path: ['tools', 'exec', 'maxLogBytes'], kind: 'int', example: '67108864' },
+  { name: 'PROCCTL_INTERRUPT', aliases: [], path: ['interrupt', 'enabled'], kind: 'bool', example: 'true' },
+  { name: 'PROCCTL_INTERRUPT_TIMEOUT_SEC', aliases: [], path: ['interrupt', 'timeoutSeconds'], kind: 'int', example: '300' },
+  { name: 'PROCCTL_STATE_DIR', aliases: [], path: ['stateDir'], kind: 'string', example: '' },
+  { name: 'PROCCTL_MAX_FRAME_BYTES', aliases: [], path: ['rpc', 'maxFrameBytes'], kind: 'int', example: '1048576' },
+  { name: 'PROCCTL_LOG_LEVEL', aliases: [], path: ['log', 'level'], kind: 'string', example: 'info' },
+];

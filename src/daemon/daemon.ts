@@ -1,0 +1,99 @@
+import { rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { dirname, join } from 'node:path';
+import pino, { type Logger } from 'pino';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { Connection } from '../rpc/connection.js';
+import { createMethods } from '../rpc/methods.js';
+import { stopSession } from '../runner/stop.js';
+import { Registry } from '../session/registry.js';
+import type { Daemon } from '../tools/context.js';
+import { forget } from '../tools/process/forget.js';
+import { listenOnPath } from './socket.js';
+import { packageVersion } from './version.js';
+
+export interface DaemonOptions {
+  socketPath: string;
+  configFile: string | undefined;
+  loaded: LoadedConfig;
+  logLevel?: string;
+}
+
+/** How often finished sessions are checked against their TTL. */
+const REAP_EVERY_MS = 10_000;
+
+/** The daemon: config, registry, socket server, and an orderly shutdown. */
+export class ProcctlDaemon implements Daemon {
+  readonly registry = new Registry();
+  readonly log: Logger;
+  readonly socketPath: string;
+  readonly runtimeDir: string;
+  closing = false;
+  private current: Config;
+  private readonly configFile: string | undefined;
+  private readonly server: Server;
+  private readonly connections = new Set<Connection>();
+  private reaper: NodeJS.Timeout | undefined;
+  private readonly startedAt = Date.now();
+
+  constructor(opts: DaemonOptions) {
+    this.current = opts.loaded.config;
+    this.configFile = opts.configFile;
+    this.socketPath = opts.socketPath;
+    this.runtimeDir = dirname(opts.socketPath);
+    this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
+    const methods = createMethods(this, this.startedAt, packageVersion());
+    this.server = createServer((socket) => {
+      const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log);
+      this.connections.add(conn);
+      socket.on('close', () => this.connections.delete(conn));
+    });
+  }
+
+  config(): Config {
+    return this.current;
+  }
+
+  async start(): Promise<void> {
+    await listenOnPath(this.server, this.socketPath);
+    this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
+    this.reaper.unref();
+    this.log.info({ socket: this.socketPath, config: this.configFile ?? null }, 'procctld listening');
+  }
+
+  /** Forget finished sessions older than their TTL. */
+  reap(now = Date.now()): void {
+    const ttl = this.current.tools.exec.cleanupMs;
+    for (const s of this.registry.reap(now, ttl)) forget(this, s);
+  }
+
+  /** Re-read the config file; an invalid one is rejected and the old one kept. */
+  reload(): void {
+    try {
+      this.current = loadConfig(this.configFile).config;
+      this.log.info('config reloaded; new values apply to new work (the socket path and frame limit need a restart)');
+    } catch (err) {
+      this.log.error({ err: (err as Error).message }, 'config reload rejected; keeping the previous config');
+    }
+  }
+
+  /** Stop accepting, stop every running session (signal, grace, SIGKILL), close clients. */
+  async shutdown(signal: string): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const running = this.registry.running();
+    this.log.info({ signal, running: running.length }, 'shutting down');
+    clearInterval(this.reaper);
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const grace = this.current.tools.exec.killGraceMs;
+    await Promise.all(running.map((s) => stopSession(s, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace })));
+    for (const c of this.connections) c.socket.end();
+    setTimeout(() => {
+      for (const c of this.connections) c.socket.destroy();
+    }, 200).unref();
+    await closed;
+    rmSync(join(this.runtimeDir, 'sessions'), { recursive: true, force: true });
+    this.log.info('stopped');
+  }
+}

@@ -1,0 +1,48 @@
+import { Command } from 'commander';
+import { ConfigError, loadConfig } from '../config/load.js';
+import { ProcctlDaemon } from './daemon.js';
+import { resolveSocketPath, SocketInUseError } from './socket.js';
+import { packageVersion } from './version.js';
+
+/** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
+export async function runDaemon(argv: string[]): Promise<void> {
+  const program = new Command('procctld')
+    .description('Run the procctl daemon in the foreground.')
+    .option('--socket <path>', 'Unix socket to listen on')
+    .option('--config <file>', 'JSON config file')
+    .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent')
+    .version(packageVersion())
+    .showHelpAfterError()
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+  program.parse(argv, { from: 'user' });
+  const opts = program.opts<{ socket?: string; config?: string; logLevel?: string }>();
+
+  let loaded;
+  try {
+    loaded = loadConfig(opts.config);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`procctld: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const socketPath = resolveSocketPath(opts.socket);
+  const daemon = new ProcctlDaemon({ socketPath, configFile: opts.config, loaded, logLevel: opts.logLevel });
+  try {
+    await daemon.start();
+  } catch (err) {
+    const message = err instanceof SocketInUseError ? err.message : `cannot listen on ${socketPath}: ${(err as Error).message}`;
+    process.stderr.write(`procctld: ${message}\n`);
+    process.exit(1);
+  }
+
+  const stop = (signal: NodeJS.Signals) => {
+    void daemon.shutdown(signal).then(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('SIGHUP', () => daemon.reload());
+  process.on('uncaughtException', (err) => daemon.log.error({ err }, 'uncaught exception; still serving'));
+  process.on('unhandledRejection', (err) => daemon.log.error({ err }, 'unhandled rejection; still serving'));
+}

@@ -1,0 +1,61 @@
+import { chmodSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
+import { connect, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+
+/** Socket path, first that applies (SPEC §2): flag, $PROCCTL_SOCKET, $XDG_RUNTIME_DIR, the temp dir. */
+export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (flag) return flag;
+  if (env.PROCCTL_SOCKET) return env.PROCCTL_SOCKET;
+  if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, 'procctl', 'procctl.sock');
+  return join(tmpdir(), `procctl-${process.getuid?.() ?? 'user'}`, 'procctl.sock');
+}
+
+export class SocketInUseError extends Error {}
+
+/** Is something answering on this socket path? */
+function probe(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s: Socket = connect(path);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * Listen on the path: its directory made 0700, the socket 0600, a stale socket file replaced,
+ * and a live one (another daemon) refused.
+ */
+export async function listenOnPath(server: Server, path: string): Promise<void> {
+  const dir = dirname(path);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = statSync(dir);
+  if (st.uid === process.getuid?.() && (st.mode & 0o077) !== 0) chmodSync(dir, 0o700);
+  if (await probe(path)) {
+    throw new SocketInUseError(
+      `another procctld is already listening on ${path}; stop it first (procctl status shows its pid) or pass --socket PATH`,
+    );
+  }
+  try {
+    unlinkSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const oldMask = process.umask(0o177);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(path, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } finally {
+    process.umask(oldMask);
+  }
+  chmodSync(path, 0o600);
+}
+

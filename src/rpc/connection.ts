@@ -1,0 +1,172 @@
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
+import { LineSplitter } from './lines.js';
+
+type Id = string | number | null;
+
+export interface RequestContext {
+  connection: Connection;
+  signal: AbortSignal;
+}
+
+export type Method = (params: Record<string, unknown>, ctx: RequestContext) => Promise<unknown> | unknown;
+
+interface Response {
+  jsonrpc: '2.0';
+  id: Id;
+  result?: unknown;
+  error?: RpcError;
+}
+
+/** Buffered bytes to a client that is not reading, past which its event notifications are dropped (and counted). */
+const MAX_BUFFERED_EVENTS = 16 * 1024 * 1024;
+
+const errorResponse = (id: Id, code: number, message: string, data?: Record<string, unknown>): Response => ({
+  jsonrpc: '2.0',
+  id,
+  error: data ? { code, message, data } : { code, message },
+});
+
+const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || v === null;
+
+/**
+ * One client connection: NDJSON framing, JSON-RPC 2.0 requests, batches and notifications,
+ * per-request cancellation. Whatever a client sends, only this connection is affected.
+ */
+export class Connection {
+  private readonly splitter: LineSplitter;
+  private readonly pending = new Map<string, AbortController>();
+  private readonly closeHooks = new Set<() => void>();
+  private droppedEvents = 0;
+  closed = false;
+
+  constructor(
+    readonly socket: Socket,
+    private readonly methods: Map<string, Method>,
+    maxFrameBytes: number,
+    private readonly log: Logger,
+  ) {
+    this.splitter = new LineSplitter(maxFrameBytes);
+    socket.on('data', (chunk: Buffer) => this.onData(chunk, maxFrameBytes));
+    socket.on('error', (err) => this.log.debug({ err }, 'client socket error'));
+    socket.on('close', () => this.onClose());
+    socket.on('drain', () => this.flushDropNotice());
+  }
+
+  /** Run `fn` when the connection closes (subscriptions use it). */
+  onClosed(fn: () => void): () => void {
+    this.closeHooks.add(fn);
+    return () => this.closeHooks.delete(fn);
+  }
+
+  private onData(chunk: Buffer, maxFrameBytes: number): void {
+    if (this.closed) return;
+    const lines = this.splitter.push(chunk);
+    if (lines === 'oversized') {
+      this.send(errorResponse(null, INVALID_REQUEST, `frame too large: a message may be at most ${maxFrameBytes} bytes (PROCCTL_MAX_FRAME_BYTES); closing the connection`));
+      this.socket.end();
+      this.closed = true;
+      return;
+    }
+    for (const line of lines) if (line.trim()) void this.onLine(line);
+  }
+
+  private async onLine(line: string): Promise<void> {
+    let message: unknown;
+    try {
+      message = JSON.parse(line);
+    } catch (err) {
+      this.send(errorResponse(null, PARSE_ERROR, `parse error: ${(err as Error).message}; send one JSON-RPC message per line`));
+      return;
+    }
+    if (Array.isArray(message)) {
+      if (message.length === 0) {
+        this.send(errorResponse(null, INVALID_REQUEST, 'invalid request: an empty batch'));
+        return;
+      }
+      const responses = (await Promise.all(message.map((m) => this.handle(m)))).filter((r): r is Response => r !== undefined);
+      if (responses.length) this.send(responses);
+      return;
+    }
+    const response = await this.handle(message);
+    if (response) this.send(response);
+  }
+
+  /** Handle one request object; undefined for a notification. */
+  private async handle(req: unknown): Promise<Response | undefined> {
+    if (typeof req !== 'object' || req === null || Array.isArray(req)) {
+      return errorResponse(null, INVALID_REQUEST, 'invalid request: expected a JSON-RPC 2.0 request object');
+    }
+    const r = req as Record<string, unknown>;
+    const hasId = 'id' in r;
+    const id: Id = hasId && isId(r.id) ? r.id : null;
+    if (r.jsonrpc !== '2.0') return errorResponse(id, INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"');
+    if (typeof r.method !== 'string') return errorResponse(id, INVALID_REQUEST, 'invalid request: "method" must be a string');
+    if (hasId && !isId(r.id)) return errorResponse(null, INVALID_REQUEST, 'invalid request: "id" must be a string, a number or null');
+    if (r.params !== undefined && (typeof r.params !== 'object' || r.params === null)) {
+      return errorResponse(id, INVALID_REQUEST, 'invalid request: "params" must be an object');
+    }
+    if (r.method === '$/cancelRequest') {
+      const target = (r.params as { id?: unknown } | undefined)?.id;
+      if (isId(target)) this.pending.get(JSON.stringify(target))?.abort();
+      return hasId ? { jsonrpc: '2.0', id, result: {} } : undefined;
+    }
+    const method = this.methods.get(r.method);
+    if (!method) {
+      if (!hasId) return undefined;
+      return errorResponse(id, METHOD_NOT_FOUND, `method not found: "${r.method}"; methods are ${[...this.methods.keys()].join(', ')}`);
+    }
+    if (Array.isArray(r.params)) {
+      return hasId ? errorResponse(id, INVALID_PARAMS, 'invalid params: pass params as an object of named fields', { kind: 'invalid', path: [] }) : undefined;
+    }
+    const params = (r.params ?? {}) as Record<string, unknown>;
+    const controller = new AbortController();
+    const key = hasId ? JSON.stringify(id) : undefined;
+    if (key !== undefined) this.pending.set(key, controller);
+    try {
+      const result = await method(params, { connection: this, signal: controller.signal });
+      return hasId ? { jsonrpc: '2.0', id, result: result ?? {} } : undefined;
+    } catch (err) {
+      const error = toRpcError(err);
+      if (error.code === -32603) this.log.error({ err, method: r.method }, 'request failed');
+      return hasId ? { jsonrpc: '2.0', id, error } : undefined;
+    } finally {
+      if (key !== undefined && this.pending.get(key) === controller) this.pending.delete(key);
+    }
+  }
+
+  send(message: unknown): void {
+    if (this.closed || this.socket.destroyed) return;
+    this.socket.write(`${JSON.stringify(message)}\n`);
+  }
+
+  /** Send a notification that may be dropped (and counted) if the client stopped reading. */
+  notify(method: string, params: Record<string, unknown>): void {
+    if (this.closed || this.socket.destroyed) return;
+    if (this.socket.writableLength > MAX_BUFFERED_EVENTS) {
+      this.droppedEvents++;
+      return;
+    }
+    this.send({ jsonrpc: '2.0', method, params });
+  }
+
+  private flushDropNotice(): void {
+    if (this.droppedEvents === 0) return;
+    const dropped = this.droppedEvents;
+    this.droppedEvents = 0;
+    this.send({
+      jsonrpc: '2.0',
+      method: 'event',
+      params: { type: 'dropped', count: dropped, at: new Date().toISOString(), text: `${dropped} events were dropped because this client read too slowly` },
+    });
+  }
+
+  private onClose(): void {
+    this.closed = true;
+    for (const c of this.pending.values()) c.abort();
+    this.pending.clear();
+    for (const fn of this.closeHooks) fn();
+    this.closeHooks.clear();
+  }
+}

@@ -1,0 +1,106 @@
+import { timingSafeEqual } from 'node:crypto';
+import { forbidden, invalid } from '../errors.js';
+import type { EventType } from '../session/types.js';
+import { toolDescriptions } from '../schema/tools.js';
+import type { CallContext, Daemon } from '../tools/context.js';
+import { execTool } from '../tools/exec.js';
+import { processTool } from '../tools/process/index.js';
+import type { Method, RequestContext } from './connection.js';
+
+const SCOPE = /^[A-Za-z0-9_.:@-]{1,128}$/;
+const EVENT_TYPES: EventType[] = ['started', 'output', 'waiting_input', 'approval_required', 'checkpoint', 'exited'];
+
+function sameToken(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Take `scope` and `token` off the params and check them; the rest goes to the tool. */
+function scoped(d: Daemon, params: Record<string, unknown>, rc: RequestContext): { ctx: CallContext; rest: Record<string, unknown> } {
+  const { scope = 'default', token, ...rest } = params;
+  if (typeof scope !== 'string' || !SCOPE.test(scope)) {
+    throw invalid('scope must be 1-128 letters, digits or _.:@-', { path: ['scope'], schema: true });
+  }
+  const expected = d.config().scopeTokens[scope];
+  if (expected !== undefined && (typeof token !== 'string' || !sameToken(token, expected))) {
+    throw forbidden(`scope "${scope}" needs its token: pass "token" with the request`);
+  }
+  return { ctx: { scope, signal: rc.signal }, rest };
+}
+
+let nextSubscription = 1;
+
+/** The JSON-RPC methods of SPEC §4. */
+export function createMethods(d: Daemon, startedAt: number, version: string): Map<string, Method> {
+  const methods = new Map<string, Method>();
+  methods.set('exec', (params, rc) => {
+    const { ctx, rest } = scoped(d, params, rc);
+    return execTool(d, ctx, rest);
+  });
+  methods.set('process', (params, rc) => {
+    const { ctx, rest } = scoped(d, params, rc);
+    return processTool(d, ctx, rest);
+  });
+  methods.set('tool', (params, rc) => {
+    const { ctx, rest } = scoped(d, params, rc);
+    const { tool, ...args } = rest;
+    if (tool === 'exec') return execTool(d, ctx, args);
+    if (tool === 'process') return processTool(d, ctx, args);
+    throw invalid(`unknown tool ${JSON.stringify(tool)}; "tool" must be "exec" or "process"`, { path: ['tool'], schema: true });
+  });
+  methods.set('tools.list', () => ({ tools: toolDescriptions() }));
+  methods.set('subscribe', (params, rc) => {
+    const { ctx, rest } = scoped(d, params, rc);
+    const { sessionId, events, ...extra } = rest;
+    const unknown = Object.keys(extra)[0];
+    if (unknown) throw invalid(`invalid subscribe params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
+    if (sessionId !== undefined) {
+      if (typeof sessionId !== 'string') throw invalid('sessionId must be a string', { path: ['sessionId'], schema: true });
+      d.registry.get(ctx.scope, sessionId);
+    }
+    let types: Set<EventType> | undefined;
+    if (events !== undefined) {
+      if (!Array.isArray(events) || events.some((e) => !EVENT_TYPES.includes(e))) {
+        throw invalid(`events must be a list of: ${EVENT_TYPES.join(', ')}`, { path: ['events'], schema: true });
+      }
+      types = new Set(events as EventType[]);
+    }
+    const subscription = `sub-${nextSubscription++}`;
+    const conn = rc.connection;
+    const remove = d.registry.events.add({
+      scope: ctx.scope,
+      sessionId: sessionId as string | undefined,
+      types,
+      deliver: ({ scope: _scope, at, ...event }) =>
+        conn.notify('event', { subscription, ...event, at: new Date(at).toISOString() }),
+    });
+    const unhook = conn.onClosed(() => {
+      remove();
+      subscriptions.delete(subscription);
+    });
+    subscriptions.set(subscription, { conn, remove: () => (remove(), unhook()) });
+    return { subscription };
+  });
+  methods.set('unsubscribe', (params, rc) => {
+    const sub = subscriptions.get(String(params.subscription));
+    if (!sub || sub.conn !== rc.connection) {
+      throw invalid(`no subscription ${JSON.stringify(params.subscription)} on this connection`, { path: ['subscription'], schema: true });
+    }
+    sub.remove();
+    subscriptions.delete(String(params.subscription));
+    return {};
+  });
+  methods.set('daemon.status', () => ({
+    version,
+    pid: process.pid,
+    uptimeMs: Date.now() - startedAt,
+    socket: d.socketPath,
+    sessions: d.registry.counts(),
+    closing: d.closing,
+    node: process.version,
+  }));
+  return methods;
+}
+
+const subscriptions = new Map<string, { conn: RequestContext['connection']; remove: () => void }>();

@@ -1,0 +1,103 @@
+/**
+ * A queue of text chunks that keeps at most `cap` characters, dropping the oldest first and
+ * counting what it dropped. Appending is O(1) amortised and never copies retained text, so the
+ * capture path stays cheap however much a command prints.
+ */
+export class ChunkQueue {
+  private items: string[] = [];
+  private seqs: number[] = [];
+  private start = 0;
+  /** Characters currently held. */
+  length = 0;
+  /** Characters dropped from the front since creation (or the last drain). */
+  dropped = 0;
+
+  constructor(readonly cap: number) {}
+
+  push(text: string, seq = 0): void {
+    if (text.length === 0) return;
+    this.items.push(text);
+    this.seqs.push(seq);
+    this.length += text.length;
+    if (this.length > this.cap) this.trimFront(this.length - this.cap);
+  }
+
+  get empty(): boolean {
+    return this.length === 0;
+  }
+
+  /** Every chunk held, oldest first, with the sequence number it was pushed with. */
+  *entries(): Generator<[string, number]> {
+    for (let i = this.start; i < this.items.length; i++) yield [this.items[i], this.seqs[i]];
+  }
+
+  text(): string {
+    if (this.start > 0) this.compact(true);
+    const joined = this.items.join('');
+    // Keep one flat chunk so repeated reads do not join again.
+    if (this.items.length > 1) {
+      this.items = [joined];
+      this.seqs = [this.seqs[this.seqs.length - 1]];
+    }
+    return joined;
+  }
+
+  /** The last `n` characters, without joining everything. */
+  tail(n: number): string {
+    const parts: string[] = [];
+    let need = n;
+    for (let i = this.items.length - 1; i >= this.start && need > 0; i--) {
+      const item = this.items[i];
+      parts.push(item.length > need ? safeSliceFrom(item, item.length - need) : item);
+      need -= item.length;
+    }
+    return parts.reverse().join('');
+  }
+
+  /** Remove and return everything held; resets the dropped count. */
+  drain(): { chunks: [string, number][]; dropped: number } {
+    const chunks = [...this.entries()];
+    const dropped = this.dropped;
+    this.items = [];
+    this.seqs = [];
+    this.start = 0;
+    this.length = 0;
+    this.dropped = 0;
+    return { chunks, dropped };
+  }
+
+  private trimFront(excess: number): void {
+    while (excess > 0 && this.start < this.items.length) {
+      const first = this.items[this.start];
+      if (first.length <= excess) {
+        excess -= first.length;
+        this.length -= first.length;
+        this.dropped += first.length;
+        this.items[this.start] = '';
+        this.start++;
+      } else {
+        const kept = safeSliceFrom(first, excess);
+        const cut = first.length - kept.length;
+        this.items[this.start] = kept;
+        this.length -= cut;
+        this.dropped += cut;
+        excess = 0;
+      }
+    }
+    if (this.start > 64 && this.start * 2 > this.items.length) this.compact(false);
+  }
+
+  private compact(force: boolean): void {
+    if (!force && this.start === 0) return;
+    this.items = this.items.slice(this.start);
+    this.seqs = this.seqs.slice(this.start);
+    this.start = 0;
+  }
+}
+
+/** `s.slice(from)`, moved one further if it would start on the second half of a surrogate pair. */
+export function safeSliceFrom(s: string, from: number): string {
+  const code = s.charCodeAt(from);
+  if (from > 0 && code >= 0xdc00 && code <= 0xdfff) return s.slice(from + 1);
+  return s.slice(from);
+}

@@ -1,0 +1,96 @@
+import { StringDecoder } from 'node:string_decoder';
+import { ChunkQueue } from './chunks.js';
+
+export type Stream = 'stdout' | 'stderr';
+
+export interface Drained {
+  /** Newly drained output of both streams, interleaved in arrival order. */
+  text: string;
+  /** Characters each stream's pending cap dropped before this drain. */
+  dropped: { stdout: number; stderr: number };
+}
+
+/**
+ * A session's captured output: the retained combined transcript (newest `maxOutputChars` kept)
+ * and, per stream, the output no poll has returned yet (newest `pendingMaxOutputChars` kept).
+ * Bytes are decoded as UTF-8 per stream, so a character split across reads is kept whole.
+ */
+export class SessionOutput {
+  private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+  private readonly retained: ChunkQueue;
+  private readonly pending: { stdout: ChunkQueue; stderr: ChunkQueue };
+  private seq = 0;
+  /** Characters ever captured, both streams. */
+  totalChars = 0;
+  lastOutputAt: number | undefined;
+
+  constructor(maxOutputChars: number, pendingMaxOutputChars: number) {
+    this.retained = new ChunkQueue(maxOutputChars);
+    this.pending = { stdout: new ChunkQueue(pendingMaxOutputChars), stderr: new ChunkQueue(pendingMaxOutputChars) };
+  }
+
+  /** Decode and store a chunk; returns the text it added ('' while a character is incomplete). */
+  write(stream: Stream, bytes: Buffer | string): string {
+    const text = typeof bytes === 'string' ? bytes : this.decoders[stream].write(bytes);
+    this.add(stream, text);
+    return text;
+  }
+
+  /** Flush a stream's decoder at end of input (an incomplete character becomes U+FFFD). */
+  end(stream: Stream): string {
+    const text = this.decoders[stream].end();
+    this.add(stream, text);
+    return text;
+  }
+
+  private add(stream: Stream, text: string): void {
+    if (text.length === 0) return;
+    const seq = this.seq++;
+    this.retained.push(text);
+    this.pending[stream].push(text, seq);
+    this.totalChars += text.length;
+    this.lastOutputAt = Date.now();
+  }
+
+  /** Characters dropped from the retained transcript. */
+  get droppedChars(): number {
+    return this.retained.dropped;
+  }
+
+  get retainedChars(): number {
+    return this.retained.length;
+  }
+
+  get hasPending(): boolean {
+    return !this.pending.stdout.empty || !this.pending.stderr.empty || this.pendingDropped > 0;
+  }
+
+  private get pendingDropped(): number {
+    return this.pending.stdout.dropped + this.pending.stderr.dropped;
+  }
+
+  text(): string {
+    return this.retained.text();
+  }
+
+  tail(n: number): string {
+    return this.retained.tail(n);
+  }
+
+  /** Take what no poll has returned yet, both streams merged back into arrival order. */
+  drain(): Drained {
+    const out = this.pending.stdout.drain();
+    const err = this.pending.stderr.drain();
+    const a = out.chunks;
+    const b = err.chunks;
+    const parts: string[] = [];
+    let i = 0;
+    let j = 0;
+    while (i < a.length || j < b.length) {
+      if (j >= b.length || (i < a.length && a[i][1] < b[j][1])) parts.push(a[i++][0]);
+      else parts.push(b[j++][0]);
+    }
+    return { text: parts.join(''), dropped: { stdout: out.dropped, stderr: err.dropped } };
+  }
+}
+

@@ -1,0 +1,84 @@
+import { randomBytes } from 'node:crypto';
+import { notFound } from '../errors.js';
+import { EventBus } from './events.js';
+import type { Session } from './session.js';
+
+const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
+
+/** A short id that is easy to read and type: no 0/o, 1/l. */
+export function newSessionId(): string {
+  const bytes = randomBytes(8);
+  let id = '';
+  for (const b of bytes) id += ID_ALPHABET[b % ID_ALPHABET.length];
+  return id;
+}
+
+/** Which finished sessions have outlived their TTL at `now` (pure; unit-tested with a fake clock). */
+export function expiredSessions(sessions: Iterable<Session>, now: number, ttlMs: number): Session[] {
+  const out: Session[] = [];
+  for (const s of sessions) if (s.endedAt !== undefined && now - s.endedAt >= ttlMs) out.push(s);
+  return out;
+}
+
+/**
+ * Every session the daemon knows, by id. Access is always through a scope: a session of another
+ * scope is indistinguishable from one that does not exist.
+ */
+export class Registry {
+  readonly events = new EventBus();
+  private readonly sessions = new Map<string, Session>();
+
+  newId(): string {
+    for (;;) {
+      const id = newSessionId();
+      if (!this.sessions.has(id)) return id;
+    }
+  }
+
+  add(session: Session): void {
+    this.sessions.set(session.id, session);
+  }
+
+  /** The session, if it exists in this scope; else `not_found`. */
+  get(scope: string, id: string): Session {
+    const s = this.sessions.get(id);
+    if (!s || s.scope !== scope) {
+      throw notFound(`no session "${id}" in scope "${scope}"; list sessions with process {action:"list"} (finished sessions are forgotten after their TTL)`);
+    }
+    return s;
+  }
+
+  /** Sessions of a scope, newest first. */
+  list(scope: string): Session[] {
+    const out: Session[] = [];
+    for (const s of this.sessions.values()) if (s.scope === scope) out.push(s);
+    return out.reverse();
+  }
+
+  all(): IterableIterator<Session> {
+    return this.sessions.values();
+  }
+
+  running(scope?: string): Session[] {
+    const out: Session[] = [];
+    for (const s of this.sessions.values()) if (s.running && (scope === undefined || s.scope === scope)) out.push(s);
+    return out;
+  }
+
+  counts(): { running: number; finished: number } {
+    let running = 0;
+    for (const s of this.sessions.values()) if (s.running) running++;
+    return { running, finished: this.sessions.size - running };
+  }
+
+  delete(id: string): void {
+    this.sessions.delete(id);
+  }
+
+  /** Forget finished sessions older than the TTL; returns them. */
+  reap(now: number, ttlMs: number): Session[] {
+    const expired = expiredSessions(this.sessions.values(), now, ttlMs);
+    for (const s of expired) this.sessions.delete(s.id);
+    return expired;
+  }
+}

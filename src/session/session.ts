@@ -1,0 +1,157 @@
+import type { ChildProcess } from 'node:child_process';
+import type { Writable } from 'node:stream';
+import { SessionOutput, type Stream } from './output.js';
+import type { EventBus } from './events.js';
+import type { EventType, FailReason, SessionStatus, StopReason } from './types.js';
+
+export interface SessionInit {
+  id: string;
+  scope: string;
+  command: string;
+  name: string;
+  cwd: string;
+  stdin: 'pipe' | 'null';
+  maxOutputChars: number;
+  pendingMaxOutputChars: number;
+  events: EventBus;
+  now?: () => number;
+}
+
+export interface StopRequest {
+  reason: StopReason;
+  signal: NodeJS.Signals;
+  at: number;
+  note?: string;
+}
+
+/**
+ * One command run: its identity, lifecycle and captured output. The runner drives it (spawn,
+ * output, exit); tools read it. Anyone may wait for its next change.
+ */
+export class Session {
+  readonly id: string;
+  readonly scope: string;
+  readonly command: string;
+  readonly name: string;
+  readonly cwd: string;
+  readonly stdinMode: 'pipe' | 'null';
+  readonly startedAt: number;
+  readonly output: SessionOutput;
+
+  status: SessionStatus = 'running';
+  pid: number | undefined;
+  endedAt: number | undefined;
+  exitCode: number | null = null;
+  signal: string | null = null;
+  reason: FailReason | undefined;
+  /** A message for a spawn error. */
+  error: string | undefined;
+  /** True once an exec call returned `running` for it: its exit is then announced. */
+  backgrounded = false;
+  /** The thread key it was started with (SPEC §5). */
+  key: string | undefined;
+  stop: StopRequest | undefined;
+  /** A stop (or the clean-up after the leader exited) is in progress. */
+  stopping = false;
+
+  child: ChildProcess | undefined;
+  stdin: Writable | undefined;
+  stdinOpen: boolean;
+
+  readonly finished: Promise<void>;
+  private resolveFinished!: () => void;
+  private readonly waiters = new Set<() => void>();
+  private readonly events: EventBus;
+  private readonly now: () => number;
+
+  constructor(init: SessionInit) {
+    this.id = init.id;
+    this.scope = init.scope;
+    this.command = init.command;
+    this.name = init.name;
+    this.cwd = init.cwd;
+    this.stdinMode = init.stdin;
+    this.stdinOpen = init.stdin === 'pipe';
+    this.now = init.now ?? Date.now;
+    this.startedAt = this.now();
+    this.output = new SessionOutput(init.maxOutputChars, init.pendingMaxOutputChars);
+    this.events = init.events;
+    this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
+  }
+
+  get running(): boolean {
+    return this.endedAt === undefined;
+  }
+
+  get runtimeMs(): number {
+    return (this.endedAt ?? this.now()) - this.startedAt;
+  }
+
+  emit(type: EventType, fields: Record<string, unknown> = {}): void {
+    if (!this.events.listening) return;
+    this.events.emit({ type, sessionId: this.id, scope: this.scope, at: this.now(), ...fields });
+  }
+
+  /** Capture a chunk from the process; wakes waiters and streams an `output` event. */
+  onOutput(stream: Stream, bytes: Buffer): void {
+    const offset = this.output.totalChars;
+    const text = this.output.write(stream, bytes);
+    if (text.length === 0) return;
+    if (this.events.listening) this.emit('output', { stream, data: text, offset });
+    this.wake();
+  }
+
+  /** Record how the session ended; called once by the runner. */
+  finish(outcome: { exitCode: number | null; signal: string | null; error?: string }): void {
+    if (!this.running) return;
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const offset = this.output.totalChars;
+      const text = this.output.end(stream);
+      if (text) this.emit('output', { stream, data: text, offset });
+    }
+    this.exitCode = outcome.exitCode;
+    this.signal = outcome.signal;
+    this.error = outcome.error;
+    const failure = this.failReason();
+    this.status = failure ? 'failed' : 'completed';
+    this.reason = failure;
+    this.endedAt = this.now();
+    this.stdinOpen = false;
+    this.child = undefined;
+    this.stdin = undefined;
+    this.resolveFinished();
+    this.wake();
+  }
+
+  private failReason(): FailReason | undefined {
+    if (this.stop) return this.stop.reason;
+    if (this.error !== undefined) return 'spawn_error';
+    if (this.signal) return 'signal';
+    if (this.exitCode === 127) return 'command_not_found';
+    if (this.exitCode === 126) return 'not_executable';
+    return undefined;
+  }
+
+  /** Wake everyone waiting for a change (output, exit, interrupt). */
+  wake(): void {
+    const waiters = [...this.waiters];
+    this.waiters.clear();
+    for (const w of waiters) w();
+  }
+
+  /** Resolve on the next change, after `ms`, or when `signal` aborts, whichever comes first. */
+  waitForChange(ms: number, signal?: AbortSignal): Promise<void> {
+    if (!this.running || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.waiters.add(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+}

@@ -1,0 +1,22 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema.js';
+import type { Registry } from '../session/registry.js';
+
+/** What the daemon gives every tool call. */
+export interface Daemon {
+  registry: Registry;
+  /** The config in force (it may be reloaded, so read it per call). */
+  config(): Config;
+  socketPath: string;
+  /** Where per-session files (stop files, scratch dirs) live. */
+  runtimeDir: string;
+  log: Logger;
+  /** True once shutdown has begun: new work is refused. */
+  closing: boolean;
+}
+
+/** One request: who asks, and a signal that aborts when the request is cancelled. */
+export interface CallContext {
+  scope: string;
+  signal: AbortSignal;
+}

@@ -1,0 +1,136 @@
+import { mkdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { YIELD_MS_RANGE } from '../config/schema.js';
+import { conflict, forbidden, invalid, limit, unavailable } from '../errors.js';
+import { buildEnv, checkEnvOverrides } from '../runner/env.js';
+import { resolveShell } from '../runner/shell.js';
+import { spawnSession } from '../runner/spawn.js';
+import { stopSession } from '../runner/stop.js';
+import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
+import { parseParams } from '../schema/parse.js';
+import { deriveName } from '../session/name.js';
+import { Session } from '../session/session.js';
+import type { CallContext, Daemon } from './context.js';
+import { endLine, execResult, exitSummary } from './render.js';
+
+const clampYield = (ms: number) => Math.min(YIELD_MS_RANGE[1], Math.max(YIELD_MS_RANGE[0], ms));
+
+function checkWorkdir(dir: string | undefined): string {
+  const cwd = resolve(dir ?? process.cwd());
+  let ok = false;
+  try {
+    ok = statSync(cwd).isDirectory();
+  } catch {
+    // reported below
+  }
+  if (!ok) throw invalid(`workdir "${dir}" is not an existing directory; pass an absolute path to a directory that exists`, { path: ['workdir'] });
+  return cwd;
+}
+
+/** With `key`: what to do about a running session of the same key (SPEC §5). */
+async function settleKey(d: Daemon, ctx: CallContext, p: ExecParams): Promise<Session | undefined> {
+  if (!p.key) return undefined;
+  const current = d.registry.running(ctx.scope).find((s) => s.key === p.key);
+  if (!current) return undefined;
+  const mode = p.ifRunning ?? 'replace';
+  if (mode === 'keep') return current;
+  if (mode === 'reject') {
+    throw conflict(`key "${p.key}" already has a running session ${current.id} (${current.name}); wait for it, kill it, or pass ifRunning:"replace"`, {
+      sessionId: current.id,
+    });
+  }
+  await stopSession(current, { reason: 'replaced', signal: 'SIGTERM', graceMs: d.config().tools.exec.killGraceMs });
+  return undefined;
+}
+
+/** The exec tool: start a command, wait up to the yield, answer with its result or `running`. */
+export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
+  const p = parseParams(ExecParamsSchema, raw, 'exec');
+  const cfg = d.config().tools.exec;
+  if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
+  if (p.elevated) throw forbidden('elevated mode is not enabled on this daemon; run the command without elevated', { path: ['elevated'] });
+  const cwd = checkWorkdir(p.workdir);
+  if (p.env) checkEnvOverrides(p.env);
+
+  const kept = await settleKey(d, ctx, p);
+  if (kept) return execResult(kept);
+
+  const running = d.registry.running(ctx.scope).length;
+  if (running >= cfg.maxSessions) {
+    throw limit(`scope "${ctx.scope}" already has ${running} running sessions (maxSessions = ${cfg.maxSessions}); wait for some to finish or kill them`, {
+      running,
+      maxSessions: cfg.maxSessions,
+    });
+  }
+
+  const warnings: string[] = [];
+  if (p.pty) warnings.push('pseudo-terminals are not available on this daemon; the command ran on pipes');
+
+  const id = d.registry.newId();
+  const session = new Session({
+    id,
+    scope: ctx.scope,
+    command: p.command,
+    name: p.name ?? deriveName(p.command),
+    cwd,
+    stdin: p.stdin ?? 'pipe',
+    maxOutputChars: cfg.maxOutputChars,
+    pendingMaxOutputChars: cfg.pendingMaxOutputChars,
+    events: d.registry.events,
+  });
+  session.key = p.key;
+  const sessionDir = join(d.runtimeDir, 'sessions', id);
+  mkdirSync(sessionDir, { recursive: true, mode: 0o700 });
+  const env = buildEnv(process.env, p.env, {
+    PROCCTL_SESSION_ID: id,
+    PROCCTL_SOCKET: d.socketPath,
+    PROCCTL_STOP_FILE: join(sessionDir, 'stop.json'),
+    PROCCTL_TMPDIR: sessionDir,
+  });
+  d.registry.add(session);
+  spawnSession(session, {
+    shell: resolveShell(process.env),
+    env,
+    timeoutSec: p.timeout ?? cfg.timeoutSec,
+    killGraceMs: cfg.killGraceMs,
+  });
+  session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd });
+  void session.finished.then(() => announceExit(d, session));
+
+  if (!p.background) {
+    const yieldMs = clampYield(p.yieldMs ?? cfg.backgroundMs);
+    const outcome = await waitForEnd(session, yieldMs, ctx.signal);
+    if (outcome === 'cancelled') {
+      await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
+    }
+    if (!session.running) return execResult(session, warnings);
+  }
+  session.backgrounded = true;
+  return execResult(session, warnings);
+}
+
+function waitForEnd(session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'yield' | 'cancelled'> {
+  if (signal.aborted) return Promise.resolve('cancelled');
+  return new Promise((resolve) => {
+    const done = (why: 'ended' | 'yield' | 'cancelled') => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      resolve(why);
+    };
+    const onAbort = () => done('cancelled');
+    const timer = setTimeout(() => done('yield'), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void session.finished.then(() => done('ended'));
+  });
+}
+
+/** The `exited` event; a backgrounded session's carries the one-line summary (notifyOnExit). */
+function announceExit(d: Daemon, s: Session): void {
+  if (!d.registry.events.listening) return;
+  const cfg = d.config().tools.exec;
+  const fields: Record<string, unknown> = { status: s.status, exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null };
+  const silentSuccess = s.status === 'completed' && s.exitCode === 0 && s.output.totalChars === 0;
+  if (s.backgrounded && cfg.notifyOnExit && (!silentSuccess || cfg.notifyOnExitEmptySuccess)) fields.summary = exitSummary(s);
+  fields.text = endLine(s);
+  s.emit('exited', fields);
+}

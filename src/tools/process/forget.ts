@@ -1,0 +1,31 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { notFound } from '../../errors.js';
+import type { ProcessParams } from '../../schema/process.js';
+import type { Session } from '../../session/session.js';
+import type { CallContext, Daemon } from '../context.js';
+import { sessionRecord } from '../render.js';
+import { target } from './target.js';
+import { stopAndRecord } from './kill.js';
+
+/** Forget a finished session: its record, output and scratch directory. */
+export function forget(d: Daemon, s: Session): void {
+  d.registry.delete(s.id);
+  rmSync(join(d.runtimeDir, 'sessions', s.id), { recursive: true, force: true });
+}
+
+export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+  const s = target(d, ctx, p);
+  if (s.running) {
+    throw notFound(`session ${s.id} is still running, and clear forgets only finished sessions; kill it first, or use remove`, { sessionId: s.id, running: true });
+  }
+  forget(d, s);
+  return { ...sessionRecord(s), text: `Forgot session ${s.id}.` };
+}
+
+export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+  const s = target(d, ctx, p);
+  const record = await stopAndRecord(d, s, p);
+  forget(d, s);
+  return { ...record, text: `${record.text} Forgot session ${s.id}.` };
+}

@@ -1,0 +1,39 @@
+import type { ProcessParams } from '../../schema/process.js';
+import type { CallContext, Daemon } from '../context.js';
+import { endLine } from '../render.js';
+import { target } from './target.js';
+
+const MAX_WAIT_MS = 120_000;
+
+/** How soon to poll again: soon while output flows, less often while the session is quiet. */
+function retryInMs(lastOutputAt: number | undefined, now: number): number {
+  if (lastOutputAt !== undefined && now - lastOutputAt < 2000) return 1000;
+  return 5000;
+}
+
+export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+  const s = target(d, ctx, p);
+  const wait = Math.min(p.timeout ?? 0, MAX_WAIT_MS);
+  if (wait > 0 && s.running && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
+
+  const drained = s.output.drain();
+  const notes: string[] = [];
+  for (const stream of ['stdout', 'stderr'] as const) {
+    const n = drained.dropped[stream];
+    if (n > 0) notes.push(`[${n} characters of ${stream} were dropped before this poll: more arrived than the pending cap holds; process log has the newest retained output]`);
+  }
+  const lines = [...notes];
+  if (drained.text) lines.push(drained.text.replace(/\n$/, ''));
+  const result: Record<string, unknown> = { status: s.status, sessionId: s.id, output: drained.text };
+  if (notes.length) result.droppedChars = drained.dropped;
+  if (s.running) {
+    if (!drained.text) lines.push('(no new output)');
+    result.retryInMs = retryInMs(s.output.lastOutputAt, Date.now());
+    lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s.`);
+  } else {
+    Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });
+    lines.push(endLine(s));
+  }
+  result.text = lines.join('\n');
+  return result;
+}

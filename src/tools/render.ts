@@ -1,0 +1,117 @@
+import type { Session } from '../session/session.js';
+
+export const RUNNING_TAIL_CHARS = 2000;
+export const LIST_TAIL_CHARS = 200;
+
+const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+
+/** One line saying how a finished session ended, in words a model or a person can act on. */
+export function endLine(s: Session): string {
+  const how = s.signal ? `signal ${s.signal}` : `code ${s.exitCode}`;
+  switch (s.reason) {
+    case undefined:
+      return `Process exited with code ${s.exitCode}.`;
+    case 'signal':
+      return `Process exited with signal ${s.signal}.`;
+    case 'command_not_found':
+      return 'Process exited with code 127: command not found (check the spelling and that it is installed).';
+    case 'not_executable':
+      return 'Process exited with code 126: the command is not executable (check its permissions).';
+    case 'spawn_error':
+      return `Process could not start: ${s.error}.`;
+    case 'timeout':
+      return `Process timed out and was stopped (${s.stop?.signal}, then SIGKILL after the grace); exited with ${how}.`;
+    case 'user':
+      return `Process was stopped by kill (${s.stop?.signal}); exited with ${how}.`;
+    default:
+      return `Process was stopped (${s.reason}); exited with ${how}.`;
+  }
+}
+
+/** The note that says what a cap dropped, or ''. */
+export function droppedNote(s: Session): string {
+  const dropped = s.output.droppedChars;
+  if (dropped === 0) return '';
+  return `[${dropped} earlier characters of output were dropped by the ${s.output.retainedChars}-character cap; the newest are shown]\n`;
+}
+
+/** The fields every view of a session shares (`list`, `kill`, `remove`). */
+export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
+  return {
+    sessionId: s.id,
+    status: s.status,
+    name: s.name,
+    command: s.command,
+    pid: s.pid ?? null,
+    cwd: s.cwd,
+    startedAt: iso(s.startedAt),
+    endedAt: iso(s.endedAt),
+    runtimeMs: s.runtimeMs,
+    exitCode: s.running ? undefined : s.exitCode,
+    signal: s.running ? undefined : s.signal,
+    reason: s.reason,
+    key: s.key,
+    tail: s.output.tail(tailChars),
+    truncated: s.output.droppedChars > 0,
+    droppedChars: s.output.droppedChars,
+  };
+}
+
+export type SessionRecord = ReturnType<typeof sessionRecord>;
+
+/** The result of an exec call for a session in whatever state it is in. */
+export function execResult(s: Session, warnings: string[] = []) {
+  const base = { sessionId: s.id, name: s.name, ...(warnings.length ? { warnings } : {}) };
+  const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
+  if (s.running) {
+    const tail = s.output.tail(RUNNING_TAIL_CHARS);
+    return {
+      status: s.status,
+      ...base,
+      pid: s.pid ?? null,
+      startedAt: iso(s.startedAt),
+      tail,
+      text:
+        warningText +
+        `Command still running (session ${s.id}, pid ${s.pid}). ` +
+        `Use process with sessionId "${s.id}": poll for new output, write to send input, kill to stop it.` +
+        (tail ? `\n--- last output ---\n${tail}` : ''),
+    };
+  }
+  const output = s.output.text();
+  const body = output.length ? output.replace(/\n$/, '') : '(no output)';
+  let footer = '';
+  if (s.status === 'failed') footer = `\n\n(${endLine(s)})`;
+  else if (s.exitCode !== 0) footer = `\n\n(Command exited with code ${s.exitCode})`;
+  return {
+    status: s.status,
+    ...base,
+    exitCode: s.exitCode,
+    ...(s.status === 'failed' ? { signal: s.signal, reason: s.reason } : {}),
+    durationMs: s.runtimeMs,
+    output,
+    truncated: s.output.droppedChars > 0,
+    droppedChars: s.output.droppedChars,
+    text: warningText + droppedNote(s) + body + footer,
+  };
+}
+
+/** The one-line summary of a backgrounded session's exit (SPEC §6, notifyOnExit). */
+export function exitSummary(s: Session): string {
+  const last = lastLine(s.output.tail(400));
+  let head: string;
+  if (s.status === 'completed') head = `Exec completed (${s.id}, code ${s.exitCode})`;
+  else if (s.signal) head = `Exec failed (${s.id}, signal ${s.signal}${s.reason && s.reason !== 'signal' ? `, ${s.reason}` : ''})`;
+  else if (s.reason === 'spawn_error') head = `Exec failed (${s.id}, ${s.error})`;
+  else head = `Exec failed (${s.id}, code ${s.exitCode}${s.reason ? `, ${s.reason}` : ''})`;
+  return last ? `${head} :: ${last}` : head;
+}
+
+function lastLine(text: string): string {
+  const lines = text.split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const line = lines[i].trim();
+    if (line) return line.length > 200 ? `${line.slice(0, 199)}…` : line;
+  }
+  return '';
+}
