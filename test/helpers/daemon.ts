@@ -1,0 +1,116 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { TestClient } from './rpc.js';
+
+export const ROOT = resolve(import.meta.dirname, '..', '..');
+export const PROCCTLD = join(ROOT, 'bin', 'procctld');
+export const PROCCTL = join(ROOT, 'bin', 'procctl');
+
+/** Poll `cond` until it holds or the deadline passes (generous: CI machines are loaded). */
+export async function waitFor<T>(cond: () => T | Promise<T>, { timeoutMs = 20_000, everyMs = 20, what = 'condition' } = {}): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** True if a process with this pid exists and is not a zombie. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+export interface TestDaemon {
+  dir: string;
+  socket: string;
+  proc: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  client(): Promise<TestClient>;
+  /** SIGTERM, wait for exit; SIGKILL if it does not go. Returns the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export interface StartOptions {
+  env?: Record<string, string>;
+  config?: unknown;
+  args?: string[];
+}
+
+const started = new Set<TestDaemon>();
+
+/** Start a real procctld on a temp socket, with its own config and state dirs. */
+export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> {
+  const dir = mkdtempSync(join(tmpdir(), 'procctl-test-'));
+  const socket = join(dir, 'run', 'procctl.sock');
+  const args = ['--socket', socket, ...(opts.args ?? [])];
+  if (opts.config !== undefined) {
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify(opts.config));
+    args.push('--config', file);
+  }
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    XDG_CONFIG_HOME: join(dir, 'config'),
+    PROCCTL_STATE_DIR: join(dir, 'state'),
+    PROCCTL_LOG_LEVEL: 'warn',
+    ...opts.env,
+  };
+  delete env.PROCCTL_SOCKET;
+  const proc = spawn(process.execPath, [PROCCTLD, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+  const d: TestDaemon = {
+    dir,
+    socket,
+    proc,
+    stdout: () => out,
+    stderr: () => err,
+    client: () => TestClient.connect(socket),
+    async stop() {
+      started.delete(d);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
+      const code = await exited;
+      clearTimeout(timer);
+      rmSync(dir, { recursive: true, force: true });
+      return code;
+    },
+  };
+  started.add(d);
+  await waitFor(
+    async () => {
+      if (proc.exitCode !== null) throw new Error(`procctld exited with ${proc.exitCode}: ${err}`);
+      try {
+        (await TestClient.connect(socket)).close();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { what: 'procctld to listen' },
+  );
+  return d;
+}
+
+/** Stop every daemon a test file started and did not stop. */
+export async function stopAllDaemons(): Promise<void> {
+  await Promise.all([...started].map((d) => d.stop()));
+}

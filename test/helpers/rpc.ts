@@ -1,0 +1,127 @@
+import { connect, type Socket } from 'node:net';
+
+export interface RpcResponse {
+  jsonrpc: '2.0';
+  id: string | number | null;
+  result?: any;
+  error?: { code: number; message: string; data?: any };
+}
+
+/**
+ * A raw NDJSON JSON-RPC client for tests: send any bytes, await responses by id, collect
+ * notifications. Deliberately independent of src/ so it checks the wire format itself.
+ */
+export class TestClient {
+  readonly socket: Socket;
+  readonly notifications: any[] = [];
+  readonly unmatched: RpcResponse[] = [];
+  private buf = '';
+  private nextId = 1;
+  private readonly waiting = new Map<string, (r: RpcResponse) => void>();
+  private readonly listeners = new Set<() => void>();
+  closed = false;
+
+  private constructor(socket: Socket) {
+    this.socket = socket;
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => this.onData(d));
+    socket.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+    socket.on('error', () => undefined);
+  }
+
+  static connect(path: string): Promise<TestClient> {
+    return new Promise((resolve, reject) => {
+      const s = connect(path);
+      s.once('connect', () => resolve(new TestClient(s)));
+      s.once('error', reject);
+    });
+  }
+
+  private onData(d: string): void {
+    this.buf += d;
+    for (let i = this.buf.indexOf('\n'); i >= 0; i = this.buf.indexOf('\n')) {
+      const line = this.buf.slice(0, i);
+      this.buf = this.buf.slice(i + 1);
+      if (!line.trim()) continue;
+      const msg = JSON.parse(line);
+      if (!Array.isArray(msg) && msg.method !== undefined && msg.id === undefined) this.notifications.push(msg);
+      else {
+        const key = Array.isArray(msg) ? 'batch' : JSON.stringify(msg.id);
+        const w = this.waiting.get(key);
+        if (w) {
+          this.waiting.delete(key);
+          w(msg);
+        } else this.unmatched.push(msg);
+      }
+    }
+    this.wake();
+  }
+
+  private wake(): void {
+    for (const l of [...this.listeners]) l();
+  }
+
+  /** Send raw text (a newline is not added). */
+  sendRaw(text: string | Buffer): void {
+    this.socket.write(text);
+  }
+
+  /** Call a method; resolves with the whole response (result or error). */
+  request(method: string, params?: unknown, id: string | number = this.nextId++): Promise<RpcResponse> {
+    return new Promise((resolve) => {
+      this.waiting.set(JSON.stringify(id), resolve);
+      this.socket.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) })}\n`);
+    });
+  }
+
+  /** Send a raw line and await the next response that is not matched by id (for bad frames). */
+  async rawResponse(text: string, timeoutMs = 20_000): Promise<RpcResponse> {
+    const before = this.unmatched.length;
+    this.sendRaw(text);
+    await this.until(() => this.unmatched.length > before || this.closed, timeoutMs);
+    const r = this.unmatched[before];
+    if (!r) throw new Error(`no response to ${text.slice(0, 80)}`);
+    return r;
+  }
+
+  /** Call and return the result, throwing on an error response. */
+  async call(method: string, params?: unknown): Promise<any> {
+    const r = await this.request(method, params);
+    if (r.error) throw Object.assign(new Error(r.error.message), { rpc: r.error });
+    return r.result;
+  }
+
+  exec(params: Record<string, unknown>): Promise<any> {
+    return this.call('exec', params);
+  }
+
+  process(params: Record<string, unknown>): Promise<any> {
+    return this.call('process', params);
+  }
+
+  /** Resolve once `cond()` holds, re-checked on every message; reject after `timeoutMs`. */
+  until(cond: () => boolean, timeoutMs = 20_000): Promise<void> {
+    if (cond()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (cond()) {
+          clearTimeout(timer);
+          this.listeners.delete(check);
+          resolve();
+        }
+      };
+      const timer = setTimeout(() => {
+        this.listeners.delete(check);
+        reject(new Error('condition not met in time'));
+      }, timeoutMs);
+      this.listeners.add(check);
+    });
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
