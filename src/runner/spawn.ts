@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminateGroup, waitGroupGone } from './group.js';
 import { shellArgs } from './shell.js';
@@ -22,12 +22,18 @@ const PIPE_DRAIN_MS = 250;
  * session running.
  */
 export function spawnSession(session: Session, opts: SpawnOptions): void {
-  const child = spawn(opts.shell, shellArgs(opts.shell, session.command), {
-    cwd: session.cwd,
-    env: opts.env,
-    detached: true,
-    stdio: [session.stdinMode === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-  });
+  let child: ChildProcess;
+  try {
+    child = spawn(opts.shell, shellArgs(opts.shell, session.command), {
+      cwd: session.cwd,
+      env: opts.env,
+      detached: true,
+      stdio: [session.stdinMode === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+  } catch (err) {
+    session.finish({ exitCode: null, signal: null, error: `could not start ${opts.shell}: ${(err as Error).message}` });
+    return;
+  }
   session.child = child;
   session.pid = child.pid;
 

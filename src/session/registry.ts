@@ -27,6 +27,7 @@ export function expiredSessions(sessions: Iterable<Session>, now: number, ttlMs:
 export class Registry {
   readonly events = new EventBus();
   private readonly sessions = new Map<string, Session>();
+  private readonly keyLocks = new Map<string, Promise<void>>();
 
   newId(): string {
     for (;;) {
@@ -73,6 +74,23 @@ export class Registry {
 
   delete(id: string): void {
     this.sessions.delete(id);
+  }
+
+  /** Run `fn` alone among calls for the same thread key and scope, so two starts cannot overlap. */
+  async withKeyLock<T>(scope: string, key: string, fn: () => Promise<T>): Promise<T> {
+    const k = `${scope}\u0000${key}`;
+    const previous = this.keyLocks.get(k) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const tail = previous.then(() => mine);
+    this.keyLocks.set(k, tail);
+    await previous;
+    try {
+      return await fn();
+    } finally {
+      release();
+      if (this.keyLocks.get(k) === tail) this.keyLocks.delete(k);
+    }
   }
 
   /** Forget finished sessions older than the TTL; returns them. */

@@ -48,6 +48,8 @@ export class Session {
   error: string | undefined;
   /** True once an exec call returned `running` for it: its exit is then announced. */
   backgrounded = false;
+  /** Where a stop request is written for the job to see (PROCCTL_STOP_FILE). */
+  stopFile: string | undefined;
   /** The thread key it was started with (SPEC §5). */
   key: string | undefined;
   stop: StopRequest | undefined;

@@ -43,18 +43,9 @@ async function settleKey(d: Daemon, ctx: CallContext, p: ExecParams): Promise<Se
   return undefined;
 }
 
-/** The exec tool: start a command, wait up to the yield, answer with its result or `running`. */
-export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
-  const p = parseParams(ExecParamsSchema, raw, 'exec');
+/** Create the session and spawn its command; refuses past maxSessions. */
+function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): { session: Session; warnings: string[] } {
   const cfg = d.config().tools.exec;
-  if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
-  if (p.elevated) throw forbidden('elevated mode is not enabled on this daemon; run the command without elevated', { path: ['elevated'] });
-  const cwd = checkWorkdir(p.workdir);
-  if (p.env) checkEnvOverrides(p.env);
-
-  const kept = await settleKey(d, ctx, p);
-  if (kept) return execResult(kept);
-
   const running = d.registry.running(ctx.scope).length;
   if (running >= cfg.maxSessions) {
     throw limit(`scope "${ctx.scope}" already has ${running} running sessions (maxSessions = ${cfg.maxSessions}); wait for some to finish or kill them`, {
@@ -81,10 +72,12 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
   session.key = p.key;
   const sessionDir = join(d.runtimeDir, 'sessions', id);
   mkdirSync(sessionDir, { recursive: true, mode: 0o700 });
+  session.stopFile = join(sessionDir, 'stop.json');
   const env = buildEnv(process.env, p.env, {
     PROCCTL_SESSION_ID: id,
+    PROCCTL_SCOPE: ctx.scope,
     PROCCTL_SOCKET: d.socketPath,
-    PROCCTL_STOP_FILE: join(sessionDir, 'stop.json'),
+    PROCCTL_STOP_FILE: session.stopFile,
     PROCCTL_TMPDIR: sessionDir,
   });
   d.registry.add(session);
@@ -96,6 +89,26 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
   });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd });
   void session.finished.then(() => announceExit(d, session));
+
+  return { session, warnings };
+}
+
+/** The exec tool: start a command, wait up to the yield, answer with its result or `running`. */
+export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
+  const p = parseParams(ExecParamsSchema, raw, 'exec');
+  const cfg = d.config().tools.exec;
+  if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
+  if (p.elevated) throw forbidden('elevated mode is not enabled on this daemon; run the command without elevated', { path: ['elevated'] });
+  const cwd = checkWorkdir(p.workdir);
+  if (p.env) checkEnvOverrides(p.env);
+
+  const start = async () => {
+    const kept = await settleKey(d, ctx, p);
+    return kept ? { kept } : { started: startSession(d, ctx, p, cwd) };
+  };
+  const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();
+  if (kept) return execResult(kept);
+  const { session, warnings } = started!;
 
   if (!p.background) {
     const yieldMs = clampYield(p.yieldMs ?? cfg.backgroundMs);
