@@ -7,6 +7,7 @@ import type { Config } from '../config/schema.js';
 import { Connection } from '../rpc/connection.js';
 import { createMethods } from '../rpc/methods.js';
 import { stopSession } from '../runner/stop.js';
+import { setStragglerListener } from '../runner/sweep.js';
 import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
@@ -43,6 +44,9 @@ export class ProcctlDaemon implements Daemon {
     this.socketPath = opts.socketPath;
     this.runtimeDir = dirname(opts.socketPath);
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
+    setStragglerListener((sessionId, pids) =>
+      this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
+    );
     const methods = createMethods(this, this.startedAt, packageVersion());
     this.server = createServer((socket) => {
       const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log);

@@ -3,6 +3,7 @@ import { forbidden, invalid } from '../errors.js';
 import type { EventType } from '../session/types.js';
 import { toolDescriptions } from '../schema/tools.js';
 import type { CallContext, Daemon } from '../tools/context.js';
+import { checkpointTool } from '../tools/checkpoint.js';
 import { execTool } from '../tools/exec.js';
 import { processTool } from '../tools/process/index.js';
 import type { Method, RequestContext } from './connection.js';
@@ -48,6 +49,10 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     if (tool === 'exec') return execTool(d, ctx, args);
     if (tool === 'process') return processTool(d, ctx, args);
     throw invalid(`unknown tool ${JSON.stringify(tool)}; "tool" must be "exec" or "process"`, { path: ['tool'], schema: true });
+  });
+  methods.set('checkpoint', (params, rc) => {
+    const { ctx, rest } = scoped(d, params, rc);
+    return checkpointTool(d, ctx, rest);
   });
   methods.set('tools.list', () => ({ tools: toolDescriptions() }));
   methods.set('subscribe', (params, rc) => {

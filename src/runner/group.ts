@@ -43,12 +43,39 @@ export function liveGroupMembers(pgid: number): number[] {
   return live;
 }
 
-/** Wait until no live process is left in the group, or the time runs out; true when gone. */
-export async function waitGroupGone(pgid: number, withinMs: number): Promise<boolean> {
+/** Processes a stop is after: the session's group, and single processes that left it. */
+export interface StopTarget {
+  pgid: number | undefined;
+  pids: number[];
+}
+
+function liveCount(t: StopTarget): number {
+  let n = 0;
+  if (t.pgid !== undefined) n += liveGroupMembers(t.pgid).length;
+  for (const pid of t.pids) {
+    const stat = readStat(pid);
+    if (stat && stat.state !== 'Z' && stat.state !== 'X') n++;
+  }
+  return n;
+}
+
+function signalTarget(t: StopTarget, signal: NodeJS.Signals): void {
+  if (t.pgid !== undefined) signalGroup(t.pgid, signal);
+  for (const pid of t.pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** Wait until nothing of the target is alive, or the time runs out; true when gone. */
+export async function waitGone(t: StopTarget, withinMs: number): Promise<boolean> {
   const deadline = Date.now() + withinMs;
   let pause = 2;
   for (;;) {
-    if (liveGroupMembers(pgid).length === 0) return true;
+    if (liveCount(t) === 0) return true;
     const left = deadline - Date.now();
     if (left <= 0) return false;
     await sleep(Math.min(pause, left));
@@ -56,14 +83,18 @@ export async function waitGroupGone(pgid: number, withinMs: number): Promise<boo
   }
 }
 
+export const waitGroupGone = (pgid: number, withinMs: number) => waitGone({ pgid, pids: [] }, withinMs);
+
 /**
- * The escalation every stop goes through: `signal` to the group, up to `graceMs` for it to go,
- * then SIGKILL and a last wait. Returns whether SIGKILL was needed.
+ * The escalation every stop goes through: `signal` to the group (and to each process that left
+ * it), up to `graceMs` for them to go, then SIGKILL and a last wait. Returns whether SIGKILL was
+ * needed.
  */
-export async function terminateGroup(pgid: number, signal: NodeJS.Signals, graceMs: number): Promise<{ killed: boolean }> {
-  if (!signalGroup(pgid, signal)) return { killed: false };
-  if (await waitGroupGone(pgid, graceMs)) return { killed: false };
-  signalGroup(pgid, 'SIGKILL');
-  await waitGroupGone(pgid, 5000);
+export async function terminate(t: StopTarget, signal: NodeJS.Signals, graceMs: number): Promise<{ killed: boolean }> {
+  if (liveCount(t) === 0) return { killed: false };
+  signalTarget(t, signal);
+  if (await waitGone(t, graceMs)) return { killed: false };
+  signalTarget(t, 'SIGKILL');
+  await waitGone(t, 5000);
   return { killed: true };
 }

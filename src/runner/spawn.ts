@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Session } from '../session/session.js';
-import { liveGroupMembers, terminateGroup, waitGroupGone } from './group.js';
+import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
 import { shellArgs } from './shell.js';
+import { sweepAfterExit } from './sweep.js';
 import { stopSession } from './stop.js';
 
 export interface SpawnOptions {
@@ -47,6 +48,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): void {
     clearTimeout(drainTimer);
     clearTimeout(timeoutTimer);
     session.finish({ exitCode: exited?.code ?? null, signal: exited?.signal ?? null, error });
+    if (!session.stop) sweepAfterExit(session.id, opts.killGraceMs);
   };
   const maybeFinish = () => {
     if (exited && groupGone && pipesClosed) finish();
@@ -99,5 +101,5 @@ async function reapLeftovers(session: Session, pgid: number, graceMs: number): P
     return;
   }
   session.stopping = true;
-  await terminateGroup(pgid, 'SIGTERM', graceMs);
+  await terminate({ pgid, pids: [] }, 'SIGTERM', graceMs);
 }

@@ -1,7 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import type { Session, StopRequest } from '../session/session.js';
 import type { StopReason } from '../session/types.js';
-import { terminateGroup } from './group.js';
+import { terminate } from './group.js';
+import { escapees, signalPids } from './sweep.js';
 
 export interface StopOptions {
   /** Who stops it. */
@@ -12,8 +13,9 @@ export interface StopOptions {
 }
 
 /**
- * The one stop path: signal the whole group, wait the grace, SIGKILL what is left. Resolves once
- * the session has ended. Stopping a session that is already stopping or ended is harmless.
+ * The one stop path (kill, timeout, cancel, replace, shutdown): write the stop file, signal the
+ * whole group and every process of the session that left it, wait the grace, SIGKILL what is
+ * left. Resolves once the session has ended; stopping a session twice is harmless.
  */
 export async function stopSession(session: Session, opts: StopOptions): Promise<void> {
   if (!session.running) return;
@@ -23,9 +25,15 @@ export async function stopSession(session: Session, opts: StopOptions): Promise<
   }
   if (session.stopping) return session.finished;
   session.stopping = true;
-  writeStopFile(session, session.stop ?? { reason: opts.reason, signal: opts.signal, at: Date.now() });
+  const stop = session.stop;
+  writeStopFile(session, stop);
   const pgid = session.pid;
-  if (pgid !== undefined) await terminateGroup(pgid, opts.signal, opts.graceMs);
+  const outside = escapees(session.id, pgid);
+  const { killed } = await terminate({ pgid, pids: outside }, opts.signal, opts.graceMs);
+  // Anything forked out of the group during the grace gets no second warning.
+  const late = escapees(session.id, pgid);
+  signalPids(late, 'SIGKILL');
+  stop.escalated = killed || late.length > 0;
   await session.finished;
 }
 

@@ -17,11 +17,22 @@ export interface SessionInit {
   now?: () => number;
 }
 
+export interface Checkpoint {
+  name: string;
+  data?: unknown;
+  at: number;
+}
+
+/** How many checkpoints a session keeps (the newest). */
+export const MAX_CHECKPOINTS = 20;
+
 export interface StopRequest {
   reason: StopReason;
   signal: NodeJS.Signals;
   at: number;
   note?: string;
+  /** True when SIGKILL was needed: the job did not stop within the grace. */
+  escalated?: boolean;
 }
 
 /**
@@ -55,6 +66,9 @@ export class Session {
   stop: StopRequest | undefined;
   /** A stop (or the clean-up after the leader exited) is in progress. */
   stopping = false;
+
+  /** The newest checkpoints, oldest first (at most MAX_CHECKPOINTS). */
+  readonly checkpoints: Checkpoint[] = [];
 
   child: ChildProcess | undefined;
   stdin: Writable | undefined;
@@ -92,6 +106,17 @@ export class Session {
   emit(type: EventType, fields: Record<string, unknown> = {}): void {
     if (!this.events.listening) return;
     this.events.emit({ type, sessionId: this.id, scope: this.scope, at: this.now(), ...fields });
+  }
+
+  addCheckpoint(name: string, data: unknown): Checkpoint {
+    const checkpoint: Checkpoint = { name, at: this.now(), ...(data === undefined ? {} : { data }) };
+    this.checkpoints.push(checkpoint);
+    if (this.checkpoints.length > MAX_CHECKPOINTS) this.checkpoints.shift();
+    return checkpoint;
+  }
+
+  get lastCheckpoint(): Checkpoint | undefined {
+    return this.checkpoints[this.checkpoints.length - 1];
   }
 
   /** Capture a chunk from the process; wakes waiters and streams an `output` event. */

@@ -1,4 +1,4 @@
-import type { Session } from '../session/session.js';
+import type { Checkpoint, Session } from '../session/session.js';
 
 export const RUNNING_TAIL_CHARS = 2000;
 export const LIST_TAIL_CHARS = 200;
@@ -54,7 +54,20 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     tail: s.output.tail(tailChars),
     truncated: s.output.droppedChars > 0,
     droppedChars: s.output.droppedChars,
+    checkpoint: checkpointView(s.lastCheckpoint),
+    ...(s.running ? {} : { checkpoints: s.checkpoints.map(checkpointView) }),
+    stop: s.stop && {
+      reason: s.stop.reason,
+      signal: s.stop.signal,
+      requestedAt: iso(s.stop.at),
+      note: s.stop.note,
+      graceful: s.stop.escalated === undefined ? undefined : !s.stop.escalated,
+    },
   };
+}
+
+export function checkpointView(c: Checkpoint | undefined) {
+  return c && { name: c.name, data: c.data, at: iso(c.at) };
 }
 
 export type SessionRecord = ReturnType<typeof sessionRecord>;

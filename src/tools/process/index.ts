@@ -6,6 +6,7 @@ import { killAction } from './kill.js';
 import { listAction } from './list.js';
 import { logAction } from './log.js';
 import { pollAction } from './poll.js';
+import { signalAction } from './signal.js';
 import { writeAction } from './write.js';
 
 type Handler = (d: Daemon, ctx: CallContext, p: ProcessParams) => Promise<unknown> | unknown;
@@ -16,6 +17,7 @@ const HANDLERS: Record<ProcessAction, Handler> = {
   log: logAction,
   write: writeAction,
   kill: killAction,
+  signal: signalAction,
   clear: clearAction,
   remove: removeAction,
 };

@@ -1,6 +1,6 @@
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
-import { endLine } from '../render.js';
+import { checkpointView, endLine } from '../render.js';
 import { target } from './target.js';
 
 const MAX_WAIT_MS = 120_000;
@@ -26,6 +26,11 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   if (drained.text) lines.push(drained.text.replace(/\n$/, ''));
   const result: Record<string, unknown> = { status: s.status, sessionId: s.id, output: drained.text };
   if (notes.length) result.droppedChars = drained.dropped;
+  const checkpoint = checkpointView(s.lastCheckpoint);
+  if (checkpoint) {
+    result.checkpoint = checkpoint;
+    lines.unshift(`[checkpoint: ${checkpoint.name} at ${checkpoint.at}]`);
+  }
   if (s.running) {
     if (!drained.text) lines.push('(no new output)');
     result.retryInMs = retryInMs(s.output.lastOutputAt, Date.now());

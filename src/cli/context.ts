@@ -1,0 +1,103 @@
+import type { Command } from 'commander';
+import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
+import { INVALID_PARAMS } from '../rpc/errors.js';
+
+/** The options every command accepts (SPEC §11). */
+export interface GlobalOptions {
+  socket?: string;
+  scope?: string;
+  token?: string;
+  json?: boolean;
+}
+
+/** A mistake in how the command was called: exit status 2. */
+export class UsageError extends Error {}
+
+/** Exit statuses (SPEC §11). */
+export const EXIT = { ok: 0, failed: 1, usage: 2, unreachable: 3 } as const;
+
+/** The global options as seen from inside a subcommand's action. */
+export function globalsOf(cmd: Command): GlobalOptions {
+  return cmd.optsWithGlobals<GlobalOptions>();
+}
+
+/** Params for the scoped methods (exec, process, tool, subscribe): adds scope and token when given. */
+export function scoped(g: GlobalOptions, params: Record<string, unknown>): Record<string, unknown> {
+  return { ...params, ...(g.scope !== undefined ? { scope: g.scope } : {}), ...(g.token !== undefined ? { token: g.token } : {}) };
+}
+
+/** Connect, run `fn`, and always close the connection afterwards. */
+export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>, onNotification?: (n: Notification) => void): Promise<T> {
+  const client = await DaemonClient.connect({ socket: g.socket, onNotification });
+  try {
+    return await fn(client);
+  } finally {
+    client.close();
+  }
+}
+
+/** Write text to stdout, ending it with a newline. */
+export function out(text: string): void {
+  if (text === '') return;
+  process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+}
+
+/** Write text to stderr, ending it with a newline. */
+export function note(text: string): void {
+  if (text === '') return;
+  process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+}
+
+/** The raw result for `--json`. */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** One compact JSON object per line, for streams (`events`, `log -f`). */
+export function printJsonLine(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value)}\n`);
+}
+
+const ENDED = new Set(['completed', 'failed', 'denied']);
+
+/** Has a session with this status ended? */
+export const hasEnded = (status: unknown): boolean => typeof status === 'string' && ENDED.has(status);
+
+/** Exit status for a result that reports a session's end: 1 unless it completed with code 0. */
+export function outcomeExit(r: { status?: unknown; exitCode?: unknown }): number {
+  if (r.status === 'failed' || r.status === 'denied') return EXIT.failed;
+  if (r.status === 'completed' && r.exitCode !== 0) return EXIT.failed;
+  return EXIT.ok;
+}
+
+const HINT = 'start it with `procctld` (or `npm start`) or pass --socket';
+
+/** Report an error on stderr and return the exit status it maps to. */
+export function reportError(err: unknown): number {
+  if (err instanceof DaemonUnreachableError) {
+    note(`procctl: ${err.message}${err.phase === 'connect' ? `; ${HINT}` : ''}`);
+    return EXIT.unreachable;
+  }
+  if (err instanceof UsageError) {
+    note(`procctl: ${err.message}`);
+    return EXIT.usage;
+  }
+  if (err instanceof RpcCallError) {
+    note(`procctl: ${err.message}`);
+    // Params the daemon's schema refused came from the command line: a usage error.
+    return err.code === INVALID_PARAMS ? EXIT.usage : EXIT.failed;
+  }
+  note(`procctl: ${err instanceof Error ? err.message : String(err)}`);
+  return EXIT.failed;
+}
+
+/** Wrap a command's action: its returned status (or its error's) becomes the exit status. */
+export function act<A extends unknown[]>(fn: (...args: A) => Promise<number>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      process.exitCode = await fn(...args);
+    } catch (err) {
+      process.exitCode = reportError(err);
+    }
+  };
+}

@@ -1,0 +1,105 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { readStat, terminate } from './group.js';
+
+const MARKER = 'PROCCTL_SESSION_ID=';
+
+export interface Straggler {
+  pid: number;
+  pgrp: number;
+}
+
+/** Numeric entries of /proc: every process visible to us. */
+function pids(): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    const c = entry.charCodeAt(0);
+    if (c >= 48 && c <= 57) out.push(Number(entry));
+  }
+  return out;
+}
+
+/** The session id a process inherited in its environment, if any. */
+function sessionMarker(pid: number): string | undefined {
+  let env: string;
+  try {
+    env = readFileSync(`/proc/${pid}/environ`, 'latin1');
+  } catch {
+    return undefined; // gone, or not ours
+  }
+  const at = env.indexOf(MARKER);
+  if (at === -1 || (at > 0 && env.charCodeAt(at - 1) !== 0)) return undefined;
+  const end = env.indexOf('\0', at);
+  return env.slice(at + MARKER.length, end === -1 ? undefined : end);
+}
+
+/**
+ * Every live process that carries one of these sessions' marker in its environment. Each session
+ * exports PROCCTL_SESSION_ID at spawn and every descendant inherits it, so this finds what left
+ * the process group too (setsid, double fork) — from one pass over /proc for all sessions.
+ */
+export function findSessionProcesses(ids: ReadonlySet<string>): Map<string, Straggler[]> {
+  const found = new Map<string, Straggler[]>();
+  if (ids.size === 0) return found;
+  for (const pid of pids()) {
+    if (pid === process.pid) continue;
+    const id = sessionMarker(pid);
+    if (id === undefined || !ids.has(id)) continue;
+    const stat = readStat(pid);
+    if (!stat || stat.state === 'Z' || stat.state === 'X') continue;
+    const list = found.get(id) ?? [];
+    list.push({ pid, pgrp: stat.pgrp });
+    found.set(id, list);
+  }
+  return found;
+}
+
+/** Processes of a session that are outside its own process group. */
+export function escapees(id: string, pgid: number | undefined): number[] {
+  return (findSessionProcesses(new Set([id])).get(id) ?? []).filter((p) => p.pgrp !== pgid).map((p) => p.pid);
+}
+
+export function signalPids(pids: number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export function livePids(pids: number[]): number[] {
+  return pids.filter((pid) => {
+    const stat = readStat(pid);
+    return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
+  });
+}
+
+const afterExit = new Map<string, number>();
+let sweepTimer: NodeJS.Timeout | undefined;
+let onStragglers: (sessionId: string, pids: number[]) => void = () => undefined;
+
+/** Where the daemon hears of processes a finished session left outside its group. */
+export function setStragglerListener(fn: (sessionId: string, pids: number[]) => void): void {
+  onStragglers = fn;
+}
+
+/**
+ * After a session ends by itself, look once more (batched, off the exec path) for processes
+ * that left its group — a `setsid cmd &` — and stop them: no process outlives its session.
+ */
+export function sweepAfterExit(sessionId: string, graceMs: number): void {
+  afterExit.set(sessionId, graceMs);
+  sweepTimer ??= setTimeout(runSweep, 50);
+}
+
+function runSweep(): void {
+  sweepTimer = undefined;
+  const batch = new Map(afterExit);
+  afterExit.clear();
+  for (const [id, list] of findSessionProcesses(new Set(batch.keys()))) {
+    const pids = list.map((p) => p.pid);
+    onStragglers(id, pids);
+    void terminate({ pgid: undefined, pids }, 'SIGTERM', batch.get(id) ?? 0);
+  }
+}
