@@ -11,6 +11,8 @@ import { setStragglerListener } from '../runner/sweep.js';
 import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
+import type { Session } from '../session/session.js';
+import { GuardianLink } from './guardian-link.js';
 import { listenOnPath } from './socket.js';
 import { packageVersion } from './version.js';
 
@@ -37,6 +39,7 @@ export class ProcctlDaemon implements Daemon {
   private readonly connections = new Set<Connection>();
   private reaper: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
+  private readonly guardian: GuardianLink;
 
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
@@ -44,6 +47,7 @@ export class ProcctlDaemon implements Daemon {
     this.socketPath = opts.socketPath;
     this.runtimeDir = dirname(opts.socketPath);
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
+    this.guardian = new GuardianLink(this.log);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
@@ -59,8 +63,15 @@ export class ProcctlDaemon implements Daemon {
     return this.current;
   }
 
+  watch(session: Session): void {
+    if (session.pid === undefined) return;
+    this.guardian.add(session.id, session.pid);
+    void session.finished.then(() => this.guardian.remove(session.id));
+  }
+
   async start(): Promise<void> {
     await listenOnPath(this.server, this.socketPath);
+    this.guardian.start();
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
     this.log.info({ socket: this.socketPath, config: this.configFile ?? null }, 'procctld listening');
@@ -97,6 +108,7 @@ export class ProcctlDaemon implements Daemon {
       for (const c of this.connections) c.socket.destroy();
     }, 200).unref();
     await closed;
+    this.guardian.stop();
     rmSync(join(this.runtimeDir, 'sessions'), { recursive: true, force: true });
     this.log.info('stopped');
   }

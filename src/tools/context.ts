@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Registry } from '../session/registry.js';
+import type { Session } from '../session/session.js';
 
 /** What the daemon gives every tool call. */
 export interface Daemon {
@@ -11,6 +12,8 @@ export interface Daemon {
   /** Where per-session files (stop files, scratch dirs) live. */
   runtimeDir: string;
   log: Logger;
+  /** Called once a session's processes exist, so the daemon can protect them against its own crash. */
+  watch(session: Session): void;
   /** True once shutdown has begun: new work is refused. */
   closing: boolean;
 }

@@ -87,6 +87,7 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
     timeoutSec: p.timeout ?? cfg.timeoutSec,
     killGraceMs: cfg.killGraceMs,
   });
+  d.watch(session);
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd });
   void session.finished.then(() => announceExit(d, session));
 
