@@ -23,11 +23,3 @@ export function envPair(value: string, previous: Record<string, string> = {}): R
   if (eq <= 0) throw new InvalidArgumentError(`expected NAME=VALUE, got "${value}"`);
   return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
 }
-
-/** A commander parser accepting one of a fixed set of words. */
-export function oneOf<T extends string>(words: readonly T[]): (value: string) => T {
-  return (value) => {
-    if (!(words as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${words.join(', ')}, got "${value}"`);
-    return value as T;
-  };
-}

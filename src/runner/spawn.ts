@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
+import { launchPipes, launchPty, type LaunchHooks, type Launched } from './launch.js';
 import { shellArgs } from './shell.js';
-import { sweepAfterExit } from './sweep.js';
 import { stopSession } from './stop.js';
+import { sweepAfterExit } from './sweep.js';
 
 export interface SpawnOptions {
   shell: string;
@@ -11,38 +11,26 @@ export interface SpawnOptions {
   /** Seconds; 0 = none. */
   timeoutSec: number;
   killGraceMs: number;
+  pty: boolean;
 }
 
-/** How long to wait for the output pipes to close once every process of the group is gone. */
+/** How long to wait for the output to close once every process of the group is gone. */
 const PIPE_DRAIN_MS = 250;
 
 /**
- * Start the session's command in a process group of its own and wire the process to the session.
- * The session ends when its leader exits and nothing of its group is left: leftovers get the
- * stop signal, the grace, then SIGKILL, so `cmd &` can neither orphan a process nor keep the
- * session running.
+ * Start the session's command in a process group of its own (on pipes or a terminal) and wire
+ * it to the session. The session ends when its leader exits and nothing of its group is left:
+ * leftovers get the stop signal, the grace, then SIGKILL, so `cmd &` can neither orphan a
+ * process nor keep the session running. Returns a warning when a terminal was asked for and
+ * could not be had.
  */
-export function spawnSession(session: Session, opts: SpawnOptions): void {
-  let child: ChildProcess;
-  try {
-    child = spawn(opts.shell, shellArgs(opts.shell, session.command), {
-      cwd: session.cwd,
-      env: opts.env,
-      detached: true,
-      stdio: [session.stdinMode === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    });
-  } catch (err) {
-    session.finish({ exitCode: null, signal: null, error: `could not start ${opts.shell}: ${(err as Error).message}` });
-    return;
-  }
-  session.child = child;
-  session.pid = child.pid;
-
+export function spawnSession(session: Session, opts: SpawnOptions): string | undefined {
   let exited: { code: number | null; signal: string | null } | undefined;
   let groupGone = false;
-  let pipesClosed = false;
+  let outputClosed = false;
   let drainTimer: NodeJS.Timeout | undefined;
   let timeoutTimer: NodeJS.Timeout | undefined;
+  let launched: Launched | undefined;
 
   const finish = (error?: string) => {
     clearTimeout(drainTimer);
@@ -51,50 +39,62 @@ export function spawnSession(session: Session, opts: SpawnOptions): void {
     if (!session.stop) sweepAfterExit(session.id, opts.killGraceMs);
   };
   const maybeFinish = () => {
-    if (exited && groupGone && pipesClosed) finish();
+    if (exited && groupGone && outputClosed) finish();
+  };
+  const hooks: LaunchHooks = {
+    output: (stream, chunk) => session.onOutput(stream, chunk),
+    failed: (message) => finish(message),
+    inputClosed: () => (session.stdinOpen = false),
+    closed: () => {
+      outputClosed = true;
+      maybeFinish();
+    },
+    exit: (code, signal) => {
+      exited = { code, signal };
+      void reapLeftovers(session, launched?.pid, opts.killGraceMs).then(() => {
+        groupGone = true;
+        if (outputClosed) return maybeFinish();
+        // Only a process that escaped the group can still hold the output open: stop waiting.
+        drainTimer = setTimeout(() => {
+          launched?.detachOutput();
+          outputClosed = true;
+          maybeFinish();
+        }, PIPE_DRAIN_MS);
+      });
+    },
   };
 
-  child.stdout!.on('data', (chunk: Buffer) => session.onOutput('stdout', chunk));
-  child.stderr!.on('data', (chunk: Buffer) => session.onOutput('stderr', chunk));
-  if (child.stdin) {
-    session.stdin = child.stdin;
-    // A job that exits or closes its stdin turns our writes into EPIPE: that only closes stdin.
-    child.stdin.on('error', () => (session.stdinOpen = false));
-    child.stdin.on('close', () => (session.stdinOpen = false));
+  const spec = { shell: opts.shell, args: shellArgs(opts.shell, session.command), cwd: session.cwd, env: opts.env, stdin: session.stdinMode };
+  let warning: string | undefined;
+  if (opts.pty) {
+    try {
+      launched = launchPty(spec, hooks);
+      session.pty = true;
+    } catch (err) {
+      warning = `a pseudo-terminal could not be created (${(err as Error).message}); the command runs on pipes`;
+    }
   }
+  launched ??= launchPipes(spec, hooks);
+  session.pid = launched.pid;
+  session.input = launched.input;
+  if (session.pty && session.stdinMode === 'null') {
+    // A terminal always has input; "null" means the job reads end-of-input at once.
+    launched.input?.end();
+    session.stdinOpen = false;
+  }
+  session.resize = launched.resize;
 
-  child.on('error', (err) => {
-    if (child.pid === undefined) finish(`could not start ${opts.shell}: ${err.message}`);
-  });
-  child.on('close', () => {
-    pipesClosed = true;
-    maybeFinish();
-  });
-  child.on('exit', (code, signal) => {
-    exited = { code, signal };
-    void reapLeftovers(session, child.pid!, opts.killGraceMs).then(() => {
-      groupGone = true;
-      if (pipesClosed) return maybeFinish();
-      // Only a process that escaped the group can still hold the pipes: stop waiting for them.
-      drainTimer = setTimeout(() => {
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-        pipesClosed = true;
-        maybeFinish();
-      }, PIPE_DRAIN_MS);
-    });
-  });
-
-  if (child.pid !== undefined && opts.timeoutSec > 0) {
+  if (launched.pid !== undefined && opts.timeoutSec > 0) {
     timeoutTimer = setTimeout(() => {
       void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: opts.killGraceMs });
     }, opts.timeoutSec * 1000);
   }
+  return warning;
 }
 
 /** After the leader exits, terminate what is left of its group (unless a stop already is). */
-async function reapLeftovers(session: Session, pgid: number, graceMs: number): Promise<void> {
-  if (liveGroupMembers(pgid).length === 0) return;
+async function reapLeftovers(session: Session, pgid: number | undefined, graceMs: number): Promise<void> {
+  if (pgid === undefined || liveGroupMembers(pgid).length === 0) return;
   if (session.stopping) {
     // The stop in progress escalates on its own schedule; no process gets its signal twice.
     await waitGroupGone(pgid, graceMs + 6000);

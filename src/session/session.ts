@@ -1,5 +1,4 @@
-import type { ChildProcess } from 'node:child_process';
-import type { Writable } from 'node:stream';
+import type { JobInput } from '../runner/launch.js';
 import { SessionOutput, type Stream } from './output.js';
 import type { EventBus } from './events.js';
 import type { EventType, FailReason, SessionStatus, StopReason } from './types.js';
@@ -70,9 +69,13 @@ export class Session {
   /** The newest checkpoints, oldest first (at most MAX_CHECKPOINTS). */
   readonly checkpoints: Checkpoint[] = [];
 
-  child: ChildProcess | undefined;
-  stdin: Writable | undefined;
+  /** Where input goes (a pipe or the terminal), while the job runs. */
+  input: JobInput | undefined;
   stdinOpen: boolean;
+  /** Runs under a pseudo-terminal. */
+  pty = false;
+  /** Changes the terminal size (pty sessions). */
+  resize: ((cols: number, rows: number) => void) | undefined;
 
   readonly finished: Promise<void>;
   private resolveFinished!: () => void;
@@ -120,7 +123,7 @@ export class Session {
   }
 
   /** Capture a chunk from the process; wakes waiters and streams an `output` event. */
-  onOutput(stream: Stream, bytes: Buffer): void {
+  onOutput(stream: Stream, bytes: Buffer | string): void {
     const offset = this.output.totalChars;
     const text = this.output.write(stream, bytes);
     if (text.length === 0) return;
@@ -144,8 +147,8 @@ export class Session {
     this.reason = failure;
     this.endedAt = this.now();
     this.stdinOpen = false;
-    this.child = undefined;
-    this.stdin = undefined;
+    this.input = undefined;
+    this.resize = undefined;
     this.resolveFinished();
     this.wake();
   }

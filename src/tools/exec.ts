@@ -55,7 +55,6 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
   }
 
   const warnings: string[] = [];
-  if (p.pty) warnings.push('pseudo-terminals are not available on this daemon; the command ran on pipes');
 
   const id = d.registry.newId();
   const session = new Session({
@@ -81,12 +80,14 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
     PROCCTL_TMPDIR: sessionDir,
   });
   d.registry.add(session);
-  spawnSession(session, {
+  const warning = spawnSession(session, {
     shell: resolveShell(process.env),
     env,
     timeoutSec: p.timeout ?? cfg.timeoutSec,
     killGraceMs: cfg.killGraceMs,
+    pty: p.pty ?? false,
   });
+  if (warning) warnings.push(warning);
   d.watch(session);
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd });
   void session.finished.then(() => announceExit(d, session));

@@ -59,7 +59,7 @@ export function registerExec(program: Command): void {
     .command('exec')
     .summary('run a command; print its output, or its session id if it is still running')
     .description(
-      'Run CMD with the daemon\'s shell. If it finishes within the yield, its combined output goes to stdout ' +
+      "Run CMD with the daemon's shell. If it finishes within the yield, its combined output goes to stdout " +
         'and notes (caps, exit code) to stderr; otherwise it keeps running in the background and its session id ' +
         'is printed. The words after -- are joined with spaces and run by the shell, as ssh does.\n' +
         'Exit status: 0 if the command exited 0 or is still running, 1 if it failed or exited non-zero.',
@@ -77,13 +77,13 @@ export function registerExec(program: Command): void {
     .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)')
     .action(
       act(async (words: string[], o: ExecOptions, cmd: Command) => {
-      const g = globalsOf(cmd);
-      const r = await withClient(g, (c) => c.call('exec', scoped(g, execParams(words, o))));
-      if (g.json) {
-        printJson(r);
-        return r.status === 'running' ? EXIT.ok : outcomeExit(r);
-      }
-      return showExecResult(r);
+        const g = globalsOf(cmd);
+        const r = await withClient(g, (c) => c.call('exec', scoped(g, execParams(words, o))));
+        if (g.json) {
+          printJson(r);
+          return outcomeExit(r);
+        }
+        return showExecResult(r);
       }),
     );
 }

@@ -11,16 +11,17 @@ export function writeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   if (p.data === undefined && !p.eof) throw invalid('process write needs data (and/or eof:true)', { path: ['data'], schema: true });
   if (!s.running) throw conflict(`session ${s.id} has ended (${s.status}); its stdin is closed`);
   if (s.stdinMode === 'null') throw conflict(`session ${s.id} was started with stdin "null"; it has no stdin to write to`);
-  if (!s.stdinOpen || !s.stdin) throw conflict(`the stdin of session ${s.id} is closed (eof was sent or the job closed it)`);
-  const stdin = s.stdin;
-  if (stdin.writableLength > MAX_QUEUED_STDIN) {
-    throw limit(`session ${s.id} is not reading its stdin: ${stdin.writableLength} bytes are already queued; poll it, or kill it`);
+  if (!s.stdinOpen || !s.input) throw conflict(`the stdin of session ${s.id} is closed (eof was sent or the job closed it)`);
+  const input = s.input;
+  if (input.queued > MAX_QUEUED_STDIN) {
+    throw limit(`session ${s.id} is not reading its stdin: ${input.queued} bytes are already queued; poll it, or kill it`);
   }
   const bytes = p.data === undefined ? 0 : Buffer.byteLength(p.data);
-  if (p.data) stdin.write(p.data);
+  if (p.data) input.write(p.data);
   if (p.eof) {
-    stdin.end();
-    s.stdinOpen = false;
+    input.end();
+    // A terminal stays open after ^D (the job may read again); a pipe is closed for good.
+    if (!s.pty) s.stdinOpen = false;
   }
   const what = [bytes ? `wrote ${bytes} bytes` : '', p.eof ? 'closed stdin' : ''].filter(Boolean).join(' and ');
   return { status: s.status, sessionId: s.id, bytes, eof: Boolean(p.eof), text: `${what[0].toUpperCase()}${what.slice(1)} of session ${s.id}.` };

@@ -1,0 +1,19 @@
+import type { Command } from 'commander';
+import { runDaemon } from '../../daemon/main.js';
+import { globalsOf } from '../context.js';
+
+export function registerDaemon(program: Command): void {
+  program
+    .command('daemon')
+    .summary('run procctld in the foreground (same options as procctld)')
+    .description('Run the daemon in the foreground, exactly as `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`.')
+    .argument('[args...]', 'procctld options')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action(async (args: string[], _o: unknown, cmd: Command) => {
+      const g = globalsOf(cmd);
+      // The global --socket was taken by procctl's own parser; hand it on.
+      await runDaemon([...(g.socket !== undefined ? ['--socket', g.socket] : []), ...args]);
+    });
+}

@@ -1,0 +1,28 @@
+import type { Command } from 'commander';
+import { act, EXIT, globalsOf, out, printJson, withClient } from '../context.js';
+import { duration } from '../render.js';
+
+export function registerStatus(program: Command): void {
+  program
+    .command('status')
+    .summary('show whether the daemon is up, and its session counts')
+    .description('Show the daemon\'s version, pid, uptime, socket and session counts (all scopes).')
+    .action(
+      act(async (_o: unknown, cmd: Command) => {
+        const g = globalsOf(cmd);
+        const r = await withClient(g, (c) => c.call('daemon.status'));
+        if (g.json) {
+          printJson(r);
+          return EXIT.ok;
+        }
+        const lines = [
+          `procctld ${r.version} (pid ${r.pid}), up ${duration(Number(r.uptimeMs))}${r.closing ? ', shutting down' : ''}`,
+          `socket:   ${r.socket}`,
+          `sessions: ${r.sessions?.running ?? 0} running, ${r.sessions?.finished ?? 0} finished`,
+        ];
+        if (r.node) lines.push(`node:     ${r.node}`);
+        out(lines.join('\n'));
+        return EXIT.ok;
+      }),
+    );
+}

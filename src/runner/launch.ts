@@ -1,0 +1,142 @@
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { constants } from 'node:os';
+import type { Stream } from '../session/output.js';
+
+/** What a session writes its input to: a pipe or a terminal. */
+export interface JobInput {
+  write(data: string | Buffer): void;
+  /** End of input: closes a pipe; sends ^D on a terminal. */
+  end(): void;
+  /** Bytes accepted but not yet taken by the job. */
+  readonly queued: number;
+}
+
+export interface LaunchHooks {
+  output(stream: Stream, chunk: Buffer | string): void;
+  /** The leader exited (its status is known; output may still be in flight). */
+  exit(code: number | null, signal: string | null): void;
+  /** All output has been delivered (every writer of the output closed it). */
+  closed(): void;
+  /** The command could not be started at all. */
+  failed(message: string): void;
+  /** The job closed its stdin (or writing to it failed). */
+  inputClosed(): void;
+}
+
+export interface Launched {
+  pid: number | undefined;
+  input: JobInput | undefined;
+  /** Stop waiting for the output: close our ends. */
+  detachOutput(): void;
+  /** For a terminal: its size changed. */
+  resize?(cols: number, rows: number): void;
+}
+
+export interface LaunchSpec {
+  shell: string;
+  args: string[];
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  stdin: 'pipe' | 'null';
+}
+
+/** Run on pipes, in a new session and process group (setsid). */
+export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  let child;
+  try {
+    child = spawn(spec.shell, spec.args, {
+      cwd: spec.cwd,
+      env: spec.env,
+      detached: true,
+      stdio: [spec.stdin === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+  } catch (err) {
+    hooks.failed(`could not start ${spec.shell}: ${(err as Error).message}`);
+    return { pid: undefined, input: undefined, detachOutput: () => undefined };
+  }
+  child.stdout!.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
+  child.stderr!.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
+  child.on('error', (err) => {
+    if (child.pid === undefined) hooks.failed(`could not start ${spec.shell}: ${err.message}`);
+  });
+  child.on('exit', (code, signal) => hooks.exit(code, signal));
+  child.on('close', () => hooks.closed());
+  let input: JobInput | undefined;
+  const stdin = child.stdin;
+  if (stdin) {
+    // A job that exits or closes its stdin turns our writes into EPIPE: that only closes stdin.
+    stdin.on('error', () => hooks.inputClosed());
+    stdin.on('close', () => hooks.inputClosed());
+    input = {
+      write: (data) => void stdin.write(data),
+      end: () => stdin.end(),
+      get queued() {
+        return stdin.writableLength;
+      },
+    };
+  }
+  return {
+    pid: child.pid,
+    input,
+    detachOutput: () => {
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+    },
+  };
+}
+
+export const PTY_COLS = 120;
+export const PTY_ROWS = 30;
+
+type NodePty = typeof import('node-pty');
+let nodePty: NodePty | Error | undefined;
+
+/** node-pty, loaded on first use; an Error when it is not built on this machine. */
+function loadPty(): NodePty | Error {
+  if (nodePty === undefined) {
+    try {
+      nodePty = createRequire(import.meta.url)('node-pty') as NodePty;
+    } catch (err) {
+      nodePty = err as Error;
+    }
+  }
+  return nodePty;
+}
+
+/**
+ * Run under a pseudo-terminal (node-pty: the child is a session leader with the terminal as its
+ * controlling tty, so pid = process group). Throws when a terminal cannot be had, so the caller
+ * can fall back to pipes and say so.
+ */
+export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  const pty = loadPty();
+  if (pty instanceof Error) throw new Error(`node-pty is not available (${pty.message.split('\n')[0]})`);
+  const term = pty.spawn(spec.shell, spec.args, {
+    name: 'xterm-256color',
+    cols: PTY_COLS,
+    rows: PTY_ROWS,
+    cwd: spec.cwd,
+    env: spec.env as Record<string, string>,
+  });
+  term.onData((data) => hooks.output('stdout', data));
+  term.onExit(({ exitCode, signal }) => {
+    hooks.exit(signal ? null : exitCode, signal ? signalName(signal) : null);
+    // node-pty reports the exit once the terminal's output has been read.
+    hooks.closed();
+  });
+  return {
+    pid: term.pid,
+    input: {
+      write: (data) => term.write(typeof data === 'string' ? data : data.toString('utf8')),
+      end: () => term.write('\x04'),
+      queued: 0,
+    },
+    detachOutput: () => undefined,
+    resize: (cols, rows) => term.resize(cols, rows),
+  };
+}
+
+function signalName(n: number): string {
+  return Object.entries(constants.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
+}
