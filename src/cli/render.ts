@@ -89,6 +89,13 @@ export function eventLine(e: Record<string, unknown>): string {
       const summary = typeof e.summary === 'string' ? e.summary : String(e.text ?? '');
       return `${head}  ${statusCell(e)} :: ${summary}`;
     }
+    case 'waiting_input':
+    case 'approval_required': {
+      const i = (e.interrupt ?? {}) as Record<string, unknown>;
+      return `${head}  ${String(i.kind ?? '?')}: ${oneLine(String(i.reason ?? ''))}`;
+    }
+    case 'checkpoint':
+      return `${head}  ${String(e.name)}${e.data === null || e.data === undefined ? '' : ` ${JSON.stringify(e.data)}`}`;
     case 'dropped':
       return `${head}  ${String(e.text ?? `${e.count} events were dropped`)}`;
     default: {

@@ -61,7 +61,9 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
   let node = target;
   for (const key of path.slice(0, -1)) {
     const next = node[key];
-    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
+    if (next === undefined) node[key] = {};
+    // A file value of the wrong type stays, so the schema reports it against the file.
+    else if (typeof next !== 'object' || next === null || Array.isArray(next)) return;
     node = node[key] as Record<string, unknown>;
   }
   node[path[path.length - 1]] = value;

@@ -6,15 +6,17 @@ const int = (min = 0) => z.number().int().min(min);
 export const YIELD_MS_RANGE = [10, 120_000] as const;
 export const JOB_TTL_MS_RANGE = [60_000, 10_800_000] as const;
 
+const Regex = z.string().refine((s) => {
+  try {
+    new RegExp(s);
+    return true;
+  } catch {
+    return false;
+  }
+}, 'must be a valid regular expression');
+
 const ApprovalRule = z.strictObject({
-  match: z.string().refine((s) => {
-    try {
-      new RegExp(s);
-      return true;
-    } catch {
-      return false;
-    }
-  }, 'must be a valid regular expression'),
+  match: Regex,
   action: z.enum(['allow', 'deny', 'ask']),
   reason: z.string().optional(),
 });
@@ -43,7 +45,7 @@ export const ConfigSchema = z.strictObject({
     .strictObject({
       enabled: z.boolean().default(true),
       timeoutSeconds: int(1).default(300),
-      promptPatterns: z.array(z.string()).default([]),
+      promptPatterns: z.array(Regex).default([]),
     })
     .prefault({}),
   approvals: z.strictObject({ rules: z.array(ApprovalRule).default([]) }).prefault({}),

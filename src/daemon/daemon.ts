@@ -12,6 +12,7 @@ import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
 import type { Session } from '../session/session.js';
+import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
 import { listenOnPath } from './socket.js';
 import { packageVersion } from './version.js';
@@ -40,6 +41,7 @@ export class ProcctlDaemon implements Daemon {
   private reaper: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
   private readonly guardian: GuardianLink;
+  private readonly interrupts: InterruptWatcher;
 
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
@@ -48,6 +50,7 @@ export class ProcctlDaemon implements Daemon {
     this.runtimeDir = dirname(opts.socketPath);
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
     this.guardian = new GuardianLink(this.log);
+    this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
@@ -72,6 +75,7 @@ export class ProcctlDaemon implements Daemon {
   async start(): Promise<void> {
     await listenOnPath(this.server, this.socketPath);
     this.guardian.start();
+    this.interrupts.start();
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
     this.log.info({ socket: this.socketPath, config: this.configFile ?? null }, 'procctld listening');
@@ -100,6 +104,7 @@ export class ProcctlDaemon implements Daemon {
     const running = this.registry.running();
     this.log.info({ signal, running: running.length }, 'shutting down');
     clearInterval(this.reaper);
+    this.interrupts.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     const grace = this.current.tools.exec.killGraceMs;
     await Promise.all(running.map((s) => stopSession(s, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace })));

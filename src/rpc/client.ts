@@ -2,7 +2,6 @@ import { connect, type Socket } from 'node:net';
 import { JSONRPCClient, JSONRPCErrorException, type JSONRPCResponse } from 'json-rpc-2.0';
 import { resolveSocketPath } from '../daemon/socket.js';
 import type { ErrorKind } from '../errors.js';
-import { LineSplitter } from './lines.js';
 
 /** The daemon could not be reached, or the connection to it was lost mid-conversation. */
 export class DaemonUnreachableError extends Error {
@@ -64,16 +63,14 @@ function describeConnectError(err: NodeJS.ErrnoException): string {
   }
 }
 
-/** Responses can carry a whole retained log, so the client accepts any frame size. */
-const NO_FRAME_LIMIT = Number.MAX_SAFE_INTEGER;
-
 /**
  * A client of the procctld socket: NDJSON framing, request ids and error exceptions from
  * json-rpc-2.0, notifications handed to a callback.
  */
 export class DaemonClient {
   private readonly rpc: JSONRPCClient;
-  private readonly splitter = new LineSplitter(NO_FRAME_LIMIT);
+  /** Bytes of a line not yet complete; kept as Buffers so a character split across reads stays whole. */
+  private partial: Buffer[] = [];
   private lost: DaemonUnreachableError | undefined;
   /** Resolves with the reason once the connection has closed, for whatever cause. */
   readonly closed: Promise<DaemonUnreachableError>;
@@ -114,18 +111,25 @@ export class DaemonClient {
   }
 
   private onData(chunk: Buffer): void {
-    const lines = this.splitter.push(chunk);
-    if (lines === 'oversized') return;
-    for (const line of lines) {
-      if (!line.trim()) continue;
-      let message: unknown;
-      try {
-        message = JSON.parse(line);
-      } catch {
-        continue; // a malformed frame cannot be matched to a request; the request's own answer still can be
-      }
-      for (const m of Array.isArray(message) ? message : [message]) this.dispatch(m);
+    let start = 0;
+    for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, start)) {
+      const line = Buffer.concat([...this.partial, chunk.subarray(start, nl)]).toString('utf8');
+      this.partial = [];
+      start = nl + 1;
+      this.onLine(line);
     }
+    if (start < chunk.length) this.partial.push(Buffer.from(chunk.subarray(start)));
+  }
+
+  private onLine(line: string): void {
+    if (!line.trim()) return;
+    let message: unknown;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      return; // a malformed frame cannot be matched to a request; the request's own answer still can be
+    }
+    for (const m of Array.isArray(message) ? message : [message]) this.dispatch(m);
   }
 
   private dispatch(m: unknown): void {

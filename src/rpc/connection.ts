@@ -39,6 +39,9 @@ export class Connection {
   private readonly pending = new Map<string, AbortController>();
   private readonly closeHooks = new Set<() => void>();
   private droppedEvents = 0;
+  /** Lines being handled; an oversized frame ends the connection once they are answered. */
+  private inFlight = 0;
+  private ending = false;
   closed = false;
 
   constructor(
@@ -61,15 +64,29 @@ export class Connection {
   }
 
   private onData(chunk: Buffer, maxFrameBytes: number): void {
-    if (this.closed) return;
-    const lines = this.splitter.push(chunk);
-    if (lines === 'oversized') {
+    if (this.closed || this.ending) return;
+    const { lines, oversized } = this.splitter.push(chunk);
+    for (const line of lines) {
+      if (!line.trim()) continue;
+      this.inFlight++;
+      void this.onLine(line).finally(() => {
+        this.inFlight--;
+        this.endIfDone();
+      });
+    }
+    if (oversized) {
       this.send(errorResponse(null, INVALID_REQUEST, `frame too large: a message may be at most ${maxFrameBytes} bytes (PROCCTL_MAX_FRAME_BYTES); closing the connection`));
+      this.ending = true;
+      this.endIfDone();
+    }
+  }
+
+  /** After an oversized frame: close once the requests before it are answered. */
+  private endIfDone(): void {
+    if (this.ending && this.inFlight === 0 && !this.closed) {
       this.socket.end();
       this.closed = true;
-      return;
     }
-    for (const line of lines) if (line.trim()) void this.onLine(line);
   }
 
   private async onLine(line: string): Promise<void> {

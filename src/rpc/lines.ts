@@ -8,13 +8,13 @@ export class LineSplitter {
 
   constructor(private readonly maxBytes: number) {}
 
-  /** Feed a chunk; returns the complete lines, or 'oversized' once a frame passes the limit. */
-  push(chunk: Buffer): string[] | 'oversized' {
+  /** Feed a chunk; returns the complete lines, and whether a frame passed the limit after them. */
+  push(chunk: Buffer): { lines: string[]; oversized: boolean } {
     const lines: string[] = [];
     let start = 0;
     for (let nl = chunk.indexOf(10, start); nl !== -1; nl = chunk.indexOf(10, start)) {
       const piece = chunk.subarray(start, nl);
-      if (this.size + piece.length > this.maxBytes) return 'oversized';
+      if (this.size + piece.length > this.maxBytes) return { lines, oversized: true };
       const line = this.parts.length ? Buffer.concat([...this.parts, piece]) : piece;
       this.parts = [];
       this.size = 0;
@@ -24,9 +24,9 @@ export class LineSplitter {
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
       this.size += rest.length;
-      if (this.size > this.maxBytes) return 'oversized';
+      if (this.size > this.maxBytes) return { lines, oversized: true };
       this.parts.push(Buffer.from(rest));
     }
-    return lines;
+    return { lines, oversized: false };
   }
 }

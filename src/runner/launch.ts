@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { constants } from 'node:os';
+import { fdTarget } from '../interrupt/kernel.js';
 import type { Stream } from '../session/output.js';
 
 /** What a session writes its input to: a pipe or a terminal. */
@@ -26,6 +27,8 @@ export interface LaunchHooks {
 
 export interface Launched {
   pid: number | undefined;
+  /** What the job's fd 0 is (`socket:[…]`, `/dev/pts/N`), read before the job can redirect it. */
+  stdinId: string | undefined;
   input: JobInput | undefined;
   /** Stop waiting for the output: close our ends. */
   detachOutput(): void;
@@ -53,7 +56,7 @@ export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     });
   } catch (err) {
     hooks.failed(`could not start ${spec.shell}: ${(err as Error).message}`);
-    return { pid: undefined, input: undefined, detachOutput: () => undefined };
+    return { pid: undefined, stdinId: undefined, input: undefined, detachOutput: () => undefined };
   }
   child.stdout!.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
   child.stderr!.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
@@ -78,6 +81,8 @@ export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   }
   return {
     pid: child.pid,
+    // spawn returns once the child has exec'd, so its fd 0 is already the pipe we gave it.
+    stdinId: child.pid !== undefined && stdin ? fdTarget(child.pid, 0) : undefined,
     input,
     detachOutput: () => {
       child.stdout?.destroy();
@@ -127,6 +132,7 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   });
   return {
     pid: term.pid,
+    stdinId: (term as unknown as { ptsName?: string }).ptsName,
     input: {
       write: (data) => term.write(typeof data === 'string' ? data : data.toString('utf8')),
       end: () => term.write('\x04'),

@@ -77,6 +77,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   launched ??= launchPipes(spec, hooks);
   session.pid = launched.pid;
   session.input = launched.input;
+  session.stdinId = launched.stdinId;
   if (session.pty && session.stdinMode === 'null') {
     // A terminal always has input; "null" means the job reads end-of-input at once.
     launched.input?.end();

@@ -1,7 +1,7 @@
 import { constants } from 'node:os';
 import { z } from 'zod';
 
-export const PROCESS_ACTIONS = ['list', 'poll', 'log', 'write', 'kill', 'signal', 'clear', 'remove'] as const;
+export const PROCESS_ACTIONS = ['list', 'poll', 'log', 'write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'clear', 'remove'] as const;
 export type ProcessAction = (typeof PROCESS_ACTIONS)[number];
 
 const SIGNALS = Object.keys(constants.signals);
@@ -11,14 +11,35 @@ export const ProcessParamsSchema = z
     action: z
       .enum(PROCESS_ACTIONS, { error: () => `unknown action; actions are ${PROCESS_ACTIONS.join(', ')}` })
       .describe(
-        'list: sessions of the scope. poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. kill: stop the process group (stop signal, grace, SIGKILL). signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget.',
+        'list: sessions of the scope. poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. send-keys/submit/paste: type into a terminal session. resize: change its size. resume: answer a waiting_input interrupt once. kill: stop the process group (stop signal, grace, SIGKILL). signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget.',
       ),
     sessionId: z.string().min(1).optional().describe('The session; required by every action but list and kill {all:true}.'),
     timeout: z.number().min(0).optional().describe('poll: wait up to this many ms (at most 120000) for new output, exit or an interrupt.'),
     offset: z.number().int().min(0).optional().describe('log: first line to return (0-based).'),
     limit: z.number().int().min(0).optional().describe('log: number of lines; alone, the last N lines.'),
     data: z.string().optional().describe('write: text to send to stdin.'),
-    eof: z.boolean().optional().describe('write: close stdin after the data.'),
+    eof: z.boolean().optional().describe('write: close stdin after the data (on a terminal: send ^D).'),
+    keys: z
+      .array(z.string().min(1))
+      .optional()
+      .describe('send-keys: tmux-style key names (Enter, Tab, Escape, C-c, M-x, Up, PageDown, F1-F12) or single characters.'),
+    literal: z.boolean().optional().describe('send-keys: send keys as literal text instead of key names.'),
+    hex: z.array(z.string()).optional().describe('send-keys: raw bytes as hex ("1b", "0x03").'),
+    text: z.string().optional().describe('paste: the text to paste.'),
+    bracketed: z.boolean().optional().describe('paste: wrap in bracketed-paste markers (default: when the application enabled them).'),
+    input: z
+      .strictObject({
+        confirm: z.boolean().optional(),
+        text: z.string().optional(),
+        eof: z.literal(true).optional(),
+      })
+      .refine((i) => [i.confirm !== undefined, i.text !== undefined, i.eof !== undefined].filter(Boolean).length === 1, {
+        message: 'give exactly one of confirm, text or eof',
+      })
+      .optional()
+      .describe('resume: the answer to the pending interrupt: {confirm: true|false}, {text: "..."} or {eof: true}.'),
+    cols: z.number().int().min(1).max(1000).optional().describe('resize: terminal columns.'),
+    rows: z.number().int().min(1).max(1000).optional().describe('resize: terminal rows.'),
     signal: z
       .string()
       .refine((s) => SIGNALS.includes(s.toUpperCase().startsWith('SIG') ? s.toUpperCase() : `SIG${s.toUpperCase()}`), {

@@ -1,19 +1,22 @@
 /** Split a command line into words, honouring simple quotes; good enough for a label. */
 function words(command: string): string[] {
   const out: string[] = [];
-  const re = /"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;&|()<>]+)|([;&|()<>]+)/g;
+  // A word is a run of unquoted characters and quoted strings (`A="x y"` is one word); a
+  // redirection (`>`, `2>&1`) or an operator, newline included, ends the first simple command.
+  const re = /(\d*[<>]+&?\d*-?)|([;&|()\n]+)|((?:"(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s;&|()<>"'])+)/g;
   for (let m = re.exec(command); m; m = re.exec(command)) {
-    if (m[4] !== undefined) {
+    if (m[3] === undefined) {
       if (out.length > 0) break; // the first simple command ends at an operator
       continue;
     }
-    out.push(m[1] ?? m[2] ?? m[3]);
+    const word = m[3].replace(/"((?:[^"\\]|\\.)*)"?|'([^']*)'?/g, (_, d, q) => d ?? q);
+    if (word) out.push(word); // an empty quoted word ("") is no verb
   }
   return out;
 }
 
 const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
-const WRAPPERS = new Set(['sudo', 'env', 'nohup', 'time', 'exec', 'nice', 'command']);
+const WRAPPERS = new Set(['sudo', 'env', 'nohup', 'time', 'exec', 'nice', 'command', 'setsid', 'stdbuf']);
 
 /**
  * A session label: the verb plus its first non-flag argument (`npm run build` → `npm run`,
@@ -21,10 +24,16 @@ const WRAPPERS = new Set(['sudo', 'env', 'nohup', 'time', 'exec', 'nice', 'comma
  */
 export function deriveName(command: string): string {
   let ws = words(command.trim());
-  while (ws.length > 0 && (ASSIGNMENT.test(ws[0]) || WRAPPERS.has(ws[0]))) ws = ws.slice(1);
+  for (let wrapped = false; ws.length > 0; ws = ws.slice(1)) {
+    if (ASSIGNMENT.test(ws[0])) continue;
+    if (WRAPPERS.has(ws[0])) wrapped = true;
+    else if (!(wrapped && ws[0].startsWith('-'))) break; // a wrapper's own flags are not the verb
+  }
   if (ws.length === 0) return command.trim().slice(0, 40) || 'sh';
   const verb = ws[0].split('/').pop() || ws[0];
   const arg = ws.slice(1).find((w) => !w.startsWith('-'));
   const name = arg === undefined ? verb : `${verb} ${arg}`;
-  return name.length > 60 ? `${name.slice(0, 59)}…` : name;
+  if (name.length <= 60) return name;
+  const end = /[\uD800-\uDBFF]/.test(name[58]) ? 58 : 59; // do not cut a surrogate pair in two
+  return `${name.slice(0, end)}…`;
 }

@@ -57,6 +57,11 @@ export class SessionOutput {
     return this.retained.dropped;
   }
 
+  /** The retained transcript's cap (maxOutputChars). */
+  get capChars(): number {
+    return this.retained.cap;
+  }
+
   get retainedChars(): number {
     return this.retained.length;
   }

@@ -1,3 +1,4 @@
+import { updateModes } from '../runner/keys.js';
 import type { JobInput } from '../runner/launch.js';
 import { SessionOutput, type Stream } from './output.js';
 import type { EventBus } from './events.js';
@@ -20,6 +21,34 @@ export interface Checkpoint {
   name: string;
   data?: unknown;
   at: number;
+}
+
+export interface InterruptField {
+  name: string;
+  type: 'confirm' | 'text' | 'secret' | 'select';
+  label: string;
+  required: boolean;
+  options?: { value: string; label: string }[];
+}
+
+/** A question the session is waiting on (SPEC §7). */
+export interface Interrupt {
+  id: string;
+  kind: InterruptField['type'];
+  reason: string;
+  fields: InterruptField[];
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** What became of an interrupt. */
+export interface InterruptOutcome {
+  id: string;
+  kind: Interrupt['kind'];
+  reason: string;
+  createdAt: number;
+  endedAt: number;
+  outcome: 'answered' | 'expired' | 'ended';
 }
 
 /** How many checkpoints a session keeps (the newest). */
@@ -66,6 +95,15 @@ export class Session {
   /** A stop (or the clean-up after the leader exited) is in progress. */
   stopping = false;
 
+  /** The question the session is waiting on, if any. */
+  interrupt: Interrupt | undefined;
+  /** Interrupts that were answered, expired or outlived by the session (the newest 20). */
+  readonly pastInterrupts: InterruptOutcome[] = [];
+  /** The last time anything was written to the session's input. */
+  lastInputAt: number | undefined;
+  /** What the leader's fd 0 points at (`socket:[…]`, `/dev/pts/N`): the input interrupts watch. */
+  stdinId: string | undefined;
+
   /** The newest checkpoints, oldest first (at most MAX_CHECKPOINTS). */
   readonly checkpoints: Checkpoint[] = [];
 
@@ -74,6 +112,8 @@ export class Session {
   stdinOpen: boolean;
   /** Runs under a pseudo-terminal. */
   pty = false;
+  /** Terminal modes the application set (pty sessions): they decide what some keys send. */
+  readonly modes = { applicationCursor: false, bracketedPaste: false };
   /** Changes the terminal size (pty sessions). */
   resize: ((cols: number, rows: number) => void) | undefined;
 
@@ -118,6 +158,25 @@ export class Session {
     return checkpoint;
   }
 
+  /** Start waiting on a question: pending exec/poll calls return at once. */
+  raiseInterrupt(interrupt: Interrupt): void {
+    this.interrupt = interrupt;
+    this.status = 'waiting_input';
+    this.wake();
+  }
+
+  /** The pending interrupt is over (answered or expired); the session runs on. */
+  settleInterrupt(outcome: InterruptOutcome['outcome']): Interrupt | undefined {
+    const i = this.interrupt;
+    if (!i) return undefined;
+    this.pastInterrupts.push({ id: i.id, kind: i.kind, reason: i.reason, createdAt: i.createdAt, endedAt: this.now(), outcome });
+    if (this.pastInterrupts.length > 20) this.pastInterrupts.shift();
+    this.interrupt = undefined;
+    if (this.running) this.status = 'running';
+    this.lastInputAt = this.now();
+    return i;
+  }
+
   get lastCheckpoint(): Checkpoint | undefined {
     return this.checkpoints[this.checkpoints.length - 1];
   }
@@ -127,6 +186,7 @@ export class Session {
     const offset = this.output.totalChars;
     const text = this.output.write(stream, bytes);
     if (text.length === 0) return;
+    if (this.pty) updateModes(this.modes, text);
     if (this.events.listening) this.emit('output', { stream, data: text, offset });
     this.wake();
   }
@@ -139,6 +199,7 @@ export class Session {
       const text = this.output.end(stream);
       if (text) this.emit('output', { stream, data: text, offset });
     }
+    this.settleInterrupt('ended');
     this.exitCode = outcome.exitCode;
     this.signal = outcome.signal;
     this.error = outcome.error;

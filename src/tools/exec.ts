@@ -124,19 +124,17 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
   return execResult(session, warnings);
 }
 
-function waitForEnd(session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'yield' | 'cancelled'> {
-  if (signal.aborted) return Promise.resolve('cancelled');
-  return new Promise((resolve) => {
-    const done = (why: 'ended' | 'yield' | 'cancelled') => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-      resolve(why);
-    };
-    const onAbort = () => done('cancelled');
-    const timer = setTimeout(() => done('yield'), ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-    void session.finished.then(() => done('ended'));
-  });
+/** Wait until the session ends, asks for input, the yield passes, or the request is cancelled. */
+async function waitForEnd(session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'interrupt' | 'yield' | 'cancelled'> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (!session.running) return 'ended';
+    if (session.interrupt) return 'interrupt';
+    if (signal.aborted) return 'cancelled';
+    const left = deadline - Date.now();
+    if (left <= 0) return 'yield';
+    await session.waitForChange(left, signal);
+  }
 }
 
 /** The `exited` event; a backgrounded session's carries the one-line summary (notifyOnExit). */

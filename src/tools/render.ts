@@ -1,4 +1,5 @@
-import type { Checkpoint, Session } from '../session/session.js';
+import { interruptView } from '../interrupt/watcher.js';
+import type { Checkpoint, InterruptOutcome, Session } from '../session/session.js';
 
 export const RUNNING_TAIL_CHARS = 2000;
 export const LIST_TAIL_CHARS = 200;
@@ -32,7 +33,7 @@ export function endLine(s: Session): string {
 export function droppedNote(s: Session): string {
   const dropped = s.output.droppedChars;
   if (dropped === 0) return '';
-  return `[${dropped} earlier characters of output were dropped by the ${s.output.retainedChars}-character cap; the newest are shown]\n`;
+  return `[${dropped} earlier characters of output were dropped by the ${s.output.capChars}-character cap; the newest are shown]\n`;
 }
 
 /** The fields every view of a session shares (`list`, `kill`, `remove`). */
@@ -54,6 +55,8 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     tail: s.output.tail(tailChars),
     truncated: s.output.droppedChars > 0,
     droppedChars: s.output.droppedChars,
+    interrupt: interruptView(s.interrupt),
+    ...(s.pastInterrupts.length ? { pastInterrupts: s.pastInterrupts.map(pastInterruptView) } : {}),
     checkpoint: checkpointView(s.lastCheckpoint),
     ...(s.running ? {} : { checkpoints: s.checkpoints.map(checkpointView) }),
     stop: s.stop && {
@@ -66,6 +69,25 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
   };
 }
 
+function pastInterruptView(i: InterruptOutcome) {
+  return { ...i, createdAt: iso(i.createdAt), endedAt: iso(i.endedAt) };
+}
+
+/** How to answer a pending interrupt, in words a model can act on. */
+export function interruptText(s: Session): string {
+  const i = s.interrupt;
+  if (!i) return '';
+  const how =
+    i.kind === 'confirm'
+      ? 'input:{confirm:true} or input:{confirm:false}'
+      : i.kind === 'select'
+        ? `input:{text:"<number>"} (options: ${i.fields[0]?.options?.map((o) => `${o.value}) ${o.label}`).join(', ')})`
+        : i.kind === 'secret'
+          ? 'input:{text:"<secret>"} (it is not echoed)'
+          : 'input:{text:"..."}';
+  return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with process {action:"resume", sessionId:"${s.id}", ${how}}, or input:{eof:true} to close its input. It expires at ${iso(i.expiresAt)}.`;
+}
+
 export function checkpointView(c: Checkpoint | undefined) {
   return c && { name: c.name, data: c.data, at: iso(c.at) };
 }
@@ -76,6 +98,18 @@ export type SessionRecord = ReturnType<typeof sessionRecord>;
 export function execResult(s: Session, warnings: string[] = []) {
   const base = { sessionId: s.id, name: s.name, ...(warnings.length ? { warnings } : {}) };
   const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
+  if (s.interrupt) {
+    const tail = s.output.tail(RUNNING_TAIL_CHARS);
+    return {
+      status: s.status,
+      ...base,
+      pid: s.pid ?? null,
+      startedAt: iso(s.startedAt),
+      interrupt: interruptView(s.interrupt),
+      tail,
+      text: `${warningText}${interruptText(s)}${tail ? `\n--- last output ---\n${tail}` : ''}`,
+    };
+  }
   if (s.running) {
     const tail = s.output.tail(RUNNING_TAIL_CHARS);
     return {

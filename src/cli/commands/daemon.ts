@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { runDaemon } from '../../daemon/main.js';
 import { globalsOf } from '../context.js';
 
 export function registerDaemon(program: Command): void {
@@ -13,6 +12,8 @@ export function registerDaemon(program: Command): void {
     .allowExcessArguments()
     .action(async (args: string[], _o: unknown, cmd: Command) => {
       const g = globalsOf(cmd);
+      // Loaded only here, so the client commands start without the daemon's dependencies.
+      const { runDaemon } = await import('../../daemon/main.js');
       // The global --socket was taken by procctl's own parser; hand it on.
       await runDaemon([...(g.socket !== undefined ? ['--socket', g.socket] : []), ...args]);
     });

@@ -39,6 +39,8 @@ async function streamEvents(g: GlobalOptions, follow: boolean): Promise<number> 
         return EXIT.ok;
       }
     }
+    const scope = g.scope ?? 'default';
+    note(`procctl: watching events of scope "${scope}" ${follow ? 'until interrupted' : 'until no session is running'} (Ctrl-C to stop)`);
     await new Promise<void>((resolve, reject) => {
       done = resolve;
       void client.closed.then(reject);

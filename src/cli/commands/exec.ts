@@ -44,9 +44,10 @@ export function showExecResult(r: Record<string, any>): number {
     note(after.replace(/^\(no output\)\s*/, ''));
     return outcomeExit(r);
   }
-  if (r.status === 'running') {
+  if (r.status === 'running' || r.status === 'waiting_input') {
     if (r.tail) out(r.tail);
-    out(`Session ${r.sessionId} is still running (pid ${r.pid ?? '-'}): ${r.name}`);
+    const prompt = r.interrupt ? ` and waiting for input (${r.interrupt.kind}): "${r.interrupt.reason}"` : '';
+    out(`Session ${r.sessionId} is still running (pid ${r.pid ?? '-'})${prompt}: ${r.name}`);
     note(`Follow it with \`procctl log ${r.sessionId} -f\`, feed it with \`procctl write ${r.sessionId} DATA\`, stop it with \`procctl kill ${r.sessionId}\`.`);
     return EXIT.ok;
   }
@@ -62,6 +63,7 @@ export function registerExec(program: Command): void {
       "Run CMD with the daemon's shell. If it finishes within the yield, its combined output goes to stdout " +
         'and notes (caps, exit code) to stderr; otherwise it keeps running in the background and its session id ' +
         'is printed. The words after -- are joined with spaces and run by the shell, as ssh does.\n' +
+        'Interrupting procctl before it returns stops the command too; use --bg to leave it running.\n' +
         'Exit status: 0 if the command exited 0 or is still running, 1 if it failed or exited non-zero.',
     )
     .argument('<cmd...>', 'the command (put it after --)')

@@ -3,9 +3,11 @@ import { parseParams } from '../../schema/parse.js';
 import type { CallContext, Daemon } from '../context.js';
 import { clearAction, removeAction } from './forget.js';
 import { killAction } from './kill.js';
+import { pasteAction, resizeAction, sendKeysAction, submitAction } from './keys.js';
 import { listAction } from './list.js';
 import { logAction } from './log.js';
 import { pollAction } from './poll.js';
+import { resumeAction } from './resume.js';
 import { signalAction } from './signal.js';
 import { writeAction } from './write.js';
 
@@ -16,6 +18,11 @@ const HANDLERS: Record<ProcessAction, Handler> = {
   poll: pollAction,
   log: logAction,
   write: writeAction,
+  'send-keys': sendKeysAction,
+  submit: submitAction,
+  paste: pasteAction,
+  resize: resizeAction,
+  resume: resumeAction,
   kill: killAction,
   signal: signalAction,
   clear: clearAction,

@@ -51,7 +51,7 @@ export function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const output = page.lines.join('\n');
   const parts: string[] = [];
   if (s.output.droppedChars > 0) {
-    parts.push(`[the first ${s.output.droppedChars} characters were dropped by the ${s.output.retainedChars}-character cap; lines count from the oldest retained]`);
+    parts.push(`[the first ${s.output.droppedChars} characters were dropped by the ${s.output.capChars}-character cap; lines count from the oldest retained, and the first may be partial]`);
   }
   if (output) parts.push(output);
   if (page.hint) parts.push(page.hint);

@@ -1,6 +1,7 @@
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
-import { checkpointView, endLine } from '../render.js';
+import { interruptView } from '../../interrupt/watcher.js';
+import { checkpointView, endLine, interruptText } from '../render.js';
 import { target } from './target.js';
 
 const MAX_WAIT_MS = 120_000;
@@ -14,7 +15,7 @@ function retryInMs(lastOutputAt: number | undefined, now: number): number {
 export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   const wait = Math.min(p.timeout ?? 0, MAX_WAIT_MS);
-  if (wait > 0 && s.running && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
+  if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
 
   const drained = s.output.drain();
   const notes: string[] = [];
@@ -31,7 +32,10 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
     result.checkpoint = checkpoint;
     lines.unshift(`[checkpoint: ${checkpoint.name} at ${checkpoint.at}]`);
   }
-  if (s.running) {
+  if (s.interrupt) {
+    result.interrupt = interruptView(s.interrupt);
+    lines.push(interruptText(s));
+  } else if (s.running) {
     if (!drained.text) lines.push('(no new output)');
     result.retryInMs = retryInMs(s.output.lastOutputAt, Date.now());
     lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s.`);

@@ -18,6 +18,7 @@ export function writeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   }
   const bytes = p.data === undefined ? 0 : Buffer.byteLength(p.data);
   if (p.data) input.write(p.data);
+  s.lastInputAt = Date.now();
   if (p.eof) {
     input.end();
     // A terminal stays open after ^D (the job may read again); a pipe is closed for good.

@@ -1,0 +1,65 @@
+import { readFileSync, readlinkSync } from 'node:fs';
+
+/** Syscall numbers that block reading one fd (first argument), per architecture. */
+const READS: Record<string, number[]> = { x64: [0, 17, 19], arm64: [63, 65, 67] };
+/** Syscalls that wait on several fds (poll, select, epoll): the fds are not visible here. */
+const WAITS: Record<string, number[]> = { x64: [7, 23, 232, 270, 271, 281], arm64: [22, 72, 73] };
+
+const reads = new Set(READS[process.arch] ?? []);
+const waits = new Set(WAITS[process.arch] ?? []);
+
+/** What a process's fd points at (`pipe:[123]`, `socket:[456]`, `/dev/pts/3`), or undefined. */
+export function fdTarget(pid: number, fd: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/fd/${fd}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The syscall a process is blocked in and its first argument, from /proc/PID/syscall. */
+function blockedIn(pid: number): { nr: number; arg0: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/syscall`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  const [nr, arg0] = text.split(' ', 2);
+  if (nr === 'running' || arg0 === undefined) return undefined;
+  return { nr: Number(nr), arg0: Number(arg0) };
+}
+
+function children(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'latin1').split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+export interface StdinReader {
+  pid: number;
+  /** `read`: blocked reading the session's input itself; `wait`: in poll/select with it as fd 0. */
+  how: 'read' | 'wait';
+}
+
+/**
+ * Is a process of the session's tree blocked reading the session's own input (`stdinId`, what
+ * the leader's fd 0 pointed at)? Walks the tree from the leader through /proc children links,
+ * reading two small files per process: cheap enough to run for each quiet session.
+ */
+export function findStdinReader(leader: number, stdinId: string, pty: boolean, maxProcesses = 64): StdinReader | undefined {
+  // On a terminal, a program may also read its controlling tty directly (sudo, ssh, gpg do).
+  const isInput = (target: string | undefined) => target === stdinId || (pty && target === '/dev/tty');
+  const queue = [leader];
+  let waiting: StdinReader | undefined;
+  for (let seen = 0; queue.length > 0 && seen < maxProcesses; seen++) {
+    const pid = queue.shift()!;
+    const call = blockedIn(pid);
+    if (call && reads.has(call.nr) && isInput(fdTarget(pid, call.arg0))) return { pid, how: 'read' };
+    if (call && waits.has(call.nr) && !waiting && isInput(fdTarget(pid, 0))) waiting = { pid, how: 'wait' };
+    queue.push(...children(pid));
+  }
+  return waiting;
+}

@@ -1,0 +1,58 @@
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { resolveShell, shellArgs } from '../../../src/runner/shell.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'procctl-shell-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** An executable file with the given name, standing in for an installed shell. */
+function fakeShell(name: string, mode = 0o755): string {
+  const path = join(dir, name);
+  writeFileSync(path, '#!/bin/sh\n');
+  chmodSync(path, mode);
+  return path;
+}
+
+const BASH = ['/bin/bash', '/usr/bin/bash', '/usr/local/bin/bash'].find((p) => existsSync(p));
+
+describe('resolveShell', () => {
+  it('uses /bin/sh when SHELL is unset or empty, as under systemd', () => {
+    expect(resolveShell({})).toBe('/bin/sh');
+    expect(resolveShell({ SHELL: '' })).toBe('/bin/sh');
+  });
+
+  it('uses $SHELL when it is executable', () => {
+    const zsh = fakeShell('zsh');
+    expect(resolveShell({ SHELL: zsh })).toBe(zsh);
+  });
+
+  it('falls back to /bin/sh when $SHELL does not exist or cannot run', () => {
+    expect(resolveShell({ SHELL: join(dir, 'no-such-shell') })).toBe('/bin/sh');
+    expect(resolveShell({ SHELL: fakeShell('not-exec', 0o644) })).toBe('/bin/sh');
+  });
+
+  it.skipIf(!BASH)('runs bash instead of fish', () => {
+    expect(resolveShell({ SHELL: fakeShell('fish') })).toBe(BASH);
+    expect(resolveShell({ SHELL: '/usr/bin/fish' })).toBe(BASH);
+  });
+});
+
+describe('shellArgs', () => {
+  it('gives bash --norc before -c', () => {
+    expect(shellArgs('/bin/bash', 'echo hi')).toEqual(['--norc', '-c', 'echo hi']);
+    expect(shellArgs('/usr/local/bin/bash', 'x')).toEqual(['--norc', '-c', 'x']);
+  });
+
+  it('gives other shells just -c', () => {
+    expect(shellArgs('/bin/sh', 'echo hi')).toEqual(['-c', 'echo hi']);
+    expect(shellArgs('/usr/bin/zsh', 'echo hi')).toEqual(['-c', 'echo hi']);
+    expect(shellArgs('/bin/dash', 'a; b')).toEqual(['-c', 'a; b']);
+  });
+
+  it('passes the command as one argument, untouched', () => {
+    const command = `echo "$HOME" 'x y' && printf '%s\\n' \\`;
+    expect(shellArgs('/bin/sh', command)[1]).toBe(command);
+  });
+});

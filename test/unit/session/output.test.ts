@@ -1,0 +1,255 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { SessionOutput, type Stream } from '../../../src/session/output.js';
+import { expectedTail, richText, wellFormed } from '../support/text.js';
+
+const MULTI = 'aé€😀z中𝄞\n'; // 1-, 2-, 3- and 4-byte UTF-8 sequences
+const BIG = 1_000_000;
+
+describe('SessionOutput: UTF-8 decoding', () => {
+  it('keeps a character whole however one split falls', () => {
+    const bytes = Buffer.from(MULTI, 'utf8');
+    for (let i = 0; i <= bytes.length; i++) {
+      const o = new SessionOutput(BIG, BIG);
+      const first = o.write('stdout', bytes.subarray(0, i));
+      const second = o.write('stdout', bytes.subarray(i));
+      expect(first + second, `split at ${i}`).toBe(MULTI);
+      expect(o.text(), `split at ${i}`).toBe(MULTI);
+      expect(o.drain().text, `split at ${i}`).toBe(MULTI);
+      expect(o.totalChars).toBe(MULTI.length);
+    }
+  });
+
+  it('keeps characters whole when fed one byte at a time', () => {
+    const bytes = Buffer.from(MULTI, 'utf8');
+    const o = new SessionOutput(BIG, BIG);
+    const returned: string[] = [];
+    for (let i = 0; i < bytes.length; i++) returned.push(o.write('stderr', bytes.subarray(i, i + 1)));
+    expect(returned.join('')).toBe(MULTI);
+    expect(o.text()).toBe(MULTI);
+    // A write that only starts a character adds nothing yet.
+    expect(returned.filter((r) => r === '').length).toBe(bytes.length - [...MULTI].length);
+  });
+
+  it('keeps characters whole at every pair of split points', () => {
+    const bytes = Buffer.from('😀€é', 'utf8');
+    for (let i = 0; i <= bytes.length; i++) {
+      for (let j = i; j <= bytes.length; j++) {
+        const o = new SessionOutput(BIG, BIG);
+        o.write('stdout', bytes.subarray(0, i));
+        o.write('stdout', bytes.subarray(i, j));
+        o.write('stdout', bytes.subarray(j));
+        expect(o.text(), `splits at ${i}, ${j}`).toBe('😀€é');
+      }
+    }
+  });
+
+  it('decodes each stream separately', () => {
+    const smile = Buffer.from('😀', 'utf8');
+    const o = new SessionOutput(BIG, BIG);
+    expect(o.write('stdout', smile.subarray(0, 2))).toBe('');
+    expect(o.write('stderr', Buffer.from('err'))).toBe('err');
+    expect(o.write('stdout', smile.subarray(2))).toBe('😀');
+    expect(o.text()).toBe('err😀');
+    expect(o.drain().text).toBe('err😀');
+  });
+
+  it('turns an incomplete character into U+FFFD at the end of the stream', () => {
+    const o = new SessionOutput(BIG, BIG);
+    o.write('stdout', Buffer.from('ok '));
+    o.write('stdout', Buffer.from('€', 'utf8').subarray(0, 2));
+    expect(o.end('stdout')).toBe('\uFFFD');
+    expect(o.end('stderr')).toBe('');
+    expect(o.text()).toBe('ok \uFFFD');
+  });
+
+  it('replaces invalid bytes', () => {
+    const o = new SessionOutput(BIG, BIG);
+    o.write('stdout', Buffer.from([0x61, 0xff, 0x62]));
+    expect(o.text()).toBe('a\uFFFDb');
+  });
+
+  it('property: any byte split of any text decodes to that text, per stream', () => {
+    const plan = fc.array(
+      fc.record({ stream: fc.constantFrom<Stream>('stdout', 'stderr'), text: richText(30), cuts: fc.array(fc.nat(), { maxLength: 4 }) }),
+      { maxLength: 12 },
+    );
+    fc.assert(
+      fc.property(plan, (writes) => {
+        const o = new SessionOutput(BIG, BIG);
+        const sent = { stdout: '', stderr: '' };
+        const got = { stdout: '', stderr: '' };
+        let all = '';
+        for (const w of writes) {
+          const bytes = Buffer.from(w.text, 'utf8');
+          const cuts = [...new Set(w.cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+          let prev = 0;
+          for (const cut of [...cuts, bytes.length]) {
+            const text = o.write(w.stream, bytes.subarray(prev, cut));
+            got[w.stream] += text;
+            all += text;
+            prev = cut;
+          }
+          sent[w.stream] += w.text;
+        }
+        expect(got).toEqual(sent);
+        expect(o.text()).toBe(all);
+        expect(o.drain().text).toBe(all);
+        expect(o.totalChars).toBe(sent.stdout.length + sent.stderr.length);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('SessionOutput: retained transcript', () => {
+  it('keeps the newest maxOutputChars and counts what it dropped', () => {
+    const o = new SessionOutput(10, BIG);
+    o.write('stdout', 'hello ');
+    o.write('stderr', 'world ');
+    o.write('stdout', 'again');
+    expect(o.text()).toBe('orld again');
+    expect(o.retainedChars).toBe(10);
+    expect(o.droppedChars).toBe(7);
+    expect(o.totalChars).toBe(17);
+    expect(o.tail(5)).toBe('again');
+  });
+
+  it('is not changed by a drain', () => {
+    const o = new SessionOutput(100, 100);
+    o.write('stdout', 'abc');
+    o.drain();
+    expect(o.text()).toBe('abc');
+    expect(o.retainedChars).toBe(3);
+  });
+
+  it('records when output last came', () => {
+    const o = new SessionOutput(100, 100);
+    expect(o.lastOutputAt).toBeUndefined();
+    o.write('stdout', 'x');
+    expect(typeof o.lastOutputAt).toBe('number');
+  });
+
+  it('property: retained text is the newest maxOutputChars of everything written', () => {
+    const plan = fc.array(fc.record({ stream: fc.constantFrom<Stream>('stdout', 'stderr'), text: richText(25) }), { maxLength: 25 });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 60 }), plan, (cap, writes) => {
+        const o = new SessionOutput(cap, BIG);
+        let all = '';
+        for (const w of writes) {
+          o.write(w.stream, Buffer.from(w.text, 'utf8'));
+          all += w.text;
+        }
+        const expected = expectedTail(all, cap);
+        expect(o.text()).toBe(expected);
+        expect(wellFormed(o.text())).toBe(true);
+        expect(o.totalChars).toBe(all.length);
+        expect(o.droppedChars + o.retainedChars).toBe(o.totalChars);
+        expect(o.droppedChars).toBe(all.length - expected.length);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('SessionOutput: pending output for poll', () => {
+  it('drains both streams interleaved in arrival order', () => {
+    const o = new SessionOutput(BIG, BIG);
+    o.write('stdout', 'a');
+    o.write('stderr', 'B');
+    o.write('stdout', 'c');
+    o.write('stdout', 'd');
+    o.write('stderr', 'E');
+    expect(o.drain()).toEqual({ text: 'aBcdE', dropped: { stdout: 0, stderr: 0 } });
+  });
+
+  it('returns only what came since the last drain', () => {
+    const o = new SessionOutput(BIG, BIG);
+    o.write('stdout', 'one\n');
+    expect(o.drain().text).toBe('one\n');
+    expect(o.hasPending).toBe(false);
+    expect(o.drain()).toEqual({ text: '', dropped: { stdout: 0, stderr: 0 } });
+    o.write('stderr', 'two\n');
+    expect(o.hasPending).toBe(true);
+    expect(o.drain().text).toBe('two\n');
+  });
+
+  it('caps each stream separately, keeping the newest, and says how much each lost', () => {
+    const o = new SessionOutput(BIG, 4);
+    o.write('stdout', 'out1-');
+    o.write('stderr', 'E');
+    o.write('stdout', 'out2');
+    o.write('stderr', 'rr');
+    // stdout keeps "out2" (5 dropped); stderr keeps "Err" (nothing dropped).
+    expect(o.drain()).toEqual({ text: 'Eout2rr', dropped: { stdout: 5, stderr: 0 } });
+  });
+
+  it('a noisy stream does not push out the quiet one', () => {
+    const o = new SessionOutput(BIG, 10);
+    o.write('stderr', 'error!');
+    for (let i = 0; i < 100; i++) o.write('stdout', `line ${i}\n`);
+    const d = o.drain();
+    expect(d.text.startsWith('error!')).toBe(true);
+    expect(d.text).toBe('error!8\nline 99\n');
+    expect(d.dropped.stderr).toBe(0);
+    expect(d.dropped.stdout).toBe(o.totalChars - 6 - 10);
+  });
+
+  it('still has something to report when only drops are pending', () => {
+    const o = new SessionOutput(BIG, 2);
+    o.write('stdout', 'abc');
+    expect(o.hasPending).toBe(true);
+    const d = o.drain();
+    expect(d).toEqual({ text: 'bc', dropped: { stdout: 1, stderr: 0 } });
+    expect(o.hasPending).toBe(false);
+  });
+
+  it('resets the dropped counts after a drain', () => {
+    const o = new SessionOutput(BIG, 2);
+    o.write('stderr', 'abcdef');
+    expect(o.drain().dropped).toEqual({ stdout: 0, stderr: 4 });
+    o.write('stderr', 'x');
+    expect(o.drain()).toEqual({ text: 'x', dropped: { stdout: 0, stderr: 0 } });
+  });
+
+  it('property: each stream drains its newest pending characters, interleaved in arrival order, with drops counted', () => {
+    const plan = fc.array(
+      fc.oneof(
+        fc.record({ stream: fc.constantFrom<Stream>('stdout', 'stderr'), text: richText(15) }),
+        fc.constant('drain' as const),
+      ),
+      { maxLength: 40 },
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 30 }), plan, (cap, steps) => {
+        const o = new SessionOutput(BIG, cap);
+        // A model: every pending character with its stream, in arrival order.
+        let pending: { ch: string; stream: Stream }[] = [];
+        const check = () => {
+          const d = o.drain();
+          const keep = new Set<number>();
+          const dropped = { stdout: 0, stderr: 0 };
+          for (const stream of ['stdout', 'stderr'] as const) {
+            const mine = pending.flatMap((p, i) => (p.stream === stream ? [i] : []));
+            const kept = expectedTail(mine.map((i) => pending[i].ch).join(''), cap).length;
+            dropped[stream] = mine.length - kept;
+            for (const i of mine.slice(mine.length - kept)) keep.add(i);
+          }
+          expect(d.dropped).toEqual(dropped);
+          expect(d.text).toBe(pending.filter((_, i) => keep.has(i)).map((p) => p.ch).join(''));
+          expect(o.hasPending).toBe(false);
+          pending = [];
+        };
+        for (const step of steps) {
+          if (step === 'drain') check();
+          else {
+            o.write(step.stream, Buffer.from(step.text, 'utf8'));
+            for (let k = 0; k < step.text.length; k++) pending.push({ ch: step.text[k], stream: step.stream });
+          }
+        }
+        check();
+      }),
+      { numRuns: 400 },
+    );
+  });
+});

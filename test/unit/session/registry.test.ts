@@ -1,0 +1,246 @@
+import { describe, expect, it } from 'vitest';
+import { ProcctlError } from '../../../src/errors.js';
+import { EventBus } from '../../../src/session/events.js';
+import { Registry, expiredSessions, newSessionId } from '../../../src/session/registry.js';
+import { Session } from '../../../src/session/session.js';
+
+/** A clock the test moves by hand. */
+function fakeClock(start = 1_000_000) {
+  let t = start;
+  return { now: () => t, advance: (ms: number) => (t += ms), set: (ms: number) => (t = ms) };
+}
+
+function session(id: string, scope: string, now: () => number, events = new EventBus()): Session {
+  return new Session({
+    id,
+    scope,
+    command: `echo ${id}`,
+    name: `echo ${id}`,
+    cwd: '/',
+    stdin: 'pipe',
+    maxOutputChars: 1000,
+    pendingMaxOutputChars: 1000,
+    events,
+    now,
+  });
+}
+
+function notFoundError(fn: () => unknown): ProcctlError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ProcctlError);
+    expect((err as ProcctlError).kind).toBe('not_found');
+    return err as ProcctlError;
+  }
+  throw new Error('expected not_found, nothing was thrown');
+}
+
+describe('newSessionId', () => {
+  it('is 8 characters of an alphabet without 0/o/1/l', () => {
+    for (let i = 0; i < 200; i++) expect(newSessionId()).toMatch(/^[a-km-np-z2-9]{8}$/);
+  });
+
+  it('is different each time', () => {
+    const ids = new Set(Array.from({ length: 1000 }, newSessionId));
+    expect(ids.size).toBe(1000);
+  });
+});
+
+describe('Registry', () => {
+  it('gets a session of its own scope', () => {
+    const clock = fakeClock();
+    const r = new Registry();
+    const s = session('aaaa', 'alice', clock.now);
+    r.add(s);
+    expect(r.get('alice', 'aaaa')).toBe(s);
+  });
+
+  it('answers not_found for another scope, exactly as for a missing id', () => {
+    const clock = fakeClock();
+    const r = new Registry();
+    r.add(session('aaaa', 'alice', clock.now));
+    const other = notFoundError(() => r.get('bob', 'aaaa'));
+    const missing = notFoundError(() => r.get('bob', 'zzzz'));
+    expect(other.message).toContain('aaaa');
+    expect(other.message.replace('aaaa', 'ID')).toBe(missing.message.replace('zzzz', 'ID'));
+  });
+
+  it('lists only the scope\'s sessions, newest first', () => {
+    const clock = fakeClock();
+    const r = new Registry();
+    r.add(session('a1', 'alice', clock.now));
+    clock.advance(10);
+    r.add(session('b1', 'bob', clock.now));
+    clock.advance(10);
+    r.add(session('a2', 'alice', clock.now));
+    clock.advance(10);
+    r.add(session('a3', 'alice', clock.now));
+    expect(r.list('alice').map((s) => s.id)).toEqual(['a3', 'a2', 'a1']);
+    expect(r.list('bob').map((s) => s.id)).toEqual(['b1']);
+    expect(r.list('carol')).toEqual([]);
+  });
+
+  it('counts running and finished sessions, and lists running ones per scope', () => {
+    const clock = fakeClock();
+    const r = new Registry();
+    const a = session('a', 'alice', clock.now);
+    const b = session('b', 'alice', clock.now);
+    const c = session('c', 'bob', clock.now);
+    for (const s of [a, b, c]) r.add(s);
+    b.finish({ exitCode: 0, signal: null });
+    expect(r.counts()).toEqual({ running: 2, finished: 1 });
+    expect(r.running('alice').map((s) => s.id)).toEqual(['a']);
+    expect(r.running().map((s) => s.id).sort()).toEqual(['a', 'c']);
+  });
+
+  it('forgets a deleted session', () => {
+    const clock = fakeClock();
+    const r = new Registry();
+    r.add(session('a', 'alice', clock.now));
+    r.delete('a');
+    notFoundError(() => r.get('alice', 'a'));
+    expect(r.list('alice')).toEqual([]);
+  });
+
+  it('gives ids that are not in use', () => {
+    const r = new Registry();
+    const clock = fakeClock();
+    for (let i = 0; i < 50; i++) r.add(session(r.newId(), 'x', clock.now));
+    expect(new Set(r.list('x').map((s) => s.id)).size).toBe(50);
+  });
+
+  describe('reap', () => {
+    it('forgets finished sessions once their TTL has passed, never running ones', () => {
+      const clock = fakeClock();
+      const r = new Registry();
+      const running = session('run', 'alice', clock.now);
+      const early = session('early', 'alice', clock.now);
+      const late = session('late', 'bob', clock.now);
+      for (const s of [running, early, late]) r.add(s);
+
+      clock.advance(1000);
+      early.finish({ exitCode: 0, signal: null });
+      clock.advance(1000);
+      late.finish({ exitCode: 1, signal: null });
+
+      const ttl = 60_000;
+      expect(r.reap(clock.now(), ttl)).toEqual([]);
+
+      clock.set(early.endedAt! + ttl - 1);
+      expect(r.reap(clock.now(), ttl)).toEqual([]);
+
+      clock.set(early.endedAt! + ttl);
+      expect(r.reap(clock.now(), ttl).map((s) => s.id)).toEqual(['early']);
+      notFoundError(() => r.get('alice', 'early'));
+      expect(r.get('bob', 'late')).toBe(late);
+
+      clock.advance(10 * ttl);
+      expect(r.reap(clock.now(), ttl).map((s) => s.id)).toEqual(['late']);
+      expect(r.list('alice').map((s) => s.id)).toEqual(['run']);
+      expect(r.counts()).toEqual({ running: 1, finished: 0 });
+    });
+
+    it('does not reap the same session twice', () => {
+      const clock = fakeClock();
+      const r = new Registry();
+      const s = session('a', 'alice', clock.now);
+      r.add(s);
+      s.finish({ exitCode: 0, signal: null });
+      clock.advance(100);
+      expect(r.reap(clock.now(), 50)).toHaveLength(1);
+      expect(r.reap(clock.now(), 50)).toHaveLength(0);
+    });
+  });
+});
+
+describe('expiredSessions', () => {
+  it('picks finished sessions whose age is at least the TTL', () => {
+    const clock = fakeClock(0);
+    const a = session('a', 's', clock.now);
+    const b = session('b', 's', clock.now);
+    const c = session('c', 's', clock.now);
+    clock.set(100);
+    a.finish({ exitCode: 0, signal: null });
+    clock.set(200);
+    b.finish({ exitCode: null, signal: 'SIGTERM' });
+    expect(expiredSessions([a, b, c], 150, 50).map((s) => s.id)).toEqual(['a']);
+    expect(expiredSessions([a, b, c], 250, 50).map((s) => s.id)).toEqual(['a', 'b']);
+    expect(expiredSessions([a, b, c], 149, 50)).toEqual([]);
+    expect(expiredSessions([c], 1e12, 1)).toEqual([]);
+  });
+});
+
+describe('Session with a fake clock', () => {
+  it('records start, end and runtime from the clock', () => {
+    const clock = fakeClock(5000);
+    const s = session('a', 's', clock.now);
+    expect(s.startedAt).toBe(5000);
+    expect(s.running).toBe(true);
+    clock.advance(250);
+    expect(s.runtimeMs).toBe(250);
+    s.finish({ exitCode: 0, signal: null });
+    clock.advance(1000);
+    expect(s.endedAt).toBe(5250);
+    expect(s.runtimeMs).toBe(250);
+    expect(s.running).toBe(false);
+  });
+
+  it.each([
+    [{ exitCode: 0, signal: null }, 'completed', undefined],
+    [{ exitCode: 3, signal: null }, 'completed', undefined],
+    [{ exitCode: 127, signal: null }, 'failed', 'command_not_found'],
+    [{ exitCode: 126, signal: null }, 'failed', 'not_executable'],
+    [{ exitCode: null, signal: 'SIGKILL' }, 'failed', 'signal'],
+    [{ exitCode: null, signal: null, error: 'spawn ENOENT' }, 'failed', 'spawn_error'],
+  ] as const)('finish(%j) → %s (%s)', (outcome, status, reason) => {
+    const s = session('a', 's', fakeClock().now);
+    s.finish(outcome);
+    expect(s.status).toBe(status);
+    expect(s.reason).toBe(reason);
+    expect(s.exitCode).toBe(outcome.exitCode);
+  });
+
+  it('a stopped session fails with the stop reason, keeping its exit code', () => {
+    const clock = fakeClock();
+    const s = session('a', 's', clock.now);
+    s.stop = { reason: 'timeout', signal: 'SIGTERM', at: clock.now() };
+    s.finish({ exitCode: 0, signal: null });
+    expect(s.status).toBe('failed');
+    expect(s.reason).toBe('timeout');
+    expect(s.exitCode).toBe(0);
+  });
+
+  it('finishes once', async () => {
+    const clock = fakeClock();
+    const s = session('a', 's', clock.now);
+    s.finish({ exitCode: 0, signal: null });
+    clock.advance(10);
+    s.finish({ exitCode: 1, signal: null });
+    expect(s.exitCode).toBe(0);
+    expect(s.endedAt).toBe(clock.now() - 10);
+    await expect(s.finished).resolves.toBeUndefined();
+  });
+
+  it('flushes an incomplete character at the end and closes stdin', () => {
+    const s = session('a', 's', fakeClock().now);
+    expect(s.stdinOpen).toBe(true);
+    s.onOutput('stdout', Buffer.from('€', 'utf8').subarray(0, 1));
+    s.finish({ exitCode: 0, signal: null });
+    expect(s.output.text()).toBe('\uFFFD');
+    expect(s.stdinOpen).toBe(false);
+  });
+
+  it('emits events with the clock\'s time to subscribers of its scope only', () => {
+    const clock = fakeClock(42);
+    const bus = new EventBus();
+    const mine: unknown[] = [];
+    const theirs: unknown[] = [];
+    bus.add({ scope: 's', deliver: (e) => mine.push(e) });
+    bus.add({ scope: 'other', deliver: (e) => theirs.push(e) });
+    const s = session('a', 's', clock.now, bus);
+    s.onOutput('stdout', Buffer.from('hi'));
+    expect(mine).toEqual([{ type: 'output', sessionId: 'a', scope: 's', at: 42, stream: 'stdout', data: 'hi', offset: 0 }]);
+    expect(theirs).toEqual([]);
+  });
+});
