@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
+import { DaemonClient, DaemonUnreachableError, RpcCallError } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
 
 /** The options every command accepts (SPEC §11). */
@@ -27,8 +27,8 @@ export function scoped(g: GlobalOptions, params: Record<string, unknown>): Recor
 }
 
 /** Connect, run `fn`, and always close the connection afterwards. */
-export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>, onNotification?: (n: Notification) => void): Promise<T> {
-  const client = await DaemonClient.connect({ socket: g.socket, onNotification });
+export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>): Promise<T> {
+  const client = await DaemonClient.connect({ socket: g.socket });
   try {
     return await fn(client);
   } finally {

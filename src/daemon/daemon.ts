@@ -15,6 +15,7 @@ import type { Session } from '../session/session.js';
 import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
 import { listenOnPath } from './socket.js';
+import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
 
 export interface DaemonOptions {
@@ -42,6 +43,8 @@ export class ProcctlDaemon implements Daemon {
   private readonly startedAt = Date.now();
   private readonly guardian: GuardianLink;
   private readonly interrupts: InterruptWatcher;
+  private readonly notifier: Notifier;
+  private statusTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
@@ -49,6 +52,7 @@ export class ProcctlDaemon implements Daemon {
     this.socketPath = opts.socketPath;
     this.runtimeDir = dirname(opts.socketPath);
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
+    this.notifier = new Notifier(this.log);
     this.guardian = new GuardianLink(this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
     setStragglerListener((sessionId, pids) =>
@@ -73,12 +77,31 @@ export class ProcctlDaemon implements Daemon {
   }
 
   async start(): Promise<void> {
-    await listenOnPath(this.server, this.socketPath);
+    const fds = activatedFds();
+    if (fds.length > 0) {
+      // Socket activation: systemd owns the socket file, its mode and its lifetime.
+      await new Promise<void>((resolve, reject) => {
+        this.server.once('error', reject);
+        this.server.listen({ fd: fds[0] }, () => resolve());
+      });
+    } else {
+      await listenOnPath(this.server, this.socketPath);
+    }
     this.guardian.start();
     this.interrupts.start();
+    this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
+    if (this.notifier.enabled) {
+      this.statusTimer = setInterval(() => this.notifier.send({ STATUS: this.statusLine() }), 5000);
+      this.statusTimer.unref();
+    }
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
     this.log.info({ socket: this.socketPath, config: this.configFile ?? null }, 'procctld listening');
+  }
+
+  private statusLine(): string {
+    const { running, finished } = this.registry.counts();
+    return `${running} running, ${finished} finished sessions`;
   }
 
   /** Forget finished sessions older than their TTL. */
@@ -90,8 +113,14 @@ export class ProcctlDaemon implements Daemon {
   /** Re-read the config file; an invalid one is rejected and the old one kept. */
   reload(): void {
     try {
-      this.current = loadConfig(this.configFile).config;
-      this.log.info('config reloaded; new values apply to new work (the socket path and frame limit need a restart)');
+      const next = loadConfig(this.configFile).config;
+      if (next.rpc.maxFrameBytes !== this.current.rpc.maxFrameBytes) {
+        this.log.warn('rpc.maxFrameBytes changed: it applies to new connections only');
+      }
+      if (next.log.level !== this.current.log.level) this.log.level = next.log.level;
+      this.current = next;
+      this.log.info('config reloaded: caps, TTL, timeouts, interrupt settings and rules apply to new work; the socket path needs a restart');
+      this.notifier.send({ STATUS: `config reloaded; ${this.statusLine()}` });
     } catch (err) {
       this.log.error({ err: (err as Error).message }, 'config reload rejected; keeping the previous config');
     }
@@ -103,6 +132,8 @@ export class ProcctlDaemon implements Daemon {
     this.closing = true;
     const running = this.registry.running();
     this.log.info({ signal, running: running.length }, 'shutting down');
+    this.notifier.send({ STOPPING: '1', STATUS: `stopping ${running.length} running sessions` });
+    clearInterval(this.statusTimer);
     clearInterval(this.reaper);
     this.interrupts.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -114,6 +145,7 @@ export class ProcctlDaemon implements Daemon {
     }, 200).unref();
     await closed;
     this.guardian.stop();
+    this.notifier.close();
     rmSync(join(this.runtimeDir, 'sessions'), { recursive: true, force: true });
     this.log.info('stopped');
   }

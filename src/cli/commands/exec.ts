@@ -32,8 +32,8 @@ function execParams(words: string[], o: ExecOptions): Record<string, unknown> {
   return p;
 }
 
-/** Print an exec (or tool exec) result for a person; returns the exit status. */
-export function showExecResult(r: Record<string, any>): number {
+/** Print an exec result for a person: output to stdout, notes to stderr; returns the exit status. */
+function showExecResult(r: Record<string, any>): number {
   for (const w of (r.warnings as string[] | undefined) ?? []) note(`procctl: warning: ${w}`);
   if (hasEnded(r.status) && typeof r.output === 'string') {
     const text = String(r.text ?? '').replace(/^(\[warning: .*\]\n)+/, '');

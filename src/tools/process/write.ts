@@ -24,6 +24,6 @@ export function writeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
     // A terminal stays open after ^D (the job may read again); a pipe is closed for good.
     if (!s.pty) s.stdinOpen = false;
   }
-  const what = [bytes ? `wrote ${bytes} bytes` : '', p.eof ? 'closed stdin' : ''].filter(Boolean).join(' and ');
-  return { status: s.status, sessionId: s.id, bytes, eof: Boolean(p.eof), text: `${what[0].toUpperCase()}${what.slice(1)} of session ${s.id}.` };
+  const what = [`Wrote ${bytes} bytes to`, p.eof ? (s.pty ? 'sent ^D (end of input) to' : 'closed') : ''].filter(Boolean).join(' and ');
+  return { status: s.status, sessionId: s.id, bytes, eof: Boolean(p.eof), text: `${what} the stdin of session ${s.id}.` };
 }

@@ -1,0 +1,106 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import { cli, cliOn, killChildren } from './run.js';
+
+let d: TestDaemon;
+let run: ReturnType<typeof cliOn>;
+
+beforeAll(async () => {
+  d = await startDaemon({ config: { scopeTokens: { guarded: 'sekrit' } } });
+  run = cliOn(d.socket);
+});
+afterEach(killChildren);
+afterAll(stopAllDaemons);
+
+describe('procctl exec', () => {
+  it('prints the output of a finished command and exits 0', async () => {
+    const r = await run(['exec', '--', 'echo hello; echo oops >&2']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('hello\noops\n');
+  });
+
+  it('exits 1 when the command exits non-zero, naming the code on stderr', async () => {
+    const r = await run(['exec', '--', 'echo partial; exit 3']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('partial\n');
+    expect(r.stderr).toContain('(Command exited with code 3)');
+  });
+
+  it('exits 1 when the command cannot be found', async () => {
+    const r = await run(['exec', '--', 'no-such-command-procctl-test']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('command not found');
+  });
+
+  it('prints the raw result with --json', async () => {
+    const r = await run(['--json', 'exec', '--env', 'GREETING=hi there', '--', 'echo "$GREETING"']);
+    expect(r.code).toBe(0);
+    const result = JSON.parse(r.stdout);
+    expect(result).toMatchObject({ status: 'completed', exitCode: 0, output: 'hi there\n' });
+    expect(typeof result.sessionId).toBe('string');
+  });
+
+  it('joins the words after -- into one shell command', async () => {
+    const r = await run(['exec', '--', 'echo', 'a', '&&', 'echo', 'b']);
+    expect(r.stdout).toBe('a\nb\n');
+  });
+
+  it('keeps a command running with --bg and prints its session id', async () => {
+    const r = await run(['exec', '--bg', '--', 'sleep 30']);
+    expect(r.code).toBe(0);
+    const id = /Session (\S+) is still running/.exec(r.stdout)?.[1];
+    expect(id).toBeTruthy();
+    expect(r.stderr).toContain(`procctl kill ${id}`);
+    const k = await run(['kill', id!, '--grace', '500']);
+    expect(k.code).toBe(0);
+  });
+
+  it('reports an error from the daemon with exit 1', async () => {
+    const r = await run(['exec', '--cwd', '/no/such/dir', '--', 'true']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^procctl: workdir "\/no\/such\/dir" is not an existing directory/);
+  });
+});
+
+describe('procctl global options, usage and reachability', () => {
+  it('exits 2 on an unknown flag', async () => {
+    const r = await run(['ps', '--no-such-flag']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("unknown option '--no-such-flag'");
+  });
+
+  it('exits 2 on a malformed flag value', async () => {
+    expect((await run(['exec', '--env', 'NOEQUALS', '--', 'true'])).code).toBe(2);
+    expect((await run(['poll', 'x', '--wait', 'soon'])).code).toBe(2);
+  });
+
+  it('exits 2 when kill has neither an id nor --all', async () => {
+    const r = await run(['kill']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('kill needs a session id');
+  });
+
+  it('exits 3 with a hint when no daemon listens on the socket', async () => {
+    const socket = `${d.dir}/nobody-here.sock`;
+    const r = await cli(['--socket', socket, 'ps']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toBe(
+      `procctl: cannot reach procctld at ${socket} (no socket there); start it with \`procctld\` (or \`npm start\`) or pass --socket\n`,
+    );
+  });
+
+  it('sends --token (or $PROCCTL_TOKEN) for a scope that needs one', async () => {
+    const refused = await run(['--scope', 'guarded', 'ps']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('needs its token');
+    expect((await run(['--scope', 'guarded', '--token', 'sekrit', 'ps'])).stdout).toBe('No sessions.\n');
+    const viaEnv = await cli(['--socket', d.socket, 'exec', '--', 'echo ok'], { env: { PROCCTL_SCOPE: 'guarded', PROCCTL_TOKEN: 'sekrit' } });
+    expect(viaEnv.stdout).toBe('ok\n');
+  });
+
+  it('finds the socket through $PROCCTL_SOCKET', async () => {
+    const r = await cli(['status'], { env: { PROCCTL_SOCKET: d.socket } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`socket:   ${d.socket}`);
+  });
+});

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { aroundOutput, duration, endNotice, eventLine, statusCell, table } from '../../src/cli/render.js';
+
+describe('cli rendering', () => {
+  it('lays out a table with padded columns and an unpadded last one', () => {
+    expect(table(['ID', 'NAME'], [['a', 'x y'], ['bbbb', 'z']])).toBe('ID    NAME\na     x y\nbbbb  z');
+  });
+
+  it.each([
+    [850, '850ms'],
+    [4200, '4.2s'],
+    [42_000, '42s'],
+    [185_000, '3m05s'],
+    [7_380_000, '2h03m'],
+    [100_800_000, '1d04h'],
+    [-1, '-'],
+  ])('formats %d ms as %s', (ms, text) => {
+    expect(duration(ms)).toBe(text);
+  });
+
+  it('says how a session ended', () => {
+    expect(statusCell({ status: 'running' })).toBe('running');
+    expect(statusCell({ status: 'completed', exitCode: 0 })).toBe('completed');
+    expect(statusCell({ status: 'completed', exitCode: 2 })).toBe('completed (2)');
+    expect(statusCell({ status: 'failed', exitCode: null, signal: 'SIGTERM', reason: 'user' })).toBe('failed (SIGTERM, user)');
+    expect(statusCell({ status: 'failed', exitCode: 137, signal: 'SIGKILL', reason: 'signal' })).toBe('failed (SIGKILL)');
+    expect(endNotice({ sessionId: 'ab12', status: 'completed', exitCode: 0 })).toBe('[session ab12 completed (exit code 0)]');
+  });
+
+  it('splits a result text around its output', () => {
+    expect(aroundOutput('[note]\nhello\nworld\n\n(Command exited with code 1)', 'hello\nworld\n')).toEqual({
+      before: '[note]',
+      after: '(Command exited with code 1)',
+    });
+    expect(aroundOutput('(no output)', '')).toEqual({ before: '', after: '(no output)' });
+  });
+
+  it('renders events on one line each', () => {
+    const at = new Date(2025, 0, 1, 12, 0, 1, 250).toISOString();
+    expect(eventLine({ type: 'output', sessionId: 'ab12cd34', at, stream: 'stdout', data: 'a\nb\n', offset: 0 })).toBe(
+      '12:00:01.250  ab12cd34  output    stdout "a\\nb\\n"',
+    );
+    expect(eventLine({ type: 'exited', sessionId: 'ab12cd34', at, status: 'completed', exitCode: 0, text: 'Process exited with code 0.' })).toBe(
+      '12:00:01.250  ab12cd34  exited    completed :: Process exited with code 0.',
+    );
+    const waiting = { type: 'waiting_input', sessionId: 'x', at, interrupt: { kind: 'confirm', reason: 'Continue? [y/N]' } };
+    expect(eventLine(waiting)).toMatch(/waiting_input  confirm: "Continue\? \[y\/N\]"$/);
+    expect(eventLine({ type: 'checkpoint', sessionId: 'x', at, name: 'step-2', data: { n: 2 } })).toMatch(/checkpoint  step-2 \{"n":2\}$/);
+    const long = eventLine({ type: 'output', sessionId: 'x', at, stream: 'stderr', data: 'y'.repeat(500) });
+    expect(long).toContain('… (+200 chars)');
+    expect(long.includes('\n')).toBe(false);
+  });
+});
