@@ -15,6 +15,11 @@ import type { Session } from '../session/session.js';
 import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
 import { listenOnPath } from './socket.js';
+import { resolveStateDir, StateStore } from './state.js';
+import { snapshot, restoreSession } from '../session/persist.js';
+import { Spool } from '../session/spool.js';
+import { readStat, terminate } from '../runner/group.js';
+import { findSessionProcesses } from '../runner/sweep.js';
 import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
 
@@ -44,6 +49,7 @@ export class ProcctlDaemon implements Daemon {
   private readonly guardian: GuardianLink;
   private readonly interrupts: InterruptWatcher;
   private readonly notifier: Notifier;
+  readonly state: StateStore;
   private statusTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: DaemonOptions) {
@@ -53,6 +59,7 @@ export class ProcctlDaemon implements Daemon {
     this.runtimeDir = dirname(opts.socketPath);
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
     this.notifier = new Notifier(this.log);
+    this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
     this.guardian = new GuardianLink(this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
     setStragglerListener((sessionId, pids) =>
@@ -71,12 +78,51 @@ export class ProcctlDaemon implements Daemon {
   }
 
   watch(session: Session): void {
-    if (session.pid === undefined) return;
-    this.guardian.add(session.id, session.pid);
-    void session.finished.then(() => this.guardian.remove(session.id));
+    const startTime = session.pid === undefined ? undefined : readStat(session.pid)?.startTime;
+    const save = () => this.state.save(snapshot(session, startTime));
+    if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
+    save();
+    session.onChange = save;
+    void session.finished.then(() => {
+      session.onChange = undefined;
+      this.guardian.remove(session.id);
+      save();
+      void session.spool?.close();
+    });
+  }
+
+  /**
+   * Load the records of the last run: finished sessions answer as before; sessions that were
+   * running are terminated (only if their recorded leader is still the same process) and
+   * marked failed with reason "lost".
+   */
+  private recover(): void {
+    const { snapshots, corrupt } = this.state.loadAll();
+    const caps = this.current.tools.exec;
+    const lost: Session[] = [];
+    for (const snap of snapshots) {
+      const ended = snap.endedAt !== undefined && (snap.status === 'completed' || snap.status === 'failed' || snap.status === 'denied');
+      const s = restoreSession(ended ? snap : { ...snap, status: 'failed', reason: 'lost', endedAt: Date.now() }, this.registry.events, caps);
+      s.spool = Spool.restore(this.state.spoolPath(s.id), snap.spool);
+      this.registry.add(s);
+      if (!ended) {
+        lost.push(s);
+        if (snap.pid !== undefined && snap.pidStartTime !== undefined && readStat(snap.pid)?.startTime === snap.pidStartTime) {
+          void terminate({ pgid: snap.pid, pids: [] }, 'SIGTERM', caps.killGraceMs);
+        }
+        this.state.save(snapshot(s));
+      }
+    }
+    const survivors = findSessionProcesses(new Set(lost.map((s) => s.id)));
+    for (const list of survivors.values()) void terminate({ pgid: undefined, pids: list.map((p) => p.pid) }, 'SIGTERM', caps.killGraceMs);
+    if (snapshots.length || corrupt) {
+      this.log.info({ restored: snapshots.length - lost.length, lost: lost.length, corrupt }, 'state recovered');
+    }
   }
 
   async start(): Promise<void> {
+    this.state.init();
+    this.recover();
     const fds = activatedFds();
     if (fds.length > 0) {
       // Socket activation: systemd owns the socket file, its mode and its lifetime.
@@ -139,6 +185,7 @@ export class ProcctlDaemon implements Daemon {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     const grace = this.current.tools.exec.killGraceMs;
     await Promise.all(running.map((s) => stopSession(s, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace })));
+    await Promise.all(running.map((s) => s.spool?.close()));
     for (const c of this.connections) c.socket.end();
     setTimeout(() => {
       for (const c of this.connections) c.socket.destroy();

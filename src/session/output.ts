@@ -86,8 +86,24 @@ export class SessionOutput {
   drain(): Drained {
     const out = this.pending.stdout.drain();
     const err = this.pending.stderr.drain();
-    const a = out.chunks;
-    const b = err.chunks;
+    return { text: merge(out.chunks, err.chunks), dropped: { stdout: out.dropped, stderr: err.dropped } };
+  }
+
+  /** What no poll has returned yet, without taking it (for the durable record). */
+  peekPending(): string {
+    return merge([...this.pending.stdout.entries()], [...this.pending.stderr.entries()]);
+  }
+
+  /** Put back what a durable record kept (after a restart). */
+  restore(saved: { retained: string; dropped: number; total: number; pending: string }): void {
+    this.retained.push(saved.retained);
+    this.retained.dropped += saved.dropped;
+    this.totalChars = saved.total;
+    if (saved.pending) this.pending.stdout.push(saved.pending, this.seq++);
+  }
+}
+
+function merge(a: [string, number][], b: [string, number][]): string {
     const parts: string[] = [];
     let i = 0;
     let j = 0;
@@ -95,7 +111,6 @@ export class SessionOutput {
       if (j >= b.length || (i < a.length && a[i][1] < b[j][1])) parts.push(a[i++][0]);
       else parts.push(b[j++][0]);
     }
-    return { text: parts.join(''), dropped: { stdout: out.dropped, stderr: err.dropped } };
-  }
+    return parts.join('');
 }
 

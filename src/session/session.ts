@@ -1,5 +1,6 @@
 import { updateModes } from '../runner/keys.js';
 import type { JobInput } from '../runner/launch.js';
+import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
 import type { EventBus } from './events.js';
 import type { EventType, FailReason, SessionStatus, StopReason } from './types.js';
@@ -15,6 +16,8 @@ export interface SessionInit {
   pendingMaxOutputChars: number;
   events: EventBus;
   now?: () => number;
+  /** For a session restored from the state directory. */
+  startedAt?: number;
 }
 
 export interface Checkpoint {
@@ -101,6 +104,10 @@ export class Session {
   readonly pastInterrupts: InterruptOutcome[] = [];
   /** The last time anything was written to the session's input. */
   lastInputAt: number | undefined;
+  /** The whole output on disk (SPEC §10), when the daemon has a state directory. */
+  spool: Spool | undefined;
+  /** Told when something a durable record keeps changes (an interrupt, a checkpoint). */
+  onChange: (() => void) | undefined;
   /** What the leader's fd 0 points at (`socket:[…]`, `/dev/pts/N`): the input interrupts watch. */
   stdinId: string | undefined;
 
@@ -132,7 +139,7 @@ export class Session {
     this.stdinMode = init.stdin;
     this.stdinOpen = init.stdin === 'pipe';
     this.now = init.now ?? Date.now;
-    this.startedAt = this.now();
+    this.startedAt = init.startedAt ?? this.now();
     this.output = new SessionOutput(init.maxOutputChars, init.pendingMaxOutputChars);
     this.events = init.events;
     this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
@@ -155,6 +162,7 @@ export class Session {
     const checkpoint: Checkpoint = { name, at: this.now(), ...(data === undefined ? {} : { data }) };
     this.checkpoints.push(checkpoint);
     if (this.checkpoints.length > MAX_CHECKPOINTS) this.checkpoints.shift();
+    this.onChange?.();
     return checkpoint;
   }
 
@@ -162,7 +170,20 @@ export class Session {
   raiseInterrupt(interrupt: Interrupt): void {
     this.interrupt = interrupt;
     this.status = 'waiting_input';
+    this.onChange?.();
     this.wake();
+  }
+
+  /** End state from a durable record: a finished session, or a running one that was lost. */
+  restoreEnd(end: { status: SessionStatus; endedAt?: number; exitCode: number | null; signal: string | null; reason?: FailReason; error?: string }): void {
+    this.status = end.status;
+    this.endedAt = end.endedAt ?? this.now();
+    this.exitCode = end.exitCode;
+    this.signal = end.signal;
+    this.reason = end.reason;
+    this.error = end.error;
+    this.stdinOpen = false;
+    this.resolveFinished();
   }
 
   /** The pending interrupt is over (answered or expired); the session runs on. */
@@ -174,6 +195,7 @@ export class Session {
     this.interrupt = undefined;
     if (this.running) this.status = 'running';
     this.lastInputAt = this.now();
+    this.onChange?.();
     return i;
   }
 
@@ -185,6 +207,7 @@ export class Session {
   onOutput(stream: Stream, bytes: Buffer | string): void {
     const offset = this.output.totalChars;
     const text = this.output.write(stream, bytes);
+    this.spool?.write(bytes);
     if (text.length === 0) return;
     if (this.pty) updateModes(this.modes, text);
     if (this.events.listening) this.emit('output', { stream, data: text, offset });

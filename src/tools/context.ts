@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
+import type { StateStore } from '../daemon/state.js';
 import type { Registry } from '../session/registry.js';
 import type { Session } from '../session/session.js';
 
@@ -12,6 +13,8 @@ export interface Daemon {
   /** Where per-session files (stop files, scratch dirs) live. */
   runtimeDir: string;
   log: Logger;
+  /** Durable records and output spools (SPEC §10). */
+  state: StateStore;
   /** Called once a session's processes exist, so the daemon can protect them against its own crash. */
   watch(session: Session): void;
   /** True once shutdown has begun: new work is refused. */

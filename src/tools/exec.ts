@@ -10,6 +10,7 @@ import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
 import { deriveName } from '../session/name.js';
 import { Session } from '../session/session.js';
+import { Spool } from '../session/spool.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
 
@@ -69,6 +70,7 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
     events: d.registry.events,
   });
   session.key = p.key;
+  session.spool = new Spool(d.state.spoolPath(id), cfg.maxLogBytes);
   const sessionDir = join(d.runtimeDir, 'sessions', id);
   mkdirSync(sessionDir, { recursive: true, mode: 0o700 });
   session.stopFile = join(sessionDir, 'stop.json');

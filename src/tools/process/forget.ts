@@ -11,6 +11,8 @@ import { stopAndRecord } from './kill.js';
 /** Forget a finished session: its record, output and scratch directory. */
 export function forget(d: Daemon, s: Session): void {
   d.registry.delete(s.id);
+  s.spool?.remove();
+  d.state.remove(s.id);
   rmSync(join(d.runtimeDir, 'sessions', s.id), { recursive: true, force: true });
 }
 

@@ -46,11 +46,15 @@ export function pageLines(all: string[], offset: number | undefined, limit: numb
 
 export function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  const text = s.output.text();
+  // Past the in-memory cap, page over the spool on disk, which holds much more.
+  const fromSpool = s.output.droppedChars > 0 && s.spool !== undefined && !s.spool.failed;
+  const text = fromSpool ? s.spool!.read() : s.output.text();
   const page = pageLines(splitLines(text), p.offset, p.limit);
   const output = page.lines.join('\n');
   const parts: string[] = [];
-  if (s.output.droppedChars > 0) {
+  if (fromSpool && s.spool!.droppedBytes > 0) {
+    parts.push(`[the spool keeps the newest output: the first ${s.spool!.droppedBytes} bytes rotated away (maxLogBytes); lines count from the oldest kept, and the first may be partial]`);
+  } else if (!fromSpool && s.output.droppedChars > 0) {
     parts.push(`[the first ${s.output.droppedChars} characters were dropped by the ${s.output.capChars}-character cap; lines count from the oldest retained, and the first may be partial]`);
   }
   if (output) parts.push(output);
@@ -64,8 +68,10 @@ export function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
     lines: page.lines.length,
     totalLines: page.totalLines,
     totalChars: text.length,
-    truncated: s.output.droppedChars > 0,
-    droppedChars: s.output.droppedChars,
+    truncated: fromSpool ? s.spool!.droppedBytes > 0 : s.output.droppedChars > 0,
+    // What this text does not hold of the whole output, so droppedChars + totalChars = all output so far.
+    droppedChars: fromSpool ? Math.max(0, s.output.totalChars - text.length) : s.output.droppedChars,
+    ...(fromSpool ? { source: 'spool', droppedBytes: s.spool!.droppedBytes } : {}),
     text: parts.join('\n'),
   };
 }

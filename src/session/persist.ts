@@ -1,0 +1,111 @@
+import type { EventBus } from './events.js';
+import type { Checkpoint, Interrupt, InterruptOutcome, StopRequest } from './session.js';
+import { Session } from './session.js';
+import type { FailReason, SessionStatus } from './types.js';
+
+/** A session as written to the state directory (SPEC §10). */
+export interface SessionSnapshot {
+  v: 1;
+  id: string;
+  scope: string;
+  command: string;
+  name: string;
+  cwd: string;
+  key?: string;
+  stdin: 'pipe' | 'null';
+  pty: boolean;
+  status: SessionStatus;
+  startedAt: number;
+  endedAt?: number;
+  exitCode: number | null;
+  signal: string | null;
+  reason?: FailReason;
+  error?: string;
+  stop?: StopRequest;
+  backgrounded: boolean;
+  pid?: number;
+  /** The leader's start time (clock ticks since boot), so a reused PID is never mistaken for it. */
+  pidStartTime?: number;
+  checkpoints: Checkpoint[];
+  interrupt?: Interrupt;
+  pastInterrupts: InterruptOutcome[];
+  output: { retained: string; dropped: number; total: number; pending: string };
+  spool?: { totalBytes: number; droppedBytes: number };
+}
+
+export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
+  return {
+    v: 1,
+    id: s.id,
+    scope: s.scope,
+    command: s.command,
+    name: s.name,
+    cwd: s.cwd,
+    key: s.key,
+    stdin: s.stdinMode,
+    pty: s.pty,
+    status: s.status,
+    startedAt: s.startedAt,
+    endedAt: s.endedAt,
+    exitCode: s.exitCode,
+    signal: s.signal,
+    reason: s.reason,
+    error: s.error,
+    stop: s.stop,
+    backgrounded: s.backgrounded,
+    pid: s.pid,
+    pidStartTime,
+    checkpoints: s.checkpoints,
+    interrupt: s.interrupt,
+    pastInterrupts: s.pastInterrupts,
+    // Only a finished session's output is worth keeping: a running one is recovered as lost.
+    output: s.running
+      ? { retained: '', dropped: 0, total: 0, pending: '' }
+      : { retained: s.output.text(), dropped: s.output.droppedChars, total: s.output.totalChars, pending: s.output.peekPending() },
+    spool: s.spool ? { totalBytes: s.spool.totalBytes, droppedBytes: s.spool.droppedBytes } : undefined,
+  };
+}
+
+/** Is this parsed JSON a snapshot we can restore? (A torn or foreign file is not.) */
+export function isSnapshot(x: unknown): x is SessionSnapshot {
+  const s = x as SessionSnapshot;
+  return (
+    typeof s === 'object' &&
+    s !== null &&
+    s.v === 1 &&
+    typeof s.id === 'string' &&
+    typeof s.scope === 'string' &&
+    typeof s.command === 'string' &&
+    typeof s.startedAt === 'number' &&
+    typeof s.status === 'string' &&
+    typeof s.output === 'object' &&
+    s.output !== null &&
+    typeof s.output.retained === 'string'
+  );
+}
+
+/** A finished session back from its snapshot, answering list, poll and log as before. */
+export function restoreSession(snap: SessionSnapshot, events: EventBus, caps: { maxOutputChars: number; pendingMaxOutputChars: number }): Session {
+  const s = new Session({
+    id: snap.id,
+    scope: snap.scope,
+    command: snap.command,
+    name: snap.name,
+    cwd: snap.cwd,
+    stdin: snap.stdin,
+    maxOutputChars: Math.max(caps.maxOutputChars, snap.output.retained.length),
+    pendingMaxOutputChars: Math.max(caps.pendingMaxOutputChars, snap.output.pending.length),
+    events,
+    startedAt: snap.startedAt,
+  });
+  s.key = snap.key;
+  s.pty = snap.pty;
+  s.pid = snap.pid;
+  s.backgrounded = snap.backgrounded;
+  s.stop = snap.stop;
+  s.checkpoints.push(...(snap.checkpoints ?? []));
+  s.pastInterrupts.push(...(snap.pastInterrupts ?? []));
+  s.output.restore(snap.output);
+  s.restoreEnd(snap);
+  return s;
+}
