@@ -29,20 +29,25 @@ export async function runDaemon(argv: string[]): Promise<void> {
   }
   const socketPath = resolveSocketPath(opts.socket);
   const daemon = new ProcctlDaemon({ socketPath, configFile: opts.config, loaded, logLevel: opts.logLevel });
+  // Handlers before listening: whoever can connect may also signal us, and gets a graceful stop.
+  let starting: Promise<void> = Promise.resolve();
+  const stop = (signal: NodeJS.Signals) => {
+    void starting
+      .catch(() => undefined)
+      .then(() => daemon.shutdown(signal))
+      .then(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('SIGHUP', () => void starting.then(() => daemon.reload(), () => undefined));
   try {
-    await daemon.start();
+    starting = daemon.start();
+    await starting;
   } catch (err) {
     const message = err instanceof SocketInUseError ? err.message : `cannot listen on ${socketPath}: ${(err as Error).message}`;
     process.stderr.write(`procctld: ${message}\n`);
     process.exit(1);
   }
-
-  const stop = (signal: NodeJS.Signals) => {
-    void daemon.shutdown(signal).then(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  process.on('SIGHUP', () => daemon.reload());
   process.on('uncaughtException', (err) => daemon.log.error({ err }, 'uncaught exception; still serving'));
   process.on('unhandledRejection', (err) => daemon.log.error({ err }, 'unhandled rejection; still serving'));
 }

@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { alive, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import type { TestClient } from '../helpers/rpc.js';
+import { Scoped, Scopes } from '../helpers/session.js';
+
+let d: TestDaemon;
+let c: TestClient;
+let c2: TestClient;
+let scopes: Scopes;
+
+beforeAll(async () => {
+  // A session waits on stdin while another scope pokes at it: no waiting-for-input detection (SPEC §7) here.
+  d = await startDaemon({ config: { scopeTokens: { locked: 's3cret' } }, env: { PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' } });
+  c = await d.client();
+  c2 = await d.client();
+  scopes = new Scopes(() => c);
+});
+
+afterAll(async () => {
+  try {
+    await scopes.finish(d);
+  } finally {
+    c?.close();
+    c2?.close();
+    await stopAllDaemons();
+  }
+});
+
+describe('scope isolation', () => {
+  it('a session of scope a is not_found from scope b for every action, and not in b list', async () => {
+    const a = scopes.next('a');
+    const b = scopes.next('b', c2);
+    const r = await a.exec({ command: 'cat', background: true });
+    scopes.track(r.pid);
+    const id = r.sessionId;
+
+    for (const p of [
+      { action: 'poll', sessionId: id },
+      { action: 'poll', sessionId: id, timeout: 100 },
+      { action: 'log', sessionId: id },
+      { action: 'write', sessionId: id, data: 'from-b\n' },
+      { action: 'write', sessionId: id, eof: true },
+      { action: 'kill', sessionId: id },
+      { action: 'clear', sessionId: id },
+      { action: 'remove', sessionId: id },
+    ]) {
+      const e = await b.error('process', p);
+      expect(e.data.kind, `${p.action} from another scope`).toBe('not_found');
+      expect(e.message).not.toContain(a.scope);
+    }
+    const viaTool = await b.request('tool', { tool: 'process', action: 'log', sessionId: id });
+    expect(viaTool.error?.data.kind).toBe('not_found');
+    const sub = await b.request('subscribe', { sessionId: id });
+    expect(sub.error?.data.kind).toBe('not_found');
+
+    expect(await b.list()).toEqual([]);
+    const kAll = await b.process({ action: 'kill', all: true });
+    expect(kAll.sessions).toEqual([]);
+
+    // Nothing b did reached the session: still running, stdin still open, nothing written.
+    expect(alive(r.pid)).toBe(true);
+    const listed = await a.list();
+    expect(listed.map((x) => x.sessionId)).toEqual([id]);
+    expect(listed[0].status).toBe('running');
+    await a.process({ action: 'write', sessionId: id, data: 'from-a\n', eof: true });
+    const { last, output } = await a.pollUntilEnded(id);
+    expect(last.status).toBe('completed');
+    expect(output).toBe('from-a\n');
+  });
+
+  it('the default scope does not see named scopes either', async () => {
+    const a = scopes.next('named');
+    const r = await a.exec({ command: 'echo x' });
+    const list = await c2.process({ action: 'list' });
+    expect(list.sessions.map((x: any) => x.sessionId)).not.toContain(r.sessionId);
+    const e = await c2.request('process', { action: 'log', sessionId: r.sessionId });
+    expect(e.error?.data.kind).toBe('not_found');
+  });
+
+  it('refuses a malformed scope name as invalid', async () => {
+    const e = await c.request('exec', { command: 'true', scope: 'bad scope/../x' });
+    expect(e.error?.data.kind).toBe('invalid');
+    expect(e.error?.data.path).toEqual(['scope']);
+  });
+});
+
+describe('scope tokens', () => {
+  const locked = () => new Scoped(c, 'locked');
+  const wrong = () => new Scoped(c, 'locked', 'wrong');
+  const right = () => new Scoped(c, 'locked', 's3cret');
+
+  it.each([
+    ['exec', { command: 'echo should-not-run' }],
+    ['process', { action: 'list' }],
+    ['tool', { tool: 'exec', command: 'echo should-not-run' }],
+    ['subscribe', {}],
+  ])('refuses %s without the token, and with a wrong one, as forbidden', async (method, params) => {
+    const e1 = await locked().error(method, params);
+    expect(e1.data.kind).toBe('forbidden');
+    const e2 = await wrong().error(method, params);
+    expect(e2.data.kind).toBe('forbidden');
+    expect(e2.message).not.toContain('s3cret');
+  });
+
+  it('refuses a token that only shares a prefix with the right one', async () => {
+    const e = await new Scoped(c, 'locked', 's3cre').error('process', { action: 'list' });
+    expect(e.data.kind).toBe('forbidden');
+    const e2 = await new Scoped(c, 'locked', 's3cret2').error('process', { action: 'list' });
+    expect(e2.data.kind).toBe('forbidden');
+  });
+
+  it('nothing ran for the refused requests, and the right token works', async () => {
+    const s = right();
+    const before = await s.list();
+    expect(before.filter((x) => x.command.includes('should-not-run'))).toEqual([]);
+    const r = await s.exec({ command: 'echo allowed' });
+    expect(r.output).toBe('allowed\n');
+    expect((await s.list()).map((x) => x.sessionId)).toContain(r.sessionId);
+    const e = await locked().error('process', { action: 'log', sessionId: r.sessionId });
+    expect(e.data.kind).toBe('forbidden');
+  });
+
+  it('scopes without a configured token need none', async () => {
+    const s = scopes.next('open');
+    const r = await s.exec({ command: 'echo open' });
+    expect(r.output).toBe('open\n');
+  });
+});
+
+describe('maxSessions is per scope', () => {
+  it('refuses a running session over the limit as limit, counting each scope on its own', async () => {
+    const d2 = await startDaemon({ env: { PROCCTL_MAX_SESSIONS: '2', PROCCTL_KILL_GRACE_MS: '1000' } });
+    const c3 = await d2.client();
+    const a = new Scoped(c3, 'a');
+    const bScope = new Scoped(c3, 'b');
+    const pids: number[] = [];
+    try {
+      for (const s of [a, a, bScope, bScope]) pids.push((await s.exec({ command: 'sleep 600', background: true })).pid);
+      const e = await a.error('exec', { command: 'echo third' });
+      expect(e.data.kind).toBe('limit');
+      expect(await a.list()).toHaveLength(2);
+      // Finished sessions do not count.
+      await a.process({ action: 'kill', sessionId: (await a.list())[0].sessionId });
+      const r = await a.exec({ command: 'echo room-again' });
+      expect(r.output).toBe('room-again\n');
+    } finally {
+      c3.close();
+      expect(await d2.stop()).toBe(0);
+    }
+    for (const pid of pids) expect(alive(pid)).toBe(false);
+  });
+});
