@@ -13,11 +13,15 @@ function writable(d: Daemon, ctx: CallContext, p: ProcessParams, needsPty: boole
     throw conflict(`session ${s.id} does not run under a terminal; use write for its stdin, or signal to interrupt it (start it with pty:true for keys)`);
   }
   if (!s.stdinOpen || !s.input) throw conflict(`the input of session ${s.id} is closed`);
-  s.lastInputAt = Date.now();
   return s;
 }
 
-const sent = (s: Session, bytes: number, what: string) => ({ status: s.status, sessionId: s.id, bytes, text: `Sent ${what} to session ${s.id}.` });
+/** After typing: it answers a pending question as well as resume would, and restarts the quiet period. */
+function sent(s: Session, bytes: number, what: string) {
+  if (s.interrupt) s.settleInterrupt('answered');
+  s.lastInputAt = Date.now();
+  return { status: s.status, sessionId: s.id, bytes, text: `Sent ${what} to session ${s.id}.` };
+}
 
 export function sendKeysAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   if (!p.keys?.length && !p.hex?.length) throw invalid('send-keys needs keys (names) or hex (bytes)', { path: ['keys'], schema: true });

@@ -18,6 +18,8 @@ export function writeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   }
   const bytes = p.data === undefined ? 0 : Buffer.byteLength(p.data);
   if (p.data) input.write(p.data);
+  // Input written by hand answers a pending question as well as resume would.
+  if (s.interrupt) s.settleInterrupt('answered');
   s.lastInputAt = Date.now();
   if (p.eof) {
     input.end();
