@@ -1,15 +1,22 @@
 import { Command, CommanderError, Option } from 'commander';
 import { packageVersion } from '../daemon/version.js';
+import { registerAttach } from './commands/attach.js';
+import { registerCheckpoint } from './commands/checkpoint.js';
 import { registerClear } from './commands/clear.js';
 import { registerDaemon } from './commands/daemon.js';
 import { registerEvents } from './commands/events.js';
 import { registerExec } from './commands/exec.js';
 import { registerKill } from './commands/kill.js';
 import { registerLog } from './commands/log.js';
+import { registerPaste } from './commands/paste.js';
 import { registerPoll } from './commands/poll.js';
 import { registerPs } from './commands/ps.js';
+import { registerResume } from './commands/resume.js';
 import { registerRm } from './commands/rm.js';
+import { registerSendKeys } from './commands/send-keys.js';
+import { registerSignal } from './commands/signal.js';
 import { registerStatus } from './commands/status.js';
+import { registerSubmit } from './commands/submit.js';
 import { registerTool } from './commands/tool.js';
 import { registerTools } from './commands/tools.js';
 import { registerWrite } from './commands/write.js';
@@ -33,7 +40,29 @@ export function buildProgram(): Command {
       '\nExit status: 0 success; 1 a failed command or session, or an error from the daemon; 2 a usage error;\n' +
         '3 the daemon cannot be reached.',
     );
-  for (const register of [registerExec, registerPs, registerPoll, registerLog, registerWrite, registerKill, registerClear, registerRm, registerEvents, registerTool, registerTools, registerStatus, registerDaemon]) {
+  const commands = [
+    registerExec,
+    registerPs,
+    registerPoll,
+    registerLog,
+    registerWrite,
+    registerSendKeys,
+    registerPaste,
+    registerSubmit,
+    registerResume,
+    registerAttach,
+    registerSignal,
+    registerKill,
+    registerClear,
+    registerRm,
+    registerEvents,
+    registerCheckpoint,
+    registerTool,
+    registerTools,
+    registerStatus,
+    registerDaemon,
+  ];
+  for (const register of commands) {
     register(program);
   }
   return program;

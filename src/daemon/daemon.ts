@@ -6,7 +6,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { Connection } from '../rpc/connection.js';
 import { createMethods } from '../rpc/methods.js';
-import { stopSession } from '../runner/stop.js';
+import { stopSessions } from '../runner/stop.js';
 import { setStragglerListener } from '../runner/sweep.js';
 import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
@@ -83,11 +83,11 @@ export class ProcctlDaemon implements Daemon {
     if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
     save();
     session.onChange = save;
-    void session.finished.then(() => {
-      session.onChange = undefined;
+    void session.finished.then(async () => {
       this.guardian.remove(session.id);
+      // The record keeps the spool's final size, so it is written once the spool is.
+      await session.spool?.close();
       save();
-      void session.spool?.close();
     });
   }
 
@@ -102,8 +102,15 @@ export class ProcctlDaemon implements Daemon {
     const lost: Session[] = [];
     for (const snap of snapshots) {
       const ended = snap.endedAt !== undefined && (snap.status === 'completed' || snap.status === 'failed' || snap.status === 'denied');
-      const s = restoreSession(ended ? snap : { ...snap, status: 'failed', reason: 'lost', endedAt: Date.now() }, this.registry.events, caps);
+      let s: Session;
+      try {
+        s = restoreSession(ended ? snap : { ...snap, status: 'failed', reason: 'lost', endedAt: Date.now() }, this.registry.events, caps);
+      } catch (err) {
+        this.state.setAside(snap.id, (err as Error).message);
+        continue;
+      }
       s.spool = Spool.restore(this.state.spoolPath(s.id), snap.spool);
+      s.onChange = () => this.state.save(snapshot(s));
       this.registry.add(s);
       if (!ended) {
         lost.push(s);
@@ -121,7 +128,7 @@ export class ProcctlDaemon implements Daemon {
   }
 
   async start(): Promise<void> {
-    this.state.init();
+    this.state.init(this.socketPath);
     this.recover();
     const fds = activatedFds();
     if (fds.length > 0) {
@@ -184,7 +191,7 @@ export class ProcctlDaemon implements Daemon {
     this.interrupts.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     const grace = this.current.tools.exec.killGraceMs;
-    await Promise.all(running.map((s) => stopSession(s, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace })));
+    await stopSessions(running, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace });
     await Promise.all(running.map((s) => s.spool?.close()));
     for (const c of this.connections) c.socket.end();
     setTimeout(() => {
@@ -192,6 +199,7 @@ export class ProcctlDaemon implements Daemon {
     }, 200).unref();
     await closed;
     this.guardian.stop();
+    this.state.release();
     this.notifier.close();
     rmSync(join(this.runtimeDir, 'sessions'), { recursive: true, force: true });
     this.log.info('stopped');

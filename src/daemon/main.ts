@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ProcctlDaemon } from './daemon.js';
 import { resolveSocketPath, SocketInUseError } from './socket.js';
+import { StateDirInUseError } from './state.js';
 import { packageVersion } from './version.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
@@ -44,7 +45,8 @@ export async function runDaemon(argv: string[]): Promise<void> {
     starting = daemon.start();
     await starting;
   } catch (err) {
-    const message = err instanceof SocketInUseError ? err.message : `cannot listen on ${socketPath}: ${(err as Error).message}`;
+    const known = err instanceof SocketInUseError || err instanceof StateDirInUseError;
+    const message = known ? (err as Error).message : `cannot start on ${socketPath}: ${(err as Error).message}`;
     process.stderr.write(`procctld: ${message}\n`);
     process.exit(1);
   }

@@ -2,7 +2,10 @@ import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, wr
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { readStat } from '../runner/group.js';
 import { isSnapshot, type SessionSnapshot } from '../session/persist.js';
+
+export class StateDirInUseError extends Error {}
 
 /** The state directory, first that applies (SPEC §3): config/env, $STATE_DIRECTORY, $XDG_STATE_HOME, ~/.local/state. */
 export function resolveStateDir(configured: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
@@ -27,9 +30,35 @@ export class StateStore {
     this.sessionsDir = join(dir, 'sessions');
   }
 
-  init(): void {
+  /**
+   * Create the directory and take it: one daemon per state directory, or the second would
+   * recover (and terminate) the first one's running sessions as lost.
+   */
+  init(socketPath: string): void {
     mkdirSync(this.sessionsDir, { recursive: true, mode: 0o700 });
     chmodSync(this.dir, 0o700);
+    const lock = join(this.dir, 'daemon.json');
+    try {
+      const owner = JSON.parse(readFileSync(lock, 'utf8')) as { pid: number; startTime: number; socket: string };
+      if (owner.pid !== process.pid && readStat(owner.pid)?.startTime === owner.startTime) {
+        throw new StateDirInUseError(
+          `another procctld (pid ${owner.pid}, socket ${owner.socket}) uses the state directory ${this.dir}; stop it, or give this one its own with PROCCTL_STATE_DIR`,
+        );
+      }
+    } catch (err) {
+      if (err instanceof StateDirInUseError) throw err;
+      // no owner, or a stale or unreadable file: take it
+    }
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, startTime: readStat(process.pid)?.startTime, socket: socketPath }), { mode: 0o600 });
+    this.lockFile = lock;
+  }
+
+  private lockFile: string | undefined;
+
+  /** Let the directory go at shutdown. */
+  release(): void {
+    if (this.lockFile) rmSync(this.lockFile, { force: true });
+    this.lockFile = undefined;
   }
 
   private recordPath(id: string): string {
@@ -53,6 +82,17 @@ export class StateStore {
 
   remove(id: string): void {
     for (const f of [this.recordPath(id), this.spoolPath(id), `${this.spoolPath(id)}.1`]) rmSync(f, { force: true });
+  }
+
+  /** A record that parsed but cannot be restored: renamed `.corrupt` with a warning. */
+  setAside(id: string, why: string): void {
+    const file = this.recordPath(id);
+    this.log.warn({ file, err: why }, 'skipping a corrupt session record (renamed to .corrupt)');
+    try {
+      renameSync(file, `${file}.corrupt`);
+    } catch {
+      // leave it
+    }
   }
 
   /** Every readable record; corrupt ones are renamed `*.corrupt` and counted. */

@@ -14,10 +14,12 @@ const RECHECK_MIN_MS = 100;
 const RECHECK_MAX_MS = 1000;
 
 interface WatchState {
-  /** The quiet period the last negative look belonged to. */
+  /** The quiet period the last look belonged to. */
   since: number;
   backoff: number;
   nextCheckAt: number;
+  /** A reader was seen once in this quiet period: confirmed on the next tick, so output still in flight (the prompt) arrives first. */
+  seenReader: boolean;
 }
 
 export function interruptView(i: Interrupt | undefined) {
@@ -72,7 +74,7 @@ export class InterruptWatcher {
       if (quiet < QUIET_MS.recognised) continue;
       let st = this.state.get(s);
       if (!st || st.since !== quietSince) {
-        st = { since: quietSince, backoff: 0, nextCheckAt: 0 };
+        st = { since: quietSince, backoff: 0, nextCheckAt: 0, seenReader: false };
         this.state.set(s, st);
       }
       if (now < st.nextCheckAt) continue;
@@ -80,8 +82,10 @@ export class InterruptWatcher {
       const prompt = looksLikePrompt(lastLine(s.output.tail(500)), extra);
       if (quiet < QUIET_MS[prompt ?? 'none']) continue;
       if (this.isReadingInput(s, prompt !== undefined)) {
-        this.raise(s, extra, cfg.timeoutSeconds, now);
+        if (st.seenReader) this.raise(s, extra, cfg.timeoutSeconds, now);
+        else st.seenReader = true;
       } else {
+        st.seenReader = false;
         st.backoff = Math.min(RECHECK_MAX_MS, Math.max(RECHECK_MIN_MS, st.backoff * 2));
         st.nextCheckAt = now + st.backoff;
       }

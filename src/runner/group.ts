@@ -26,6 +26,23 @@ export function readStat(pid: number): { state: string; pgrp: number; ppid: numb
   return { state: rest[0], ppid: Number(rest[1]), pgrp: Number(rest[2]), startTime: Number(rest[19]) };
 }
 
+const isLive = (state: string) => state !== 'Z' && state !== 'X';
+
+/** Live members of each group, from one pass over /proc. */
+function scanGroups(pgids: ReadonlySet<number>): Map<number, number[]> {
+  const members = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    const c = entry.charCodeAt(0);
+    if (c < 48 || c > 57) continue;
+    const stat = readStat(Number(entry));
+    if (!stat || !pgids.has(stat.pgrp) || !isLive(stat.state)) continue;
+    const list = members.get(stat.pgrp) ?? [];
+    list.push(Number(entry));
+    members.set(stat.pgrp, list);
+  }
+  return members;
+}
+
 /**
  * Processes of the group that are still alive. Zombies do not count: where PID 1 does not reap
  * orphans (containers, some sandboxes) a dead member stays a zombie, and `kill(-pgid, 0)`
@@ -33,14 +50,7 @@ export function readStat(pid: number): { state: string; pgrp: number; ppid: numb
  */
 export function liveGroupMembers(pgid: number): number[] {
   if (!signalGroup(pgid, 0)) return [];
-  const live: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    const c = entry.charCodeAt(0);
-    if (c < 48 || c > 57) continue;
-    const stat = readStat(Number(entry));
-    if (stat && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X') live.push(Number(entry));
-  }
-  return live;
+  return scanGroups(new Set([pgid])).get(pgid) ?? [];
 }
 
 /** Processes a stop is after: the session's group, and single processes that left it. */
@@ -49,14 +59,19 @@ export interface StopTarget {
   pids: number[];
 }
 
-function liveCount(t: StopTarget): number {
-  let n = 0;
-  if (t.pgid !== undefined) n += liveGroupMembers(t.pgid).length;
-  for (const pid of t.pids) {
-    const stat = readStat(pid);
-    if (stat && stat.state !== 'Z' && stat.state !== 'X') n++;
-  }
-  return n;
+/** How many processes of each target are alive: the kernel's answer first, /proc only when it is unsure. */
+function liveCounts(targets: StopTarget[]): number[] {
+  const unsure = new Set<number>();
+  for (const t of targets) if (t.pgid !== undefined && signalGroup(t.pgid, 0)) unsure.add(t.pgid);
+  const groups = unsure.size ? scanGroups(unsure) : new Map<number, number[]>();
+  return targets.map((t) => {
+    let n = t.pgid !== undefined ? (groups.get(t.pgid)?.length ?? 0) : 0;
+    for (const pid of t.pids) {
+      const stat = readStat(pid);
+      if (stat && isLive(stat.state) && stat.pgrp !== t.pgid) n++;
+    }
+    return n;
+  });
 }
 
 function signalTarget(t: StopTarget, signal: NodeJS.Signals): void {
@@ -70,31 +85,44 @@ function signalTarget(t: StopTarget, signal: NodeJS.Signals): void {
   }
 }
 
-/** Wait until nothing of the target is alive, or the time runs out; true when gone. */
-export async function waitGone(t: StopTarget, withinMs: number): Promise<boolean> {
+/** Wait until nothing of any target is alive, or the time runs out; which targets still live. */
+async function waitAllGone(targets: StopTarget[], withinMs: number): Promise<boolean[]> {
   const deadline = Date.now() + withinMs;
   let pause = 2;
   for (;;) {
-    if (liveCount(t) === 0) return true;
+    const live = liveCounts(targets).map((n) => n > 0);
+    if (!live.includes(true)) return live;
     const left = deadline - Date.now();
-    if (left <= 0) return false;
+    if (left <= 0) return live;
     await sleep(Math.min(pause, left));
     pause = Math.min(pause * 2, 50);
   }
 }
 
-export const waitGroupGone = (pgid: number, withinMs: number) => waitGone({ pgid, pids: [] }, withinMs);
+export async function waitGroupGone(pgid: number, withinMs: number): Promise<boolean> {
+  const [live] = await waitAllGone([{ pgid, pids: [] }], withinMs);
+  return !live;
+}
 
 /**
- * The escalation every stop goes through: `signal` to the group (and to each process that left
- * it), up to `graceMs` for them to go, then SIGKILL and a last wait. Returns whether SIGKILL was
- * needed.
+ * The escalation every stop goes through, for many sessions at once: `signal` to each group (and
+ * to each process that left it), up to `graceMs` for them to go, then SIGKILL and a last wait.
+ * Liveness is checked for all targets together, so stopping a hundred sessions costs about what
+ * stopping one does. Returns, per target, whether SIGKILL was needed.
  */
+export async function terminateAll(targets: StopTarget[], signal: NodeJS.Signals, graceMs: number): Promise<boolean[]> {
+  const initially = liveCounts(targets).map((n) => n > 0);
+  targets.forEach((t, i) => initially[i] && signalTarget(t, signal));
+  const stubborn = await waitAllGone(targets, graceMs);
+  const killed = targets.map((_, i) => initially[i] && stubborn[i]);
+  if (killed.includes(true)) {
+    targets.forEach((t, i) => killed[i] && signalTarget(t, 'SIGKILL'));
+    await waitAllGone(targets, 5000);
+  }
+  return killed;
+}
+
 export async function terminate(t: StopTarget, signal: NodeJS.Signals, graceMs: number): Promise<{ killed: boolean }> {
-  if (liveCount(t) === 0) return { killed: false };
-  signalTarget(t, signal);
-  if (await waitGone(t, graceMs)) return { killed: false };
-  signalTarget(t, 'SIGKILL');
-  await waitGone(t, 5000);
-  return { killed: true };
+  const [killed] = await terminateAll([t], signal, graceMs);
+  return { killed };
 }

@@ -1,8 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import type { Session, StopRequest } from '../session/session.js';
 import type { StopReason } from '../session/types.js';
-import { terminate } from './group.js';
-import { escapees, signalPids } from './sweep.js';
+import { terminateAll } from './group.js';
+import { findSessionProcesses, signalPids } from './sweep.js';
 
 export interface StopOptions {
   /** Who stops it. */
@@ -13,28 +13,44 @@ export interface StopOptions {
 }
 
 /**
- * The one stop path (kill, timeout, cancel, replace, shutdown): write the stop file, signal the
- * whole group and every process of the session that left it, wait the grace, SIGKILL what is
- * left. Resolves once the session has ended; stopping a session twice is harmless.
+ * The one stop path (kill, kill all, timeout, cancel, replace, shutdown): write each stop file,
+ * signal each whole group and every process of the session that left it (found by its
+ * environment marker), wait the grace, SIGKILL what is left. Resolves once every session has
+ * ended; stopping a session twice is harmless.
  */
-export async function stopSession(session: Session, opts: StopOptions): Promise<void> {
-  if (!session.running) return;
-  if (!session.stop) {
-    const request: StopRequest = { reason: opts.reason, signal: opts.signal, at: Date.now(), note: opts.note };
-    session.stop = request;
+export async function stopSessions(sessions: Session[], opts: StopOptions): Promise<void> {
+  const starting: Session[] = [];
+  for (const s of sessions) {
+    if (!s.running) continue;
+    s.stop ??= { reason: opts.reason, signal: opts.signal, at: Date.now(), note: opts.note };
+    if (s.stopping) continue;
+    s.stopping = true;
+    writeStopFile(s, s.stop);
+    starting.push(s);
   }
-  if (session.stopping) return session.finished;
-  session.stopping = true;
-  const stop = session.stop;
-  writeStopFile(session, stop);
-  const pgid = session.pid;
-  const outside = escapees(session.id, pgid);
-  const { killed } = await terminate({ pgid, pids: outside }, opts.signal, opts.graceMs);
-  // Anything forked out of the group during the grace gets no second warning.
-  const late = escapees(session.id, pgid);
-  signalPids(late, 'SIGKILL');
-  stop.escalated = killed || late.length > 0;
-  await session.finished;
+  if (starting.length > 0) {
+    const ids = new Set(starting.map((s) => s.id));
+    const outside = (found: ReturnType<typeof findSessionProcesses>, s: Session) =>
+      (found.get(s.id) ?? []).filter((p) => p.pgrp !== s.pid).map((p) => p.pid);
+    const before = findSessionProcesses(ids);
+    const killed = await terminateAll(
+      starting.map((s) => ({ pgid: s.pid, pids: outside(before, s) })),
+      opts.signal,
+      opts.graceMs,
+    );
+    // Anything forked out of a group during the grace gets no second warning.
+    const after = findSessionProcesses(ids);
+    starting.forEach((s, i) => {
+      const late = outside(after, s);
+      signalPids(late, 'SIGKILL');
+      s.stop!.escalated = killed[i] || late.length > 0;
+    });
+  }
+  await Promise.all(sessions.map((s) => s.finished));
+}
+
+export function stopSession(session: Session, opts: StopOptions): Promise<void> {
+  return stopSessions([session], opts);
 }
 
 /** Tell the job first, through PROCCTL_STOP_FILE, so it can stop cleanly within the grace. */

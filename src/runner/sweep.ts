@@ -53,11 +53,6 @@ export function findSessionProcesses(ids: ReadonlySet<string>): Map<string, Stra
   return found;
 }
 
-/** Processes of a session that are outside its own process group. */
-export function escapees(id: string, pgid: number | undefined): number[] {
-  return (findSessionProcesses(new Set([id])).get(id) ?? []).filter((p) => p.pgrp !== pgid).map((p) => p.pid);
-}
-
 export function signalPids(pids: number[], signal: NodeJS.Signals): void {
   for (const pid of pids) {
     try {
@@ -68,12 +63,6 @@ export function signalPids(pids: number[], signal: NodeJS.Signals): void {
   }
 }
 
-export function livePids(pids: number[]): number[] {
-  return pids.filter((pid) => {
-    const stat = readStat(pid);
-    return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
-  });
-}
 
 const afterExit = new Map<string, number>();
 let sweepTimer: NodeJS.Timeout | undefined;

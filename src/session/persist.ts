@@ -69,18 +69,34 @@ export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
 /** Is this parsed JSON a snapshot we can restore? (A torn or foreign file is not.) */
 export function isSnapshot(x: unknown): x is SessionSnapshot {
   const s = x as SessionSnapshot;
+  const str = (v: unknown) => typeof v === 'string';
+  const num = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+  const numOrNull = (v: unknown) => v === null || num(v);
   return (
     typeof s === 'object' &&
     s !== null &&
+    !Array.isArray(s) &&
     s.v === 1 &&
-    typeof s.id === 'string' &&
-    typeof s.scope === 'string' &&
-    typeof s.command === 'string' &&
-    typeof s.startedAt === 'number' &&
-    typeof s.status === 'string' &&
+    str(s.id) &&
+    /^[a-z0-9]{1,32}$/.test(s.id) &&
+    str(s.scope) &&
+    str(s.command) &&
+    str(s.name) &&
+    str(s.cwd) &&
+    (s.stdin === 'pipe' || s.stdin === 'null') &&
+    num(s.startedAt) &&
+    (s.endedAt === undefined || num(s.endedAt)) &&
+    str(s.status) &&
+    numOrNull(s.exitCode) &&
+    (s.signal === null || str(s.signal)) &&
+    Array.isArray(s.checkpoints) &&
+    Array.isArray(s.pastInterrupts) &&
     typeof s.output === 'object' &&
     s.output !== null &&
-    typeof s.output.retained === 'string'
+    str(s.output.retained) &&
+    str(s.output.pending) &&
+    num(s.output.dropped) &&
+    num(s.output.total)
   );
 }
 

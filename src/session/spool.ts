@@ -25,11 +25,20 @@ export class Spool {
 
   /** The spool of a finished session from the last run: read-only. */
   static restore(file: string, counts: { totalBytes: number; droppedBytes: number } | undefined): Spool | undefined {
-    if (!counts) return undefined;
+    let onDisk = 0;
+    for (const f of [file, `${file}.1`]) {
+      try {
+        onDisk += statSync(f).size;
+      } catch {
+        // no such segment
+      }
+    }
+    if (!counts && onDisk === 0) return undefined;
     const spool = new Spool(file, 0);
     spool.closed = true;
-    spool.totalBytes = counts.totalBytes;
-    spool.droppedBytes = counts.droppedBytes;
+    // A record written before the spool's last writes (a crash) undercounts: trust the disk then.
+    spool.totalBytes = Math.max(counts?.totalBytes ?? 0, onDisk + (counts?.droppedBytes ?? 0));
+    spool.droppedBytes = counts?.droppedBytes ?? 0;
     return spool;
   }
 
@@ -49,9 +58,23 @@ export class Spool {
       return;
     }
     this.flushing = true;
-    const buf = this.batch.length === 1 ? this.batch[0] : Buffer.concat(this.batch, this.batchBytes);
+    let buf = this.batch.length === 1 ? this.batch[0] : Buffer.concat(this.batch, this.batchBytes);
     this.batch = [];
     this.batchBytes = 0;
+    const segment = Math.max(1, Math.floor(this.maxBytes / 2));
+    if (buf.length > this.maxBytes) {
+      // More than the whole spool holds: only its newest part can stay.
+      const skipped = buf.length - segment;
+      this.droppedBytes += skipped;
+      buf = buf.subarray(skipped);
+    }
+    const room = segment - this.segmentBytes;
+    if (buf.length > room) {
+      // Fill this segment exactly; the rest goes first in the next flush, after the rotation.
+      this.batch.unshift(buf.subarray(room));
+      this.batchBytes += buf.length - room;
+      buf = buf.subarray(0, room);
+    }
     try {
       this.fd ??= openSync(this.file, 'a', 0o600);
     } catch (err) {
@@ -60,7 +83,7 @@ export class Spool {
     write(this.fd, buf, 0, buf.length, null, (err) => {
       if (err) return this.fail(err);
       this.segmentBytes += buf.length;
-      if (this.segmentBytes >= this.maxBytes / 2) this.rotate();
+      if (this.segmentBytes >= segment) this.rotate();
       this.flush();
     });
   }

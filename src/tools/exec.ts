@@ -70,7 +70,7 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
     events: d.registry.events,
   });
   session.key = p.key;
-  session.spool = new Spool(d.state.spoolPath(id), cfg.maxLogBytes);
+  session.spool = cfg.maxLogBytes > 0 ? new Spool(d.state.spoolPath(id), cfg.maxLogBytes) : undefined;
   const sessionDir = join(d.runtimeDir, 'sessions', id);
   mkdirSync(sessionDir, { recursive: true, mode: 0o700 });
   session.stopFile = join(sessionDir, 'stop.json');

@@ -22,6 +22,8 @@ export function endLine(s: Session): string {
       return `Process could not start: ${s.error}.`;
     case 'timeout':
       return `Process timed out and was stopped (${s.stop?.signal}, then SIGKILL after the grace); exited with ${how}.`;
+    case 'lost':
+      return 'Process was lost: the daemon stopped without stopping it (a crash or SIGKILL); what survived was terminated when the daemon came back. Output up to then is in process log.';
     case 'user':
       return `Process was stopped by kill (${s.stop?.signal}); exited with ${how}.`;
     default:
@@ -45,6 +47,7 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     command: s.command,
     pid: s.pid ?? null,
     cwd: s.cwd,
+    pty: s.pty,
     startedAt: iso(s.startedAt),
     endedAt: iso(s.endedAt),
     runtimeMs: s.runtimeMs,

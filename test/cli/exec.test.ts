@@ -13,10 +13,11 @@ afterEach(killChildren);
 afterAll(stopAllDaemons);
 
 describe('procctl exec', () => {
-  it('prints the output of a finished command and exits 0', async () => {
+  it('prints the output of a finished command, stdout and stderr apart, and exits 0', async () => {
     const r = await run(['exec', '--', 'echo hello; echo oops >&2']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toBe('hello\noops\n');
+    expect(r.stdout).toBe('hello\n');
+    expect(r.stderr).toBe('oops\n');
   });
 
   it('exits 1 when the command exits non-zero, naming the code on stderr', async () => {

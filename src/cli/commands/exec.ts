@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import { act, EXIT, globalsOf, hasEnded, note, out, outcomeExit, printJson, scoped, withClient } from '../context.js';
+import { runForeground, stillRunning } from '../foreground.js';
 import { envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
 
@@ -16,11 +17,13 @@ interface ExecOptions {
   stdinNull?: boolean;
 }
 
-/** The ExecParams for these flags; only what the user set is sent, so the daemon's defaults apply. */
+/**
+ * The ExecParams for these flags; only what the user set is sent, so the daemon's defaults apply.
+ * The yield is not among them: the CLI waits itself (see foreground.ts).
+ */
 function execParams(words: string[], o: ExecOptions): Record<string, unknown> {
   const p: Record<string, unknown> = { command: words.join(' ') };
   if (o.bg) p.background = true;
-  if (o.yield !== undefined) p.yieldMs = o.yield;
   if (o.timeout !== undefined) p.timeout = o.timeout;
   if (o.pty) p.pty = true;
   if (o.cwd !== undefined) p.workdir = o.cwd;
@@ -33,7 +36,7 @@ function execParams(words: string[], o: ExecOptions): Record<string, unknown> {
 }
 
 /** Print an exec result for a person: output to stdout, notes to stderr; returns the exit status. */
-function showExecResult(r: Record<string, any>): number {
+function showExecResult(r: Record<string, any>, pty: boolean): number {
   for (const w of (r.warnings as string[] | undefined) ?? []) note(`procctl: warning: ${w}`);
   if (hasEnded(r.status) && typeof r.output === 'string') {
     const text = String(r.text ?? '').replace(/^(\[warning: .*\]\n)+/, '');
@@ -46,9 +49,7 @@ function showExecResult(r: Record<string, any>): number {
   }
   if (r.status === 'running' || r.status === 'waiting_input') {
     if (r.tail) out(r.tail);
-    const prompt = r.interrupt ? ` and waiting for input (${r.interrupt.kind}): "${r.interrupt.reason}"` : '';
-    out(`Session ${r.sessionId} is still running (pid ${r.pid ?? '-'})${prompt}: ${r.name}`);
-    note(`Follow it with \`procctl log ${r.sessionId} -f\`, feed it with \`procctl write ${r.sessionId} DATA\`, stop it with \`procctl kill ${r.sessionId}\`.`);
+    stillRunning({ ...r, pty });
     return EXIT.ok;
   }
   out(String(r.text ?? ''));
@@ -58,17 +59,23 @@ function showExecResult(r: Record<string, any>): number {
 export function registerExec(program: Command): void {
   program
     .command('exec')
-    .summary('run a command; print its output, or its session id if it is still running')
+    .summary('run a command as if locally (output, stdin, Ctrl-C), or leave it running (--bg, --yield)')
     .description(
-      "Run CMD with the daemon's shell. If it finishes within the yield, its combined output goes to stdout " +
-        'and notes (caps, exit code) to stderr; otherwise it keeps running in the background and its session id ' +
-        'is printed. The words after -- are joined with spaces and run by the shell, as ssh does.\n' +
-        'Interrupting procctl before it returns stops the command too; use --bg to leave it running.\n' +
+      "Run CMD with the daemon's shell and wait for it, like a local command: its stdout and stderr stream to " +
+        "procctl's stdout and stderr as they come, and a note on how it ended (if not cleanly) goes to stderr. " +
+        'The words after -- are joined with spaces and run by the shell, as ssh does.\n' +
+        "procctl's stdin is forwarded to the command (end of input included) unless it is a terminal or " +
+        '--stdin-null is given; when the command waits for input and stdin is a terminal, procctl asks the ' +
+        'question on stderr and sends the line you type.\n' +
+        'SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGQUIT sent to procctl are delivered to the command\'s process ' +
+        'group, and procctl waits for it to end. If procctl is killed outright, the session keeps running.\n' +
+        '--yield MS returns after MS if it is still running, leaving it running and printing its session id; ' +
+        '--bg returns at once.\n' +
         'Exit status: 0 if the command exited 0 or is still running, 1 if it failed or exited non-zero.',
     )
     .argument('<cmd...>', 'the command (put it after --)')
     .option('--bg', 'return at once and keep the command running')
-    .option('--yield <ms>', 'wait this long for it to finish before backgrounding it (10..120000)', wholeNumber())
+    .option('--yield <ms>', 'wait this long for it to finish, then leave it running and return', wholeNumber())
     .option('--timeout <s>', 'stop the whole process group after this many seconds; 0 = none', nonNegative)
     .option('--pty', 'run under a pseudo-terminal')
     .option('--cwd <dir>', 'working directory (must exist)')
@@ -80,12 +87,14 @@ export function registerExec(program: Command): void {
     .action(
       act(async (words: string[], o: ExecOptions, cmd: Command) => {
         const g = globalsOf(cmd);
-        const r = await withClient(g, (c) => c.call('exec', scoped(g, execParams(words, o))));
-        if (g.json) {
+        const params = execParams(words, o);
+        const shown = (r: Record<string, any>) => {
+          if (!g.json) return showExecResult(r, Boolean(o.pty));
           printJson(r);
           return outcomeExit(r);
-        }
-        return showExecResult(r);
+        };
+        if (!o.bg) return runForeground(g, params, { yieldMs: o.yield, stdinNull: o.stdinNull }, shown);
+        return shown(await withClient(g, (c) => c.call('exec', scoped(g, params))));
       }),
     );
 }

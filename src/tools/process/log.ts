@@ -44,10 +44,12 @@ export function pageLines(all: string[], offset: number | undefined, limit: numb
   return { lines: all.slice(from, to), from, totalLines: total, hint };
 }
 
-export function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   // Past the in-memory cap, page over the spool on disk, which holds much more.
-  const fromSpool = s.output.droppedChars > 0 && s.spool !== undefined && !s.spool.failed;
+  // A session lost in a crash has its output only there.
+  const fromSpool = (s.output.droppedChars > 0 || s.reason === 'lost') && s.spool !== undefined && !s.spool.failed;
+  if (fromSpool) await s.spool!.drained();
   const text = fromSpool ? s.spool!.read() : s.output.text();
   const page = pageLines(splitLines(text), p.offset, p.limit);
   const output = page.lines.join('\n');

@@ -18,6 +18,8 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
 
   const drained = s.output.drain();
+  // A finished session's record keeps what is still undrained: it changed.
+  if (!s.running && drained.text) s.onChange?.();
   const notes: string[] = [];
   for (const stream of ['stdout', 'stderr'] as const) {
     const n = drained.dropped[stream];

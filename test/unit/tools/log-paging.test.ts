@@ -164,10 +164,10 @@ describe('logAction', () => {
     return { s, log: (p: { offset?: number; limit?: number }) => logAction(d, ctx, { action: 'log', sessionId: 'sess', ...p }) };
   }
 
-  it('puts the paging hint in text only, never in output', () => {
+  it('puts the paging hint in text only, never in output', async () => {
     const { s, log } = setup();
     s.onOutput('stdout', Buffer.from(numbered(250).join('\n') + '\n'));
-    const r = log({});
+    const r = await log({});
     expect(r.output).toBe(numbered(250).slice(50).join('\n'));
     expect(r.output).not.toContain('showing last');
     expect(r.text).toContain('[showing last 200 of 250 lines; pass offset/limit to page]');
@@ -176,7 +176,7 @@ describe('logAction', () => {
     expect(r.truncated).toBe(false);
   });
 
-  it('never drains what poll has not returned', () => {
+  it('never drains what poll has not returned', async () => {
     const { s, log } = setup();
     s.onOutput('stdout', Buffer.from('a\nb\n'));
     log({});
@@ -184,19 +184,19 @@ describe('logAction', () => {
     expect(s.output.drain().text).toBe('a\nb\n');
   });
 
-  it('says when the cap dropped output and that lines count from the oldest retained', () => {
+  it('says when the cap dropped output and that lines count from the oldest retained', async () => {
     const { s, log } = setup(8);
     s.onOutput('stdout', Buffer.from('one\ntwo\nsix\n'));
-    const r = log({ offset: 0 });
+    const r = await log({ offset: 0 });
     expect(r.output).toBe('two\nsix');
     expect(r.truncated).toBe(true);
     expect(r.droppedChars).toBe(4);
     expect(r.text).toMatch(/first 4 characters were dropped/);
   });
 
-  it('says so when there is no output yet', () => {
+  it('says so when there is no output yet', async () => {
     const { log } = setup();
-    const r = log({});
+    const r = await log({});
     expect(r.output).toBe('');
     expect(r.totalLines).toBe(0);
     expect(r.text).toBe('(no output yet)');

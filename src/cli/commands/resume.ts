@@ -1,0 +1,42 @@
+import type { Command } from 'commander';
+import { act, globalsOf, runAction, UsageError } from '../context.js';
+
+interface ResumeOptions {
+  yes?: boolean;
+  no?: boolean;
+  text?: string;
+  eof?: boolean;
+}
+
+/** The one answer the flags give; a usage error for none or several. */
+function answerOf(o: ResumeOptions): Record<string, unknown> {
+  const given: Record<string, unknown>[] = [];
+  if (o.yes) given.push({ confirm: true });
+  if (o.no) given.push({ confirm: false });
+  if (o.text !== undefined) given.push({ text: o.text });
+  if (o.eof) given.push({ eof: true });
+  if (given.length !== 1) throw new UsageError(`resume takes exactly one of --yes, --no, --text T or --eof${given.length ? ` (got ${given.length})` : ''}`);
+  return given[0];
+}
+
+export function registerResume(program: Command): void {
+  program
+    .command('resume')
+    .summary('answer the question a session is waiting on')
+    .description(
+      'Answer the pending interrupt of session ID (see its status waiting_input in ps or poll), once: --yes or ' +
+        '--no sends y or n and Enter, --text sends T and Enter (for a choice, its number or its label), --eof ' +
+        "closes the session's input.",
+    )
+    .argument('<id>', 'session id')
+    .option('--yes', 'confirm')
+    .option('--no', 'refuse')
+    .option('--text <text>', 'the text to send (a secret is not echoed back)')
+    .option('--eof', 'close its input instead of answering')
+    .action(
+      act(async (id: string, o: ResumeOptions, cmd: Command) => {
+        const input = answerOf(o);
+        return runAction(globalsOf(cmd), { action: 'resume', sessionId: id, input });
+      }),
+    );
+}

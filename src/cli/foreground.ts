@@ -1,0 +1,195 @@
+import { RpcCallError, type DaemonClient } from '../rpc/client.js';
+import { EXIT, hasEnded, note, out, outcomeExit, printJson, scoped, type GlobalOptions } from './context.js';
+import { EventFeed, OutputCursor, type SessionEvent } from './feed.js';
+import { forwardSignals } from './remote.js';
+import { endNotice } from './render.js';
+import { askAtTerminal, type Question } from './terminal.js';
+
+export interface ForegroundOptions {
+  /** Leave it running and return after this many ms; without it, wait for the end. */
+  yieldMs?: number;
+  stdinNull?: boolean;
+}
+
+type Result = Record<string, any>;
+
+/** Characters per write call: well under the daemon's frame limit even when JSON escaping grows them. */
+const CHUNK_CHARS = 64 * 1024;
+/** Output kept for the --json result (the newest). */
+const MAX_JSON_OUTPUT = 1_000_000;
+
+/** The note after the output, worded as a finished exec result words it; '' for a clean exit. */
+export function endFooter(e: SessionEvent): string {
+  if (e.status === 'completed') return e.exitCode === 0 ? '' : `(Command exited with code ${e.exitCode})`;
+  return `(${String(e.text ?? endNotice(e))})`;
+}
+
+/** Tell a person a session is still running and how to reach it. */
+export function stillRunning(r: Result): void {
+  const prompt = r.interrupt ? ` and waiting for input (${r.interrupt.kind}): "${r.interrupt.reason}"` : '';
+  out(`Session ${r.sessionId} is still running (pid ${r.pid ?? '-'})${prompt}: ${r.name}`);
+  note(
+    `Poll it with \`procctl poll ${r.sessionId}\`, follow it with \`procctl log ${r.sessionId} -f\`` +
+      `${r.pty && !r.warnings?.length ? ` or \`procctl attach ${r.sessionId}\`` : ''}, feed it with \`procctl write ${r.sessionId} DATA\`, ` +
+      `stop it with \`procctl kill ${r.sessionId}\`.`,
+  );
+}
+
+/** Send this process's stdin to the session as it arrives, then end-of-input; stops quietly once the session cannot take it. */
+async function forwardStdin(client: DaemonClient, g: GlobalOptions, id: string, stop: AbortSignal): Promise<void> {
+  const write = (params: Record<string, unknown>) => client.call('process', scoped(g, { action: 'write', sessionId: id, ...params }));
+  try {
+    process.stdin.setEncoding('utf8');
+    for await (const chunk of process.stdin as AsyncIterable<string>) {
+      for (let i = 0; i < chunk.length && !stop.aborted; i += CHUNK_CHARS) await write({ data: chunk.slice(i, i + CHUNK_CHARS) });
+      if (stop.aborted) return;
+    }
+    if (!stop.aborted) await write({ eof: true });
+  } catch (err) {
+    if (stop.aborted) return;
+    // Ended, or its stdin closed: what it read is what it got. A lost connection is reported by the wait.
+    if (err instanceof RpcCallError && err.kind !== 'conflict') note(`procctl: stopped forwarding stdin: ${err.message}`);
+  }
+}
+
+/**
+ * Run a command in the foreground through a backgrounded session, so its id is known at once:
+ * subscribe first (events are held until the id is known), start it, stream its output to
+ * stdout/stderr by stream, forward stdin (when not a terminal) and SIGINT/SIGTERM/SIGHUP/SIGQUIT,
+ * answer its questions from the terminal, and end with its result. `notRunning` handles an exec
+ * result that is not a running session (it could not start, or it was not started).
+ */
+export async function runForeground(g: GlobalOptions, params: Record<string, unknown>, o: ForegroundOptions, notRunning: (r: Result) => number): Promise<number> {
+  const feed = await EventFeed.open(g);
+  const signals = forwardSignals(feed.client, g);
+  const stop = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let stdinUsed = false;
+  try {
+    const r: Result = await feed.client.call('exec', scoped(g, { ...params, background: true }));
+    if (r.status !== 'running' && r.status !== 'waiting_input') return notRunning(r);
+    for (const w of (r.warnings as string[] | undefined) ?? []) note(`procctl: warning: ${w}`);
+    const id = String(r.sessionId);
+    signals.target(id);
+    const tty = Boolean(process.stdin.isTTY) && !o.stdinNull;
+
+    return await new Promise<number>((resolve, reject) => {
+      void feed.closed.then(reject);
+      const cursor = new OutputCursor();
+      const last = { stdout: '', stderr: '' };
+      let output = '';
+      let dropped = 0;
+      const asked = new Set<unknown>();
+      let done = false;
+      const finish = (code: number) => {
+        if (!done) resolve(code);
+        done = true;
+      };
+      const endLines = () => {
+        if (last.stdout && last.stdout !== '\n') process.stdout.write('\n');
+        if (last.stderr && last.stderr !== '\n') process.stderr.write('\n');
+        last.stdout = last.stderr = '';
+      };
+
+      const onExit = (e: SessionEvent) => {
+        if (done) return;
+        if (g.json) printJson(jsonResult(r, e, output, dropped));
+        else {
+          endLines();
+          note(endFooter(e));
+        }
+        finish(outcomeExit(e));
+      };
+
+      const onQuestion = (i: (Question & { id?: unknown }) | undefined) => {
+        if (!i || asked.has(i.id)) return;
+        asked.add(i.id);
+        if (!tty) {
+          note(`procctl: session ${id} is waiting for input (${String(i.kind)}): "${String(i.reason ?? '')}"; answer it with \`procctl resume ${id} --yes|--no|--text T|--eof\``);
+          return;
+        }
+        stdinUsed = true;
+        if (last.stdout && last.stdout !== '\n') process.stderr.write('\n');
+        void askAtTerminal(id, i, stop.signal, () => signals.deliver('SIGINT'))
+          .then((input) => input && feed.client.call('process', scoped(g, { action: 'resume', sessionId: id, input })))
+          .catch((err) => {
+            if (stop.signal.aborted || !(err instanceof RpcCallError)) return;
+            note(err.kind === 'conflict' ? 'procctl: that question was already answered or has expired' : `procctl: ${err.message}`);
+          });
+      };
+
+      const onEvent = (e: SessionEvent) => {
+        if (e.type === 'output') {
+          const text = cursor.fresh(e);
+          if (!text) return;
+          if (g.json) {
+            output += text;
+            if (output.length > MAX_JSON_OUTPUT) {
+              dropped += output.length - MAX_JSON_OUTPUT;
+              output = output.slice(-MAX_JSON_OUTPUT);
+            }
+          } else {
+            const stream = e.stream === 'stderr' ? 'stderr' : 'stdout';
+            process[stream].write(text);
+            last[stream] = text.slice(-1);
+          }
+        } else if (e.type === 'waiting_input') onQuestion(e.interrupt as Question);
+        else if (e.type === 'exited') onExit(e);
+        else if (e.type === 'dropped') {
+          note(`procctl: ${String(e.text ?? 'events were dropped')}; the session's whole output is in \`procctl log ${id}\``);
+          // The end itself may have been dropped: ask how the session is doing.
+          void feed.client
+            .call('process', scoped(g, { action: 'list' }))
+            .then(({ sessions }) => {
+              const rec = (sessions as Result[]).find((s) => s.sessionId === id);
+              if (rec && hasEnded(rec.status)) onExit(rec);
+            })
+            .catch(() => undefined);
+        }
+      };
+
+      feed.follow(id, onEvent);
+      if (r.interrupt) onQuestion(r.interrupt);
+      if (!o.stdinNull && !process.stdin.isTTY) {
+        stdinUsed = true;
+        void forwardStdin(feed.client, g, id, stop.signal);
+      }
+      if (o.yieldMs !== undefined) {
+        timer = setTimeout(() => {
+          if (done) return;
+          if (g.json) printJson({ ...r, tail: output.slice(-2000) });
+          else {
+            endLines();
+            stillRunning({ ...r, pty: params.pty });
+          }
+          finish(EXIT.ok);
+        }, o.yieldMs);
+      }
+    });
+  } finally {
+    stop.abort();
+    clearTimeout(timer);
+    signals.stop();
+    if (stdinUsed) process.stdin.destroy();
+    feed.close();
+  }
+}
+
+/** The --json result of a foreground exec, shaped like a finished exec result. */
+function jsonResult(r: Result, e: SessionEvent, output: string, dropped: number) {
+  const footer = endFooter(e);
+  const failed = e.status !== 'completed';
+  return {
+    status: e.status,
+    sessionId: r.sessionId,
+    name: r.name,
+    exitCode: e.exitCode ?? null,
+    ...(failed ? { signal: e.signal ?? null, reason: e.reason ?? null } : {}),
+    durationMs: Date.now() - Date.parse(String(r.startedAt)),
+    output,
+    truncated: dropped > 0,
+    droppedChars: dropped,
+    ...(r.warnings ? { warnings: r.warnings } : {}),
+    text: `${output ? output.replace(/\n$/, '') : '(no output)'}${footer ? `\n\n${footer}` : ''}`,
+  };
+}
