@@ -11,7 +11,9 @@ export const QUIET_MS = { recognised: 150, generic: 400, none: 1000 } as const;
 const TICK_MS = 50;
 /** After a negative look, wait this long (doubling up to the max) before looking again, until new activity. */
 const RECHECK_MIN_MS = 100;
-const RECHECK_MAX_MS = 1000;
+const RECHECK_MAX_MS = 2000;
+/** At most this many sessions are looked at in the kernel per tick, so a crowd of quiet sessions never stalls requests. */
+const LOOKS_PER_TICK = 40;
 
 interface WatchState {
   /** The quiet period the last look belonged to. */
@@ -20,6 +22,8 @@ interface WatchState {
   nextCheckAt: number;
   /** A reader was seen once in this quiet period: confirmed on the next tick, so output still in flight (the prompt) arrives first. */
   seenReader: boolean;
+  /** How prompt-like the last line is; the output does not change while the session is quiet. */
+  prompt: 'recognised' | 'generic' | undefined | null;
 }
 
 export function interruptView(i: Interrupt | undefined) {
@@ -63,6 +67,7 @@ export class InterruptWatcher {
 
   tick(now: number): void {
     const cfg = this.config().interrupt;
+    let looks = 0;
     for (const s of this.registry.running()) {
       if (s.interrupt) {
         if (now >= s.interrupt.expiresAt) this.expire(s);
@@ -74,20 +79,23 @@ export class InterruptWatcher {
       if (quiet < QUIET_MS.recognised) continue;
       let st = this.state.get(s);
       if (!st || st.since !== quietSince) {
-        st = { since: quietSince, backoff: 0, nextCheckAt: 0, seenReader: false };
+        st = { since: quietSince, backoff: 0, nextCheckAt: 0, seenReader: false, prompt: null };
         this.state.set(s, st);
       }
-      if (now < st.nextCheckAt) continue;
+      if (now < st.nextCheckAt || looks >= LOOKS_PER_TICK) continue;
       const extra = this.extraPatterns();
-      const prompt = looksLikePrompt(lastLine(s.output.tail(500)), extra);
+      if (st.prompt === null) st.prompt = looksLikePrompt(lastLine(s.output.tail(500)), extra);
+      const prompt = st.prompt;
       if (quiet < QUIET_MS[prompt ?? 'none']) continue;
+      looks++;
       if (this.isReadingInput(s, prompt !== undefined)) {
         if (st.seenReader) this.raise(s, extra, cfg.timeoutSeconds, now);
         else st.seenReader = true;
       } else {
         st.seenReader = false;
         st.backoff = Math.min(RECHECK_MAX_MS, Math.max(RECHECK_MIN_MS, st.backoff * 2));
-        st.nextCheckAt = now + st.backoff;
+        // Jitter, so sessions started together do not stay in step and crowd one tick.
+        st.nextCheckAt = now + st.backoff * (0.75 + Math.random() / 2);
       }
     }
   }

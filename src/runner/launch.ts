@@ -123,8 +123,10 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     rows: PTY_ROWS,
     cwd: spec.cwd,
     env: spec.env as Record<string, string>,
+    // Raw bytes: the session decodes them (UTF-8 across chunks) and spools them without re-encoding.
+    encoding: null,
   });
-  term.onData((data) => hooks.output('stdout', data));
+  term.onData((data: string | Buffer) => hooks.output('stdout', data));
   term.onExit(({ exitCode, signal }) => {
     hooks.exit(signal ? null : exitCode, signal ? signalName(signal) : null);
     // node-pty reports the exit once the terminal's output has been read.
