@@ -3,7 +3,8 @@ export function plainText(text: string): string {
   return text
     .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '')
     .replace(/\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g, '')
-    .replace(/\x1b[@-_]/g, '')
+    .replace(/\x1b[()*+][0-9A-Za-z]/g, '')
+    .replace(/\x1b[@-_0-9=>]/g, '')
     .replace(/\r\n/g, '\n')
     .replace(/\r/g, '\n');
 }
