@@ -73,7 +73,7 @@ function controlOf(ch: string): string {
   if (ch === '?') return '\x7f';
   const code = ch.toUpperCase().charCodeAt(0);
   if (code >= 0x40 && code <= 0x5f) return String.fromCharCode(code & 0x1f);
-  throw invalid(`C-${ch} has no control character; use a letter or one of @[\\]^_ after C-`, { path: ['keys'] });
+  throw invalid(`C-${ch} has no control character; use a letter or one of @[\\]^_ after C-`, { path: ['keys'], schema: true });
 }
 
 /** The bytes one tmux-style key name sends (`Enter`, `C-c`, `M-x`, `S-Up`, `F5`, `a`). */
@@ -97,7 +97,7 @@ export function keySequence(name: string, modes: KeyModes): string {
   } else {
     throw invalid(
       `unknown key "${name}"; use names like Enter, Tab, Escape, Space, BSpace, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1-F12, a single character, with C-, M-, S- modifiers (C-c, M-x), or pass literal:true to send text`,
-      { path: ['keys'] },
+      { path: ['keys'], schema: true },
     );
   }
   return mods.meta ? `\x1b${seq}` : seq;
@@ -109,7 +109,7 @@ export function hexBytes(hex: string[]): Buffer {
   for (const item of hex) {
     for (const part of item.trim().split(/[\s,]+/).filter(Boolean)) {
       const h = part.replace(/^0x/i, '');
-      if (!/^[0-9a-f]{1,2}$/i.test(h)) throw invalid(`hex "${part}" is not a byte; use two hex digits such as "1b" or "0x03"`, { path: ['hex'] });
+      if (!/^[0-9a-f]{1,2}$/i.test(h)) throw invalid(`hex "${part}" is not a byte; use two hex digits such as "1b" or "0x03"`, { path: ['hex'], schema: true });
       bytes.push(parseInt(h, 16));
     }
   }

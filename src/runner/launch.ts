@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
+import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { constants } from 'node:os';
+import { constants as os } from 'node:os';
 import { fdTarget } from '../interrupt/kernel.js';
 import type { Stream } from '../session/output.js';
 
@@ -127,7 +128,9 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     encoding: null,
   });
   term.onData((data: string | Buffer) => hooks.output('stdout', data));
+  const release = holdTerminal(term);
   term.onExit(({ exitCode, signal }) => {
+    release();
     hooks.exit(signal ? null : exitCode, signal ? signalName(signal) : null);
     // node-pty reports the exit once the terminal's output has been read.
     hooks.closed();
@@ -145,6 +148,63 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   };
 }
 
+type PtySocket = { destroy: (err?: Error) => unknown; destroyed: boolean; on: (e: 'data', fn: () => void) => void };
+
+/**
+ * Make a terminal session's output complete. When the job exits, its side of the terminal is
+ * hung up and node-pty may close its reader (and with it the terminal, hanging up processes
+ * still on it) before everything the job printed has been read (microsoft/node-pty#72). So the
+ * daemon holds the job's side of the terminal open itself, notices the leader's exit, and closes
+ * the reader only once a turn of the event loop brings no more output. Returns the release.
+ */
+function holdTerminal(term: { pid: number }): () => void {
+  const ptsName = (term as { ptsName?: string }).ptsName;
+  const socket = (term as { _socket?: PtySocket })._socket;
+  if (!ptsName || !socket || typeof socket.destroy !== 'function') return () => undefined;
+  let slave: number | undefined;
+  try {
+    slave = openSync(ptsName, constants.O_RDWR | constants.O_NOCTTY);
+  } catch {
+    return () => undefined;
+  }
+  const destroy = socket.destroy.bind(socket);
+  let chunks = 0;
+  socket.on('data', () => chunks++);
+  let draining = false;
+  socket.destroy = (err?: Error) => {
+    if (draining) return socket;
+    draining = true;
+    const deadline = Date.now() + 2000;
+    let seen = chunks;
+    const check = () => {
+      if (socket.destroyed) return;
+      if (chunks !== seen && Date.now() < deadline) {
+        seen = chunks;
+        setTimeout(() => setImmediate(check), 10);
+        return;
+      }
+      destroy(err);
+    };
+    // setImmediate runs after the loop's I/O phase: output already waiting is read first.
+    setImmediate(check);
+    return socket;
+  };
+  // node-pty says nothing until the reader closes, which our held side now delays: watch the leader.
+  const watch = setInterval(() => {
+    try {
+      process.kill(term.pid, 0);
+    } catch {
+      clearInterval(watch);
+      socket.destroy();
+    }
+  }, 10);
+  return () => {
+    clearInterval(watch);
+    if (slave !== undefined) closeSync(slave);
+    slave = undefined;
+  };
+}
+
 function signalName(n: number): string {
-  return Object.entries(constants.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
+  return Object.entries(os.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
 }
