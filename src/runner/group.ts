@@ -110,12 +110,19 @@ export async function waitGroupGone(pgid: number, withinMs: number): Promise<boo
  * Liveness is checked for all targets together, so stopping a hundred sessions costs about what
  * stopping one does. Returns, per target, whether SIGKILL was needed.
  */
-export async function terminateAll(targets: StopTarget[], signal: NodeJS.Signals, graceMs: number): Promise<boolean[]> {
+export async function terminateAll(
+  targets: StopTarget[],
+  signal: NodeJS.Signals,
+  graceMs: number,
+  onEscalate: (index: number) => void = () => undefined,
+): Promise<boolean[]> {
   const initially = liveCounts(targets).map((n) => n > 0);
   targets.forEach((t, i) => initially[i] && signalTarget(t, signal));
   const stubborn = await waitAllGone(targets, graceMs);
   const killed = targets.map((_, i) => initially[i] && stubborn[i]);
   if (killed.includes(true)) {
+    // Said before the SIGKILL lands, so a record that shows the session ended is already complete.
+    killed.forEach((k, i) => k && onEscalate(i));
     targets.forEach((t, i) => killed[i] && signalTarget(t, 'SIGKILL'));
     await waitAllGone(targets, 5000);
   }

@@ -33,18 +33,20 @@ export async function stopSessions(sessions: Session[], opts: StopOptions): Prom
     const outside = (found: ReturnType<typeof findSessionProcesses>, s: Session) =>
       (found.get(s.id) ?? []).filter((p) => p.pgrp !== s.pid).map((p) => p.pid);
     const before = findSessionProcesses(ids);
-    const killed = await terminateAll(
+    for (const s of starting) s.stop!.escalated = false;
+    await terminateAll(
       starting.map((s) => ({ pgid: s.pid, pids: outside(before, s) })),
       opts.signal,
       opts.graceMs,
+      (i) => (starting[i].stop!.escalated = true),
     );
     // Anything forked out of a group during the grace gets no second warning.
     const after = findSessionProcesses(ids);
-    starting.forEach((s, i) => {
+    for (const s of starting) {
       const late = outside(after, s);
+      if (late.length > 0) s.stop!.escalated = true;
       signalPids(late, 'SIGKILL');
-      s.stop!.escalated = killed[i] || late.length > 0;
-    });
+    }
   }
   await Promise.all(sessions.map((s) => s.finished));
 }

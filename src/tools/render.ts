@@ -67,7 +67,7 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
       signal: s.stop.signal,
       requestedAt: iso(s.stop.at),
       note: s.stop.note,
-      graceful: s.stop.escalated === undefined ? undefined : !s.stop.escalated,
+      graceful: s.running || s.stop.escalated === undefined ? undefined : !s.stop.escalated,
     },
   };
 }
