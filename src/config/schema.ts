@@ -28,7 +28,7 @@ export const ConfigSchema = z.strictObject({
       exec: z
         .strictObject({
           backgroundMs: int().default(10_000).transform(clamp(...YIELD_MS_RANGE)),
-          timeoutSec: int().default(1800),
+          timeoutSec: int().max(2_147_483).default(1800),
           cleanupMs: int().default(1_800_000).transform(clamp(...JOB_TTL_MS_RANGE)),
           maxOutputChars: int(1).default(200_000),
           pendingMaxOutputChars: int(1).default(30_000),

@@ -1,6 +1,5 @@
 import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { dirname, join } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
@@ -42,6 +41,7 @@ export class ProcctlDaemon implements Daemon {
   closing = false;
   private current: Config;
   private readonly configFile: string | undefined;
+  private readonly loadedFrom: string | undefined;
   private readonly server: Server;
   private readonly connections = new Set<Connection>();
   private reaper: NodeJS.Timeout | undefined;
@@ -55,8 +55,10 @@ export class ProcctlDaemon implements Daemon {
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
     this.configFile = opts.configFile;
+    this.loadedFrom = opts.loaded.file;
     this.socketPath = opts.socketPath;
-    this.runtimeDir = dirname(opts.socketPath);
+    // Scratch directories of sessions, beside the socket and named after it, so nothing else is touched.
+    this.runtimeDir = `${opts.socketPath}.d`;
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
@@ -66,7 +68,8 @@ export class ProcctlDaemon implements Daemon {
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
     const methods = createMethods(this, this.startedAt, packageVersion());
-    this.server = createServer((socket) => {
+    // A client that half-closes (`socat`, `nc -N`) still gets its answers.
+    this.server = createServer({ allowHalfOpen: true }, (socket) => {
       const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log);
       this.connections.add(conn);
       socket.on('close', () => this.connections.delete(conn));
@@ -149,7 +152,7 @@ export class ProcctlDaemon implements Daemon {
     }
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
-    this.log.info({ socket: this.socketPath, config: this.configFile ?? null }, 'procctld listening');
+    this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir }, 'procctld listening');
   }
 
   private statusLine(): string {
@@ -180,8 +183,14 @@ export class ProcctlDaemon implements Daemon {
   }
 
   /** Stop accepting, stop every running session (signal, grace, SIGKILL), close clients. */
-  async shutdown(signal: string): Promise<void> {
-    if (this.closing) return;
+  private stopping: Promise<void> | undefined;
+
+  shutdown(signal: string): Promise<void> {
+    this.stopping ??= this.stopAll(signal);
+    return this.stopping;
+  }
+
+  private async stopAll(signal: string): Promise<void> {
     this.closing = true;
     const running = this.registry.running();
     this.log.info({ signal, running: running.length }, 'shutting down');
@@ -201,7 +210,7 @@ export class ProcctlDaemon implements Daemon {
     this.guardian.stop();
     this.state.release();
     this.notifier.close();
-    rmSync(join(this.runtimeDir, 'sessions'), { recursive: true, force: true });
+    rmSync(this.runtimeDir, { recursive: true, force: true });
     this.log.info('stopped');
   }
 }

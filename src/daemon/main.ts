@@ -18,6 +18,11 @@ export async function runDaemon(argv: string[]): Promise<void> {
   program.parse(argv, { from: 'user' });
   const opts = program.opts<{ socket?: string; config?: string; logLevel?: string }>();
 
+  const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+  if (opts.logLevel !== undefined && !levels.includes(opts.logLevel)) {
+    process.stderr.write(`procctld: --log-level ${JSON.stringify(opts.logLevel)} is not a level; use one of ${levels.join(', ')}\n`);
+    process.exit(2);
+  }
   let loaded;
   try {
     loaded = loadConfig(opts.config);

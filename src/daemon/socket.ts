@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync, type Stats } from 'node:fs';
 import { connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -12,6 +12,14 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
 }
 
 export class SocketInUseError extends Error {}
+
+function lstatOrUndefined(path: string): Stats | undefined {
+  try {
+    return lstatSync(path);
+  } catch {
+    return undefined;
+  }
+}
 
 /** Is something answering on this socket path? */
 function probe(path: string): Promise<boolean> {
@@ -33,7 +41,12 @@ export async function listenOnPath(server: Server, path: string): Promise<void> 
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const st = statSync(dir);
-  if (st.uid === process.getuid?.() && (st.mode & 0o077) !== 0) chmodSync(dir, 0o700);
+  // Tighten our own directory; never a shared one such as /tmp (sticky bit).
+  if (st.uid === process.getuid?.() && (st.mode & 0o077) !== 0 && (st.mode & 0o1000) === 0) chmodSync(dir, 0o700);
+  const existing = lstatOrUndefined(path);
+  if (existing && !existing.isSocket()) {
+    throw new SocketInUseError(`${path} exists and is not a socket; remove it or pass another --socket PATH`);
+  }
   if (await probe(path)) {
     throw new SocketInUseError(
       `another procctld is already listening on ${path}; stop it first (procctl status shows its pid) or pass --socket PATH`,

@@ -1,4 +1,4 @@
-import { readFileSync, readlinkSync } from 'node:fs';
+import { closeSync, openSync, readlinkSync, readSync } from 'node:fs';
 
 /** Syscall numbers that block reading one fd (first argument), per architecture. */
 const READS: Record<string, number[]> = { x64: [0, 17, 19], arm64: [63, 65, 67] };
@@ -17,25 +17,35 @@ export function fdTarget(pid: number, fd: number): string | undefined {
   }
 }
 
-/** The syscall a process is blocked in and its first argument, from /proc/PID/syscall. */
-function blockedIn(pid: number): { nr: number; arg0: number } | undefined {
-  let text: string;
+/** One buffer for all the small /proc reads: the watcher runs often, so it should not allocate. */
+const scratch = Buffer.allocUnsafe(4096);
+
+/** A small /proc file as text, or undefined if it cannot be read. */
+function readSmall(path: string): string | undefined {
+  let fd: number | undefined;
   try {
-    text = readFileSync(`/proc/${pid}/syscall`, 'latin1');
+    fd = openSync(path, 'r');
+    const n = readSync(fd, scratch, 0, scratch.length, null);
+    return scratch.toString('latin1', 0, n);
   } catch {
     return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
+}
+
+/** The syscall a process is blocked in and its first argument, from /proc/PID/syscall. */
+function blockedIn(pid: number): { nr: number; arg0: number } | undefined {
+  const text = readSmall(`/proc/${pid}/syscall`);
+  if (text === undefined) return undefined;
   const [nr, arg0] = text.split(' ', 2);
   if (nr === 'running' || arg0 === undefined) return undefined;
   return { nr: Number(nr), arg0: Number(arg0) };
 }
 
 function children(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'latin1').split(' ').filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
+  const text = readSmall(`/proc/${pid}/task/${pid}/children`);
+  return text ? text.split(' ').filter(Boolean).map(Number) : [];
 }
 
 export interface StdinReader {

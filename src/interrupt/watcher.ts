@@ -11,9 +11,9 @@ export const QUIET_MS = { recognised: 150, generic: 400, none: 1000 } as const;
 const TICK_MS = 50;
 /** After a negative look, wait this long (doubling up to the max) before looking again, until new activity. */
 const RECHECK_MIN_MS = 100;
-const RECHECK_MAX_MS = 2000;
+const RECHECK_MAX_MS = 3000;
 /** At most this many sessions are looked at in the kernel per tick, so a crowd of quiet sessions never stalls requests. */
-const LOOKS_PER_TICK = 40;
+const LOOKS_PER_TICK = 20;
 
 interface WatchState {
   /** The quiet period the last look belonged to. */
@@ -68,7 +68,8 @@ export class InterruptWatcher {
   tick(now: number): void {
     const cfg = this.config().interrupt;
     let looks = 0;
-    for (const s of this.registry.running()) {
+    for (const s of this.registry.all()) {
+      if (!s.running) continue;
       if (s.interrupt) {
         if (now >= s.interrupt.expiresAt) this.expire(s);
         continue;

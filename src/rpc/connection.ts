@@ -54,6 +54,14 @@ export class Connection {
     socket.on('data', (chunk: Buffer) => this.onData(chunk, maxFrameBytes));
     socket.on('error', (err) => this.log.debug({ err }, 'client socket error'));
     socket.on('close', () => this.onClose());
+    // End of input may be a half-close (`socat`, `nc -N`): answer what was asked, then close.
+    // A blank line (which NDJSON readers skip) tells the two apart: to a client that is gone
+    // entirely it fails with EPIPE, and that closes the connection and cancels its requests.
+    socket.on('end', () => {
+      this.ending = true;
+      if (this.inFlight > 0 && !socket.destroyed) socket.write('\n');
+      this.endIfDone();
+    });
     socket.on('drain', () => this.flushDropNotice());
   }
 

@@ -54,7 +54,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     const { ctx, rest } = scoped(d, params, rc);
     return checkpointTool(d, ctx, rest);
   });
-  methods.set('tools.list', () => ({ tools: toolDescriptions() }));
+  methods.set('tools.list', () => toolDescriptions());
   methods.set('subscribe', (params, rc) => {
     const { ctx, rest } = scoped(d, params, rc);
     const { sessionId, events, ...extra } = rest;

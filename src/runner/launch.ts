@@ -82,14 +82,23 @@ export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   }
   return {
     pid: child.pid,
-    // spawn returns once the child has exec'd, so its fd 0 is already the pipe we gave it.
-    stdinId: child.pid !== undefined && stdin ? fdTarget(child.pid, 0) : undefined,
+    stdinId: child.pid !== undefined && stdin ? pipeIdentity(child.pid) : undefined,
     input,
     detachOutput: () => {
       child.stdout?.destroy();
       child.stderr?.destroy();
     },
   };
+}
+
+/**
+ * What the job's fd 0 is: Node gives it one end of a socketpair. A job quick enough to have
+ * redirected its own fd 0 already (`read x < fifo`) shows something else: then the input is
+ * not known, and waiting-for-input detection stays off for the session rather than guess.
+ */
+function pipeIdentity(pid: number): string | undefined {
+  const target = fdTarget(pid, 0);
+  return target?.startsWith('socket:[') ? target : undefined;
 }
 
 export const PTY_COLS = 120;

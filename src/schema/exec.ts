@@ -1,5 +1,8 @@
 import { z } from 'zod';
 
+/** The longest timeout a timer can hold (2^31-1 ms). */
+export const MAX_TIMEOUT_SEC = 2_147_483;
+
 export const ExecParamsSchema = z
   .strictObject({
     command: z.string().min(1, 'command must not be empty').describe('Shell command to run (with $SHELL -c).'),
@@ -16,6 +19,7 @@ export const ExecParamsSchema = z
     timeout: z
       .number()
       .min(0)
+      .max(MAX_TIMEOUT_SEC, `timeout is at most ${MAX_TIMEOUT_SEC} seconds (about 24 days); use 0 for none`)
       .optional()
       .describe('Seconds until the whole process group is terminated, also after backgrounding; 0 = none.'),
     pty: z.boolean().optional().describe('Run under a pseudo-terminal (120x30) for programs that need one.'),

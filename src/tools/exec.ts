@@ -108,6 +108,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
 
   const start = async () => {
     const kept = await settleKey(d, ctx, p);
+    if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     return kept ? { kept } : { started: startSession(d, ctx, p, cwd) };
   };
   const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();

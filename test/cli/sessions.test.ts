@@ -163,8 +163,8 @@ describe('procctl tool, tools, status', () => {
     expect(r.stdout).toMatch(/^exec\s+Run a shell command/m);
     expect(r.stdout).toMatch(/^process\s+Manage sessions/m);
     const json = JSON.parse((await run(['--json', 'tools'])).stdout);
-    expect(json.tools.map((t: any) => t.name)).toEqual(['exec', 'process']);
-    expect(json.tools[0].inputSchema.properties.command).toBeDefined();
+    expect(json.map((t: any) => t.name)).toEqual(['exec', 'process']);
+    expect(json[0].inputSchema.properties.command).toBeDefined();
   });
 
   it('status shows the daemon', async () => {

@@ -125,7 +125,8 @@ describe('methods', () => {
   it('tools.list describes exec and process with JSON Schema', async () => {
     const a = await client();
     const r = await a.call('tools.list');
-    const tools = Array.isArray(r) ? r : r.tools;
+    expect(Array.isArray(r)).toBe(true);
+    const tools = r;
     expect(tools.map((t: any) => t.name).sort()).toEqual(['exec', 'process']);
     for (const t of tools) {
       expect(typeof t.description).toBe('string');

@@ -18,7 +18,7 @@ export function registerTools(program: Command): void {
         const r = await withClient(g, (c) => c.call('tools.list'));
         if (g.json) printJson(r);
         else {
-          const tools = (r.tools ?? []) as ToolDescription[];
+          const tools = (Array.isArray(r) ? r : []) as ToolDescription[];
           const width = Math.max(0, ...tools.map((t) => t.name.length));
           out(tools.map((t) => `${t.name.padEnd(width)}  ${t.description}`).join('\n'));
         }

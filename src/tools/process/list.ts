@@ -4,7 +4,7 @@ import { sessionRecord } from '../render.js';
 
 export function listAction(d: Daemon, ctx: CallContext, _p: ProcessParams) {
   const sessions = d.registry.list(ctx.scope).map((s) => sessionRecord(s));
-  const running = sessions.filter((s) => s.status === 'running').length;
+  const running = sessions.filter((s) => s.status === 'running' || s.status === 'waiting_input').length;
   const text =
     sessions.length === 0
       ? 'No sessions.'

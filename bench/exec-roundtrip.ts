@@ -1,0 +1,127 @@
+import type { BenchOptions } from './main.js';
+import { BenchDaemon } from './lib/daemon.js';
+import { cpuMs } from './lib/proc.js';
+import type { Metric } from './lib/report.js';
+import { daemonShell, runLikeDaemon } from './lib/shell.js';
+import { median, now, p99, round } from './lib/stats.js';
+
+/**
+ * Benchmark 1: a foreground `exec` of `true` through the socket (one persistent connection)
+ * against spawning the same shell with the same arguments in-process and waiting for it.
+ * Iterations alternate daemon and baseline so load on a shared machine hits both alike.
+ */
+export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
+  const iterations = opts.quick ? 60 : 300;
+  const warmup = opts.quick ? 10 : 40;
+  const daemon = await BenchDaemon.start();
+  const { shell, args } = daemonShell(daemon.env, 'true');
+  opts.log(`exec: ${shell} ${args.join(' ')}; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up)`);
+  const client = await daemon.client();
+  let lastSpawnCpu = 0;
+  const rounds: { daemon: number[]; spawn: number[]; daemonCpu: number; helperCpu: number; spawnCpu: number }[] = [];
+  const helpersCpu = () => daemon.helpers.reduce((sum, pid) => sum + cpuMs(pid), 0);
+  try {
+    for (let r = 0; r < opts.rounds; r++) {
+      const samples = { daemon: [] as number[], spawn: [] as number[], daemonCpu: 0, helperCpu: 0, spawnCpu: 0 };
+      let cpu0 = 0;
+      let helper0 = 0;
+      for (let i = 0; i < warmup + iterations; i++) {
+        if (i === warmup) {
+          cpu0 = cpuMs(daemon.pid);
+          helper0 = helpersCpu();
+        }
+        const daemonFirst = i % 2 === 0;
+        let d = 0;
+        let b = 0;
+        if (daemonFirst) d = await viaDaemon();
+        b = await viaSpawn();
+        if (!daemonFirst) d = await viaDaemon();
+        if (i >= warmup) {
+          samples.daemon.push(d);
+          samples.spawn.push(b);
+          samples.spawnCpu += lastSpawnCpu;
+        }
+      }
+      // Let the last batched after-exit work run, then take the CPU the daemon spent per exec.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      samples.daemonCpu = (cpuMs(daemon.pid) - cpu0) / iterations;
+      samples.helperCpu = (helpersCpu() - helper0) / iterations;
+      samples.spawnCpu /= iterations;
+      rounds.push(samples);
+      await clearFinished();
+      opts.log(
+        `  round ${r + 1}: daemon median ${round(median(samples.daemon), 3)} ms, spawn median ${round(median(samples.spawn), 3)} ms; ` +
+          `CPU per exec: daemon ${round(samples.daemonCpu, 2)} ms + helpers ${round(samples.helperCpu, 2)} ms, in-process spawn ${round(samples.spawnCpu, 2)} ms`,
+      );
+    }
+  } finally {
+    client.close();
+    await daemon.stop();
+  }
+
+  async function viaDaemon(): Promise<number> {
+    const t0 = now();
+    const result = await client.call('exec', { command: 'true' });
+    const ms = now() - t0;
+    if (result.status !== 'completed' || result.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(result).slice(0, 300)}`);
+    return ms;
+  }
+
+  async function viaSpawn(): Promise<number> {
+    const cpu = process.cpuUsage();
+    const run = await runLikeDaemon(daemon.env, 'true');
+    const used = process.cpuUsage(cpu);
+    lastSpawnCpu = (used.user + used.system) / 1000;
+    if (run.code !== 0) throw new Error(`${shell} -c true exited with ${run.code}`);
+    return run.ms;
+  }
+
+  /** Between rounds, untimed: forget the finished sessions so every round starts alike. */
+  async function clearFinished(): Promise<void> {
+    const { sessions } = await client.call('process', { action: 'list' });
+    for (const s of sessions) if (s.status !== 'running') await client.call('process', { action: 'clear', sessionId: s.sessionId });
+  }
+
+  const ratios = rounds.map((s) => median(s.daemon) / median(s.spawn));
+  const ratiosP99 = rounds.map((s) => p99(s.daemon) / p99(s.spawn));
+  const dMed = median(rounds.map((s) => median(s.daemon)));
+  const sMed = median(rounds.map((s) => median(s.spawn)));
+  const dP99 = median(rounds.map((s) => p99(s.daemon)));
+  const sP99 = median(rounds.map((s) => p99(s.spawn)));
+  return [
+    {
+      bench: 'exec',
+      name: 'round-trip of `true`, median ratio',
+      value: median(ratios),
+      unit: 'x',
+      target: { op: '<=', value: 1.25 },
+      rounds: ratios.map((x) => round(x, 3)),
+      detail: `daemon ${round(dMed, 2)} ms vs in-process spawn ${round(sMed, 2)} ms (${shell} ${args.slice(0, -1).join(' ')})`,
+    },
+    {
+      bench: 'exec',
+      name: 'round-trip of `true`, p99 ratio',
+      value: median(ratiosP99),
+      unit: 'x',
+      rounds: ratiosP99.map((x) => round(x, 3)),
+      detail: `daemon p99 ${round(dP99, 2)} ms vs spawn p99 ${round(sP99, 2)} ms`,
+    },
+    {
+      bench: 'exec',
+      name: 'CPU per exec, daemon vs in-process spawn',
+      value: median(rounds.map((s) => s.daemonCpu / s.spawnCpu)),
+      unit: 'x',
+      rounds: rounds.map((s) => round(s.daemonCpu / s.spawnCpu, 3)),
+      detail:
+        `daemon ${round(median(rounds.map((s) => s.daemonCpu)), 2)} ms (+ ${round(median(rounds.map((s) => s.helperCpu)), 2)} ms in its helper) ` +
+        `vs ${round(median(rounds.map((s) => s.spawnCpu)), 2)} ms per spawn in-process; user+sys of the daemon process, load-insensitive`,
+    },
+    {
+      bench: 'exec',
+      name: 'daemon overhead per exec (median)',
+      value: dMed - sMed,
+      unit: 'ms',
+      detail: 'median daemon round trip minus median in-process spawn',
+    },
+  ];
+}

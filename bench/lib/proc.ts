@@ -1,0 +1,83 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+
+/** A few fields of /proc/PID/status in kB; undefined once the process is gone. */
+export function memoryKb(pid: number): { rss: number; hwm: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/status`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return { rss: field('VmRSS'), hwm: field('VmHWM') };
+}
+
+/** Reset the peak-RSS mark (VmHWM) of a process we own, so the next read is the peak since now. */
+export function resetPeakRss(pid: number): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface Stat {
+  pid: number;
+  state: string;
+  ppid: number;
+  pgrp: number;
+}
+
+function readStat(pid: number): Stat | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { pid, state: rest[0], ppid: Number(rest[1]), pgrp: Number(rest[2]) };
+}
+
+/** True while a process with this pid exists and is not a zombie. */
+export function alive(pid: number): boolean {
+  const s = readStat(pid);
+  return s !== undefined && s.state !== 'Z' && s.state !== 'X';
+}
+
+/** Every live process (not a zombie) whose process group or parent is in the given sets. */
+export function liveProcesses(filter: { pgrps?: ReadonlySet<number>; ppids?: ReadonlySet<number> }): Stat[] {
+  const out: Stat[] = [];
+  for (const entry of readdirSync('/proc')) {
+    const c = entry.charCodeAt(0);
+    if (c < 48 || c > 57) continue;
+    const s = readStat(Number(entry));
+    if (!s || s.state === 'Z' || s.state === 'X') continue;
+    if (filter.pgrps?.has(s.pgrp) || filter.ppids?.has(s.ppid)) out.push(s);
+  }
+  return out;
+}
+
+/** Machine facts for the report. */
+export function machine() {
+  const cpuinfo = readFileSync('/proc/cpuinfo', 'latin1');
+  const meminfo = readFileSync('/proc/meminfo', 'latin1');
+  const memKb = Number(/^MemTotal:\s+(\d+)/m.exec(meminfo)?.[1] ?? 0);
+  return {
+    cpus: (cpuinfo.match(/^processor\s*:/gm) ?? []).length,
+    model: /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1]?.trim() ?? 'unknown',
+    memGiB: Math.round((memKb / 1024 / 1024) * 10) / 10,
+    kernel: readFileSync('/proc/sys/kernel/osrelease', 'latin1').trim(),
+    node: process.version,
+    loadavg: readFileSync('/proc/loadavg', 'latin1').split(' ').slice(0, 3).join(' '),
+  };
+}
+
+/** CPU time (user + system) a process has used so far, in ms; clock-tick resolution. */
+export function cpuMs(pid: number): number {
+  const text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // Fields 14 and 15 of stat (utime, stime) are rest[11], rest[12]; ticks are 1/100 s on Linux.
+  return (Number(rest[11]) + Number(rest[12])) * 10;
+}

@@ -1,0 +1,134 @@
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { capture } from './capture.js';
+import { execRoundTrip } from './exec-roundtrip.js';
+import { BenchDaemon, ROOT } from './lib/daemon.js';
+import { machine } from './lib/proc.js';
+import { passes, table, type Metric } from './lib/report.js';
+import { sessions } from './sessions.js';
+// Interrupts, terminals and stopping: one file each.
+import { idleCost } from './idle.js';
+import { interruptLatency } from './interrupt-latency.js';
+import { killTree } from './kill-tree.js';
+import { ptyThroughput } from './pty-throughput.js';
+
+export interface BenchOptions {
+  rounds: number;
+  /** Smaller sizes, for checking the bench itself. */
+  quick: boolean;
+  log: (line: string) => void;
+}
+
+const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
+  exec: execRoundTrip,
+  capture,
+  sessions,
+  // Interrupts, terminals and stopping.
+  interrupts: interruptLatency,
+  pty: ptyThroughput,
+  idle: idleCost,
+  'kill-tree': killTree,
+};
+
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+
+function parseArgs(argv: string[]) {
+  const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
+      return v;
+    };
+    if (a === '--json') out.json = value();
+    else if (a === '--only') out.only = value().split(',');
+    else if (a === '--rounds') out.rounds = Number(value());
+    else if (a === '--quick') out.quick = true;
+    else if (a === '--cpu-prof') BenchDaemon.nodeArgs.push('--cpu-prof', '--cpu-prof-dir', value());
+    else if (a === '--daemon-node-arg') BenchDaemon.nodeArgs.push(value());
+    else if (a === '--daemon-env') {
+      const [k, ...v] = value().split('=');
+      BenchDaemon.extraEnv[k] = v.join('=');
+    }
+    else if (a === '--help' || a === '-h') {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}\n${USAGE}`);
+  }
+  const unknown = out.only.find((b) => !(b in BENCHES));
+  if (unknown) throw new Error(`unknown benchmark ${unknown}; benchmarks are ${Object.keys(BENCHES).join(', ')}`);
+  if (!Number.isInteger(out.rounds) || out.rounds < 1) throw new Error('--rounds must be a positive integer');
+  return out;
+}
+
+/** The source revision measured: the commit, and whether src/ differs from it (read-only git). */
+function revision(): string {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    return `${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain', '--', 'src') ? ' + uncommitted changes in src/' : ''}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function main(): Promise<number> {
+  const args = parseArgs(process.argv.slice(2));
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const opts: BenchOptions = { rounds: args.rounds, quick: args.quick, log };
+  const host = machine();
+  const startedAt = new Date();
+  const rev = revision();
+  log(`procctl bench at ${rev}: ${host.cpus} x ${host.model}, ${host.memGiB} GiB, Linux ${host.kernel}, Node ${host.node}, load ${host.loadavg}`);
+
+  // A benchmark's daemons are stopped (SIGTERM, by pid) however the run ends.
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      log(`${sig}: stopping bench daemons`);
+      void BenchDaemon.stopAll().finally(() => process.exit(130));
+    });
+  }
+
+  const metrics: Metric[] = [];
+  const errors: string[] = [];
+  for (const name of args.only) {
+    try {
+      metrics.push(...(await BENCHES[name](opts)));
+    } catch (err) {
+      errors.push(`${name}: ${(err as Error).stack ?? err}`);
+      log(`${name} failed: ${(err as Error).message}`);
+    } finally {
+      await BenchDaemon.stopAll();
+    }
+  }
+
+  errors.push(...BenchDaemon.survivors);
+  process.stdout.write(`\n${table(metrics)}\n`);
+  const misses = metrics.filter((m) => passes(m) === false);
+  process.stdout.write(`\n${metrics.filter((m) => m.target).length - misses.length} PASS, ${misses.length} MISS${errors.length ? `, ${errors.length} ERROR` : ''}\n`);
+  if (args.json) {
+    const report = {
+      date: startedAt.toISOString(),
+      durationS: Math.round((Date.now() - startedAt.getTime()) / 1000),
+      revision: rev,
+      machine: { ...host, loadavgEnd: machine().loadavg },
+      rounds: args.rounds,
+      quick: args.quick,
+      metrics: metrics.map((m) => ({ ...m, pass: passes(m) })),
+      errors,
+    };
+    writeFileSync(args.json, `${JSON.stringify(report, null, 2)}\n`);
+    log(`results written to ${args.json}`);
+  }
+  for (const e of errors) log(e);
+  return errors.length ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  async (err) => {
+    process.stderr.write(`bench: ${(err as Error).message}\n`);
+    await BenchDaemon.stopAll();
+    process.exit(2);
+  },
+);
