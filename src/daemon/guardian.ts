@@ -4,7 +4,7 @@
  * daemon died, even by SIGKILL — it kills every recorded group and every process carrying a
  * recorded session's marker, then exits. Nothing a dead daemon started is left running.
  */
-import { readStat } from '../runner/group.js';
+import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
 
 interface Record {

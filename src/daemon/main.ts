@@ -1,7 +1,8 @@
 import { Command } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ProcctlDaemon } from './daemon.js';
-import { resolveSocketPath, SocketInUseError } from './socket.js';
+import { resolveSocketPath } from '../config/paths.js';
+import { SocketInUseError } from './socket.js';
 import { StateDirInUseError } from './state.js';
 import { packageVersion } from './version.js';
 

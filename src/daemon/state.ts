@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, wr
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { readStat } from '../runner/group.js';
+import { readStat } from '../runner/procfs.js';
 import { isSnapshot, type SessionSnapshot } from '../session/persist.js';
 
 export class StateDirInUseError extends Error {}

@@ -1,4 +1,5 @@
-import { closeSync, openSync, readlinkSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { fdTarget } from '../runner/procfs.js';
 
 /** Syscall numbers that block reading one fd (first argument), per architecture. */
 const READS: Record<string, number[]> = { x64: [0, 17, 19], arm64: [63, 65, 67] };
@@ -7,15 +8,6 @@ const WAITS: Record<string, number[]> = { x64: [7, 23, 232, 270, 271, 281], arm6
 
 const reads = new Set(READS[process.arch] ?? []);
 const waits = new Set(WAITS[process.arch] ?? []);
-
-/** What a process's fd points at (`pipe:[123]`, `socket:[456]`, `/dev/pts/3`), or undefined. */
-export function fdTarget(pid: number, fd: number): string | undefined {
-  try {
-    return readlinkSync(`/proc/${pid}/fd/${fd}`);
-  } catch {
-    return undefined;
-  }
-}
 
 /** One buffer for all the small /proc reads: the watcher runs often, so it should not allocate. */
 const scratch = Buffer.allocUnsafe(4096);

@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { JSONRPCClient, JSONRPCErrorException, type JSONRPCResponse } from 'json-rpc-2.0';
-import { resolveSocketPath } from '../daemon/socket.js';
+import { resolveSocketPath } from '../config/paths.js';
 import type { ErrorKind } from '../errors.js';
 
 /** The daemon could not be reached, or the connection to it was lost mid-conversation. */

@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
+import { readStat } from './procfs.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -11,19 +12,6 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
     if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
     throw err;
   }
-}
-
-/** Parse `/proc/PID/stat`: the state letter and the process group. */
-export function readStat(pid: number): { state: string; pgrp: number; ppid: number; startTime: number } | undefined {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  } catch {
-    return undefined;
-  }
-  // The command name may hold spaces and parentheses: the fields start after the last ')'.
-  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return { state: rest[0], ppid: Number(rest[1]), pgrp: Number(rest[2]), startTime: Number(rest[19]) };
 }
 
 const isLive = (state: string) => state !== 'Z' && state !== 'X';

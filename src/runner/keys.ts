@@ -115,16 +115,3 @@ export function hexBytes(hex: string[]): Buffer {
   }
   return Buffer.from(bytes);
 }
-
-/** Track terminal modes an application sets in its output (pty sessions only). */
-export function updateModes(modes: { applicationCursor: boolean; bracketedPaste: boolean }, text: string): void {
-  if (text.indexOf('\x1b[?') === -1) return;
-  const re = /\x1b\[\?([\d;]+)([hl])/g;
-  for (let m = re.exec(text); m; m = re.exec(text)) {
-    const on = m[2] === 'h';
-    for (const p of m[1].split(';')) {
-      if (p === '1') modes.applicationCursor = on;
-      else if (p === '2004') modes.bracketedPaste = on;
-    }
-  }
-}

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants as os } from 'node:os';
-import { fdTarget } from '../interrupt/kernel.js';
+import { fdTarget } from './procfs.js';
 import type { Stream } from '../session/output.js';
 
 /** What a session writes its input to: a pipe or a terminal. */

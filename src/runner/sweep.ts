@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { readStat, terminate } from './group.js';
+import { terminate } from './group.js';
+import { readStat } from './procfs.js';
 
 const MARKER = 'PROCCTL_SESSION_ID=';
 

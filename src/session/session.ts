@@ -1,4 +1,4 @@
-import { updateModes } from '../runner/keys.js';
+import { updateModes } from './modes.js';
 import type { JobInput } from '../runner/launch.js';
 import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';

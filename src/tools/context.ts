@@ -1,8 +1,14 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import type { StateStore } from '../daemon/state.js';
 import type { Registry } from '../session/registry.js';
 import type { Session } from '../session/session.js';
+
+/** Where a session's durable files live (the daemon's state directory). */
+export interface SessionFiles {
+  spoolPath(id: string): string;
+  /** Delete a session's record and spool. */
+  remove(id: string): void;
+}
 
 /** What the daemon gives every tool call. */
 export interface Daemon {
@@ -14,7 +20,7 @@ export interface Daemon {
   runtimeDir: string;
   log: Logger;
   /** Durable records and output spools (SPEC §10). */
-  state: StateStore;
+  state: SessionFiles;
   /** Called once a session's processes exist, so the daemon can protect them against its own crash. */
   watch(session: Session): void;
   /** True once shutdown has begun: new work is refused. */

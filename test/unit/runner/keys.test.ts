@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ProcctlError } from '../../../src/errors.js';
-import { hexBytes, keySequence, updateModes } from '../../../src/runner/keys.js';
+import { hexBytes, keySequence } from '../../../src/runner/keys.js';
+import { updateModes } from '../../../src/session/modes.js';
 
 const normal = { applicationCursor: false };
 const app = { applicationCursor: true };

@@ -1,0 +1,23 @@
+import { readFileSync, readlinkSync } from 'node:fs';
+
+/** Parse `/proc/PID/stat`: the state letter and the process group. */
+export function readStat(pid: number): { state: string; pgrp: number; ppid: number; startTime: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  // The command name may hold spaces and parentheses: the fields start after the last ')'.
+  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { state: rest[0], ppid: Number(rest[1]), pgrp: Number(rest[2]), startTime: Number(rest[19]) };
+}
+
+/** What a process's fd points at (`pipe:[123]`, `socket:[456]`, `/dev/pts/3`), or undefined. */
+export function fdTarget(pid: number, fd: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/fd/${fd}`);
+  } catch {
+    return undefined;
+  }
+}
