@@ -101,31 +101,21 @@ export type SessionRecord = ReturnType<typeof sessionRecord>;
 export function execResult(s: Session, warnings: string[] = []) {
   const base = { sessionId: s.id, name: s.name, ...(warnings.length ? { warnings } : {}) };
   const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
-  if (s.interrupt) {
-    const tail = s.output.tail(RUNNING_TAIL_CHARS);
-    return {
-      status: s.status,
-      ...base,
-      pid: s.pid ?? null,
-      startedAt: iso(s.startedAt),
-      interrupt: interruptView(s.interrupt),
-      tail,
-      text: `${warningText}${interruptText(s)}${tail ? `\n--- last output ---\n${tail}` : ''}`,
-    };
-  }
   if (s.running) {
+    // Still going, or waiting for an answer: what it asks (or how to follow it), then its last output.
     const tail = s.output.tail(RUNNING_TAIL_CHARS);
+    const what = s.interrupt
+      ? interruptText(s)
+      : `Command still running (session ${s.id}, pid ${s.pid}). ` +
+        `Use process with sessionId "${s.id}": poll for new output, write to send input, kill to stop it.`;
     return {
       status: s.status,
       ...base,
       pid: s.pid ?? null,
       startedAt: iso(s.startedAt),
+      ...(s.interrupt ? { interrupt: interruptView(s.interrupt) } : {}),
       tail,
-      text:
-        warningText +
-        `Command still running (session ${s.id}, pid ${s.pid}). ` +
-        `Use process with sessionId "${s.id}": poll for new output, write to send input, kill to stop it.` +
-        (tail ? `\n--- last output ---\n${tail}` : ''),
+      text: `${warningText}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
     };
   }
   const output = s.output.text();
