@@ -30,6 +30,9 @@ export interface DaemonOptions {
   logLevel?: string;
 }
 
+/** A running session's first record is written this long after it starts, if it still runs. */
+const FIRST_RECORD_MS = 100;
+
 /** How often finished sessions are checked against their TTL. */
 const REAP_EVERY_MS = 10_000;
 
@@ -48,6 +51,8 @@ export class ProcctlDaemon implements Daemon {
   private reaper: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
   private readonly guardian: GuardianLink;
+  /** Running sessions whose first record is not written yet. */
+  private readonly records = new Map<Session, () => void>();
   private readonly interrupts: InterruptWatcher;
   private readonly notifier: Notifier;
   readonly state: StateStore;
@@ -85,14 +90,33 @@ export class ProcctlDaemon implements Daemon {
     const startTime = session.pid === undefined ? undefined : readStat(session.pid)?.startTime;
     const save = () => this.state.save(snapshot(session, startTime));
     if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
-    save();
+    // A command that is over in a moment needs only its final record; one that runs on is written
+    // soon, and before any exec answers that it is still running (see record()).
+    const early = setTimeout(save, FIRST_RECORD_MS);
+    early.unref();
     session.onChange = save;
-    void session.finished.then(async () => {
-      this.guardian.remove(session.id);
-      // The record keeps the spool's final size, so it is written once the spool is.
-      await session.spool?.close();
+    this.records.set(session, () => {
+      clearTimeout(early);
       save();
     });
+    void session.finished.then(async () => {
+      clearTimeout(early);
+      this.records.delete(session);
+      this.guardian.remove(session.id);
+      save();
+      // A rotation still in flight can change what the spool dropped: then say so once more,
+      // unless the session was forgotten meanwhile (its files are gone and must stay gone).
+      const dropped = session.spool?.droppedBytes;
+      await session.spool?.close();
+      if (session.spool?.droppedBytes !== dropped && this.registry.has(session.id)) save();
+    });
+  }
+
+  /** Put a running session's record on disk now (before an exec answers that it runs on). */
+  record(session: Session): void {
+    const write = this.records.get(session);
+    this.records.delete(session);
+    write?.();
   }
 
   /**

@@ -36,7 +36,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearTimeout(drainTimer);
     clearTimeout(timeoutTimer);
     session.finish({ exitCode: exited?.code ?? null, signal: exited?.signal ?? null, error });
-    if (!session.stop) sweepAfterExit(session.id, opts.killGraceMs);
+    if (!session.stop) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
   };
   const maybeFinish = () => {
     if (exited && groupGone && outputClosed) finish();

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import type { Session, StopRequest } from '../session/session.js';
 import type { StopReason } from '../session/types.js';
 import { terminateAll } from './group.js';
-import { findSessionProcesses, signalPids } from './sweep.js';
+import { findSessionProcesses, oldestLeader, signalPids } from './sweep.js';
 
 export interface StopOptions {
   /** Who stops it. */
@@ -32,7 +32,8 @@ export async function stopSessions(sessions: Session[], opts: StopOptions): Prom
     const ids = new Set(starting.map((s) => s.id));
     const outside = (found: ReturnType<typeof findSessionProcesses>, s: Session) =>
       (found.get(s.id) ?? []).filter((p) => p.pgrp !== s.pid).map((p) => p.pid);
-    const before = findSessionProcesses(ids);
+    const from = oldestLeader(starting);
+    const before = findSessionProcesses(ids, from);
     for (const s of starting) s.stop!.escalated = false;
     await terminateAll(
       starting.map((s) => ({ pgid: s.pid, pids: outside(before, s) })),
@@ -41,7 +42,7 @@ export async function stopSessions(sessions: Session[], opts: StopOptions): Prom
       (i) => (starting[i].stop!.escalated = true),
     );
     // Anything forked out of a group during the grace gets no second warning.
-    const after = findSessionProcesses(ids);
+    const after = findSessionProcesses(ids, from);
     for (const s of starting) {
       const late = outside(after, s);
       if (late.length > 0) s.stop!.escalated = true;

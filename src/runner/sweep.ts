@@ -38,11 +38,13 @@ function sessionMarker(pid: number): string | undefined {
  * exports PROCCTL_SESSION_ID at spawn and every descendant inherits it, so this finds what left
  * the process group too (setsid, double fork) — from one pass over /proc for all sessions.
  */
-export function findSessionProcesses(ids: ReadonlySet<string>): Map<string, Straggler[]> {
+export function findSessionProcesses(ids: ReadonlySet<string>, startedFrom = 0): Map<string, Straggler[]> {
   const found = new Map<string, Straggler[]>();
   if (ids.size === 0) return found;
+  const from = pidsWrappedSince(startedFrom) ? 0 : startedFrom;
   for (const pid of pids()) {
-    if (pid === process.pid) continue;
+    // A session's processes were all created after its leader, so older PIDs need no look.
+    if (pid < from || pid === process.pid) continue;
     const id = sessionMarker(pid);
     if (id === undefined || !ids.has(id)) continue;
     const stat = readStat(pid);
@@ -52,6 +54,36 @@ export function findSessionProcesses(ids: ReadonlySet<string>): Map<string, Stra
     found.set(id, list);
   }
   return found;
+}
+
+/**
+ * Did the kernel's PID counter wrap since `pid` was handed out? Then PIDs say nothing about age.
+ * (ns_last_pid is the last PID given; below `pid` means it went round.)
+ */
+function pidsWrappedSince(pid: number): boolean {
+  if (pid <= 0) return false;
+  try {
+    return Number(readFileSync('/proc/sys/kernel/ns_last_pid', 'latin1')) < pid;
+  } catch {
+    return true;
+  }
+}
+
+/** Sessions younger than this cannot have seen the PID counter go all the way round. */
+const YOUNG_MS = 60_000;
+
+/**
+ * Where a search for these sessions' processes can start: the lowest leader PID, when every
+ * session is young enough that no PID given since can be lower; else 0 (search everything).
+ */
+export function oldestLeader(sessions: { pid: number | undefined; startedAt: number }[], now = Date.now()): number {
+  let from = Infinity;
+  for (const s of sessions) {
+    if (s.pid === undefined) continue; // never started: nothing to find
+    if (now - s.startedAt > YOUNG_MS) return 0;
+    from = Math.min(from, s.pid);
+  }
+  return from === Infinity ? 0 : from;
 }
 
 export function signalPids(pids: number[], signal: NodeJS.Signals): void {
@@ -65,7 +97,7 @@ export function signalPids(pids: number[], signal: NodeJS.Signals): void {
 }
 
 
-const afterExit = new Map<string, number>();
+const afterExit = new Map<string, { graceMs: number; pid: number | undefined; startedAt: number }>();
 let sweepTimer: NodeJS.Timeout | undefined;
 let onStragglers: (sessionId: string, pids: number[]) => void = () => undefined;
 
@@ -78,8 +110,8 @@ export function setStragglerListener(fn: (sessionId: string, pids: number[]) => 
  * After a session ends by itself, look once more (batched, off the exec path) for processes
  * that left its group — a `setsid cmd &` — and stop them: no process outlives its session.
  */
-export function sweepAfterExit(sessionId: string, graceMs: number): void {
-  afterExit.set(sessionId, graceMs);
+export function sweepAfterExit(sessionId: string, pid: number | undefined, startedAt: number, graceMs: number): void {
+  afterExit.set(sessionId, { graceMs, pid, startedAt });
   sweepTimer ??= setTimeout(runSweep, 50);
 }
 
@@ -87,9 +119,10 @@ function runSweep(): void {
   sweepTimer = undefined;
   const batch = new Map(afterExit);
   afterExit.clear();
-  for (const [id, list] of findSessionProcesses(new Set(batch.keys()))) {
+  const from = oldestLeader([...batch.values()]);
+  for (const [id, list] of findSessionProcesses(new Set(batch.keys()), from)) {
     const pids = list.map((p) => p.pid);
     onStragglers(id, pids);
-    void terminate({ pgid: undefined, pids }, 'SIGTERM', batch.get(id) ?? 0);
+    void terminate({ pgid: undefined, pids }, 'SIGTERM', batch.get(id)?.graceMs ?? 0);
   }
 }

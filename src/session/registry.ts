@@ -36,6 +36,10 @@ export class Registry {
     }
   }
 
+  has(id: string): boolean {
+    return this.sessions.has(id);
+  }
+
   add(session: Session): void {
     this.sessions.set(session.id, session);
   }

@@ -1,9 +1,19 @@
-import { closeSync, openSync, readFileSync, renameSync, rmSync, statSync, write } from 'node:fs';
+import { closeSync, openSync, readFileSync, renameSync, rmSync, statSync, writev } from 'node:fs';
+
+/** Output not yet written is held up to this much (or maxBytes, if less), newest kept. */
+const MAX_BACKLOG = 8 * 1024 * 1024;
+/** Disk budget per session: 64 MiB/s after a first 8 MiB; a faster stream keeps only its newest part on disk. */
+const WRITE_BYTES_PER_MS = (64 * 1024 * 1024) / 1000;
+const WRITE_BURST = 8 * 1024 * 1024;
+/** Buffers per writev call (IOV_MAX on Linux). */
+const MAX_IOV = 1024;
 
 /**
  * A session's whole output spooled to disk, newest kept: two segments (`<file>` and
  * `<file>.1`) of at most half of `maxBytes` each, so the spool never holds more than
- * `maxBytes` and what rotated away is counted. Writes are batched and run off the main thread.
+ * `maxBytes` and what rotated away is counted. Writes are batched (writev, no copies) and run
+ * off the main thread. A stream faster than the disk budget (64 MiB/s) keeps only its newest
+ * part: memory is bounded by the backlog limit, and what was dropped is counted.
  */
 export class Spool {
   private fd: number | undefined;
@@ -12,6 +22,12 @@ export class Spool {
   private flushing = false;
   private segmentBytes = 0;
   private closed = false;
+  private ending = false;
+  /** Pending bytes were dropped: what is on disk no longer joins on, so it goes before the next write. */
+  private gap = false;
+  private tokens = WRITE_BURST;
+  private tokensAt = Date.now();
+  private hold: NodeJS.Timeout | undefined;
   private idle: (() => void)[] = [];
   /** Bytes that rotated out of the spool. */
   droppedBytes = 0;
@@ -48,44 +64,85 @@ export class Spool {
     this.batch.push(buf);
     this.batchBytes += buf.length;
     this.totalBytes += buf.length;
+    // Bounded memory: a backlog past the limit drops its oldest bytes (counted) instead of growing.
+    const limit = Math.min(MAX_BACKLOG, this.maxBytes);
+    if (this.batchBytes > limit) {
+      let excess = this.batchBytes - limit;
+      this.batchBytes = limit;
+      this.droppedBytes += excess;
+      this.gap = true;
+      while (excess >= this.batch[0].length) excess -= this.batch.shift()!.length;
+      if (excess > 0) this.batch[0] = this.batch[0].subarray(excess);
+    }
     if (!this.flushing) this.flush();
   }
 
   private flush(): void {
+    if (this.closed && !this.ending) this.batch = []; // removed meanwhile: write nothing more
     if (this.batch.length === 0) {
       this.flushing = false;
       for (const fn of this.idle.splice(0)) fn();
       return;
     }
     this.flushing = true;
-    let buf = this.batch.length === 1 ? this.batch[0] : Buffer.concat(this.batch, this.batchBytes);
-    this.batch = [];
-    this.batchBytes = 0;
-    const segment = Math.max(1, Math.floor(this.maxBytes / 2));
-    if (buf.length > this.maxBytes) {
-      // More than the whole spool holds: only its newest part can stay.
-      const skipped = buf.length - segment;
-      this.droppedBytes += skipped;
-      buf = buf.subarray(skipped);
+    const now = Date.now();
+    this.tokens = Math.min(WRITE_BURST, this.tokens + (now - this.tokensAt) * WRITE_BYTES_PER_MS);
+    this.tokensAt = now;
+    const wait = this.ending ? 0 : Math.ceil(-this.tokens / WRITE_BYTES_PER_MS);
+    if (wait > 0) {
+      // Over the disk budget: wait; meanwhile the backlog keeps the newest output.
+      this.hold ??= setTimeout(() => {
+        this.hold = undefined;
+        this.flush();
+      }, wait);
+      return;
     }
-    const room = segment - this.segmentBytes;
-    if (buf.length > room) {
-      // Fill this segment exactly; the rest goes first in the next flush, after the rotation.
-      this.batch.unshift(buf.subarray(room));
-      this.batchBytes += buf.length - room;
-      buf = buf.subarray(0, room);
+    if (this.gap) this.discardWritten();
+    // Up to the end of the current segment, so no segment outgrows half the cap; no copying.
+    const room = Math.max(1, Math.floor(this.maxBytes / 2) - this.segmentBytes);
+    const take: Buffer[] = [];
+    let bytes = 0;
+    while (this.batch.length > 0 && bytes < room && take.length < MAX_IOV) {
+      const b = this.batch[0];
+      if (bytes + b.length <= room) {
+        take.push(b);
+        this.batch.shift();
+        bytes += b.length;
+      } else {
+        take.push(b.subarray(0, room - bytes));
+        this.batch[0] = b.subarray(room - bytes);
+        bytes = room;
+      }
     }
+    this.batchBytes -= bytes;
     try {
       this.fd ??= openSync(this.file, 'a', 0o600);
     } catch (err) {
       return this.fail(err as Error);
     }
-    write(this.fd, buf, 0, buf.length, null, (err) => {
+    writev(this.fd, take, null, (err) => {
       if (err) return this.fail(err);
-      this.segmentBytes += buf.length;
-      if (this.segmentBytes >= segment) this.rotate();
+      this.segmentBytes += bytes;
+      this.tokens -= bytes;
+      if (this.segmentBytes >= this.maxBytes / 2) this.rotate();
       this.flush();
     });
+  }
+
+  /** Drop both segments (counted), so the spool stays one contiguous run of the newest output. */
+  private discardWritten(): void {
+    this.gap = false;
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+    for (const f of [this.file, `${this.file}.1`]) {
+      try {
+        this.droppedBytes += statSync(f).size;
+        rmSync(f, { force: true });
+      } catch {
+        // not written yet
+      }
+    }
+    this.segmentBytes = 0;
   }
 
   private rotate(): void {
@@ -119,6 +176,12 @@ export class Spool {
   }
 
   async close(): Promise<void> {
+    this.ending = true;
+    if (this.hold) {
+      clearTimeout(this.hold);
+      this.hold = undefined;
+      this.flush();
+    }
     await this.drained();
     this.closed = true;
     if (this.fd !== undefined) closeSync(this.fd);
@@ -140,6 +203,8 @@ export class Spool {
 
   remove(): void {
     this.closed = true;
+    clearTimeout(this.hold);
+    this.hold = undefined;
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
     rmSync(this.file, { force: true });

@@ -23,6 +23,8 @@ export interface Daemon {
   state: SessionFiles;
   /** Called once a session's processes exist, so the daemon can protect them against its own crash. */
   watch(session: Session): void;
+  /** Make sure a running session's record is on disk now. */
+  record(session: Session): void;
   /** True once shutdown has begun: new work is refused. */
   closing: boolean;
 }

@@ -124,6 +124,8 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
     if (!session.running) return execResult(session, warnings);
   }
   session.backgrounded = true;
+  // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
+  d.record(session);
   return execResult(session, warnings);
 }
 
