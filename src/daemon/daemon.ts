@@ -103,12 +103,15 @@ export class ProcctlDaemon implements Daemon {
       clearTimeout(early);
       this.records.delete(session);
       this.guardian.remove(session.id);
-      save();
+      // Finished: the record is written off the main thread, and exec answers without waiting.
+      const saveLater = () => this.state.saveLater(snapshot(session, startTime));
+      session.onChange = saveLater;
+      saveLater();
       // A rotation still in flight can change what the spool dropped: then say so once more,
       // unless the session was forgotten meanwhile (its files are gone and must stay gone).
       const dropped = session.spool?.droppedBytes;
       await session.spool?.close();
-      if (session.spool?.droppedBytes !== dropped && this.registry.has(session.id)) save();
+      if (session.spool?.droppedBytes !== dropped && this.registry.has(session.id)) saveLater();
     });
   }
 
@@ -233,6 +236,7 @@ export class ProcctlDaemon implements Daemon {
     }, 200).unref();
     await closed;
     this.guardian.stop();
+    await this.state.flush();
     this.state.release();
     this.notifier.close();
     rmSync(this.runtimeDir, { recursive: true, force: true });

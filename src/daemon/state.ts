@@ -1,4 +1,5 @@
 import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -80,7 +81,44 @@ export class StateStore {
     }
   }
 
+  /**
+   * Write a record off the main thread (a finished session's: nothing waits for it). Writes of
+   * one session stay in order, and a session removed meanwhile is not written back.
+   */
+  saveLater(snap: SessionSnapshot): void {
+    const id = snap.id;
+    const body = JSON.stringify(snap);
+    const file = this.recordPath(id);
+    const previous = this.pending.get(id) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      if (this.removed.has(id)) return;
+      const tmp = `${file}.tmp`;
+      try {
+        await writeFile(tmp, body, { mode: 0o600 });
+        if (this.removed.has(id)) await rm(tmp, { force: true });
+        else await rename(tmp, file);
+      } catch (err) {
+        this.log.error({ err: (err as Error).message, sessionId: id }, 'cannot write the session record');
+      }
+    });
+    this.pending.set(id, next);
+    void next.then(() => {
+      if (this.pending.get(id) !== next) return;
+      this.pending.delete(id);
+      this.removed.delete(id);
+    });
+  }
+
+  /** Resolves once every record written off the main thread is on disk. */
+  async flush(): Promise<void> {
+    await Promise.all(this.pending.values());
+  }
+
+  private readonly pending = new Map<string, Promise<void>>();
+  private readonly removed = new Set<string>();
+
   remove(id: string): void {
+    if (this.pending.has(id)) this.removed.add(id);
     for (const f of [this.recordPath(id), this.spoolPath(id), `${this.spoolPath(id)}.1`]) rmSync(f, { force: true });
   }
 

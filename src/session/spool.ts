@@ -2,8 +2,8 @@ import { closeSync, openSync, readFileSync, renameSync, rmSync, statSync, writev
 
 /** Output not yet written is held up to this much (or maxBytes, if less), newest kept. */
 const MAX_BACKLOG = 8 * 1024 * 1024;
-/** Disk budget per session: 64 MiB/s after a first 8 MiB; a faster stream keeps only its newest part on disk. */
-const WRITE_BYTES_PER_MS = (64 * 1024 * 1024) / 1000;
+/** Disk budget per session: 16 MiB/s after a first 8 MiB; a faster stream keeps only its newest part on disk. */
+const WRITE_BYTES_PER_MS = (16 * 1024 * 1024) / 1000;
 const WRITE_BURST = 8 * 1024 * 1024;
 /** Buffers per writev call (IOV_MAX on Linux). */
 const MAX_IOV = 1024;
@@ -12,7 +12,7 @@ const MAX_IOV = 1024;
  * A session's whole output spooled to disk, newest kept: two segments (`<file>` and
  * `<file>.1`) of at most half of `maxBytes` each, so the spool never holds more than
  * `maxBytes` and what rotated away is counted. Writes are batched (writev, no copies) and run
- * off the main thread. A stream faster than the disk budget (64 MiB/s) keeps only its newest
+ * off the main thread. A stream faster than the disk budget (16 MiB/s) keeps only its newest
  * part: memory is bounded by the backlog limit, and what was dropped is counted.
  */
 export class Spool {

@@ -336,6 +336,8 @@ describe('spool turned off', () => {
     const r = await s.exec({ command: 'seq 1 1000' });
     expect(r.droppedChars).toBeGreaterThan(0);
     expect(r.output).toMatch(/999\n1000\n$/);
+    // A finished session's record is written off the exec path, just after the answer.
+    await waitFor(() => sessionFiles(state, r.sessionId).some((f) => f.name.endsWith('.json')), { what: 'the record on disk' });
     expect(sessionFiles(state, r.sessionId).map((f) => f.name)).toEqual([`${r.sessionId}.json`]);
     const log = await s.log(r.sessionId, { limit: 2 });
     expect(log.output, 'log of a session whose output went past the cap, without a spool').toBe('999\n1000');
@@ -376,7 +378,10 @@ describe('state dir stays bounded', () => {
     const d = await startDaemon({ env: { PROCCTL_STATE_DIR: state, PROCCTL_MAX_OUTPUT_CHARS: '100' } });
     const s = new Scoped(await d.client(), 'bounded');
     const r = await s.exec({ command: 'seq 1 1000' });
-    await waitFor(() => sessionFiles(state, r.sessionId).some((f) => f.name.endsWith('.log') && f.size > 0), { what: 'the spool on disk' });
+    await waitFor(
+      () => sessionFiles(state, r.sessionId).some((f) => f.name.endsWith('.log') && f.size > 0) && sessionFiles(state, r.sessionId).some((f) => f.name.endsWith('.json')),
+      { what: 'the spool and the record on disk' },
+    );
     expect(sessionFiles(state, r.sessionId).map((f) => f.name).sort()).toEqual([`${r.sessionId}.json`, `${r.sessionId}.log`]);
     await s.process({ action: 'clear', sessionId: r.sessionId });
     expect(sessionFiles(state, r.sessionId)).toEqual([]);
