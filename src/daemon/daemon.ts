@@ -13,6 +13,8 @@ import { forget } from '../tools/process/forget.js';
 import type { Session } from '../session/session.js';
 import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
+import { join } from 'node:path';
+import { ScratchDirs } from '../runner/scratch.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
 import { snapshot, restoreSession } from '../session/persist.js';
@@ -42,6 +44,7 @@ export class ProcctlDaemon implements Daemon {
   readonly log: Logger;
   readonly socketPath: string;
   readonly runtimeDir: string;
+  readonly scratch: ScratchDirs;
   closing = false;
   private current: Config;
   private readonly configFile: string | undefined;
@@ -65,6 +68,7 @@ export class ProcctlDaemon implements Daemon {
     this.socketPath = opts.socketPath;
     // Scratch directories of sessions, beside the socket and named after it, so nothing else is touched.
     this.runtimeDir = `${opts.socketPath}.d`;
+    this.scratch = new ScratchDirs(join(this.runtimeDir, 'sessions'));
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
@@ -173,6 +177,7 @@ export class ProcctlDaemon implements Daemon {
     }
     this.guardian.start();
     this.interrupts.start();
+    this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
     if (this.notifier.enabled) {
       this.statusTimer = setInterval(() => this.notifier.send({ STATUS: this.statusLine() }), 5000);

@@ -92,6 +92,8 @@ export class Session {
   backgrounded = false;
   /** Where a stop request is written for the job to see (PROCCTL_STOP_FILE). */
   stopFile: string | undefined;
+  /** The session's private scratch directory (PROCCTL_TMPDIR). */
+  tmpdir: string | undefined;
   /** The thread key it was started with (SPEC §5). */
   key: string | undefined;
   stop: StopRequest | undefined;

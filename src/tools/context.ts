@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Registry } from '../session/registry.js';
+import type { ScratchDirs } from '../runner/scratch.js';
 import type { Session } from '../session/session.js';
 
 /** Where a session's durable files live (the daemon's state directory). */
@@ -18,6 +19,8 @@ export interface Daemon {
   socketPath: string;
   /** Where per-session files (stop files, scratch dirs) live. */
   runtimeDir: string;
+  /** Scratch directories for sessions (PROCCTL_TMPDIR). */
+  scratch: ScratchDirs;
   log: Logger;
   /** Durable records and output spools (SPEC §10). */
   state: SessionFiles;

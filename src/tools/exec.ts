@@ -1,4 +1,4 @@
-import { mkdirSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { YIELD_MS_RANGE } from '../config/schema.js';
 import { conflict, forbidden, invalid, limit, unavailable } from '../errors.js';
@@ -71,8 +71,8 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
   });
   session.key = p.key;
   session.spool = cfg.maxLogBytes > 0 ? new Spool(d.state.spoolPath(id), cfg.maxLogBytes) : undefined;
-  const sessionDir = join(d.runtimeDir, 'sessions', id);
-  mkdirSync(sessionDir, { recursive: true, mode: 0o700 });
+  const sessionDir = d.scratch.take();
+  session.tmpdir = sessionDir;
   session.stopFile = join(sessionDir, 'stop.json');
   const env = buildEnv(process.env, p.env, {
     PROCCTL_SESSION_ID: id,

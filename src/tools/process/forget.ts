@@ -1,5 +1,3 @@
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { notFound } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
@@ -13,7 +11,7 @@ export function forget(d: Daemon, s: Session): void {
   d.registry.delete(s.id);
   s.spool?.remove();
   d.state.remove(s.id);
-  rmSync(join(d.runtimeDir, 'sessions', s.id), { recursive: true, force: true });
+  d.scratch.release(s.tmpdir);
 }
 
 export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
