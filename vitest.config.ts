@@ -8,5 +8,7 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: integration files start real daemons and processes.
     maxWorkers: 2,
+    // The JSON report lets CI print one plain `N passed, N failed` line.
+    reporters: ['default', ['json', { outputFile: '.vitest-report.json' }]],
   },
 });
