@@ -157,6 +157,9 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   };
 }
 
+/** Silence on a terminal, after its leader exited, that says all its output has been read. */
+const DRAIN_QUIET_MS = 50;
+
 type PtySocket = { destroy: (err?: Error) => unknown; destroyed: boolean; on: (e: 'data', fn: () => void) => void };
 
 /**
@@ -185,17 +188,18 @@ function holdTerminal(term: { pid: number }): () => void {
     draining = true;
     const deadline = Date.now() + 2000;
     let seen = chunks;
+    // The kernel hands a terminal's output to the reading side from a worker, a moment after the
+    // writer wrote it: wait for a short silence, not only one turn of the loop.
     const check = () => {
       if (socket.destroyed) return;
       if (chunks !== seen && Date.now() < deadline) {
         seen = chunks;
-        setTimeout(() => setImmediate(check), 10);
+        setTimeout(() => setImmediate(check), DRAIN_QUIET_MS);
         return;
       }
       destroy(err);
     };
-    // setImmediate runs after the loop's I/O phase: output already waiting is read first.
-    setImmediate(check);
+    setTimeout(() => setImmediate(check), DRAIN_QUIET_MS);
     return socket;
   };
   // node-pty says nothing until the reader closes, which our held side now delays: watch the leader.
