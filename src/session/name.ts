@@ -10,7 +10,7 @@ function words(command: string): string[] {
       continue;
     }
     const word = m[3].replace(/"((?:[^"\\]|\\.)*)"?|'([^']*)'?/g, (_, d, q) => d ?? q);
-    if (word) out.push(word); // an empty quoted word ("") is no verb
+    if (word.trim()) out.push(word); // an empty or blank quoted word ("", ' ') is no verb
   }
   return out;
 }
@@ -32,7 +32,7 @@ export function deriveName(command: string): string {
   if (ws.length === 0) return command.trim().slice(0, 40) || 'sh';
   const verb = ws[0].split('/').pop() || ws[0];
   const arg = ws.slice(1).find((w) => !w.startsWith('-'));
-  const name = (arg === undefined ? verb : `${verb} ${arg}`).trim() || verb;
+  const name = (arg === undefined ? verb : `${verb} ${arg}`).trim() || 'sh';
   if (name.length <= 60) return name;
   const end = /[\uD800-\uDBFF]/.test(name[58]) ? 58 : 59; // do not cut a surrogate pair in two
   return `${name.slice(0, end)}…`;
