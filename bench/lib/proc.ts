@@ -1,3 +1,4 @@
+import { readStat as readProcStat } from '../../src/runner/procfs.js';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 /** A few fields of /proc/PID/status in kB; undefined once the process is gone. */
@@ -22,22 +23,12 @@ export function resetPeakRss(pid: number): boolean {
   }
 }
 
-interface Stat {
-  pid: number;
-  state: string;
-  ppid: number;
-  pgrp: number;
-}
+type Stat = NonNullable<ReturnType<typeof readProcStat>> & { pid: number };
 
+/** The daemon's own /proc reader, with the pid attached. */
 function readStat(pid: number): Stat | undefined {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  } catch {
-    return undefined;
-  }
-  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return { pid, state: rest[0], ppid: Number(rest[1]), pgrp: Number(rest[2]) };
+  const stat = readProcStat(pid);
+  return stat && { pid, ...stat };
 }
 
 /** True while a process with this pid exists and is not a zombie. */
