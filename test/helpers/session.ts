@@ -1,6 +1,5 @@
-import { expect } from 'vitest';
-import type { TestDaemon } from './daemon.js';
-import { waitFor } from './daemon.js';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { startDaemon, stopAllDaemons, waitFor, type StartOptions, type TestDaemon } from './daemon.js';
 import { killLeftovers, leftovers, waitGone } from './procs.js';
 import type { RpcResponse, TestClient } from './rpc.js';
 
@@ -120,4 +119,32 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
       timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
     }),
   ]);
+}
+
+export interface SharedDaemon {
+  d: TestDaemon;
+  c: TestClient;
+  scopes: Scopes;
+}
+
+/**
+ * One daemon for a whole test file: started before its tests, and at the end every scope's
+ * processes checked gone, the client closed and the daemon stopped. `use` hands the parts over.
+ */
+export function sharedDaemon(opts: StartOptions, use: (shared: SharedDaemon) => void): void {
+  let shared: SharedDaemon | undefined;
+  beforeAll(async () => {
+    const d = await startDaemon(opts);
+    const c = await d.client();
+    shared = { d, c, scopes: new Scopes(() => c) };
+    use(shared);
+  });
+  afterAll(async () => {
+    try {
+      if (shared) await shared.scopes.finish(shared.d);
+    } finally {
+      shared?.c.close();
+      await stopAllDaemons();
+    }
+  });
 }

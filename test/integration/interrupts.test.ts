@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { Scoped, Scopes, within } from '../helpers/session.js';
+import { Scoped, Scopes, within, sharedDaemon } from '../helpers/session.js';
 
 let d: TestDaemon;
 let c: TestClient;
@@ -10,20 +10,7 @@ let scopes: Scopes;
 /** A prompt no built-in pattern knows, and that does not end like a question (`:`, `?`, `>`). */
 const CUSTOM_PROMPT = 'say the magic word please';
 
-beforeAll(async () => {
-  d = await startDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000' }, config: { interrupt: { promptPatterns: ['magic word'] } } });
-  c = await d.client();
-  scopes = new Scopes(() => c);
-});
-
-afterAll(async () => {
-  try {
-    await scopes.finish(d);
-  } finally {
-    c?.close();
-    await stopAllDaemons();
-  }
-});
+sharedDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000' }, config: { interrupt: { promptPatterns: ['magic word'] } } }, (x) => ({ d, c, scopes } = x));
 
 /** Run a command that should stop at a question; the exec must come back waiting_input. */
 async function asks(s: Scoped, command: string, extra: Record<string, unknown> = {}): Promise<any> {

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { Scopes } from '../helpers/session.js';
+import { Scopes, sharedDaemon } from '../helpers/session.js';
 
 const MAX = 1000;
 const PENDING = 300;
@@ -10,22 +10,9 @@ let d: TestDaemon;
 let c: TestClient;
 let scopes: Scopes;
 
-beforeAll(async () => {
-  d = await startDaemon({
+sharedDaemon({
     env: { PROCCTL_MAX_OUTPUT_CHARS: String(MAX), PROCCTL_PENDING_MAX_OUTPUT_CHARS: String(PENDING), PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' },
-  });
-  c = await d.client();
-  scopes = new Scopes(() => c);
-});
-
-afterAll(async () => {
-  try {
-    await scopes.finish(d);
-  } finally {
-    c?.close();
-    await stopAllDaemons();
-  }
-});
+  }, (x) => ({ d, c, scopes } = x));
 
 const seqText = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1}\n`).join('');
 

@@ -1,29 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { alive, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { alive, type TestDaemon } from '../helpers/daemon.js';
 import { groupMembers } from '../helpers/procs.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { Scopes, within, type Scoped } from '../helpers/session.js';
+import { Scopes, within, type Scoped, sharedDaemon } from '../helpers/session.js';
 
 let d: TestDaemon;
 let c: TestClient;
 let scopes: Scopes;
 
-beforeAll(async () => {
   // These tests gate commands on stdin; waiting-for-input detection (SPEC §7) would turn them into
   // waiting_input after a quiet second, so it is off here and tested on its own.
-  d = await startDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' } });
-  c = await d.client();
-  scopes = new Scopes(() => c);
-});
-
-afterAll(async () => {
-  try {
-    await scopes.finish(d);
-  } finally {
-    c?.close();
-    await stopAllDaemons();
-  }
-});
+sharedDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' } }, (x) => ({ d, c, scopes } = x));
 
 /** A session that echoes each stdin line back to stdout (`o...`) or stderr (`e...`). */
 const ECHO_LINES = 'while read -r l; do case "$l" in o*) echo "$l";; e*) echo "$l" >&2;; q) exit 0;; esac; done';

@@ -1,28 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { Scopes, type Scoped } from '../helpers/session.js';
+import { Scopes, type Scoped, sharedDaemon } from '../helpers/session.js';
 
 let d: TestDaemon;
 let c: TestClient;
 let scopes: Scopes;
 
-beforeAll(async () => {
   // Terminal sessions here sit in read on purpose; waiting-for-input detection would turn them into
   // waiting_input, so it is off (interrupts.test.ts covers it, on terminals too).
-  d = await startDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' } });
-  c = await d.client();
-  scopes = new Scopes(() => c);
-});
-
-afterAll(async () => {
-  try {
-    await scopes.finish(d);
-  } finally {
-    c?.close();
-    await stopAllDaemons();
-  }
-});
+sharedDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' } }, (x) => ({ d, c, scopes } = x));
 
 /** Printed after the part of a command a test looks at; the session then idles until killed. */
 const DONE = '__done__';

@@ -1,28 +1,15 @@
 import { createServer } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { waitGone } from '../helpers/procs.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { Scopes, type Scoped } from '../helpers/session.js';
+import { Scopes, type Scoped, sharedDaemon } from '../helpers/session.js';
 
 let d: TestDaemon;
 let c: TestClient;
 let scopes: Scopes;
 
-beforeAll(async () => {
-  d = await startDaemon({ env: { PROCCTL_KILL_GRACE_MS: '3000' } });
-  c = await d.client();
-  scopes = new Scopes(() => c);
-});
-
-afterAll(async () => {
-  try {
-    await scopes.finish(d);
-  } finally {
-    c?.close();
-    await stopAllDaemons();
-  }
-});
+sharedDaemon({ env: { PROCCTL_KILL_GRACE_MS: '3000' } }, (x) => ({ d, c, scopes } = x));
 
 /** A port that is free now (the kernel picks it; we close it again at once). */
 function freePort(): Promise<number> {
