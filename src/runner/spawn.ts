@@ -32,11 +32,14 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   let timeoutTimer: NodeJS.Timeout | undefined;
   let launched: Launched | undefined;
 
+  let finished = false;
   const finish = (error?: string) => {
+    if (finished) return;
+    finished = true;
     clearTimeout(drainTimer);
     clearTimeout(timeoutTimer);
     session.finish({ exitCode: exited?.code ?? null, signal: exited?.signal ?? null, error });
-    if (!session.stop) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
+    if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
   };
   const maybeFinish = () => {
     if (exited && groupGone && outputClosed) finish();
