@@ -160,6 +160,32 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
 /** Silence on a terminal, after its leader exited, that says all its output has been read. */
 const DRAIN_QUIET_MS = 50;
 
+/** Terminal leaders being watched for their exit, all looked at by one timer. */
+const leaders = new Map<number, () => void>();
+let leaderTimer: NodeJS.Timeout | undefined;
+const LEADER_POLL_MS = 10;
+
+function watchLeader(pid: number, onGone: () => void): () => void {
+  leaders.set(pid, onGone);
+  leaderTimer ??= setInterval(() => {
+    for (const [p, gone] of leaders) {
+      try {
+        process.kill(p, 0);
+      } catch {
+        leaders.delete(p);
+        gone();
+      }
+    }
+    if (leaders.size === 0) {
+      clearInterval(leaderTimer);
+      leaderTimer = undefined;
+    }
+  }, LEADER_POLL_MS);
+  return () => {
+    leaders.delete(pid);
+  };
+}
+
 type PtySocket = { destroy: (err?: Error) => unknown; destroyed: boolean; on: (e: 'data', fn: () => void) => void };
 
 /**
@@ -203,16 +229,9 @@ function holdTerminal(term: { pid: number }): () => void {
     return socket;
   };
   // node-pty says nothing until the reader closes, which our held side now delays: watch the leader.
-  const watch = setInterval(() => {
-    try {
-      process.kill(term.pid, 0);
-    } catch {
-      clearInterval(watch);
-      socket.destroy();
-    }
-  }, 10);
+  const stopWatching = watchLeader(term.pid, () => socket.destroy());
   return () => {
-    clearInterval(watch);
+    stopWatching();
     if (slave !== undefined) closeSync(slave);
     slave = undefined;
   };
