@@ -1,4 +1,5 @@
 import { invalid } from '../errors.js';
+import type { TerminalModes } from '../session/modes.js';
 
 /** Keys that send one fixed sequence whatever the modes. */
 const PLAIN: Record<string, string> = {
@@ -40,11 +41,6 @@ const TILDE: Record<string, number> = {
 /** F1-F4: `SS3 P..S`. */
 const SS3_F: Record<string, string> = { f1: 'P', f2: 'Q', f3: 'R', f4: 'S' };
 
-export interface KeyModes {
-  /** DECCKM: the application asked for application cursor keys. */
-  applicationCursor: boolean;
-}
-
 interface Modifiers {
   ctrl: boolean;
   meta: boolean;
@@ -77,7 +73,7 @@ function controlOf(ch: string): string {
 }
 
 /** The bytes one tmux-style key name sends (`Enter`, `C-c`, `M-x`, `S-Up`, `F5`, `a`). */
-export function keySequence(name: string, modes: KeyModes): string {
+export function keySequence(name: string, modes: Pick<TerminalModes, 'applicationCursor'>): string {
   const { mods, base } = splitModifiers(name);
   const key = base.toLowerCase();
   const any = mods.ctrl || mods.meta || mods.shift;

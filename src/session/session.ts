@@ -1,4 +1,4 @@
-import { updateModes } from './modes.js';
+import { updateModes, type TerminalModes } from './modes.js';
 import type { JobInput } from '../runner/launch.js';
 import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
@@ -122,7 +122,7 @@ export class Session {
   /** Runs under a pseudo-terminal. */
   pty = false;
   /** Terminal modes the application set (pty sessions): they decide what some keys send. */
-  readonly modes = { applicationCursor: false, bracketedPaste: false };
+  readonly modes: TerminalModes = { applicationCursor: false, bracketedPaste: false };
   /** Changes the terminal size (pty sessions). */
   resize: ((cols: number, rows: number) => void) | undefined;
 
