@@ -1,24 +1,14 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { alive, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { cliOn, killChildren, spawnCli, waitForOutput } from './run.js';
+import { spawnCli, waitForOutput, cliDaemon, type CliDaemon } from './run.js';
 
 let d: TestDaemon;
-let run: ReturnType<typeof cliOn>;
+let run: CliDaemon['run'];
 let c: TestClient;
-
-beforeAll(async () => {
-  d = await startDaemon();
-  run = cliOn(d.socket);
-  c = await d.client();
-});
-afterEach(killChildren);
-afterAll(async () => {
-  c.close();
-  await stopAllDaemons();
-});
+cliDaemon((x) => ({ d, run, c } = x));
 
 /** The session record whose command is `command` (the CLI does not say its id until the end). */
 async function sessionOf(command: string): Promise<any> {

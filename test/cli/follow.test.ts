@@ -1,23 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { cliOn, killChildren, spawnCli, waitForOutput } from './run.js';
+import { spawnCli, waitForOutput, cliDaemon, type CliDaemon } from './run.js';
 
 let d: TestDaemon;
-let run: ReturnType<typeof cliOn>;
-/** A direct client for setting up and waiting, so only the command under test pays a CLI start. */
+let run: CliDaemon['run'];
 let c: TestClient;
-
-beforeAll(async () => {
-  d = await startDaemon();
-  run = cliOn(d.socket);
-  c = await d.client();
-});
-afterEach(killChildren);
-afterAll(async () => {
-  c.close();
-  await stopAllDaemons();
-});
+cliDaemon((x) => ({ d, run, c } = x));
 
 async function start(command: string, scope?: string): Promise<string> {
   return (await c.exec({ command, background: true, ...(scope ? { scope } : {}) })).sessionId;

@@ -1,22 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { PROCCTL, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { PROCCTL, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { cli, cliOn, killChildren } from './run.js';
+import { cli, cliDaemon, type CliDaemon } from './run.js';
 
 let d: TestDaemon;
-let run: ReturnType<typeof cliOn>;
+let run: CliDaemon['run'];
 let c: TestClient;
-
-beforeAll(async () => {
-  d = await startDaemon();
-  run = cliOn(d.socket);
-  c = await d.client();
-});
-afterEach(killChildren);
-afterAll(async () => {
-  c.close();
-  await stopAllDaemons();
-});
+cliDaemon((x) => ({ d, run, c } = x));
 
 /** Start a backgrounded session through the CLI and return its id. */
 async function startBg(args: string[]): Promise<string> {

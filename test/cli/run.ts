@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { PROCCTL, ROOT, waitFor } from '../helpers/daemon.js';
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { PROCCTL, ROOT, startDaemon, stopAllDaemons, waitFor, type StartOptions, type TestDaemon } from '../helpers/daemon.js';
+import type { TestClient } from '../helpers/rpc.js';
 
 export interface CliResult {
   code: number | null;
@@ -67,4 +69,27 @@ export function killChildren(): void {
     if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) process.kill(c.pid, 'SIGKILL');
   }
   children.clear();
+}
+
+export interface CliDaemon {
+  d: TestDaemon;
+  /** Runs `procctl --socket <the daemon's socket> ARGS...`. */
+  run: ReturnType<typeof cliOn>;
+  /** A direct client for setting up and waiting, so only the command under test pays a CLI start. */
+  c: TestClient;
+}
+
+/** One daemon for a CLI test file; every CLI child is killed after each test. */
+export function cliDaemon(use: (x: CliDaemon) => void, opts: StartOptions = {}): void {
+  let shared: CliDaemon | undefined;
+  beforeAll(async () => {
+    const d = await startDaemon(opts);
+    shared = { d, run: cliOn(d.socket), c: await d.client() };
+    use(shared);
+  });
+  afterEach(killChildren);
+  afterAll(async () => {
+    shared?.c.close();
+    await stopAllDaemons();
+  });
 }

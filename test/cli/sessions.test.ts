@@ -1,23 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { cliOn, killChildren } from './run.js';
+import { cliDaemon, type CliDaemon } from './run.js';
 
 let d: TestDaemon;
-let run: ReturnType<typeof cliOn>;
-/** A direct client for setting up and waiting, so only the command under test pays a CLI start. */
+let run: CliDaemon['run'];
 let c: TestClient;
-
-beforeAll(async () => {
-  d = await startDaemon();
-  run = cliOn(d.socket);
-  c = await d.client();
-});
-afterEach(killChildren);
-afterAll(async () => {
-  c.close();
-  await stopAllDaemons();
-});
+cliDaemon((x) => ({ d, run, c } = x));
 
 /** Start a backgrounded session and return its id. */
 async function start(command: string): Promise<string> {
