@@ -1,6 +1,7 @@
 import type { BenchOptions } from './main.js';
 import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { exitWaits } from './lib/sessions.js';
 import { cpuMs, memoryKb, resetPeakRss } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { runLikeDaemon } from './lib/shell.js';
@@ -35,17 +36,7 @@ export async function capture(opts: BenchOptions): Promise<Metric[]> {
   const command = `head -c ${bytes} /dev/zero`;
   const daemon = await BenchDaemon.start();
   const client = await daemon.client();
-  // Exit events by session; one may arrive before the exec answer has been handled.
-  const exited = new Map<string, (ev: any) => void>();
-  const early = new Map<string, any>();
-  client.onNotification = (msg) => {
-    const ev = msg.params;
-    if (msg.method !== 'event' || ev?.type !== 'exited') return;
-    const waiter = exited.get(ev.sessionId);
-    if (waiter) waiter(ev);
-    else early.set(ev.sessionId, ev);
-  };
-  await client.call('subscribe', { events: ['exited'] });
+  const waitExit = await exitWaits(client);
   // Growth is measured from the fresh daemon's RSS, before any capture (the warm-up included).
   const idleRssKb = memoryKb(daemon.pid)!.rss;
   opts.log(`capture: \`${command}\` (${round(bytes / 2 ** 20, 0)} MiB); ${roundsWanted} rounds`);
@@ -102,11 +93,9 @@ export async function capture(opts: BenchOptions): Promise<Metric[]> {
     const sampler = setInterval(() => (peakRssKb = Math.max(peakRssKb, memoryKb(daemon.pid)?.rss ?? 0)), 20);
     const t0 = now();
     const started = await c.call('exec', { command: cmd, background: true });
-    const ev = early.get(started.sessionId) ?? (await new Promise<any>((r) => exited.set(started.sessionId, r)));
+    const ev = await waitExit(started.sessionId);
     const ms = now() - t0;
     clearInterval(sampler);
-    exited.delete(started.sessionId);
-    early.delete(started.sessionId);
     if (ev.status !== 'completed' || ev.exitCode !== 0) throw new Error(`capture session ended ${JSON.stringify(ev).slice(0, 300)}`);
     return { ms, sessionId: started.sessionId as string, peakRssKb };
   }

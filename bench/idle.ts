@@ -1,13 +1,12 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BenchOptions } from './main.js';
-import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { startSleepers } from './lib/sessions.js';
 import { alive, cpuMs, liveProcesses } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
 
-const IN_FLIGHT = 8;
 
 /**
  * Benchmark: what many quiet sessions cost while nobody asks anything. Starts `sleep 600`
@@ -61,7 +60,7 @@ export async function idleCost(opts: BenchOptions): Promise<Metric[]> {
     opts.log(`  detection ${label}: idle ${round(idle, 2)}% of one core; list p99 ${round(p99(list), 2)} ms, poll p99 ${round(p99(poll), 3)} ms`);
   };
   try {
-    await startAll(client, count, ids, pids);
+    await startSleepers(client, count, ids, pids);
     // Alternate, so drift in the machine's speed hits both alike.
     for (let r = 0; r < rounds; r++) {
       await detection(true);
@@ -126,16 +125,3 @@ async function idleWindow(pid: number, ms: number): Promise<number> {
   return ((cpuMs(pid) - cpu0) / (now() - t0)) * 100;
 }
 
-async function startAll(client: BenchClient, count: number, ids: string[], pids: Set<number>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < count) {
-      next++;
-      const r = await client.call('exec', { command: 'sleep 600', background: true });
-      if (r.status !== 'running' || typeof r.pid !== 'number') throw new Error(`exec sleep answered ${JSON.stringify(r).slice(0, 200)}`);
-      ids.push(r.sessionId);
-      pids.add(r.pid);
-    }
-  };
-  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
-}

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { BenchOptions } from './main.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { exitWaits } from './lib/sessions.js';
 import { cpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { daemonShell } from './lib/shell.js';
@@ -21,16 +22,7 @@ export async function ptyThroughput(opts: BenchOptions): Promise<Metric[]> {
   const pty = createRequire(import.meta.url)('node-pty') as NodePty;
   const daemon = await BenchDaemon.start();
   const client = await daemon.client();
-  const exited = new Map<string, (ev: any) => void>();
-  const early = new Map<string, any>();
-  client.onNotification = (msg) => {
-    const ev = msg.params;
-    if (msg.method !== 'event' || ev?.type !== 'exited') return;
-    const waiter = exited.get(ev.sessionId);
-    if (waiter) waiter(ev);
-    else early.set(ev.sessionId, ev);
-  };
-  await client.call('subscribe', { events: ['exited'] });
+  const waitExit = await exitWaits(client);
   opts.log(`pty: \`${command}\` (${bytes / 1e6} MB) under a terminal; ${roundsWanted} rounds, daemon vs node-pty in the bench`);
 
   const rounds: { daemonMs: number; bareMs: number; daemonCpuMs: number; bareCpuMs: number; daemonChars: number; bareChars: number }[] = [];
@@ -73,10 +65,8 @@ export async function ptyThroughput(opts: BenchOptions): Promise<Metric[]> {
     const t0 = now();
     const started = await client.call('exec', { command: cmd, pty: true, background: true });
     if (started.warnings?.length) throw new Error(`the daemon ran without a terminal: ${started.warnings.join('; ')}`);
-    const ev = early.get(started.sessionId) ?? (await new Promise<any>((r) => exited.set(started.sessionId, r)));
+    const ev = await waitExit(started.sessionId);
     const ms = now() - t0;
-    exited.delete(started.sessionId);
-    early.delete(started.sessionId);
     if (ev.status !== 'completed' || ev.exitCode !== 0) throw new Error(`pty session ended ${JSON.stringify(ev).slice(0, 300)}`);
     // Everything the session saw: what the log holds plus what it no longer does.
     const log = await client.call('process', { action: 'log', sessionId: started.sessionId, limit: 0 });

@@ -1,11 +1,10 @@
 import type { BenchOptions } from './main.js';
-import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { startSleepers } from './lib/sessions.js';
 import { alive, liveProcesses, memoryKb } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
 
-const IN_FLIGHT = 8;
 
 /**
  * Benchmark 3: many running sessions in one scope. Starts `sleep 600` sessions, times `process
@@ -36,7 +35,7 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
   try {
     rssIdleKb = memoryKb(daemon.pid)!.rss;
     const t0 = now();
-    await startAll(client, count, ids, pids);
+    await startSleepers(client, count, ids, pids);
     startMs = now() - t0;
     opts.log(`  started ${ids.length} sessions in ${round(startMs / 1000, 1)} s; RSS ${mb(memoryKb(daemon.pid)!.rss)} MB`);
     await sleep(500);
@@ -159,19 +158,5 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
   ];
 }
 
-/** Start `count` backgrounded sessions, a few requests in flight at a time. */
-async function startAll(client: BenchClient, count: number, ids: string[], pids: Set<number>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < count) {
-      next++;
-      const r = await client.call('exec', { command: 'sleep 600', background: true });
-      if (r.status !== 'running' || typeof r.pid !== 'number') throw new Error(`exec sleep answered ${JSON.stringify(r).slice(0, 200)}`);
-      ids.push(r.sessionId);
-      pids.add(r.pid);
-    }
-  };
-  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
-}
 
 const mb = (kb: number) => Math.round(kb / 1024);
