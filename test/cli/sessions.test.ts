@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { cliDaemon, type CliDaemon } from './run.js';
+import { cli, cliDaemon, spawnCli, type CliDaemon } from './run.js';
 
 let d: TestDaemon;
 let run: CliDaemon['run'];
@@ -161,5 +164,22 @@ describe('procctl tool, tools, status', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^procctld \S+ \(pid \d+\), up /);
     expect(JSON.parse((await run(['--json', 'status'])).stdout)).toMatchObject({ socket: d.socket, pid: d.proc.pid });
+  });
+});
+
+describe('procctl daemon', () => {
+  it('runs the daemon in the foreground, like procctld, and stops gracefully on SIGTERM', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'procctl-cli-daemon-'));
+    const socket = join(dir, 'run', 's.sock');
+    try {
+      const daemon = spawnCli(['daemon', '--socket', socket, '--log-level', 'warn'], { env: { PROCCTL_STATE_DIR: join(dir, 'state') } });
+      await waitFor(async () => (await cli(['--socket', socket, 'status'])).code === 0, { what: 'procctl daemon to answer' });
+      const r = await cli(['--socket', socket, 'exec', '--', 'echo via procctl daemon']);
+      expect(r.stdout).toBe('via procctl daemon\n');
+      daemon.proc.kill('SIGTERM');
+      expect((await daemon.exited).code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -203,6 +203,15 @@ describe('exec: thread keys', () => {
 });
 
 describe('exec: parameters', () => {
+  it('clamps yieldMs below 10 ms instead of refusing it (SPEC §5)', async () => {
+    const s = scopes.next('clamp');
+    for (const yieldMs of [0, -5]) {
+      const r = await s.exec({ command: 'sleep 2', yieldMs });
+      expect(r.status, `yieldMs ${yieldMs}`).toBe('running');
+      await s.process({ action: 'kill', sessionId: r.sessionId, graceMs: 0 });
+    }
+  });
+
   it('refuses a workdir that does not exist as invalid', async () => {
     const s = scopes.next('wd');
     const e = await s.error('exec', { command: 'true', workdir: join(scratch, 'no', 'such', 'dir') });
