@@ -12,7 +12,7 @@ function writable(d: Daemon, ctx: CallContext, p: ProcessParams, needsPty: boole
   if (needsPty && !s.pty) {
     throw conflict(`session ${s.id} does not run under a terminal; use write for its stdin, or signal to interrupt it (start it with pty:true for keys)`);
   }
-  if (!s.stdinOpen || !s.input) throw conflict(`the input of session ${s.id} is closed`);
+  if (!s.stdinOpen || !s.input) throw conflict(`the input of session ${s.id} is closed (end of input was sent, the job closed it, or it was started with stdin "null")`);
   return s;
 }
 

@@ -14,7 +14,7 @@ export function resumeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   }
   const input = p.input;
   if (!input) throw invalid('resume needs input: {confirm: true|false}, {text: "..."} or {eof: true}', { path: ['input'], schema: true });
-  if (!s.input) throw conflict(`the input of session ${s.id} is closed`);
+  if (!s.input) throw conflict(`the input of session ${s.id} is closed (end of input was sent, the job closed it, or it was started with stdin "null")`);
   const enter = s.pty ? '\r' : '\n';
   let answer: string;
   if (input.eof) {
