@@ -3,3 +3,8 @@ import fc from 'fast-check';
 // CI checks one fixed sample of every property, so a landing never hangs on a lucky draw;
 // local runs draw anew each time and keep finding new cases.
 if (process.env.CI) fc.configureGlobal({ seed: 20261122 });
+
+// Test commands are written for bash (`read -s`, `select`). Where SHELL is unset (CI, systemd)
+// the daemons under test would run them with /bin/sh, as SPEC §5 says; the tests about that
+// choice set SHELL themselves.
+process.env.SHELL = '/bin/bash';
