@@ -22,6 +22,7 @@ import { Spool } from '../session/spool.js';
 import { terminate } from '../runner/group.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
+import { nativeSpawner } from '../runner/native.js';
 import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
 
@@ -186,6 +187,10 @@ export class ProcctlDaemon implements Daemon {
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
     this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir }, 'procctld listening');
+    const spawner = nativeSpawner();
+    if (spawner instanceof Error && process.env.PROCCTL_SPAWN !== 'node') {
+      this.log.warn({ reason: spawner.message }, 'jobs start through fork, which costs more as the daemon grows');
+    }
   }
 
   private statusLine(): string {

@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { constants as os } from 'node:os';
+import { Socket } from 'node:net';
+import type { Readable, Writable } from 'node:stream';
+import { nativeSpawner, posixSpawn, signalName, type Addon } from './native.js';
 import { fdTarget } from './procfs.js';
 import type { Stream } from '../session/output.js';
 
@@ -47,6 +49,39 @@ export interface LaunchSpec {
 
 /** Run on pipes, in a new session and process group (setsid). */
 export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  const addon = nativeSpawner();
+  return addon instanceof Error ? launchForked(spec, hooks) : launchSpawned(addon, spec, hooks);
+}
+
+const notStarted: Launched = { pid: undefined, stdinId: undefined, input: undefined, detachOutput: () => undefined };
+
+/** Through posix_spawn (native/spawn.c): no copy of the daemon's memory, whatever its size. */
+function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  // The output is complete once the leader's status is known and both streams have closed.
+  let pending = 3;
+  const settle = () => {
+    if (--pending === 0) hooks.closed();
+  };
+  let child;
+  try {
+    child = posixSpawn(addon, spec.shell, [spec.shell, ...spec.args], spec.env, spec.cwd, spec.stdin === 'null', (code, signal) => {
+      hooks.exit(code, signal);
+      settle();
+    });
+  } catch (err) {
+    hooks.failed(`could not start ${spec.shell}: ${(err as Error).message}`);
+    return notStarted;
+  }
+  const stdout = new Socket({ fd: child.stdout, readable: true, writable: false });
+  const stderr = new Socket({ fd: child.stderr, readable: true, writable: false });
+  stdout.once('close', settle);
+  stderr.once('close', settle);
+  const stdin = child.stdin >= 0 ? new Socket({ fd: child.stdin, readable: false, writable: true }) : undefined;
+  return wirePipes(child.pid, { stdout, stderr, stdin }, hooks);
+}
+
+/** Through Node's child_process (a fork): where the addon is not built or is turned off. */
+function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   let child;
   try {
     child = spawn(spec.shell, spec.args, {
@@ -57,17 +92,25 @@ export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     });
   } catch (err) {
     hooks.failed(`could not start ${spec.shell}: ${(err as Error).message}`);
-    return { pid: undefined, stdinId: undefined, input: undefined, detachOutput: () => undefined };
+    return notStarted;
   }
-  child.stdout!.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
-  child.stderr!.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
   child.on('error', (err) => {
     if (child.pid === undefined) hooks.failed(`could not start ${spec.shell}: ${err.message}`);
   });
   child.on('exit', (code, signal) => hooks.exit(code, signal));
   child.on('close', () => hooks.closed());
+  return wirePipes(child.pid, { stdout: child.stdout!, stderr: child.stderr!, stdin: child.stdin ?? undefined }, hooks);
+}
+
+/** Output to the session, input from it: the same for either way of starting. */
+function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks): Launched {
+  const { stdout, stderr, stdin } = pipes;
+  stdout.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
+  stderr.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
+  // A reset on an output stream ends that stream; it must never take the daemon down.
+  stdout.on('error', () => stdout.destroy());
+  stderr.on('error', () => stderr.destroy());
   let input: JobInput | undefined;
-  const stdin = child.stdin;
   if (stdin) {
     // A job that exits or closes its stdin turns our writes into EPIPE: that only closes stdin.
     stdin.on('error', () => hooks.inputClosed());
@@ -81,12 +124,12 @@ export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     };
   }
   return {
-    pid: child.pid,
-    stdinId: child.pid !== undefined && stdin ? pipeIdentity(child.pid) : undefined,
+    pid,
+    stdinId: pid !== undefined && stdin ? pipeIdentity(pid) : undefined,
     input,
     detachOutput: () => {
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      stdout.destroy();
+      stderr.destroy();
     },
   };
 }
@@ -235,8 +278,4 @@ function holdTerminal(term: { pid: number }): () => void {
     if (slave !== undefined) closeSync(slave);
     slave = undefined;
   };
-}
-
-function signalName(n: number): string {
-  return Object.entries(os.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
 }

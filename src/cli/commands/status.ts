@@ -21,6 +21,7 @@ export function registerStatus(program: Command): void {
           `sessions: ${r.sessions?.running ?? 0} running, ${r.sessions?.finished ?? 0} finished`,
         ];
         if (r.node) lines.push(`node:     ${r.node}`);
+        if (r.spawner) lines.push(`spawner:  ${r.spawner}`);
         out(lines.join('\n'));
         return EXIT.ok;
       }),

@@ -1,0 +1,9 @@
+{
+  "targets": [
+    {
+      "target_name": "procctl_spawn",
+      "sources": ["native/spawn.c"],
+      "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    }
+  ]
+}

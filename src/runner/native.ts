@@ -1,0 +1,99 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import { constants as os } from 'node:os';
+
+/** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
+export interface Addon {
+  spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean): { pid: number; stdin: number; stdout: number; stderr: number };
+  reap(pids: number[]): { pid: number; code: number | null; signal: number | null }[];
+}
+
+export interface NativeChild {
+  pid: number;
+  /** -1 when stdin is /dev/null. */
+  stdin: number;
+  stdout: number;
+  stderr: number;
+}
+
+export type ExitListener = (code: number | null, signal: string | null) => void;
+
+const ADDON = join('build', 'Release', 'procctl_spawn.node');
+/** The project root: two levels up from src/runner, three from dist/src/runner. */
+const ROOTS = [resolve(import.meta.dirname, '..', '..', '..'), resolve(import.meta.dirname, '..', '..')];
+
+let addon: Addon | Error | undefined;
+
+/**
+ * The addon, or why it cannot be used: not built, or turned off with `PROCCTL_SPAWN=node`
+ * (then jobs start through Node's child_process, which forks; see docs/architecture.md).
+ */
+export function nativeSpawner(): Addon | Error {
+  if (addon === undefined) {
+    if (process.env.PROCCTL_SPAWN === 'node') addon = new Error('PROCCTL_SPAWN=node');
+    else {
+      const file = ROOTS.map((root) => join(root, ADDON)).find((f) => existsSync(f));
+      try {
+        if (!file) throw new Error('no such file');
+        addon = createRequire(import.meta.url)(file) as Addon;
+      } catch (err) {
+        addon = new Error(`${ADDON} is not built (${(err as Error).message.split('\n')[0]}); run npm ci`);
+      }
+    }
+  }
+  return addon;
+}
+
+/** How jobs on pipes are started: for daemon.status and the logs. */
+export function spawnMethod(): 'posix_spawn' | 'fork' {
+  return nativeSpawner() instanceof Error ? 'fork' : 'posix_spawn';
+}
+
+/**
+ * Start `file` with `argv` in a new session (setsid), stdio on socketpairs (stdin on /dev/null
+ * when `stdinNull`), every signal at its default and none blocked. Throws an Error with `code`
+ * (ENOENT, EACCES, …) when it cannot start. `onExit` hears the leader's status once.
+ */
+export function posixSpawn(addon: Addon, file: string, argv: string[], env: NodeJS.ProcessEnv, cwd: string, stdinNull: boolean, onExit: ExitListener): NativeChild {
+  const pairs: string[] = [];
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) pairs.push(`${k}=${v}`);
+  const child = addon.spawn(file, argv, pairs, cwd, stdinNull);
+  watchChild(addon, child.pid, onExit);
+  return child;
+}
+
+// Our children are reaped here, not by libuv (which waits only for the children it started):
+// on every SIGCHLD, each child still running is asked with waitpid(WNOHANG). The listener stays
+// once added: taking it off and on again between children loses signals. A ref'd timer keeps the
+// loop alive while any child runs (its exit must be heard) and asks again now and then.
+const running = new Map<number, ExitListener>();
+let reaper: Addon | undefined;
+let sweepTimer: NodeJS.Timeout | undefined;
+const SWEEP_MS = 1000;
+
+function watchChild(addon: Addon, pid: number, onExit: ExitListener): void {
+  running.set(pid, onExit);
+  if (!reaper) {
+    reaper = addon;
+    process.on('SIGCHLD', reapExited);
+  }
+  sweepTimer ??= setInterval(reapExited, SWEEP_MS);
+}
+
+function reapExited(): void {
+  if (!reaper || running.size === 0) return;
+  for (const { pid, code, signal } of reaper.reap([...running.keys()])) {
+    const onExit = running.get(pid);
+    running.delete(pid);
+    onExit?.(code, signal === null ? null : signalName(signal));
+  }
+  if (running.size === 0) {
+    clearInterval(sweepTimer);
+    sweepTimer = undefined;
+  }
+}
+
+export function signalName(n: number): string {
+  return Object.entries(os.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
+}
