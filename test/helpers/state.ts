@@ -37,11 +37,17 @@ export function readRecords(stateDir: string): Map<string, any> {
   return out;
 }
 
-/** The files a session has in the state dir (record, spool, rotated spool), with their sizes. */
+/**
+ * The files a session has in the state dir (record, spool, rotated spool, a record being written),
+ * with their sizes. A file renamed or removed between the listing and its stat is left out.
+ */
 export function sessionFiles(stateDir: string, id: string): { name: string; size: number }[] {
   return readdirSync(sessionsDir(stateDir))
     .filter((n) => n.startsWith(`${id}.`))
-    .map((name) => ({ name, size: statSync(join(sessionsDir(stateDir), name)).size }));
+    .flatMap((name) => {
+      const st = statSync(join(sessionsDir(stateDir), name), { throwIfNoEntry: false });
+      return st ? [{ name, size: st.size }] : [];
+    });
 }
 
 /** Field 22 of /proc/PID/stat: the start time in clock ticks since boot. */

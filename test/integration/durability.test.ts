@@ -378,11 +378,13 @@ describe('state dir stays bounded', () => {
     const d = await startDaemon({ env: { PROCCTL_STATE_DIR: state, PROCCTL_MAX_OUTPUT_CHARS: '100' } });
     const s = new Scoped(await d.client(), 'bounded');
     const r = await s.exec({ command: 'seq 1 1000' });
-    await waitFor(
-      () => sessionFiles(state, r.sessionId).some((f) => f.name.endsWith('.log') && f.size > 0) && sessionFiles(state, r.sessionId).some((f) => f.name.endsWith('.json')),
-      { what: 'the spool and the record on disk' },
-    );
-    expect(sessionFiles(state, r.sessionId).map((f) => f.name).sort()).toEqual([`${r.sessionId}.json`, `${r.sessionId}.log`]);
+    // The record is written off the exec path: wait for it, and for no write still in flight.
+    const settled = () => {
+      const files = sessionFiles(state, r.sessionId);
+      const names = files.map((f) => f.name).sort().join(' ');
+      return names === `${r.sessionId}.json ${r.sessionId}.log` && files.every((f) => f.size > 0);
+    };
+    await waitFor(settled, { what: 'the spool and the record on disk, nothing else' });
     await s.process({ action: 'clear', sessionId: r.sessionId });
     expect(sessionFiles(state, r.sessionId)).toEqual([]);
   });
