@@ -52,8 +52,18 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     throw invalid(`unknown tool ${JSON.stringify(tool)}; "tool" must be "exec" or "process"`, { path: ['tool'], schema: true });
   });
   methods.set('checkpoint', (params, rc) => {
-    const { ctx, rest } = scoped(d, params, rc);
-    return checkpointTool(d, ctx, rest);
+    const { checkpointKey, ...withoutKey } = params;
+    if (checkpointKey === undefined) {
+      const { ctx, rest } = scoped(d, withoutKey, rc);
+      return checkpointTool(d, ctx, rest);
+    }
+    // A job's own key stands in for its scope's token, for its own session only.
+    const { scope = 'default', token: _token, ...rest } = withoutKey;
+    const session = typeof scope === 'string' && typeof rest.sessionId === 'string' ? d.registry.find(scope, rest.sessionId) : undefined;
+    if (typeof checkpointKey !== 'string' || !session?.checkpointKey || !sameToken(checkpointKey, session.checkpointKey)) {
+      throw forbidden('checkpointKey is not the key of that session: a job reports only its own progress, with $PROCCTL_CHECKPOINT_KEY');
+    }
+    return checkpointTool(d, { scope: session.scope, signal: rc.signal }, rest);
   });
   methods.set('tools.list', () => toolDescriptions());
   methods.set('subscribe', (params, rc) => {

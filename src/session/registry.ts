@@ -44,10 +44,16 @@ export class Registry {
     this.sessions.set(session.id, session);
   }
 
+  /** The session, if it exists in this scope. */
+  find(scope: string, id: string): Session | undefined {
+    const s = this.sessions.get(id);
+    return s?.scope === scope ? s : undefined;
+  }
+
   /** The session, if it exists in this scope; else `not_found`. */
   get(scope: string, id: string): Session {
-    const s = this.sessions.get(id);
-    if (!s || s.scope !== scope) {
+    const s = this.find(scope, id);
+    if (!s) {
       throw notFound(`no session "${id}" in scope "${scope}"; list sessions with process {action:"list"} (finished sessions are forgotten after their TTL)`);
     }
     return s;

@@ -94,6 +94,12 @@ export class Session {
   stopFile: string | undefined;
   /** The session's private scratch directory (PROCCTL_TMPDIR). */
   tmpdir: string | undefined;
+  /**
+   * The job's own credential for `checkpoint` (`PROCCTL_CHECKPOINT_KEY` in its environment): it
+   * reports progress for this session only, in a scope whose token the job is never given.
+   * Never persisted or shown.
+   */
+  checkpointKey: string | undefined;
   /** The thread key it was started with (SPEC §5). */
   key: string | undefined;
   stop: StopRequest | undefined;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { YIELD_MS_RANGE } from '../config/schema.js';
@@ -74,12 +75,14 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
   const sessionDir = d.scratch.take();
   session.tmpdir = sessionDir;
   session.stopFile = join(sessionDir, 'stop.json');
+  session.checkpointKey = randomBytes(18).toString('base64url');
   const env = buildEnv(process.env, p.env, {
     PROCCTL_SESSION_ID: id,
     PROCCTL_SCOPE: ctx.scope,
     PROCCTL_SOCKET: d.socketPath,
     PROCCTL_STOP_FILE: session.stopFile,
     PROCCTL_TMPDIR: sessionDir,
+    PROCCTL_CHECKPOINT_KEY: session.checkpointKey,
   });
   d.registry.add(session);
   const warning = spawnSession(session, {

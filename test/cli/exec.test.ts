@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import { PROCCTL, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
 import { cli, cliOn, killChildren } from './run.js';
 
 let d: TestDaemon;
@@ -97,6 +97,24 @@ describe('procctl global options, usage and reachability', () => {
     expect((await run(['--scope', 'guarded', '--token', 'sekrit', 'ps'])).stdout).toBe('No sessions.\n');
     const viaEnv = await cli(['--socket', d.socket, 'exec', '--', 'echo ok'], { env: { PROCCTL_SCOPE: 'guarded', PROCCTL_TOKEN: 'sekrit' } });
     expect(viaEnv.stdout).toBe('ok\n');
+  });
+
+  it('a job in a scope that needs a token reports checkpoints with its own key, and only for itself', async () => {
+    const procctl = `${JSON.stringify(process.execPath)} ${JSON.stringify(PROCCTL)}`;
+    const job = `${procctl} checkpoint halfway --data '{"done":5}' && echo reported; ` +
+      `PROCCTL_SESSION_ID=someone-else ${procctl} checkpoint theirs 2>&1; echo "other: $?"; ` +
+      `env -u PROCCTL_CHECKPOINT_KEY ${procctl} checkpoint keyless 2>&1; echo "keyless: $?"`;
+    const r = await run(['--scope', 'guarded', '--token', 'sekrit', '--json', 'exec', '--', job]);
+    const result = JSON.parse(r.stdout);
+    expect(result.output).toContain('reported');
+    expect(result.output).toMatch(/forbidden|not the key of that session/);
+    expect(result.output).toContain('other: 1');
+    expect(result.output).toContain('needs its token');
+    expect(result.output).toContain('keyless: 1');
+    const ps = JSON.parse((await run(['--scope', 'guarded', '--token', 'sekrit', '--json', 'ps'])).stdout);
+    const mine = ps.sessions.find((s: { sessionId: string }) => s.sessionId === result.sessionId);
+    expect(mine.checkpoint).toMatchObject({ name: 'halfway', data: { done: 5 } });
+    expect(JSON.stringify(ps), 'the key is never shown').not.toContain('checkpointKey');
   });
 
   it('finds the socket through $PROCCTL_SOCKET', async () => {

@@ -18,6 +18,7 @@ export function registerCheckpoint(program: Command): void {
       'Record checkpoint NAME (with --data, any JSON value) on the session this command runs in: the last one ' +
         'shows in ps --json, poll and the final record. Meant to be run by a job that procctld started: the ' +
         'socket, the session and the scope come from $PROCCTL_SOCKET, $PROCCTL_SESSION_ID and $PROCCTL_SCOPE, ' +
+        'and $PROCCTL_CHECKPOINT_KEY stands in for the scope\'s token, ' +
         "which the daemon sets in every session's environment. Prints nothing on success (its output would " +
         "become the job's output); --json prints the daemon's answer.",
     )
@@ -31,7 +32,11 @@ export function registerCheckpoint(program: Command): void {
         if (!sessionId) {
           throw new UsageError('checkpoint reports progress of the session it runs in, and $PROCCTL_SESSION_ID is not set: run it from a command started by procctld (procctl exec)');
         }
-        const r = await withClient(g, (c) => c.call('checkpoint', scoped(g, { sessionId, name, ...(data === undefined ? {} : { data }) })));
+        const params: Record<string, unknown> = { sessionId, name, ...(data === undefined ? {} : { data }) };
+        // The job's own key works in a scope that needs a token, which a job is never given.
+        const key = process.env.PROCCTL_CHECKPOINT_KEY;
+        if (key) params.checkpointKey = key;
+        const r = await withClient(g, (c) => c.call('checkpoint', scoped(g, params)));
         if (g.json) printJson(r);
         return EXIT.ok;
       }),
