@@ -8,6 +8,7 @@
 //   when stdinNull). The child runs in a new session (setsid) with every signal at its
 //   default disposition and an empty mask, its stdio on socketpairs as libuv would give it.
 // reap(pids) -> [{ pid, code, signal }] for the listed children that have exited.
+// exited() -> the pid of some exited child not yet reaped (left unreaped), or 0.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -271,8 +272,23 @@ static napi_value Reap(napi_env env, napi_callback_info info) {
   return list;
 }
 
+// The pid of a child that has exited and is not yet reaped, or 0; it stays unreaped (WNOWAIT),
+// so a child that is not ours is left to whoever started it.
+static napi_value Exited(napi_env env, napi_callback_info info) {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  int r;
+  do r = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT);
+  while (r < 0 && errno == EINTR);
+  napi_value pid;
+  napi_create_int32(env, r == 0 ? si.si_pid : 0, &pid);
+  return pid;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_value fn;
+  napi_create_function(env, "exited", NAPI_AUTO_LENGTH, Exited, NULL, &fn);
+  napi_set_named_property(env, exports, "exited", fn);
   napi_create_function(env, "spawn", NAPI_AUTO_LENGTH, Spawn, NULL, &fn);
   napi_set_named_property(env, exports, "spawn", fn);
   napi_create_function(env, "reap", NAPI_AUTO_LENGTH, Reap, NULL, &fn);

@@ -38,6 +38,8 @@ const FIRST_RECORD_MS = 100;
 
 /** How often finished sessions are checked against their TTL. */
 const REAP_EVERY_MS = 10_000;
+/** How long past the kill grace a shutdown waits for sessions to report their end. */
+const SHUTDOWN_MARGIN_MS = 5000;
 
 /** The daemon: config, registry, socket server, and an orderly shutdown. */
 export class ProcctlDaemon implements Daemon {
@@ -238,7 +240,18 @@ export class ProcctlDaemon implements Daemon {
     this.interrupts.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     const grace = this.current.tools.exec.killGraceMs;
-    await stopSessions(running, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace });
+    // Nothing may hold the shutdown forever: a session whose end is not known by the grace plus
+    // a margin (its processes have had SIGKILL by then) is named in the log, and the daemon exits.
+    let deadline: NodeJS.Timeout | undefined;
+    const stopped = await Promise.race([
+      stopSessions(running, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace }).then(() => true),
+      new Promise<false>((resolve) => (deadline = setTimeout(() => resolve(false), grace + SHUTDOWN_MARGIN_MS))),
+    ]);
+    clearTimeout(deadline);
+    if (!stopped) {
+      const unfinished = running.filter((s) => s.running).map((s) => ({ sessionId: s.id, pid: s.pid }));
+      this.log.error({ unfinished }, 'shutdown: these sessions did not report their end within the grace; exiting without their final records');
+    }
     await Promise.all(running.map((s) => s.spool?.close()));
     for (const c of this.connections) c.socket.end();
     setTimeout(() => {

@@ -7,6 +7,7 @@ import { constants as os } from 'node:os';
 export interface Addon {
   spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean): { pid: number; stdin: number; stdout: number; stderr: number };
   reap(pids: number[]): { pid: number; code: number | null; signal: number | null }[];
+  exited(): number;
 }
 
 export interface NativeChild {
@@ -58,40 +59,49 @@ export function spawnMethod(): 'posix_spawn' | 'fork' {
 export function posixSpawn(addon: Addon, file: string, argv: string[], env: NodeJS.ProcessEnv, cwd: string, stdinNull: boolean, onExit: ExitListener): NativeChild {
   const pairs: string[] = [];
   for (const [k, v] of Object.entries(env)) if (v !== undefined) pairs.push(`${k}=${v}`);
+  listen(addon);
   const child = addon.spawn(file, argv, pairs, cwd, stdinNull);
-  watchChild(addon, child.pid, onExit);
+  running.set(child.pid, onExit);
+  keepAlive ??= setInterval(reapExited, SAFETY_MS);
   return child;
 }
 
-// Our children are reaped here, not by libuv (which waits only for the children it started):
-// on every SIGCHLD, each child still running is asked with waitpid(WNOHANG). The listener stays
-// once added: taking it off and on again between children loses signals. A ref'd timer keeps the
-// loop alive while any child runs (its exit must be heard) and asks again now and then.
+// Our children are reaped here, not by libuv (which waits only for the children it started).
+// On SIGCHLD, waitid(WNOWAIT) names an exited child without reaping it: ours are reaped one by
+// one, so an exit costs the same with 1,000 jobs running as with one. When the child named is
+// not ours (the guardian, a terminal's leader: their owners reap them), every running child of
+// ours is asked instead. The listener is added before the first child starts (a signal that
+// comes before it is never delivered to it) and stays: taking it off and on again between
+// children loses signals. While any child runs, a timer keeps the loop alive, so its exit is
+// always heard, and looks once a second (one system call) in case a signal was missed.
 const running = new Map<number, ExitListener>();
 let reaper: Addon | undefined;
-let sweepTimer: NodeJS.Timeout | undefined;
-const SWEEP_MS = 1000;
+let keepAlive: NodeJS.Timeout | undefined;
+const SAFETY_MS = 1000;
 
-function watchChild(addon: Addon, pid: number, onExit: ExitListener): void {
-  running.set(pid, onExit);
-  if (!reaper) {
-    reaper = addon;
-    process.on('SIGCHLD', reapExited);
-  }
-  sweepTimer ??= setInterval(reapExited, SWEEP_MS);
+function listen(addon: Addon): void {
+  if (reaper) return;
+  reaper = addon;
+  process.on('SIGCHLD', reapExited);
 }
 
 function reapExited(): void {
   if (!reaper || running.size === 0) return;
-  for (const { pid, code, signal } of reaper.reap([...running.keys()])) {
-    const onExit = running.get(pid);
-    running.delete(pid);
-    onExit?.(code, signal === null ? null : signalName(signal));
+  for (let pid = reaper.exited(); pid > 0; pid = reaper.exited()) {
+    const ours = running.has(pid);
+    for (const exit of reaper.reap(ours ? [pid] : [...running.keys()])) report(exit);
+    if (!ours) break;
   }
   if (running.size === 0) {
-    clearInterval(sweepTimer);
-    sweepTimer = undefined;
+    clearInterval(keepAlive);
+    keepAlive = undefined;
   }
+}
+
+function report({ pid, code, signal }: { pid: number; code: number | null; signal: number | null }): void {
+  const onExit = running.get(pid);
+  running.delete(pid);
+  onExit?.(code, signal === null ? null : signalName(signal));
 }
 
 export function signalName(n: number): string {
