@@ -25,6 +25,7 @@ import { findSessionProcesses } from '../runner/sweep.js';
 import { nativeSpawner } from '../runner/native.js';
 import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
+import { diagnostics } from './diagnostics.js';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -81,6 +82,7 @@ export class ProcctlDaemon implements Daemon {
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
     const methods = createMethods(this, this.startedAt, packageVersion());
+    methods.set('daemon.diagnostics', () => diagnostics());
     // A client that half-closes (`socat`, `nc -N`) still gets its answers.
     this.server = createServer({ allowHalfOpen: true }, (socket) => {
       const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log);

@@ -35,6 +35,11 @@ export interface Launched {
   input: JobInput | undefined;
   /** Stop waiting for the output: close our ends. */
   detachOutput(): void;
+  /**
+   * The session is over: close every end the daemon still holds (stdin above all, which no
+   * one closes when the job never reads to its end) and let go of the session's hooks.
+   */
+  release(): void;
   /** For a terminal: its size changed. */
   resize?(cols: number, rows: number): void;
 }
@@ -53,7 +58,8 @@ export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   return addon instanceof Error ? launchForked(spec, hooks) : launchSpawned(addon, spec, hooks);
 }
 
-const notStarted: Launched = { pid: undefined, stdinId: undefined, input: undefined, detachOutput: () => undefined };
+const nothing = () => undefined;
+const notStarted: Launched = { pid: undefined, stdinId: undefined, input: undefined, detachOutput: nothing, release: nothing };
 
 /** Through posix_spawn (native/spawn.c): no copy of the daemon's memory, whatever its size. */
 function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Launched {
@@ -131,6 +137,14 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
       stdout.destroy();
       stderr.destroy();
     },
+    release: () => {
+      for (const stream of [stdin, stdout, stderr]) {
+        stream?.destroy();
+        stream?.removeAllListeners();
+        // A destroyed stream still answers a late 'error' from its handle: swallow it.
+        stream?.on('error', nothing);
+      }
+    },
   };
 }
 
@@ -195,7 +209,9 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
       end: () => term.write('\x04'),
       queued: 0,
     },
-    detachOutput: () => undefined,
+    detachOutput: nothing,
+    // node-pty closes the terminal itself once the leader is gone and its output read.
+    release: nothing,
     resize: (cols, rows) => term.resize(cols, rows),
   };
 }

@@ -38,6 +38,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     finished = true;
     clearTimeout(drainTimer);
     clearTimeout(timeoutTimer);
+    launched?.release();
     session.finish({ exitCode: exited?.code ?? null, signal: exited?.signal ?? null, error });
     if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
   };
