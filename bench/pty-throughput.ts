@@ -7,7 +7,7 @@ import type { Metric } from './lib/report.js';
 import { daemonShell } from './lib/shell.js';
 import { median, now, round } from './lib/stats.js';
 
-type NodePty = typeof import('node-pty');
+type NodePty = typeof import('@lydell/node-pty');
 
 /**
  * Benchmark: output throughput of a terminal session. The daemon runs the command with
@@ -19,7 +19,7 @@ export async function ptyThroughput(opts: BenchOptions): Promise<Metric[]> {
   const bytes = opts.quick ? 50_000_000 : 200_000_000;
   const roundsWanted = opts.quick ? opts.rounds : Math.max(opts.rounds, 3);
   const command = `head -c ${bytes} /dev/zero | tr '\\0' a`;
-  const pty = createRequire(import.meta.url)('node-pty') as NodePty;
+  const pty = createRequire(import.meta.url)('@lydell/node-pty') as NodePty;
   const daemon = await BenchDaemon.start();
   const client = await daemon.client();
   const waitExit = await exitWaits(client);

@@ -161,14 +161,14 @@ function pipeIdentity(pid: number): string | undefined {
 export const PTY_COLS = 120;
 export const PTY_ROWS = 30;
 
-type NodePty = typeof import('node-pty');
+type NodePty = typeof import('@lydell/node-pty');
 let nodePty: NodePty | Error | undefined;
 
 /** node-pty, loaded on first use; an Error when it is not built on this machine. */
 function loadPty(): NodePty | Error {
   if (nodePty === undefined) {
     try {
-      nodePty = createRequire(import.meta.url)('node-pty') as NodePty;
+      nodePty = createRequire(import.meta.url)('@lydell/node-pty') as NodePty;
     } catch (err) {
       nodePty = err as Error;
     }

@@ -1,0 +1,111 @@
+#!/usr/bin/env node
+// The `install` step: build the project's addon (native/spawn.c) with node-gyp. It never fails
+// the install: without the addon the daemon starts jobs on pipes through Node's child_process
+// (a fork of the daemon) and says so in `daemon.status` and its log. See docs/architecture.md.
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const ADDON = join('build', 'Release', 'procctl_spawn.node');
+const DEBIAN = 'apt-get install -y python3 make g++';
+const env = process.env;
+
+/** `cmd` as a path, or the first executable of that name on PATH. */
+function which(cmd) {
+  const executable = (file) => {
+    try {
+      accessSync(file, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (cmd.includes('/')) return executable(cmd) ? cmd : undefined;
+  return (env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, cmd)).find(executable);
+}
+
+/** The program a make variable names (`CC="ccache gcc"` runs ccache), or make's default. */
+const program = (value, fallback) => value?.trim().split(/\s+/)[0] || fallback;
+
+/** What node-gyp needs, as it looks for it; the ones this machine lacks. */
+function missingTools() {
+  const python = [env.NODE_GYP_FORCE_PYTHON, env.npm_config_python, env.PYTHON].filter(Boolean);
+  const missing = [];
+  if (!(python.length ? python.some(which) : which('python3') || which('python'))) missing.push(`python3 (${python[0] ?? 'python3'} not found)`);
+  const make = program(env.MAKE, 'make');
+  if (!which(make)) missing.push(`make (${make} not found)`);
+  // gyp compiles C with $CC (make's default: cc) and links with $CXX (make's default: g++).
+  const cc = program(env.CC, 'cc');
+  if (!which(cc)) missing.push(`a C compiler (${cc} not found)`);
+  const cxx = program(env.CXX, 'g++');
+  if (!which(cxx)) missing.push(`a C++ compiler for linking (${cxx} not found)`);
+  return missing;
+}
+
+/** node-gyp: the copy npm hands its install scripts, else npm's own beside this node, else PATH. */
+function nodeGyp() {
+  const bundled = join(dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js');
+  for (const js of [env.npm_config_node_gyp, bundled]) if (js && existsSync(js)) return [process.execPath, [js]];
+  const bin = which('node-gyp');
+  return bin ? [bin, []] : undefined;
+}
+
+function explain(problem, lines) {
+  const text = [
+    '',
+    `procctl: the native spawner (${ADDON}) was not built: ${problem}.`,
+    ...lines.map((l) => `  ${l}`),
+    '  Without it procctl still works: jobs on pipes start through Node\'s child_process, which',
+    '  forks the daemon, so each start costs more as the daemon grows. `procctl status` shows',
+    '  which spawner is in use. After fixing the above, build it with',
+    '  `node scripts/build-addon.mjs` (or `npm ci`) and restart the daemon.',
+    '',
+  ];
+  process.stderr.write(text.join('\n') + '\n');
+}
+
+function main() {
+  const missing = missingTools();
+  if (missing.length > 0) {
+    explain(`missing ${missing.join(', ')}`, [`On Debian or Ubuntu: ${DEBIAN}`, 'Elsewhere: Python 3, make and a C/C++ compiler (gcc and g++, or clang with CC and CXX set).']);
+    return;
+  }
+  const gyp = nodeGyp();
+  if (!gyp) {
+    explain('node-gyp was not found', ['It comes with npm: run the install through npm (`npm ci`), or `npm install -g node-gyp`.']);
+    return;
+  }
+  const [file, args] = gyp;
+  const run = spawnSync(file, [...args, 'rebuild'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = `${run.stdout ?? ''}${run.stderr ?? ''}`;
+  if (run.status === 0 && existsSync(join(ROOT, ADDON))) {
+    process.stdout.write(`procctl: built ${ADDON}\n`);
+    return;
+  }
+  const tail = output.trimEnd().split('\n').slice(-15);
+  const headers = /node_api\.h|common\.gypi|node_version\.h|ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|getaddrinfo|tarball|headers/i.test(output);
+  explain(
+    run.error ? `node-gyp could not be run (${run.error.message})` : `node-gyp failed (exit ${run.status ?? run.signal})`,
+    [
+      ...(headers
+        ? [
+            'node-gyp could not get Node\'s C headers: it downloads them for the running Node unless',
+            'told where they are. Offline, name a Node install that has include/node/node_api.h, e.g.',
+            `\`npm_config_nodedir=${resolve(dirname(process.execPath), '..')} node scripts/build-addon.mjs\`,`,
+            'or install your distribution\'s Node development package.',
+          ]
+        : [`Check the toolchain (on Debian or Ubuntu: ${DEBIAN}).`]),
+      'The last lines node-gyp printed:',
+      ...tail.map((l) => `  | ${l}`),
+    ],
+  );
+}
+
+try {
+  main();
+} catch (err) {
+  explain(`the build script failed (${err?.message ?? err})`, []);
+}
+process.exit(0);
