@@ -31,16 +31,16 @@ const program = (value, fallback) => value?.trim().split(/\s+/)[0] || fallback;
 
 /** What node-gyp needs, as it looks for it; the ones this machine lacks. */
 function missingTools() {
-  const python = [env.NODE_GYP_FORCE_PYTHON, env.npm_config_python, env.PYTHON].filter(Boolean);
   const missing = [];
-  if (!(python.length ? python.some(which) : which('python3') || which('python'))) missing.push(`python3 (${python[0] ?? 'python3'} not found)`);
+  const python = [env.NODE_GYP_FORCE_PYTHON, env.npm_config_python, env.PYTHON].filter(Boolean);
+  if (![...python, 'python3', 'python'].some(which)) missing.push('python3');
   const make = program(env.MAKE, 'make');
-  if (!which(make)) missing.push(`make (${make} not found)`);
+  if (!which(make)) missing.push(make === 'make' ? 'make' : `make (${make})`);
   // gyp compiles C with $CC (make's default: cc) and links with $CXX (make's default: g++).
   const cc = program(env.CC, 'cc');
-  if (!which(cc)) missing.push(`a C compiler (${cc} not found)`);
+  if (!which(cc)) missing.push(`a C compiler (${cc})`);
   const cxx = program(env.CXX, 'g++');
-  if (!which(cxx)) missing.push(`a C++ compiler for linking (${cxx} not found)`);
+  if (!which(cxx)) missing.push(`a C++ compiler to link with (${cxx})`);
   return missing;
 }
 
@@ -78,14 +78,15 @@ function main() {
     return;
   }
   const [file, args] = gyp;
-  const run = spawnSync(file, [...args, 'rebuild'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const run = spawnSync(file, [...args, 'rebuild'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
   const output = `${run.stdout ?? ''}${run.stderr ?? ''}`;
   if (run.status === 0 && existsSync(join(ROOT, ADDON))) {
     process.stdout.write(`procctl: built ${ADDON}\n`);
     return;
   }
   const tail = output.trimEnd().split('\n').slice(-15);
-  const headers = /node_api\.h|common\.gypi|node_version\.h|ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|getaddrinfo|tarball|headers/i.test(output);
+  // Headers that were never downloaded (offline), or a nodedir without them.
+  const headers = /network connectivity|ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|getaddrinfo|node_api\.h: No such file|common\.gypi not found|No such file or directory: .*common\.gypi/i.test(output);
   explain(
     run.error ? `node-gyp could not be run (${run.error.message})` : `node-gyp failed (exit ${run.status ?? run.signal})`,
     [

@@ -6,7 +6,7 @@ import type { CallContext, Daemon } from '../tools/context.js';
 import { checkpointTool } from '../tools/checkpoint.js';
 import { execTool } from '../tools/exec.js';
 import { processTool } from '../tools/process/index.js';
-import { spawnMethod } from '../runner/native.js';
+import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import type { Method, RequestContext } from './connection.js';
 
 const SCOPE = /^[A-Za-z0-9_.:@-]{1,128}$/;
@@ -116,6 +116,8 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     closing: d.closing,
     node: process.version,
     spawner: spawnMethod(),
+    state: { dir: d.state.dir, ...d.state.status() },
+    spawnerReason: spawnFallbackReason(),
   }));
   return methods;
 }

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { constants as os } from 'node:os';
+import { fileURLToPath } from 'node:url';
 
 /** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
 export interface Addon {
@@ -21,25 +22,30 @@ export interface NativeChild {
 export type ExitListener = (code: number | null, signal: string | null) => void;
 
 const ADDON = join('build', 'Release', 'procctl_spawn.node');
+const HERE = dirname(fileURLToPath(import.meta.url)); // import.meta.dirname needs Node 20.11
 /** The project root: two levels up from src/runner, three from dist/src/runner. */
-const ROOTS = [resolve(import.meta.dirname, '..', '..', '..'), resolve(import.meta.dirname, '..', '..')];
+const ROOTS = [resolve(HERE, '..', '..', '..'), resolve(HERE, '..', '..')];
+/** What to do about a missing addon; scripts/build-addon.mjs says the same when the install cannot build it. */
+const FIX = 'to build it, install python3, make and a C compiler (Debian: apt-get install -y python3 make g++), run `node scripts/build-addon.mjs` in the procctl directory and restart the daemon';
 
 let addon: Addon | Error | undefined;
 
 /**
- * The addon, or why it cannot be used: not built, or turned off with `PROCCTL_SPAWN=node`
- * (then jobs start through Node's child_process, which forks; see docs/architecture.md).
+ * The addon, or why it cannot be used and what to do: not built (the install goes on without
+ * it when there is no compiler), or turned off with `PROCCTL_SPAWN=node`. Then jobs start
+ * through Node's child_process, which forks; see docs/architecture.md.
  */
 export function nativeSpawner(): Addon | Error {
   if (addon === undefined) {
-    if (process.env.PROCCTL_SPAWN === 'node') addon = new Error('PROCCTL_SPAWN=node');
+    if (process.env.PROCCTL_SPAWN === 'node') addon = new Error('PROCCTL_SPAWN=node is set in the daemon\'s environment');
     else {
       const file = ROOTS.map((root) => join(root, ADDON)).find((f) => existsSync(f));
       try {
         if (!file) throw new Error('no such file');
         addon = createRequire(import.meta.url)(file) as Addon;
       } catch (err) {
-        addon = new Error(`${ADDON} is not built (${(err as Error).message.split('\n')[0]}); run npm ci`);
+        const cause = (err as Error).message.split('\n')[0];
+        addon = new Error(`${ADDON} ${file ? `cannot be loaded (${cause})` : 'is not built'}; ${FIX}`);
       }
     }
   }
@@ -49,6 +55,12 @@ export function nativeSpawner(): Addon | Error {
 /** How jobs on pipes are started: for daemon.status and the logs. */
 export function spawnMethod(): 'posix_spawn' | 'fork' {
   return nativeSpawner() instanceof Error ? 'fork' : 'posix_spawn';
+}
+
+/** Why jobs start through fork, and the fix; null when the addon is in use. */
+export function spawnFallbackReason(): string | null {
+  const spawner = nativeSpawner();
+  return spawner instanceof Error ? spawner.message : null;
 }
 
 /**

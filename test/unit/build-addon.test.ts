@@ -1,0 +1,37 @@
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/daemon.js';
+
+// The install step runs in a copy: `node-gyp rebuild` would first clean the real build/.
+const dir = mkdtempSync(join(tmpdir(), 'procctl-build-addon-'));
+for (const part of ['scripts', 'native', 'binding.gyp']) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function install(env: NodeJS.ProcessEnv) {
+  return spawnSync(process.execPath, [join(dir, 'scripts', 'build-addon.mjs')], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 });
+}
+
+describe('the install step without a toolchain', () => {
+  it('names the missing compiler, says what to install and that jobs still start, and exits 0', () => {
+    const r = install({ ...process.env, CC: '/nonexistent/cc', CXX: '/nonexistent/g++' });
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain('procctl: the native spawner (build/Release/procctl_spawn.node) was not built');
+    expect(r.stderr).toContain('missing a C compiler (/nonexistent/cc), a C++ compiler to link with (/nonexistent/g++)');
+    expect(r.stderr).toContain('apt-get install -y python3 make g++');
+    expect(r.stderr).toContain("start through Node's child_process");
+    expect(existsSync(join(dir, 'build'))).toBe(false);
+  });
+
+  it('names every tool missing from PATH', () => {
+    const empty = join(dir, 'empty-path');
+    mkdirSync(empty, { recursive: true });
+    const env: NodeJS.ProcessEnv = { ...process.env, PATH: empty };
+    for (const k of ['CC', 'CXX', 'MAKE', 'PYTHON', 'NODE_GYP_FORCE_PYTHON', 'npm_config_python']) delete env[k];
+    const r = install(env);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain('missing python3, make, a C compiler (cc), a C++ compiler to link with (g++)');
+  });
+});
