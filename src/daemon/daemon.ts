@@ -202,16 +202,10 @@ export class ProcctlDaemon implements Daemon {
     return `${running} running, ${finished} finished sessions`;
   }
 
-  /** Forget finished sessions older than their TTL; one whose record cannot be deleted waits for the next round. */
+  /** Forget finished sessions older than their TTL. */
   reap(now = Date.now()): void {
     const ttl = this.current.tools.exec.cleanupMs;
-    for (const s of this.registry.expired(now, ttl)) {
-      try {
-        forget(this, s);
-      } catch {
-        // the state directory refuses: said once by its health, tried again next round
-      }
-    }
+    for (const s of this.registry.reap(now, ttl)) forget(this, s);
   }
 
   /** Re-read the config file; an invalid one is rejected and the old one kept. */
@@ -268,7 +262,6 @@ export class ProcctlDaemon implements Daemon {
     await closed;
     this.guardian.stop();
     await this.state.flush();
-    this.state.close();
     this.state.release();
     this.notifier.close();
     rmSync(this.runtimeDir, { recursive: true, force: true });

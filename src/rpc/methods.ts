@@ -116,7 +116,6 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     closing: d.closing,
     node: process.version,
     spawner: spawnMethod(),
-    state: { dir: d.state.dir, ...d.state.status() },
     spawnerReason: spawnFallbackReason(),
   }));
   return methods;
