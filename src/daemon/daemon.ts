@@ -202,10 +202,16 @@ export class ProcctlDaemon implements Daemon {
     return `${running} running, ${finished} finished sessions`;
   }
 
-  /** Forget finished sessions older than their TTL. */
+  /** Forget finished sessions older than their TTL; one whose record cannot be deleted waits for the next round. */
   reap(now = Date.now()): void {
     const ttl = this.current.tools.exec.cleanupMs;
-    for (const s of this.registry.reap(now, ttl)) forget(this, s);
+    for (const s of this.registry.expired(now, ttl)) {
+      try {
+        forget(this, s);
+      } catch {
+        // the state directory refuses: said once by its health, tried again next round
+      }
+    }
   }
 
   /** Re-read the config file; an invalid one is rejected and the old one kept. */
@@ -262,6 +268,7 @@ export class ProcctlDaemon implements Daemon {
     await closed;
     this.guardian.stop();
     await this.state.flush();
+    this.state.close();
     this.state.release();
     this.notifier.close();
     rmSync(this.runtimeDir, { recursive: true, force: true });

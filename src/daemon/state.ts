@@ -1,10 +1,15 @@
-import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { readStat } from '../runner/procfs.js';
+import { unavailable } from '../errors.js';
+import { DiskHealth, type DiskState } from '../session/disk.js';
 import { isSnapshot, type SessionSnapshot } from '../session/persist.js';
+
+/** While records wait to be written (the directory refused them), they are tried again this often. */
+const RETRY_MS = 2000;
 
 export class StateDirInUseError extends Error {}
 
@@ -20,15 +25,36 @@ export function resolveStateDir(configured: string | undefined, env: NodeJS.Proc
 /**
  * Session records on disk: one JSON file per session, written atomically (temp file + rename),
  * beside its output spool. A torn or corrupt file is set aside with a warning, never fatal.
+ * When the directory refuses writes (full, read-only, permissions) the daemon serves from
+ * memory: the newest record of each session waits and is written by itself once it can be.
  */
 export class StateStore {
   readonly sessionsDir: string;
+  /** Every write to the directory reports here: daemon.status tells it, the log says it once. */
+  readonly disk: DiskHealth;
+  /** Records the directory refused, newest per session, to be written once it takes writes. */
+  private readonly unsaved = new Map<string, SessionSnapshot>();
+  private retry: NodeJS.Timeout | undefined;
 
   constructor(
     readonly dir: string,
     private readonly log: Logger,
   ) {
     this.sessionsDir = join(dir, 'sessions');
+    this.disk = new DiskHealth((state, what) => {
+      if (state.writable) {
+        this.log.info({ stateDir: dir }, 'the state directory takes writes again; records and output are written as before');
+      } else {
+        this.log.warn(
+          { stateDir: dir, err: state.error, what },
+          'the state directory does not take writes: serving from memory; records wait and are written once it does, output meanwhile is not spooled',
+        );
+      }
+    });
+  }
+
+  status(): DiskState {
+    return this.disk.state;
   }
 
   /**
@@ -77,8 +103,27 @@ export class StateStore {
       writeFileSync(tmp, JSON.stringify(snap), { mode: 0o600 });
       renameSync(tmp, file);
     } catch (err) {
-      this.log.error({ err: (err as Error).message, sessionId: snap.id }, 'cannot write the session record');
+      return this.refused(snap, err as Error);
     }
+    this.unsaved.delete(snap.id);
+    this.disk.succeeded();
+  }
+
+  /** A record the directory did not take: it waits (the newest of its session) and is tried again. */
+  private refused(snap: SessionSnapshot, err: Error): void {
+    this.unsaved.set(snap.id, snap);
+    this.disk.failed(err, `the record of session ${snap.id}`);
+    this.retry ??= setInterval(() => this.retryUnsaved(), RETRY_MS);
+    this.retry.unref();
+  }
+
+  private retryUnsaved(): void {
+    for (const snap of this.unsaved.values()) {
+      this.save(snap);
+      if (this.unsaved.has(snap.id)) return; // still refused: the next round tries again
+    }
+    clearInterval(this.retry);
+    this.retry = undefined;
   }
 
   /**
@@ -98,8 +143,11 @@ export class StateStore {
         if (this.removed.has(id)) await rm(tmp, { force: true });
         else await rename(tmp, file);
       } catch (err) {
-        this.log.error({ err: (err as Error).message, sessionId: id }, 'cannot write the session record');
+        if (!this.removed.has(id)) this.refused(snap, err as Error);
+        return;
       }
+      this.unsaved.delete(id);
+      this.disk.succeeded();
     });
     this.pending.set(id, next);
     void next.then(() => {
@@ -117,9 +165,43 @@ export class StateStore {
   private readonly pending = new Map<string, Promise<void>>();
   private readonly removed = new Set<string>();
 
+  /**
+   * Delete a session's record and spool, all or nothing: the record goes first, and if it cannot
+   * be deleted nothing is (`unavailable`), so a restart never brings back a session reported gone.
+   */
   remove(id: string): void {
+    const record = this.recordPath(id);
+    try {
+      unlinkSync(record);
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (e.code !== 'ENOENT') {
+        this.disk.failed(e, `the record of session ${id}`);
+        throw unavailable(
+          `session ${id} was not forgotten: its record ${record} cannot be deleted (${e.message}); it stays listed. Make ${this.sessionsDir} writable and try again`,
+          { sessionId: id, stateDir: this.dir },
+        );
+      }
+    }
+    this.unsaved.delete(id);
     if (this.pending.has(id)) this.removed.add(id);
-    for (const f of [this.recordPath(id), this.spoolPath(id), `${this.spoolPath(id)}.1`]) rmSync(f, { force: true });
+    for (const f of [this.spoolPath(id), `${this.spoolPath(id)}.1`]) {
+      try {
+        rmSync(f, { force: true });
+      } catch (err) {
+        // The record is gone, so the session is too; the stray spool is deleted at the next start.
+        this.log.warn({ file: f, err: (err as Error).message }, 'cannot delete a forgotten session spool');
+      }
+    }
+  }
+
+  /** Stop retrying (shutdown): what is still refused is named in the log. */
+  close(): void {
+    clearInterval(this.retry);
+    this.retry = undefined;
+    if (this.unsaved.size > 0) {
+      this.log.error({ sessions: [...this.unsaved.keys()], err: this.disk.state.error }, 'these session records could not be written: a restart will not know them');
+    }
   }
 
   /** A record that parsed but cannot be restored: renamed `.corrupt` with a warning. */
@@ -143,8 +225,14 @@ export class StateStore {
     } catch {
       return { snapshots, corrupt };
     }
+    const records = new Set(names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length)));
     for (const name of names) {
       const file = join(this.sessionsDir, name);
+      const spoolOf = /^([a-z0-9]+)\.log(\.1)?$/.exec(name)?.[1];
+      if (spoolOf !== undefined && !records.has(spoolOf)) {
+        rmSync(file, { force: true }); // the spool of a session forgotten when it could not be deleted
+        continue;
+      }
       if (name.endsWith('.json.tmp')) {
         rmSync(file, { force: true }); // a write the last run did not finish
         continue;

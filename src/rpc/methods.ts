@@ -116,6 +116,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     closing: d.closing,
     node: process.version,
     spawner: spawnMethod(),
+    state: { dir: d.state.dir, ...d.state.status() },
     spawnerReason: spawnFallbackReason(),
   }));
   return methods;

@@ -1,6 +1,7 @@
 import type { EventBus } from './events.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, StopRequest } from './session.js';
 import { Session } from './session.js';
+import type { SpoolCounts } from './spool.js';
 import type { FailReason, SessionStatus } from './types.js';
 
 /** A session as written to the state directory (SPEC §10). */
@@ -30,7 +31,7 @@ export interface SessionSnapshot {
   interrupt?: Interrupt;
   pastInterrupts: InterruptOutcome[];
   output: { retained: string; dropped: number; total: number; pending: string };
-  spool?: { totalBytes: number; droppedBytes: number };
+  spool?: SpoolCounts;
 }
 
 export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
@@ -62,7 +63,7 @@ export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
     output: s.running
       ? { retained: '', dropped: 0, total: 0, pending: '' }
       : { retained: s.output.text(), dropped: s.output.droppedChars, total: s.output.totalChars, pending: s.output.peekPending() },
-    spool: s.spool ? { totalBytes: s.spool.totalBytes, droppedBytes: s.spool.droppedBytes } : undefined,
+    spool: s.spool?.counts(),
   };
 }
 

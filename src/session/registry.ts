@@ -66,6 +66,34 @@ export class Registry {
     return out.reverse();
   }
 
+  /**
+   * One page of a scope's sessions, newest first: positions [offset, offset + limit), or to the
+   * end without a limit; with how many sessions the scope has and how many are still running.
+   * Two walks of the map and no copy of it: only the page is allocated.
+   */
+  page(scope: string, offset = 0, limit = Number.POSITIVE_INFINITY): { sessions: Session[]; total: number; running: number } {
+    let total = 0;
+    let running = 0;
+    for (const s of this.sessions.values()) {
+      if (s.scope !== scope) continue;
+      total++;
+      if (s.running) running++;
+    }
+    // Newest first is insertion order backwards, so the page is insertion positions [first, end).
+    const end = Math.max(0, total - offset);
+    const first = Math.max(0, end - limit);
+    const sessions: Session[] = [];
+    if (first < end) {
+      let i = 0;
+      for (const s of this.sessions.values()) {
+        if (s.scope !== scope) continue;
+        if (i >= first) sessions.push(s);
+        if (++i === end) break;
+      }
+    }
+    return { sessions: sessions.reverse(), total, running };
+  }
+
   all(): IterableIterator<Session> {
     return this.sessions.values();
   }
@@ -103,10 +131,8 @@ export class Registry {
     }
   }
 
-  /** Forget finished sessions older than the TTL; returns them. */
-  reap(now: number, ttlMs: number): Session[] {
-    const expired = expiredSessions(this.sessions.values(), now, ttlMs);
-    for (const s of expired) this.sessions.delete(s.id);
-    return expired;
+  /** Finished sessions older than the TTL, to be forgotten. */
+  expired(now: number, ttlMs: number): Session[] {
+    return expiredSessions(this.sessions.values(), now, ttlMs);
   }
 }

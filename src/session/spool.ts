@@ -1,4 +1,5 @@
 import { closeSync, openSync, readFileSync, renameSync, rmSync, statSync, writev } from 'node:fs';
+import type { DiskHealth } from './disk.js';
 
 /** Output not yet written is held up to this much (or maxBytes, if less), newest kept. */
 const MAX_BACKLOG = 8 * 1024 * 1024;
@@ -7,13 +8,35 @@ const WRITE_BYTES_PER_MS = (16 * 1024 * 1024) / 1000;
 const WRITE_BURST = 8 * 1024 * 1024;
 /** Buffers per writev call (IOV_MAX on Linux). */
 const MAX_IOV = 1024;
+/** After a write fails, output is counted as not spooled for this long; then writing is tried again. */
+const RETRY_MS = 1000;
+
+/** Why bytes are not in the spool, each counted on its own so a reader is told the true cause. */
+export interface SpoolDrops {
+  /** The spool keeps at most maxLogBytes: the oldest rotated away. */
+  rotated: number;
+  /** The stream outran the disk budget: the oldest of the backlog was dropped. */
+  budget: number;
+  /** The state directory refused a write (full, read-only, permissions). */
+  fault: number;
+}
+
+export interface SpoolCounts {
+  totalBytes: number;
+  droppedBytes: number;
+  dropped?: SpoolDrops;
+  /** The last write error, if any output was not spooled because of one. */
+  fault?: string;
+}
 
 /**
  * A session's whole output spooled to disk, newest kept: two segments (`<file>` and
  * `<file>.1`) of at most half of `maxBytes` each, so the spool never holds more than
  * `maxBytes` and what rotated away is counted. Writes are batched (writev, no copies) and run
  * off the main thread. A stream faster than the disk budget (16 MiB/s) keeps only its newest
- * part: memory is bounded by the backlog limit, and what was dropped is counted.
+ * part: memory is bounded by the backlog limit, and what was dropped is counted. A write that
+ * fails drops what was pending (counted, with the error), and writing resumes by itself once
+ * the directory takes writes again; what is on disk is always one contiguous run of output.
  */
 export class Spool {
   private fd: number | undefined;
@@ -23,24 +46,29 @@ export class Spool {
   private segmentBytes = 0;
   private closed = false;
   private ending = false;
-  /** Pending bytes were dropped: what is on disk no longer joins on, so it goes before the next write. */
-  private gap = false;
+  /** Forgotten: nothing is written, opened or created again. */
+  private removed = false;
+  /** Bytes went missing after what is on disk (the cause): the disk copy is discarded before the next write. */
+  private gap: keyof SpoolDrops | undefined;
   private tokens = WRITE_BURST;
   private tokensAt = Date.now();
   private hold: NodeJS.Timeout | undefined;
   private idle: (() => void)[] = [];
-  /** Bytes that rotated out of the spool. */
-  droppedBytes = 0;
+  /** Until when output is counted as not spooled, after a failed write. */
+  private faultUntil = 0;
+  readonly dropped: SpoolDrops = { rotated: 0, budget: 0, fault: 0 };
   totalBytes = 0;
-  failed: string | undefined;
+  /** The last write error, kept so `log` can say why output is missing. */
+  fault: string | undefined;
 
   constructor(
     readonly file: string,
     private readonly maxBytes: number,
+    private readonly disk?: DiskHealth,
   ) {}
 
   /** The spool of a finished session from the last run: read-only. */
-  static restore(file: string, counts: { totalBytes: number; droppedBytes: number } | undefined): Spool | undefined {
+  static restore(file: string, counts: SpoolCounts | undefined): Spool | undefined {
     let onDisk = 0;
     for (const f of [file, `${file}.1`]) {
       try {
@@ -52,25 +80,42 @@ export class Spool {
     if (!counts && onDisk === 0) return undefined;
     const spool = new Spool(file, 0);
     spool.closed = true;
+    Object.assign(spool.dropped, counts?.dropped ?? { rotated: counts?.droppedBytes ?? 0 });
+    spool.fault = counts?.fault;
     // A record written before the spool's last writes (a crash) undercounts: trust the disk then.
-    spool.totalBytes = Math.max(counts?.totalBytes ?? 0, onDisk + (counts?.droppedBytes ?? 0));
-    spool.droppedBytes = counts?.droppedBytes ?? 0;
+    spool.totalBytes = Math.max(counts?.totalBytes ?? 0, onDisk + spool.droppedBytes);
     return spool;
   }
 
+  /** Bytes of output not in the spool, whatever the cause. */
+  get droppedBytes(): number {
+    return this.dropped.rotated + this.dropped.budget + this.dropped.fault;
+  }
+
+  counts(): SpoolCounts {
+    return { totalBytes: this.totalBytes, droppedBytes: this.droppedBytes, dropped: { ...this.dropped }, ...(this.fault ? { fault: this.fault } : {}) };
+  }
+
   write(data: Buffer | string): void {
-    if (this.closed || this.failed || this.maxBytes <= 0) return;
+    if (this.closed || this.maxBytes <= 0) return;
     const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    this.totalBytes += buf.length;
+    if (this.faultUntil > 0) {
+      if (Date.now() < this.faultUntil) {
+        this.dropped.fault += buf.length;
+        return;
+      }
+      this.faultUntil = 0;
+    }
     this.batch.push(buf);
     this.batchBytes += buf.length;
-    this.totalBytes += buf.length;
     // Bounded memory: a backlog past the limit drops its oldest bytes (counted) instead of growing.
     const limit = Math.min(MAX_BACKLOG, this.maxBytes);
     if (this.batchBytes > limit) {
       let excess = this.batchBytes - limit;
       this.batchBytes = limit;
-      this.droppedBytes += excess;
-      this.gap = true;
+      this.dropped.budget += excess;
+      this.gap = 'budget';
       while (excess >= this.batch[0].length) excess -= this.batch.shift()!.length;
       if (excess > 0) this.batch[0] = this.batch[0].subarray(excess);
     }
@@ -78,9 +123,10 @@ export class Spool {
   }
 
   private flush(): void {
-    if (this.closed && !this.ending) this.batch = []; // removed meanwhile: write nothing more
+    if (this.removed || (this.closed && !this.ending)) this.batch = []; // nothing more is written
     if (this.batch.length === 0) {
       this.flushing = false;
+      if (this.removed) this.closeFd();
       for (const fn of this.idle.splice(0)) fn();
       return;
     }
@@ -97,7 +143,6 @@ export class Spool {
       }, wait);
       return;
     }
-    if (this.gap) this.discardWritten();
     // Up to the end of the current segment, so no segment outgrows half the cap; no copying.
     const room = Math.max(1, Math.floor(this.maxBytes / 2) - this.segmentBytes);
     const take: Buffer[] = [];
@@ -116,57 +161,86 @@ export class Spool {
     }
     this.batchBytes -= bytes;
     try {
+      if (this.gap) this.discardWritten(this.gap);
       this.fd ??= openSync(this.file, 'a', 0o600);
     } catch (err) {
-      return this.fail(err as Error);
+      return this.fail(err as Error, bytes);
     }
     writev(this.fd, take, null, (err) => {
-      if (err) return this.fail(err);
+      if (err) return this.fail(err, bytes);
+      this.disk?.succeeded();
       this.segmentBytes += bytes;
       this.tokens -= bytes;
-      if (this.segmentBytes >= this.maxBytes / 2) this.rotate();
+      if (this.segmentBytes >= this.maxBytes / 2 && !this.removed) this.rotate();
       this.flush();
     });
   }
 
-  /** Drop both segments (counted), so the spool stays one contiguous run of the newest output. */
-  private discardWritten(): void {
-    this.gap = false;
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
+  /** Drop both segments (counted as `cause`), so the spool stays one contiguous run of the newest output. */
+  private discardWritten(cause: keyof SpoolDrops): void {
+    this.closeFd();
     for (const f of [this.file, `${this.file}.1`]) {
+      let size: number;
       try {
-        this.droppedBytes += statSync(f).size;
-        rmSync(f, { force: true });
+        size = statSync(f).size;
       } catch {
-        // not written yet
+        continue; // not written yet
       }
+      rmSync(f, { force: true });
+      this.dropped[cause] += size;
     }
+    this.gap = undefined;
     this.segmentBytes = 0;
   }
 
   private rotate(): void {
     try {
-      closeSync(this.fd!);
-      this.fd = undefined;
+      this.closeFd();
       const previous = `${this.file}.1`;
+      let size = 0;
       try {
-        this.droppedBytes += statSync(previous).size;
+        size = statSync(previous).size;
       } catch {
         // no previous segment yet
       }
       renameSync(this.file, previous);
+      this.dropped.rotated += size;
       this.segmentBytes = 0;
     } catch (err) {
-      this.fail(err as Error);
+      this.fail(err as Error, 0);
     }
   }
 
-  private fail(err: Error): void {
-    this.failed = err.message;
-    this.flushing = false;
+  /**
+   * A write failed: what was being written and what waits are not spooled (counted, with the
+   * error), and so is new output for a moment; then writing is tried again.
+   */
+  private fail(err: Error, inFlight: number): void {
+    this.closeFd();
+    this.fault = err.message;
+    this.dropped.fault += inFlight + this.batchBytes;
     this.batch = [];
+    this.batchBytes = 0;
+    this.gap = 'fault';
+    this.faultUntil = Date.now() + RETRY_MS;
+    this.flushing = false;
+    this.disk?.failed(err, `the output spool ${this.file}`);
     for (const fn of this.idle.splice(0)) fn();
+  }
+
+  private closeFd(): void {
+    if (this.fd === undefined) return;
+    try {
+      closeSync(this.fd);
+    } catch {
+      // already closed
+    }
+    this.fd = undefined;
+  }
+
+  /** True while output is being counted as not spooled after a failed write. */
+  get faulted(): boolean {
+    return this.faultUntil > 0;
   }
 
   /** Resolves once everything written so far is on disk. */
@@ -184,8 +258,7 @@ export class Spool {
     }
     await this.drained();
     this.closed = true;
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
+    this.closeFd();
   }
 
   /** Everything the spool holds, oldest first, decoded. */
@@ -201,13 +274,18 @@ export class Spool {
     return Buffer.concat(parts).toString('utf8');
   }
 
+  /**
+   * Stop for good (the session is forgotten; its files are deleted by whoever forgets it). A
+   * write in flight finishes into the deleted file and its descriptor is closed then, never
+   * before: closing under a pending write could hand its number to another file.
+   */
   remove(): void {
+    this.removed = true;
     this.closed = true;
     clearTimeout(this.hold);
     this.hold = undefined;
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
-    rmSync(this.file, { force: true });
-    rmSync(`${this.file}.1`, { force: true });
+    this.batch = [];
+    this.batchBytes = 0;
+    if (!this.flushing) this.closeFd();
   }
 }

@@ -3,12 +3,18 @@ import type { Config } from '../config/schema.js';
 import type { Registry } from '../session/registry.js';
 import type { ScratchDirs } from '../runner/scratch.js';
 import type { Session } from '../session/session.js';
+import type { DiskHealth, DiskState } from '../session/disk.js';
 
 /** Where a session's durable files live (the daemon's state directory). */
 export interface SessionFiles {
+  readonly dir: string;
   spoolPath(id: string): string;
-  /** Delete a session's record and spool. */
+  /** Delete a session's record and spool, all or nothing (`unavailable` when the record cannot go). */
   remove(id: string): void;
+  /** Told of every write's outcome (spools report here). */
+  disk: DiskHealth;
+  /** Whether the directory takes writes now (daemon.status). */
+  status(): DiskState;
 }
 
 /** What the daemon gives every tool call. */

@@ -71,7 +71,7 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
     events: d.registry.events,
   });
   session.key = p.key;
-  session.spool = cfg.maxLogBytes > 0 ? new Spool(d.state.spoolPath(id), cfg.maxLogBytes) : undefined;
+  session.spool = cfg.maxLogBytes > 0 ? new Spool(d.state.spoolPath(id), cfg.maxLogBytes, d.state.disk) : undefined;
   const sessionDir = d.scratch.take();
   session.tmpdir = sessionDir;
   session.stopFile = join(sessionDir, 'stop.json');

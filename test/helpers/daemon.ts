@@ -49,6 +49,8 @@ export interface StartOptions {
   env?: Record<string, string>;
   config?: unknown;
   args?: string[];
+  /** A command the daemon runs under, e.g. `['prlimit', '--nofile=256:256', '--']`. */
+  launcher?: string[];
 }
 
 const started = new Set<TestDaemon>();
@@ -71,7 +73,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     ...opts.env,
   };
   delete env.PROCCTL_SOCKET;
-  const proc = spawn(process.execPath, [PROCCTLD, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [file, ...pre] = [...(opts.launcher ?? []), process.execPath];
+  const proc = spawn(file, [...pre, PROCCTLD, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));

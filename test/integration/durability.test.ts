@@ -189,7 +189,7 @@ describe('graceful restart', () => {
 
     expect(page.output).toBe('19998\n19999\n20000');
     expect(page.truncated).toBe(true);
-    const rotated = Number(/the first (\d+) bytes rotated away/.exec(page.text)?.[1]);
+    const rotated = Number(/(\d+) earlier bytes are missing: \d+ rotated away \(maxLogBytes/.exec(page.text)?.[1]);
     expect(rotated, page.text).toBeGreaterThan(0);
     // What rotated away plus what the spool holds is all the output.
     expect(rotated + spoolBytes).toBe(SEQ_20000_BYTES);
@@ -225,7 +225,7 @@ describe('graceful restart', () => {
     if (!before) throw new Error('unreachable');
     expect(before.tail).toBe('19998\n19999\n20000');
     expect(before.truncated).toBe(true);
-    expect(before.text).toMatch(/the first \d+ bytes rotated away/);
+    expect(before.text).toMatch(/\d+ earlier bytes are missing: \d+ rotated away/);
     expect(await d1.stop()).toBe(0);
 
     const d2 = await startDaemon({ env: rotEnv(state) });

@@ -6,11 +6,15 @@ import { sessionRecord } from '../render.js';
 import { target } from './target.js';
 import { stopAndRecord } from './kill.js';
 
-/** Forget a finished session: its record, output and scratch directory. */
+/**
+ * Forget a finished session: its record and spool (first, all or nothing: if the record cannot be
+ * deleted this throws `unavailable` and the session stays), then what it holds in memory and its
+ * scratch directory.
+ */
 export function forget(d: Daemon, s: Session): void {
-  d.registry.delete(s.id);
-  s.spool?.remove();
   d.state.remove(s.id);
+  s.spool?.remove();
+  d.registry.delete(s.id);
   d.scratch.release(s.tmpdir);
 }
 

@@ -1,5 +1,6 @@
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
+import type { Spool } from '../../session/spool.js';
 import { target } from './target.js';
 
 export const DEFAULT_LOG_LINES = 200;
@@ -44,20 +45,36 @@ export function pageLines(all: string[], offset: number | undefined, limit: numb
   return { lines: all.slice(from, to), from, totalLines: total, hint };
 }
 
+/** Why the spool lacks its first bytes, each cause named with its own count. */
+function spoolDropNote(spool: Spool, maxLogBytes: number): string {
+  const { rotated, budget, fault } = spool.dropped;
+  const causes: string[] = [];
+  if (rotated > 0) causes.push(`${rotated} rotated away (maxLogBytes = ${maxLogBytes})`);
+  if (budget > 0) causes.push(`${budget} came faster than the spool's disk budget of 16 MiB/s and were dropped before reaching the disk`);
+  if (fault > 0) causes.push(`${fault} were not spooled because the state directory refused writes (${spool.fault})`);
+  return `[the spool keeps the newest output: ${spool.droppedBytes} earlier bytes are missing: ${causes.join('; ')}. Lines count from the oldest kept, and the first may be partial]`;
+}
+
 export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  // Past the in-memory cap, page over the spool on disk, which holds much more.
-  // A session lost in a crash has its output only there.
-  const fromSpool = (s.output.droppedChars > 0 || s.reason === 'lost') && s.spool !== undefined && !s.spool.failed;
-  if (fromSpool) await s.spool!.drained();
-  const text = fromSpool ? s.spool!.read() : s.output.text();
+  const spool = s.spool;
+  if (spool) await spool.drained();
+  // Past the in-memory cap, page over the spool on disk when it holds more (a disk fault can
+  // leave it holding less). A session lost in a crash has its output only there.
+  const retained = s.output.totalChars - s.output.droppedChars;
+  const fromSpool =
+    spool !== undefined && (s.reason === 'lost' || (s.output.droppedChars > 0 && spool.totalBytes - spool.droppedBytes > retained));
+  const text = fromSpool ? spool.read() : s.output.text();
   const page = pageLines(splitLines(text), p.offset, p.limit);
   const output = page.lines.join('\n');
   const parts: string[] = [];
-  if (fromSpool && s.spool!.droppedBytes > 0) {
-    parts.push(`[the spool keeps the newest output: the first ${s.spool!.droppedBytes} bytes rotated away (maxLogBytes); lines count from the oldest kept, and the first may be partial]`);
+  if (fromSpool && spool.droppedBytes > 0) {
+    parts.push(spoolDropNote(spool, d.config().tools.exec.maxLogBytes));
   } else if (!fromSpool && s.output.droppedChars > 0) {
     parts.push(`[the first ${s.output.droppedChars} characters were dropped by the ${s.output.capChars}-character cap; lines count from the oldest retained, and the first may be partial]`);
+  }
+  if (!fromSpool && spool && spool.dropped.fault > 0) {
+    parts.push(`[${spool.dropped.fault} bytes of this output were not spooled to disk (${spool.fault}): a daemon restart will not have them]`);
   }
   if (output) parts.push(output);
   if (page.hint) parts.push(page.hint);
@@ -70,10 +87,11 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
     lines: page.lines.length,
     totalLines: page.totalLines,
     totalChars: text.length,
-    truncated: fromSpool ? s.spool!.droppedBytes > 0 : s.output.droppedChars > 0,
+    truncated: fromSpool ? spool.droppedBytes > 0 : s.output.droppedChars > 0,
     // What this text does not hold of the whole output, so droppedChars + totalChars = all output so far.
     droppedChars: fromSpool ? Math.max(0, s.output.totalChars - text.length) : s.output.droppedChars,
-    ...(fromSpool ? { source: 'spool', droppedBytes: s.spool!.droppedBytes } : {}),
+    ...(fromSpool ? { source: 'spool', droppedBytes: spool.droppedBytes } : {}),
+    ...(spool && spool.dropped.fault > 0 ? { notSpooled: { bytes: spool.dropped.fault, error: spool.fault } } : {}),
     text: parts.join('\n'),
   };
 }

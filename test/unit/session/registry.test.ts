@@ -111,6 +111,13 @@ describe('Registry', () => {
   });
 
   describe('reap', () => {
+    /** What the daemon does each round: forget what has expired. */
+    const reap = (r: Registry, now: number, ttl: number) => {
+      const expired = r.expired(now, ttl);
+      for (const s of expired) r.delete(s.id);
+      return expired;
+    };
+
     it('forgets finished sessions once their TTL has passed, never running ones', () => {
       const clock = fakeClock();
       const r = new Registry();
@@ -125,18 +132,18 @@ describe('Registry', () => {
       late.finish({ exitCode: 1, signal: null });
 
       const ttl = 60_000;
-      expect(r.reap(clock.now(), ttl)).toEqual([]);
+      expect(reap(r, clock.now(), ttl)).toEqual([]);
 
       clock.set(early.endedAt! + ttl - 1);
-      expect(r.reap(clock.now(), ttl)).toEqual([]);
+      expect(reap(r, clock.now(), ttl)).toEqual([]);
 
       clock.set(early.endedAt! + ttl);
-      expect(r.reap(clock.now(), ttl).map((s) => s.id)).toEqual(['early']);
+      expect(reap(r, clock.now(), ttl).map((s) => s.id)).toEqual(['early']);
       notFoundError(() => r.get('alice', 'early'));
       expect(r.get('bob', 'late')).toBe(late);
 
       clock.advance(10 * ttl);
-      expect(r.reap(clock.now(), ttl).map((s) => s.id)).toEqual(['late']);
+      expect(reap(r, clock.now(), ttl).map((s) => s.id)).toEqual(['late']);
       expect(r.list('alice').map((s) => s.id)).toEqual(['run']);
       expect(r.counts()).toEqual({ running: 1, finished: 0 });
     });
@@ -148,8 +155,8 @@ describe('Registry', () => {
       r.add(s);
       s.finish({ exitCode: 0, signal: null });
       clock.advance(100);
-      expect(r.reap(clock.now(), 50)).toHaveLength(1);
-      expect(r.reap(clock.now(), 50)).toHaveLength(0);
+      expect(reap(r, clock.now(), 50)).toHaveLength(1);
+      expect(reap(r, clock.now(), 50)).toHaveLength(0);
     });
   });
 });
