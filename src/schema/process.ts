@@ -6,17 +6,27 @@ export type ProcessAction = (typeof PROCESS_ACTIONS)[number];
 
 const SIGNALS = Object.keys(constants.signals);
 
+/** A count or a 0-based position (log lines, list sessions); the error is prefixed with the field's name. */
+const count = () => {
+  const error = 'must be a whole number, 0 or more';
+  return z.number({ error }).int({ error }).min(0, { error });
+};
+
 export const ProcessParamsSchema = z
   .strictObject({
     action: z
       .enum(PROCESS_ACTIONS, { error: () => `unknown action; actions are ${PROCESS_ACTIONS.join(', ')}` })
       .describe(
-        'list: sessions of the scope. poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. send-keys/submit/paste: type into a terminal session. resize: change its size. resume: answer a waiting_input interrupt once. kill: stop the process group (stop signal, grace, SIGKILL). signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget.',
+        'list: sessions of the scope, newest first (limit/offset page them). poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. send-keys/submit/paste: type into a terminal session. resize: change its size. resume: answer a waiting_input interrupt once. kill: stop the process group (stop signal, grace, SIGKILL). signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget.',
       ),
     sessionId: z.string().min(1).optional().describe('The session; required by every action but list and kill {all:true}.'),
     timeout: z.number().min(0).optional().describe('poll: wait up to this many ms (at most 120000) for new output, exit or an interrupt.'),
-    offset: z.number().int().min(0).optional().describe('log: first line to return (0-based).'),
-    limit: z.number().int().min(0).optional().describe('log: number of lines; alone, the last N lines.'),
+    offset: count()
+      .optional()
+      .describe('log: first line to return (0-based). list: how many of the newest sessions to skip (default 0).'),
+    limit: count()
+      .optional()
+      .describe('log: number of lines; alone, the last N lines. list: at most this many sessions (default: all); the text says how to get the next page.'),
     data: z.string().optional().describe('write: text to send to stdin.'),
     eof: z.boolean().optional().describe('write: close stdin after the data (on a terminal: send ^D).'),
     keys: z

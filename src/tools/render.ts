@@ -6,6 +6,23 @@ export const LIST_TAIL_CHARS = 200;
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
+/**
+ * An instant of `owner` as ISO text, kept with the owner: toISOString costs about a microsecond,
+ * and `list` formats the same instants of every session on its page at every call. The number
+ * is checked, so an instant that changed is formatted again.
+ */
+const keptIso = new WeakMap<object, { ms: number; text: string }[]>();
+function isoOf(owner: object, slot: number, ms: number | undefined): string | undefined {
+  if (ms === undefined) return undefined;
+  let kept = keptIso.get(owner);
+  if (kept === undefined) keptIso.set(owner, (kept = []));
+  const hit = kept[slot];
+  if (hit !== undefined && hit.ms === ms) return hit.text;
+  const text = new Date(ms).toISOString();
+  kept[slot] = { ms, text };
+  return text;
+}
+
 /** One line saying how a finished session ended, in words a model or a person can act on. */
 export function endLine(s: Session): string {
   const how = s.signal ? `signal ${s.signal}` : `code ${s.exitCode}`;
@@ -38,8 +55,13 @@ export function droppedNote(s: Session): string {
   return `[${dropped} earlier characters of output were dropped by the ${s.output.capChars}-character cap; the newest are shown]\n`;
 }
 
-/** The fields every view of a session shares (`list`, `kill`, `remove`). */
+/**
+ * The fields every view of a session shares (`list`, `kill`, `remove`). Fields without a value
+ * are undefined rather than absent, so every record has one shape; JSON leaves them out.
+ */
 export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
+  const running = s.running;
+  const dropped = s.output.droppedChars;
   return {
     sessionId: s.id,
     status: s.status,
@@ -48,26 +70,26 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     pid: s.pid ?? null,
     cwd: s.cwd,
     pty: s.pty,
-    startedAt: iso(s.startedAt),
-    endedAt: iso(s.endedAt),
+    startedAt: isoOf(s, 0, s.startedAt),
+    endedAt: isoOf(s, 1, s.endedAt),
     runtimeMs: s.runtimeMs,
-    exitCode: s.running ? undefined : s.exitCode,
-    signal: s.running ? undefined : s.signal,
+    exitCode: running ? undefined : s.exitCode,
+    signal: running ? undefined : s.signal,
     reason: s.reason,
     key: s.key,
     tail: s.output.tail(tailChars),
-    truncated: s.output.droppedChars > 0,
-    droppedChars: s.output.droppedChars,
+    truncated: dropped > 0,
+    droppedChars: dropped,
     interrupt: interruptView(s.interrupt),
-    ...(s.pastInterrupts.length ? { pastInterrupts: s.pastInterrupts.map(pastInterruptView) } : {}),
+    pastInterrupts: s.pastInterrupts.length ? s.pastInterrupts.map(pastInterruptView) : undefined,
     checkpoint: checkpointView(s.lastCheckpoint),
-    ...(s.running ? {} : { checkpoints: s.checkpoints.map(checkpointView) }),
+    checkpoints: running ? undefined : s.checkpoints.map(checkpointView),
     stop: s.stop && {
       reason: s.stop.reason,
       signal: s.stop.signal,
-      requestedAt: iso(s.stop.at),
+      requestedAt: isoOf(s, 2, s.stop.at),
       note: s.stop.note,
-      graceful: s.running || s.stop.escalated === undefined ? undefined : !s.stop.escalated,
+      graceful: running || s.stop.escalated === undefined ? undefined : !s.stop.escalated,
     },
   };
 }
@@ -92,7 +114,7 @@ export function interruptText(s: Session): string {
 }
 
 export function checkpointView(c: Checkpoint | undefined) {
-  return c && { name: c.name, data: c.data, at: iso(c.at) };
+  return c && { name: c.name, data: c.data, at: isoOf(c, 0, c.at) };
 }
 
 export type SessionRecord = ReturnType<typeof sessionRecord>;

@@ -1,6 +1,10 @@
 import type { Command } from 'commander';
-import { act, EXIT, globalsOf, out, printJson, scoped, withClient } from '../context.js';
+import { act, EXIT, globalsOf, note, out, printJson, scoped, UsageError, withClient } from '../context.js';
+import { wholeNumber } from '../options.js';
 import { duration, statusCell, table } from '../render.js';
+
+/** How many sessions `ps` shows without --all or --limit. */
+export const PS_DEFAULT_LIMIT = 50;
 
 interface SessionRow {
   sessionId: string;
@@ -14,6 +18,12 @@ interface SessionRow {
   reason?: string;
 }
 
+interface PsOptions {
+  all?: boolean;
+  limit?: number;
+  offset?: number;
+}
+
 /** The `ps` table: newest first, one row per session. */
 export function sessionTable(sessions: SessionRow[]): string {
   if (sessions.length === 0) return 'No sessions.';
@@ -22,17 +32,44 @@ export function sessionTable(sessions: SessionRow[]): string {
   return table(['ID', 'STATUS', 'PID', 'RUNTIME', 'NAME'], rows);
 }
 
+/** The line under the table when the scope has sessions it does not show, or ''. */
+export function hiddenNote(shown: number, total: number, offset: number, limit = PS_DEFAULT_LIMIT): string {
+  const hidden = total - shown;
+  if (hidden <= 0) return '';
+  const size = limit === PS_DEFAULT_LIMIT ? '' : ` --limit ${limit}`;
+  const next = offset + shown < total ? `, \`procctl ps --offset ${offset + shown}${size}\` the next page` : '';
+  return `${hidden} of ${total} sessions not shown; \`procctl ps --all\` shows every one${next}.`;
+}
+
 export function registerPs(program: Command): void {
   program
     .command('ps')
     .summary('list the sessions of the scope, newest first')
-    .description('List running and finished sessions of the scope, newest first: ID, STATUS, PID, RUNTIME, NAME.')
+    .description(
+      `List running and finished sessions of the scope, newest first: ID, STATUS, PID, RUNTIME, NAME. ` +
+        `Shows the newest ${PS_DEFAULT_LIMIT} unless --all or --limit says otherwise, and says how many it left out.`,
+    )
+    .option('--all', 'show every session of the scope')
+    .option('--limit <n>', `show at most N sessions (default ${PS_DEFAULT_LIMIT})`, wholeNumber())
+    .option('--offset <n>', 'skip the N newest sessions', wholeNumber())
     .action(
-      act(async (_o: unknown, cmd: Command) => {
+      act(async (o: PsOptions, cmd: Command) => {
         const g = globalsOf(cmd);
-        const r = await withClient(g, (c) => c.call('process', scoped(g, { action: 'list' })));
-        if (g.json) printJson(r);
-        else out(sessionTable(r.sessions as SessionRow[]));
+        if (o.all && o.limit !== undefined) throw new UsageError('ps takes --all or --limit, not both');
+        const limit = o.all ? undefined : (o.limit ?? PS_DEFAULT_LIMIT);
+        const params = { action: 'list', ...(limit === undefined ? {} : { limit }), ...(o.offset === undefined ? {} : { offset: o.offset }) };
+        const r = await withClient(g, (c) => c.call('process', scoped(g, params)));
+        if (g.json) {
+          printJson(r);
+          return EXIT.ok;
+        }
+        const sessions = r.sessions as SessionRow[];
+        // A daemon from before paging answers every session and no total.
+        const total = typeof r.total === 'number' ? r.total : sessions.length;
+        const offset = o.offset ?? 0;
+        if (sessions.length === 0 && total > 0) out(`No sessions at offset ${offset}; the scope has ${total}.`);
+        else out(sessionTable(sessions));
+        note(hiddenNote(sessions.length, total, offset, limit));
         return EXIT.ok;
       }),
     );
