@@ -1,4 +1,4 @@
-import { notFound } from '../../errors.js';
+import { notFound, ProcctlError } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
@@ -30,6 +30,12 @@ export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   const record = await stopAndRecord(d, s, p);
-  forget(d, s);
+  try {
+    forget(d, s);
+  } catch (err) {
+    // It did stop: say so, then why it is still listed.
+    if (err instanceof ProcctlError) throw new ProcctlError(err.kind, `${record.text} But ${err.message}`, err.details);
+    throw err;
+  }
   return { ...record, text: `${record.text} Forgot session ${s.id}.` };
 }

@@ -46,7 +46,7 @@ export function pageLines(all: string[], offset: number | undefined, limit: numb
 }
 
 /** Why the spool lacks its first bytes, each cause named with its own count. */
-function spoolDropNote(spool: Spool, maxLogBytes: number): string {
+export function spoolDropNote(spool: Spool, maxLogBytes: number): string {
   const { rotated, budget, fault } = spool.dropped;
   const causes: string[] = [];
   if (rotated > 0) causes.push(`${rotated} rotated away (maxLogBytes = ${maxLogBytes})`);

@@ -1,0 +1,105 @@
+import { chmodSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { Scoped } from '../helpers/session.js';
+import { logLines, makeStateDir, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
+
+/**
+ * Root ignores permission bits: as root, the daemon runs without the capabilities that let it
+ * (setpriv drops them from its bounding set), so a directory made read-only refuses it as it
+ * would refuse any other user.
+ */
+const asUser = process.getuid?.() === 0 ? ['setpriv', '--bounding-set', '-dac_override,-dac_read_search,-fowner', '--'] : [];
+
+afterEach(stopAllDaemons);
+afterAll(removeStateDirs);
+
+async function start(state: string): Promise<{ d: TestDaemon; s: Scoped }> {
+  const d = await startDaemon({ launcher: asUser, env: { PROCCTL_STATE_DIR: state, PROCCTL_MAX_OUTPUT_CHARS: '1000', PROCCTL_LOG_LEVEL: 'info' } });
+  return { d, s: new Scoped(await d.client(), 'disk') };
+}
+
+const status = async (s: Scoped) => (await s.c.call('daemon.status')).state;
+const faultLines = (d: TestDaemon) => logLines(d.stdout()).filter((l) => /does not take writes/.test(l.msg));
+const writable = (dir: string, yes: boolean) => chmodSync(dir, yes ? 0o700 : 0o500);
+
+describe('the state directory refuses writes', () => {
+  it('is told in daemon.status and once in the log, log says what was not spooled, and writes resume by themselves', async () => {
+    const state = makeStateDir();
+    const { d, s } = await start(state);
+    expect(await status(s)).toEqual({ dir: state, writable: true });
+
+    writable(sessionsDir(state), false);
+    const during: any[] = [];
+    for (let i = 0; i < 5; i++) during.push(await s.exec({ command: `seq 1 ${300 + i}` }));
+    for (const r of during) expect(r.status).toBe('completed');
+    const st = await status(s);
+    expect(st.writable).toBe(false);
+    expect(st.error).toMatch(/EACCES|permission denied/i);
+    expect(faultLines(d), 'one warning for the fault, not one per write').toHaveLength(1);
+
+    // Its output is still served from memory, and log says the spool does not have it.
+    const log = await s.log(during[4].sessionId);
+    expect(log.notSpooled.bytes).toBeGreaterThan(0);
+    expect(log.notSpooled.error).toMatch(/EACCES|permission denied/i);
+    expect(log.text).toMatch(/were not spooled to disk \(.*\): a daemon restart will not have them/);
+    expect(log.output.split('\n').at(-1)).toBe('304');
+
+    writable(sessionsDir(state), true);
+    // Records that waited are written without any request; status turns writable again.
+    await waitFor(async () => (await status(s)).writable || undefined, { what: 'the state directory to be writable again' });
+    await waitFor(() => during.every((r) => readRecords(state).has(r.sessionId)) || undefined, { what: 'the waiting records on disk' });
+    expect(logLines(d.stdout()).some((l) => /takes writes again/.test(l.msg))).toBe(true);
+
+    // New sessions spool again: past the in-memory cap, log pages over the spool.
+    const after = await s.exec({ command: 'seq 1 2000' });
+    const page = await s.log(after.sessionId, { offset: 0, limit: 2 });
+    expect(page.source).toBe('spool');
+    expect(page.output).toBe('1\n2');
+    expect(page.notSpooled).toBeUndefined();
+
+    // A restart knows every session that finished while the directory refused writes.
+    await d.stop();
+    const again = await start(state);
+    const ids = (await again.s.list()).map((x: any) => x.sessionId);
+    for (const r of during) expect(ids).toContain(r.sessionId);
+  });
+
+  it('clear and remove are all or nothing: unavailable, and the session stays, also after a restart', async () => {
+    const state = makeStateDir();
+    const { d, s } = await start(state);
+    const done = await s.exec({ command: 'echo kept' });
+    const running = await s.exec({ command: 'sleep 30', background: true });
+    await waitFor(() => readRecords(state).has(done.sessionId) && readRecords(state).has(running.sessionId), { what: 'both records on disk' });
+
+    writable(sessionsDir(state), false);
+    for (const [action, id] of [
+      ['clear', done.sessionId],
+      ['remove', running.sessionId],
+    ]) {
+      const err = await s.error('process', { action, sessionId: id });
+      expect(err.data.kind, action).toBe('unavailable');
+      expect(err.message).toMatch(new RegExp(`session ${id} was not forgotten: its record .* cannot be deleted .*; it stays listed\\. Make .* writable and try again`));
+    }
+    const listed = (await s.list()).map((x: any) => x.sessionId);
+    expect(listed).toContain(done.sessionId);
+    expect(listed).toContain(running.sessionId);
+    expect((await s.log(done.sessionId)).output).toBe('kept');
+
+    // Restart with the directory still refusing: nothing reported gone comes back, nothing is lost.
+    await d.stop();
+    writable(sessionsDir(state), true);
+    const again = await start(state);
+    const after = (await again.s.list()).map((x: any) => x.sessionId);
+    expect(after).toContain(done.sessionId);
+    expect(after).toContain(running.sessionId);
+
+    // Writable again: clear forgets it, for good.
+    await again.s.process({ action: 'clear', sessionId: done.sessionId });
+    expect(existsSync(join(sessionsDir(state), `${done.sessionId}.json`))).toBe(false);
+    await again.d.stop();
+    const third = await start(state);
+    expect((await third.s.list()).map((x: any) => x.sessionId)).not.toContain(done.sessionId);
+  });
+});

@@ -1,0 +1,111 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DiskHealth, type DiskState } from '../../../src/session/disk.js';
+import { Spool } from '../../../src/session/spool.js';
+
+const MiB = 1024 * 1024;
+const root = mkdtempSync(join(tmpdir(), 'procctl-spool-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+let n = 0;
+const fresh = () => join(root, `case-${++n}`);
+
+/** Bytes of the spool's segments on disk. */
+function onDisk(file: string): number {
+  let size = 0;
+  for (const f of [file, `${file}.1`]) if (existsSync(f)) size += statSync(f).size;
+  return size;
+}
+
+/** A DiskHealth that records every change it tells. */
+function health(): { disk: DiskHealth; told: DiskState[] } {
+  const told: DiskState[] = [];
+  return { disk: new DiskHealth((state) => told.push(state)), told };
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('Spool', () => {
+  it('a stream faster than the disk budget keeps its newest part, and the drop is counted as the budget', async () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const file = join(dir, 's.log');
+    const spool = new Spool(file, 64 * MiB);
+    // 30 MiB in one turn of the loop: far past the backlog a session may hold.
+    for (let i = 0; i < 30; i++) spool.write(Buffer.alloc(MiB, 65 + (i % 26)));
+    await spool.close();
+    expect(spool.totalBytes).toBe(30 * MiB);
+    expect(spool.dropped.rotated).toBe(0);
+    expect(spool.dropped.fault).toBe(0);
+    expect(spool.dropped.budget).toBeGreaterThan(0);
+    expect(spool.dropped.budget + onDisk(file)).toBe(30 * MiB);
+    // What is kept is the newest output, whole and in order.
+    const kept = spool.read();
+    const expected = Array.from({ length: 30 }, (_, i) => String.fromCharCode(65 + (i % 26)).repeat(MiB)).join('');
+    expect(kept === expected.slice(expected.length - kept.length)).toBe(true);
+  });
+
+  it('a refused write is counted with its error, told once, and writing resumes by itself', async () => {
+    const dir = fresh(); // not created yet: opening the spool fails
+    const file = join(dir, 's.log');
+    const { disk, told } = health();
+    const spool = new Spool(file, 64 * MiB, disk);
+    spool.write('first\n');
+    await spool.drained();
+    for (let i = 0; i < 100; i++) spool.write('refused\n');
+    expect(spool.fault).toMatch(/ENOENT/);
+    expect(spool.faulted).toBe(true);
+    expect(spool.dropped.fault).toBe(6 + 100 * 8);
+    expect(told).toEqual([{ writable: false, error: spool.fault }]);
+    expect(disk.writable).toBe(false);
+
+    mkdirSync(dir);
+    let resumed = 0;
+    await until(() => {
+      spool.write('again\n');
+      resumed++;
+      return existsSync(file);
+    }, 'the spool to be written again');
+    await spool.close();
+    expect(told).toEqual([{ writable: false, error: spool.fault }, { writable: true }]);
+    const kept = spool.read();
+    expect(kept.length).toBeGreaterThan(0);
+    expect(kept).toBe('again\n'.repeat(kept.length / 6));
+    expect(spool.dropped.fault + onDisk(file)).toBe(spool.totalBytes);
+    expect(spool.counts()).toMatchObject({ totalBytes: spool.totalBytes, droppedBytes: spool.dropped.fault, fault: expect.stringMatching(/ENOENT/) });
+    expect(resumed).toBeGreaterThan(0);
+  });
+
+  it('once removed it never writes or creates its file again, even with a write in flight', async () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const file = join(dir, 's.log');
+    const spool = new Spool(file, 64 * MiB);
+    for (let i = 0; i < 4; i++) spool.write(Buffer.alloc(MiB, 66));
+    spool.remove();
+    rmSync(file, { force: true });
+    spool.write('after\n');
+    await spool.close();
+    expect(existsSync(file)).toBe(false);
+    expect(existsSync(`${file}.1`)).toBe(false);
+  });
+
+  it('restores the counts of each cause from a record, and older records that had only a total', () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const file = join(dir, 's.log');
+    const now = Spool.restore(file, { totalBytes: 10, droppedBytes: 6, dropped: { rotated: 1, budget: 2, fault: 3 }, fault: 'EACCES' });
+    expect(now?.dropped).toEqual({ rotated: 1, budget: 2, fault: 3 });
+    expect(now?.fault).toBe('EACCES');
+    const old = Spool.restore(file, { totalBytes: 10, droppedBytes: 4 });
+    expect(old?.dropped).toEqual({ rotated: 4, budget: 0, fault: 0 });
+  });
+});
