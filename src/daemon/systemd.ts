@@ -30,7 +30,7 @@ interface DgramSocket {
  * call does nothing.
  */
 export class Notifier {
-  private readonly path: string | undefined;
+  private path: string | undefined;
   private socket: DgramSocket | undefined;
   private watchdog: NodeJS.Timeout | undefined;
 
@@ -58,8 +58,20 @@ export class Notifier {
 
   send(fields: Record<string, string>): void {
     if (!this.path) return;
+    if (!this.socket) {
+      try {
+        this.socket = this.open();
+      } catch (err) {
+        // Said once, then notification is off: repeating it every status update helps no one.
+        this.log.warn(
+          { err: (err as Error).message.split('\n')[0], socket: this.path },
+          'cannot notify systemd: the optional unix-dgram module did not install (it needs python3, make and a C compiler at npm ci); run the unit with Type=simple, or install the toolchain and run npm ci again',
+        );
+        this.path = undefined;
+        return;
+      }
+    }
     try {
-      this.socket ??= this.open();
       const msg = Buffer.from(Object.entries(fields).map(([k, v]) => `${k}=${v.replace(/\n/g, ' ')}`).join('\n'));
       this.socket.send(msg, 0, msg.length, this.path, (err) => {
         if (err) this.log.warn({ err: err.message, socket: this.path }, 'sd_notify failed');

@@ -21,7 +21,8 @@ export function registerStatus(program: Command): void {
           `sessions: ${r.sessions?.running ?? 0} running, ${r.sessions?.finished ?? 0} finished`,
         ];
         if (r.node) lines.push(`node:     ${r.node}`);
-        if (r.spawner) lines.push(`spawner:  ${r.spawner}`);
+        if (r.spawner) lines.push(`spawner:  ${r.spawner}${r.spawnerReason ? ` (${r.spawnerReason})` : ''}`);
+        if (r.state) lines.push(`state:    ${r.state.dir}${r.state.writable ? '' : `, NOT WRITABLE: ${r.state.error}`}`);
         out(lines.join('\n'));
         return EXIT.ok;
       }),
