@@ -25,7 +25,7 @@ async function expectNothingHeld(d: TestDaemon, c: TestClient, before: Diagnosti
 }
 
 describe('a forgotten session leaves nothing behind', () => {
-  it('after thousands of sessions on pipes, ptys, stdin null, killed, timed out, replaced and removed', async () => {
+  it('after thousands of sessions on pipes, ptys, stdin null, killed, timed out, replaced and removed', { timeout: 300_000 }, async () => {
     const d = await startDaemon({ env: { PROCCTL_KILL_GRACE_MS: '2000' } });
     const c = await d.client();
     // Warm up: modules load, spare scratch directories are made, the terminal library is opened.
@@ -73,7 +73,7 @@ describe('a forgotten session leaves nothing behind', () => {
     c.close();
   });
 
-  it('runs 600 commands under a limit of 256 open files without one failure', async () => {
+  it('runs 600 commands under a limit of 256 open files without one failure', { timeout: 180_000 }, async () => {
     const d = await startDaemon({ launcher: ['prlimit', '--nofile=256:256', '--'] });
     const c = await d.client();
     let failed = 0;
