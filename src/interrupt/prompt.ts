@@ -16,15 +16,34 @@ export function lastLine(text: string): string {
   return '';
 }
 
+/**
+ * The phrases agent frameworks watch for when a tool asks for confirmation (SPEC §7): a last
+ * line holding one of them, as whole words and in any case, is a yes/no question.
+ */
+export const CONFIRM_PHRASES = [
+  'please confirm',
+  'do you confirm',
+  'are you sure',
+  'shall i proceed',
+  'would you like me to proceed',
+  'do you want to proceed',
+  'do you want me to',
+  'should i go ahead',
+  'confirm before',
+  'confirmation required',
+  'waiting for your confirmation',
+  'need your approval',
+];
+const phrase = (p: string) => new RegExp(`\\b${p.replace(/ /g, '\\s+')}\\b`, 'i');
+
 const CONFIRM = [
+  ...CONFIRM_PHRASES.map(phrase),
   /\[\s*y\s*\/\s*n\s*\]/i,
   /\(\s*y\s*\/\s*n\s*\)/i,
   /\(\s*yes\s*\/\s*no\s*\)/i,
   /\[\s*yes\s*\/\s*no\s*\]/i,
-  /\bare you sure\b/i,
   /\bproceed\s*\?/i,
-  /\bdo you want to (continue|proceed)\b/i,
-  /\bplease confirm\b/i,
+  /\bdo you want to continue\b/i,
   /\bcontinue\s*\?/i,
   /\boverwrite\b.*\?/i,
 ];

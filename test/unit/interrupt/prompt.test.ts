@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyPrompt, compilePatterns, lastLine, looksLikePrompt, plainText } from '../../../src/interrupt/prompt.js';
+import { CONFIRM_PHRASES, classifyPrompt, compilePatterns, lastLine, looksLikePrompt, plainText } from '../../../src/interrupt/prompt.js';
 
 describe('plainText', () => {
   it('strips CSI and OSC sequences and two-byte escapes', () => {
@@ -71,6 +71,37 @@ describe('looksLikePrompt', () => {
     expect(looksLikePrompt('please say the magic word', [])).toBeUndefined();
     expect(looksLikePrompt('please say the magic word', extra)).toBe('recognised');
     expect(looksLikePrompt('Please SAY THE MAGIC WORD', extra)).toBe('recognised');
+  });
+});
+
+describe('the confirmation phrases', () => {
+  const lines: [string, string][] = [
+    ['please confirm', 'Deleting 3 branches. Please confirm'],
+    ['do you confirm', 'Drop table users — do you confirm'],
+    ['are you sure', 'ARE YOU SURE you want to reset the cluster'],
+    ['shall i proceed', 'The migration is ready. Shall I proceed'],
+    ['would you like me to proceed', 'Would you like me to proceed with the upgrade'],
+    ['do you want to proceed', 'Do you want to proceed'],
+    ['do you want me to', 'Do you want me to push these commits'],
+    ['should i go ahead', 'Should I go ahead and delete them'],
+    ['confirm before', 'Confirm before I overwrite the file'],
+    ['confirmation required', 'Confirmation required to continue'],
+    ['waiting for your confirmation', 'Waiting for your confirmation...'],
+    ['need your approval', 'I need your approval to deploy'],
+  ];
+  it('covers the twelve phrases of SPEC §7', () => {
+    expect(CONFIRM_PHRASES).toEqual(lines.map(([p]) => p));
+  });
+  it.each(lines)('"%s" makes a confirm, recognised at once: %s', (_phrase, line) => {
+    expect(looksLikePrompt(line, [])).toBe('recognised');
+    expect(classifyPrompt(`some output\n${line}`)).toMatchObject({ kind: 'confirm', reason: line, recognised: true });
+  });
+  it.each([
+    ['a word that only contains a phrase', 'unsurely, shall idle proceedings'],
+    ['a phrase broken across words', 'do you want mentoring'],
+    ['no phrase at all', 'building 3 targets'],
+  ])('%s is not a confirm: %s', (_why, line) => {
+    expect(classifyPrompt(line).kind).not.toBe('confirm');
   });
 });
 
