@@ -56,10 +56,13 @@ export function stopSession(session: Session, opts: StopOptions): Promise<void> 
   return stopSessions([session], opts);
 }
 
-/** Tell the job first, through PROCCTL_STOP_FILE, so it can stop cleanly within the grace. */
+/**
+ * Tell the job first, through PROCCTL_STOP_FILE, so it can stop cleanly within the grace:
+ * `reason` is the text given to kill (else who stopped it), `by` who stopped it (SPEC §9).
+ */
 function writeStopFile(session: Session, stop: StopRequest): void {
   if (!session.stopFile) return;
-  const body = { sessionId: session.id, timestamp: new Date(stop.at).toISOString(), reason: stop.reason, signal: stop.signal };
+  const body = { sessionId: session.id, timestamp: new Date(stop.at).toISOString(), reason: stop.note ?? stop.reason, by: stop.reason, signal: stop.signal };
   try {
     writeFileSync(session.stopFile, `${JSON.stringify(body)}\n`, { mode: 0o600 });
   } catch {

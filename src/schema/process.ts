@@ -58,7 +58,7 @@ export const ProcessParamsSchema = z
       .optional()
       .describe('kill: the stop signal (default SIGTERM; SIGKILL follows after the grace). signal: the signal to deliver.'),
     graceMs: z.number().int().min(0).optional().describe('kill: ms between the stop signal and SIGKILL.'),
-    reason: z.string().max(500).optional().describe('kill: a note kept in the final record.'),
+    reason: z.string().max(500).optional().describe('kill: why it is stopped; written to the stop file and kept in the final record (stop.reason).'),
     all: z.boolean().optional().describe('kill: stop every running session of the scope.'),
   })
   .describe('Manage sessions started by exec: list, poll, log, write, kill, clear, remove.');

@@ -84,11 +84,12 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     pastInterrupts: s.pastInterrupts.length ? s.pastInterrupts.map(pastInterruptView) : undefined,
     checkpoint: checkpointView(s.lastCheckpoint),
     checkpoints: running ? undefined : s.checkpoints.map(checkpointView),
+    // As the stop file says it: the text given to kill (else who stopped it), and who did.
     stop: s.stop && {
-      reason: s.stop.reason,
+      reason: s.stop.note ?? s.stop.reason,
+      by: s.stop.reason,
       signal: s.stop.signal,
       requestedAt: isoOf(s, 2, s.stop.at),
-      note: s.stop.note,
       graceful: running || s.stop.escalated === undefined ? undefined : !s.stop.escalated,
     },
   };

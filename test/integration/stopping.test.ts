@@ -91,10 +91,15 @@ describe('kill', () => {
     const r = await ready(s, STOP_FILE_JOB);
     const k = await s.process({ action: 'kill', sessionId: r.sessionId, graceMs: 15_000, reason: 'deploying a fix' });
     expect(k).toMatchObject({ sessionId: r.sessionId, status: 'failed', reason: 'user', exitCode: 0 });
-    expect(k.stop).toMatchObject({ reason: 'user', signal: 'SIGTERM', note: 'deploying a fix', graceful: true });
+    expect(k.stop).toMatchObject({ reason: 'deploying a fix', by: 'user', signal: 'SIGTERM', graceful: true });
     expect(Number.isNaN(Date.parse(k.stop.requestedAt))).toBe(false);
     const body = await stopFileSeen(s, r.sessionId);
-    expect(body).toEqual({ sessionId: r.sessionId, timestamp: k.stop.requestedAt, reason: 'user', signal: 'SIGTERM' });
+    expect(body).toEqual({ sessionId: r.sessionId, timestamp: k.stop.requestedAt, reason: 'deploying a fix', by: 'user', signal: 'SIGTERM' });
+    // Without a text, the reason is who stopped it; the final record keeps both.
+    const plain = await ready(s, STOP_FILE_JOB);
+    const k2 = await s.process({ action: 'kill', sessionId: plain.sessionId, graceMs: 15_000 });
+    expect(k2.stop).toMatchObject({ reason: 'user', by: 'user' });
+    expect(await stopFileSeen(s, plain.sessionId)).toEqual({ sessionId: plain.sessionId, timestamp: k2.stop.requestedAt, reason: 'user', by: 'user', signal: 'SIGTERM' });
   });
 
   it('SIGKILLs a job that ignores the stop signal once the grace is over', async () => {
@@ -227,7 +232,7 @@ describe('timeouts', () => {
     const ended = await s.waitEnded(r.sessionId);
     expect(ended).toMatchObject({ status: 'failed', reason: 'timeout', exitCode: 0 });
     expect(ended.stop).toMatchObject({ reason: 'timeout' });
-    expect(await stopFileSeen(s, r.sessionId)).toMatchObject({ sessionId: r.sessionId, reason: 'timeout', signal: 'SIGTERM' });
+    expect(await stopFileSeen(s, r.sessionId)).toMatchObject({ sessionId: r.sessionId, reason: 'timeout', by: 'timeout', signal: 'SIGTERM' });
   });
 });
 
@@ -247,7 +252,7 @@ describe('request cancellation', () => {
     expect(ended).toMatchObject({ status: 'failed', reason: 'cancelled' });
     expect(ended.stop).toMatchObject({ reason: 'cancelled' });
     const body = await stopFileSeen(watcher, running.sessionId);
-    expect(body).toMatchObject({ sessionId: running.sessionId, reason: 'cancelled', signal: 'SIGTERM' });
+    expect(body).toMatchObject({ sessionId: running.sessionId, reason: 'cancelled', by: 'cancelled', signal: 'SIGTERM' });
   });
 
   it('$/cancelRequest of a pending poll only ends the wait; twice is harmless', async () => {
