@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_EXCLUDE } from '../policy/env.js';
 
 const clamp = (lo: number, hi: number) => (n: number) => Math.min(hi, Math.max(lo, n));
 const int = (min = 0) => z.number().int().min(min);
@@ -14,6 +15,9 @@ const Regex = z.string().refine((s) => {
     return false;
   }
 }, 'must be a valid regular expression');
+
+/** A variable-name glob: `*` and `?` over letters, digits and `_`. */
+const Glob = z.string().regex(/^[A-Za-z0-9_*?]+$/, 'must be a variable-name glob: letters, digits, _, * and ?');
 
 const ApprovalRule = z.strictObject({
   match: Regex,
@@ -49,6 +53,12 @@ export const ConfigSchema = z.strictObject({
     })
     .prefault({}),
   approvals: z.strictObject({ rules: z.array(ApprovalRule).default([]) }).prefault({}),
+  env: z
+    .strictObject({
+      exclude: z.array(Glob).default(DEFAULT_EXCLUDE),
+      include: z.array(Glob).default([]),
+    })
+    .prefault({}),
   stateDir: z.string().min(1).optional(),
   /** Scope name → token; a request for a listed scope must carry that token. */
   scopeTokens: z.record(z.string(), z.string().min(1)).default({}),

@@ -6,6 +6,7 @@ import type { CallContext, Daemon } from '../tools/context.js';
 import { checkpointTool } from '../tools/checkpoint.js';
 import { execTool } from '../tools/exec.js';
 import { processTool } from '../tools/process/index.js';
+import { daemonInheritance } from '../policy/env.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import type { Method, RequestContext } from './connection.js';
 
@@ -117,6 +118,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     node: process.version,
     spawner: spawnMethod(),
     state: { dir: d.state.dir, ...d.state.status() },
+    env: { withheld: daemonInheritance(d.config().env).withheld },
     spawnerReason: spawnFallbackReason(),
   }));
   return methods;

@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { YIELD_MS_RANGE } from '../config/schema.js';
 import { conflict, forbidden, invalid, limit, unavailable } from '../errors.js';
 import { buildEnv, checkEnvOverrides } from '../runner/env.js';
+import { daemonInheritance } from '../policy/env.js';
 import { resolveShell } from '../runner/shell.js';
 import { spawnSession } from '../runner/spawn.js';
 import { stopSession } from '../runner/stop.js';
@@ -76,7 +77,7 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
   session.tmpdir = sessionDir;
   session.stopFile = join(sessionDir, 'stop.json');
   session.checkpointKey = randomBytes(18).toString('base64url');
-  const env = buildEnv(process.env, p.env, {
+  const env = buildEnv(daemonInheritance(d.config().env).env, p.env, {
     PROCCTL_SESSION_ID: id,
     PROCCTL_SCOPE: ctx.scope,
     PROCCTL_SOCKET: d.socketPath,
