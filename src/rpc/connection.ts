@@ -2,6 +2,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
+import { peerOf } from './peer.js';
 
 type Id = string | number | null;
 
@@ -63,6 +64,11 @@ export class Connection {
       this.endIfDone();
     });
     socket.on('drain', () => this.flushDropNotice());
+  }
+
+  /** Who is on the other end (pid, uid, gid), for the log of a refused request. */
+  peer(): ReturnType<typeof peerOf> {
+    return peerOf(this.socket);
   }
 
   /** Run `fn` when the connection closes (subscriptions use it). */

@@ -22,7 +22,7 @@ export class EventBus {
 
   emit(event: SessionEvent): void {
     for (const sub of this.subscribers) {
-      if (sub.scope !== event.scope) continue;
+      if (sub.scope !== '*' && sub.scope !== event.scope) continue; // '*': an operator's subscription (ALL_SCOPES)
       if (sub.sessionId !== undefined && sub.sessionId !== event.sessionId) continue;
       if (sub.types && !sub.types.has(event.type)) continue;
       sub.deliver(event);

@@ -3,6 +3,10 @@ import { notFound } from '../errors.js';
 import { EventBus } from './events.js';
 import type { Session } from './session.js';
 
+/** The scope of an operator's requests (with the admin token): every session, whatever its scope. */
+export const ALL_SCOPES = '*';
+const inScope = (s: Session, scope: string) => scope === ALL_SCOPES || s.scope === scope;
+
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
 
 /** A short id that is easy to read and type: no 0/o, 1/l. */
@@ -47,7 +51,7 @@ export class Registry {
   /** The session, if it exists in this scope. */
   find(scope: string, id: string): Session | undefined {
     const s = this.sessions.get(id);
-    return s?.scope === scope ? s : undefined;
+    return s && inScope(s, scope) ? s : undefined;
   }
 
   /** The session, if it exists in this scope; else `not_found`. */
@@ -62,7 +66,7 @@ export class Registry {
   /** Sessions of a scope, newest first. */
   list(scope: string): Session[] {
     const out: Session[] = [];
-    for (const s of this.sessions.values()) if (s.scope === scope) out.push(s);
+    for (const s of this.sessions.values()) if (inScope(s, scope)) out.push(s);
     return out.reverse();
   }
 
@@ -75,7 +79,7 @@ export class Registry {
     let total = 0;
     let running = 0;
     for (const s of this.sessions.values()) {
-      if (s.scope !== scope) continue;
+      if (!inScope(s, scope)) continue;
       total++;
       if (s.running) running++;
     }
@@ -86,7 +90,7 @@ export class Registry {
     if (first < end) {
       let i = 0;
       for (const s of this.sessions.values()) {
-        if (s.scope !== scope) continue;
+        if (!inScope(s, scope)) continue;
         if (i >= first) sessions.push(s);
         if (++i === end) break;
       }
@@ -100,7 +104,7 @@ export class Registry {
 
   running(scope?: string): Session[] {
     const out: Session[] = [];
-    for (const s of this.sessions.values()) if (s.running && (scope === undefined || s.scope === scope)) out.push(s);
+    for (const s of this.sessions.values()) if (s.running && (scope === undefined || inScope(s, scope))) out.push(s);
     return out;
   }
 

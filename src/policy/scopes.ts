@@ -1,0 +1,98 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+import { ALL_SCOPES } from '../session/registry.js';
+
+export { ALL_SCOPES };
+
+export type ElevatedPolicy = 'deny' | 'ask' | 'allow';
+
+/** A scope's policy as the config writes it (`scopes.NAME`). */
+export interface ScopeConfig {
+  token?: string;
+  background: boolean;
+  elevated: ElevatedPolicy;
+}
+
+export interface PolicyConfig {
+  scopes: Record<string, ScopeConfig>;
+  adminToken?: string;
+}
+
+/** What a scope may do; a scope the config does not list isolates by name only. */
+export interface ScopePolicy {
+  background: boolean;
+  elevated: ElevatedPolicy;
+}
+
+const OPEN: ScopePolicy = { background: true, elevated: 'deny' };
+
+/** A stored token: the sha256 of the token, from `sha256:<hex>` or, for a plain value, computed here. */
+interface Secret {
+  digest: Buffer;
+  plain: boolean;
+}
+
+const SHA256 = /^sha256:([0-9a-f]{64})$/i;
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+
+function secretOf(stored: string): Secret {
+  const hex = SHA256.exec(stored)?.[1];
+  return hex ? { digest: Buffer.from(hex, 'hex'), plain: false } : { digest: sha256(stored), plain: true };
+}
+
+/** Does `presented` hash to the stored digest? Compared in constant time, whatever its length. */
+function matches(secret: Secret, presented: unknown): boolean {
+  return typeof presented === 'string' && timingSafeEqual(sha256(presented), secret.digest);
+}
+
+export type Authorization =
+  | { ok: true; scope: string; admin: boolean; policy: ScopePolicy }
+  | { ok: false; why: string };
+
+/** The config's scopes, compiled once per config (a reload compiles anew). */
+export class ScopeRules {
+  private readonly secrets = new Map<string, Secret>();
+  private readonly admin: Secret | undefined;
+
+  constructor(private readonly config: PolicyConfig) {
+    for (const [name, scope] of Object.entries(config.scopes)) if (scope.token !== undefined) this.secrets.set(name, secretOf(scope.token));
+    this.admin = config.adminToken === undefined ? undefined : secretOf(config.adminToken);
+  }
+
+  /** Config keys holding a plain token instead of its `sha256:<hex>`: the daemon warns about them. */
+  plainTokens(): string[] {
+    const out = [...this.secrets].filter(([, s]) => s.plain).map(([name]) => `scopes.${name}.token`);
+    if (this.admin?.plain) out.push('adminToken');
+    return out;
+  }
+
+  policy(scope: string): ScopePolicy {
+    return Object.hasOwn(this.config.scopes, scope) ? this.config.scopes[scope] : OPEN;
+  }
+
+  /** May a request with this token act in this scope? */
+  authorize(scope: string, token: unknown): Authorization {
+    if (scope === ALL_SCOPES) {
+      if (!this.admin) return { ok: false, why: 'scope "*" (every scope) needs the daemon\'s adminToken, and this daemon has none configured' };
+      if (!matches(this.admin, token)) return { ok: false, why: 'scope "*" (every scope) needs the adminToken: pass it as "token" (procctl --scope \'*\' --token ...)' };
+      return { ok: true, scope, admin: true, policy: OPEN };
+    }
+    const secret = this.secrets.get(scope);
+    if (secret && !matches(secret, token)) {
+      return { ok: false, why: `scope "${scope}" needs its token: pass "token" with the request (procctl --scope ${scope} --token ...)` };
+    }
+    return { ok: true, scope, admin: false, policy: this.policy(scope) };
+  }
+}
+
+const compiled = new WeakMap<PolicyConfig, ScopeRules>();
+
+/** The compiled rules of a config object, made on first use. */
+export function scopeRules(config: PolicyConfig): ScopeRules {
+  let rules = compiled.get(config);
+  if (!rules) {
+    rules = new ScopeRules(config);
+    compiled.set(config, rules);
+  }
+  return rules;
+}
