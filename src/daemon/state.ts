@@ -142,6 +142,8 @@ export class StateStore {
         await writeFile(tmp, body, { mode: 0o600 });
         if (this.removed.has(id)) await rm(tmp, { force: true });
         else await rename(tmp, file);
+        // Forgotten while the rename was under way: it must not come back at the next start.
+        if (this.removed.has(id)) await rm(file, { force: true });
       } catch (err) {
         if (!this.removed.has(id)) this.refused(snap, err as Error);
         return;
