@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { BenchOptions } from './main.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { startSleepers } from './lib/sessions.js';
-import { alive, cpuMs, liveProcesses } from './lib/proc.js';
+import { alive, cpuMs, liveProcesses, threadCpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
 
@@ -27,9 +27,9 @@ export async function idleCost(opts: BenchOptions): Promise<Metric[]> {
   opts.log(`idle: ${count} x \`sleep 600\`; ${rounds} rounds of: daemon CPU over ${windowMs / 1000} s with no requests, ${listCalls} list, ${pollCalls} poll; detection on, then off`);
   const ids: string[] = [];
   const pids = new Set<number>();
-  type Phase = { idle: number[]; list: number[]; poll: number[] };
-  const on: Phase = { idle: [], list: [], poll: [] };
-  const off: Phase = { idle: [], list: [], poll: [] };
+  type Phase = { idle: number[]; loop: number[]; list: number[]; poll: number[] };
+  const on: Phase = { idle: [], loop: [], list: [], poll: [] };
+  const off: Phase = { idle: [], loop: [], list: [], poll: [] };
   // The daemon finds its config under XDG_CONFIG_HOME (set by BenchDaemon) and re-reads it on SIGHUP.
   const configDir = join(daemon.env.XDG_CONFIG_HOME!, 'procctl');
   mkdirSync(configDir, { recursive: true });
@@ -40,8 +40,9 @@ export async function idleCost(opts: BenchOptions): Promise<Metric[]> {
     await sleep(enabled ? 3000 : 1000);
   };
   const measure = async (into: Phase, label: string) => {
-    const idle = await idleWindow(daemon.pid, windowMs);
+    const { idle, loop } = await idleWindow(daemon.pid, windowMs);
     into.idle.push(idle);
+    into.loop.push(loop);
     for (let i = 0; i < 20; i++) await client.call('process', { action: 'list' });
     const list: number[] = [];
     for (let i = 0; i < listCalls; i++) {
@@ -57,7 +58,7 @@ export async function idleCost(opts: BenchOptions): Promise<Metric[]> {
     }
     into.list.push(p99(list));
     into.poll.push(p99(poll));
-    opts.log(`  detection ${label}: idle ${round(idle, 2)}% of one core; list p99 ${round(p99(list), 2)} ms, poll p99 ${round(p99(poll), 3)} ms`);
+    opts.log(`  detection ${label}: idle ${round(idle, 2)}% of one core (main thread ${round(loop, 2)}%); list p99 ${round(p99(list), 2)} ms, poll p99 ${round(p99(poll), 3)} ms`);
   };
   try {
     await startSleepers(client, count, ids, pids);
@@ -93,7 +94,7 @@ export async function idleCost(opts: BenchOptions): Promise<Metric[]> {
       target: { op: '<', value: 5 },
       rounds: r2(on.idle),
       detail:
-        `utime+stime of procctld over ${windowMs / 1000} s windows with no requests, % of one core (median of ${rounds}); ` +
+        `utime+stime of procctld over ${windowMs / 1000} s windows with no requests, % of one core (median of ${rounds}; its main thread ${round(median(on.loop), 2)}%); ` +
         `with interrupt detection off ${round(median(off.idle), 2)}% (${r2(off.idle).join('/')}): detection costs ${round(median(on.idle) - median(off.idle), 2)} points`,
     },
     {
@@ -117,11 +118,13 @@ export async function idleCost(opts: BenchOptions): Promise<Metric[]> {
   ];
 }
 
-/** Daemon CPU (user + system) over a window, as a percentage of one core. */
-async function idleWindow(pid: number, ms: number): Promise<number> {
+/** Daemon CPU (user + system) over a window, as a percentage of one core: all threads, and the main thread (the event loop). */
+async function idleWindow(pid: number, ms: number): Promise<{ idle: number; loop: number }> {
   const cpu0 = cpuMs(pid);
+  const loop0 = threadCpuMs(pid);
   const t0 = now();
   await sleep(ms);
-  return ((cpuMs(pid) - cpu0) / (now() - t0)) * 100;
+  const elapsed = now() - t0;
+  return { idle: ((cpuMs(pid) - cpu0) / elapsed) * 100, loop: ((threadCpuMs(pid) - loop0) / elapsed) * 100 };
 }
 

@@ -6,6 +6,7 @@ import { BenchDaemon, ROOT } from './lib/daemon.js';
 import { machine } from './lib/proc.js';
 import { passes, table, type Metric } from './lib/report.js';
 import { sessions } from './sessions.js';
+import { tails } from './tails.js';
 // Interrupts, terminals and stopping: one file each.
 import { idleCost } from './idle.js';
 import { interruptLatency } from './interrupt-latency.js';
@@ -28,9 +29,11 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   pty: ptyThroughput,
   idle: idleCost,
   'kill-tree': killTree,
+  // Request tails on a warmed daemon.
+  tails,
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree,tails] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

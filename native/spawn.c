@@ -9,11 +9,15 @@
 //   default disposition and an empty mask, its stdio on socketpairs as libuv would give it.
 // reap(pids) -> [{ pid, code, signal }] for the listed children that have exited.
 // exited() -> the pid of some exited child not yet reaped (left unreaped), or 0.
+// stdinReaders([[leader, input, pty], ...]) -> Promise<number[]>: off the main thread, one
+//   answer per entry (see StdinReaders below).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -285,6 +289,198 @@ static napi_value Exited(napi_env env, napi_callback_info info) {
   return pid;
 }
 
+// --- Who reads a session's input -----------------------------------------------------------
+// The waiting-for-input watcher asks, for each quiet session, whether a process of its tree is
+// blocked reading the session's stdin: /proc/PID/syscall for each process, /proc/PID/fd/N for
+// the fd it reads, /proc/PID/task/PID/children to walk the tree. A few hundred small reads a
+// second with a thousand sessions; done here on a libuv pool thread, they never hold up a
+// request. src/interrupt/kernel.ts holds the same walk in JS, used when this addon is absent.
+
+// Syscalls that block reading one fd (its first argument), and those that wait on several.
+static int is_read_call(long nr) {
+  return nr == SYS_read || nr == SYS_readv || nr == SYS_pread64;
+}
+
+static int is_wait_call(long nr) {
+  switch (nr) {
+#ifdef SYS_poll
+    case SYS_poll:
+#endif
+#ifdef SYS_select
+    case SYS_select:
+#endif
+#ifdef SYS_epoll_wait
+    case SYS_epoll_wait:
+#endif
+    case SYS_pselect6:
+    case SYS_ppoll:
+    case SYS_epoll_pwait:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// A small /proc file into buf (NUL-terminated); its length, or -1.
+static ssize_t read_small(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n;
+  do n = read(fd, buf, size - 1);
+  while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+// Whether fd `fd` of `pid` is the session's input: `input` itself, or on a terminal /dev/tty.
+static int is_input(pid_t pid, unsigned long long fd, const char *input, int pty) {
+  if (fd > INT_MAX) return 0;
+  char path[64], target[PATH_MAX];
+  snprintf(path, sizeof path, "/proc/%d/fd/%llu", (int)pid, fd);
+  ssize_t n = readlink(path, target, sizeof target - 1);
+  if (n < 0) return 0;
+  target[n] = 0;
+  return strcmp(target, input) == 0 || (pty && strcmp(target, "/dev/tty") == 0);
+}
+
+#define MAX_TREE 64
+
+// pid when a process of the tree is blocked reading the input, -pid for the first one found in
+// poll/select with it as fd 0 (less certain), else 0. Breadth first, at most MAX_TREE processes.
+static int find_reader(pid_t leader, const char *input, int pty) {
+  pid_t queue[MAX_TREE];
+  int head = 0, tail = 0, waiting = 0;
+  char buf[4096], path[64];
+  queue[tail++] = leader;
+  while (head < tail) {
+    pid_t pid = queue[head++];
+    snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+    if (read_small(path, buf, sizeof buf) > 0 && buf[0] != 'r') {  // "running": in no syscall
+      char *end;
+      long nr = strtol(buf, &end, 10);
+      if (*end == ' ') {
+        unsigned long long arg0 = strtoull(end + 1, NULL, 0);
+        if (is_read_call(nr) && is_input(pid, arg0, input, pty)) return pid;
+        if (is_wait_call(nr) && !waiting && is_input(pid, 0, input, pty)) waiting = -pid;
+      }
+    }
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    if (read_small(path, buf, sizeof buf) <= 0) continue;
+    for (char *p = buf; *p && tail < MAX_TREE;) {
+      char *end;
+      long child = strtol(p, &end, 10);
+      if (end == p) break;
+      if (child > 0) queue[tail++] = (pid_t)child;
+      p = end;
+    }
+  }
+  return waiting;
+}
+
+struct look {
+  pid_t leader;
+  int pty;
+  char *input;
+  int result;
+};
+
+struct looks {
+  napi_async_work work;
+  napi_deferred deferred;
+  uint32_t n;
+  struct look *items;
+};
+
+static void free_looks(struct looks *l) {
+  for (uint32_t i = 0; i < l->n; i++) free(l->items[i].input);
+  free(l->items);
+  free(l);
+}
+
+static void looks_execute(napi_env env, void *data) {
+  struct looks *l = data;
+  for (uint32_t i = 0; i < l->n; i++) l->items[i].result = find_reader(l->items[i].leader, l->items[i].input, l->items[i].pty);
+}
+
+static void looks_complete(napi_env env, napi_status status, void *data) {
+  struct looks *l = data;
+  napi_value answer;
+  if (status == napi_ok && napi_create_array_with_length(env, l->n, &answer) == napi_ok) {
+    for (uint32_t i = 0; i < l->n; i++) {
+      napi_value v;
+      napi_create_int32(env, l->items[i].result, &v);
+      napi_set_element(env, answer, i, v);
+    }
+    napi_resolve_deferred(env, l->deferred, answer);
+  } else {
+    napi_value msg, error;
+    napi_create_string_utf8(env, "procctl stdinReaders: the look did not run", NAPI_AUTO_LENGTH, &msg);
+    napi_create_error(env, NULL, msg, &error);
+    napi_reject_deferred(env, l->deferred, error);
+  }
+  napi_delete_async_work(env, l->work);
+  free_looks(l);
+}
+
+// stdinReaders([[leader, input, pty], ...]) -> Promise<number[]>: for each entry, pid when a
+// process of the leader's tree is blocked reading `input` (what the leader's fd 0 pointed at,
+// `pipe:[123]`, `/dev/pts/4`; on a terminal also /dev/tty), -pid when one waits in poll/select
+// with it as fd 0, 0 when none does. The /proc reads run on a libuv pool thread.
+static napi_value StdinReaders(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value args[1], promise;
+  CHECK(env, napi_get_cb_info(env, info, &argc, args, NULL, NULL));
+  uint32_t n = 0;
+  bool is_array = false;
+  if (argc < 1 || napi_is_array(env, args[0], &is_array) != napi_ok || !is_array || napi_get_array_length(env, args[0], &n) != napi_ok) {
+    napi_throw_type_error(env, NULL, "stdinReaders([[leader, input, pty], ...])");
+    return NULL;
+  }
+  struct looks *l = calloc(1, sizeof *l);
+  if (!l || !(l->items = calloc(n ? n : 1, sizeof *l->items))) {
+    free(l);
+    return throw_errno(env, ENOMEM);
+  }
+  int bad = 0;
+  for (uint32_t i = 0; i < n && !bad; i++) {
+    napi_value entry, v;
+    int32_t leader = 0;
+    bool pty = false;
+    l->n = i + 1;
+    if (napi_get_element(env, args[0], i, &entry) != napi_ok || napi_get_element(env, entry, 0, &v) != napi_ok ||
+        napi_get_value_int32(env, v, &leader) != napi_ok || leader <= 0 || napi_get_element(env, entry, 1, &v) != napi_ok) {
+      bad = 1;
+      break;
+    }
+    l->items[i].input = string_arg(env, v, &bad);
+    if (napi_get_element(env, entry, 2, &v) == napi_ok) napi_get_value_bool(env, v, &pty);
+    l->items[i].leader = leader;
+    l->items[i].pty = pty;
+  }
+  if (bad) {
+    free_looks(l);
+    napi_throw_type_error(env, NULL, "stdinReaders: each entry is [leader pid, input as a string without NUL bytes, pty]");
+    return NULL;
+  }
+  napi_value name;
+  if (napi_create_promise(env, &l->deferred, &promise) != napi_ok ||
+      napi_create_string_utf8(env, "procctl:stdinReaders", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, looks_execute, looks_complete, l, &l->work) != napi_ok) {
+    free_looks(l);
+    napi_throw_error(env, NULL, "procctl stdinReaders: cannot queue the look");
+    return NULL;
+  }
+  if (napi_queue_async_work(env, l->work) != napi_ok) {
+    napi_delete_async_work(env, l->work);
+    free_looks(l);
+    napi_throw_error(env, NULL, "procctl stdinReaders: cannot queue the look");
+    return NULL;
+  }
+  return promise;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_value fn;
   napi_create_function(env, "exited", NAPI_AUTO_LENGTH, Exited, NULL, &fn);
@@ -293,5 +489,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_set_named_property(env, exports, "spawn", fn);
   napi_create_function(env, "reap", NAPI_AUTO_LENGTH, Reap, NULL, &fn);
   napi_set_named_property(env, exports, "reap", fn);
+  napi_create_function(env, "stdinReaders", NAPI_AUTO_LENGTH, StdinReaders, NULL, &fn);
+  napi_set_named_property(env, exports, "stdinReaders", fn);
   return exports;
 }

@@ -67,7 +67,16 @@ export function machine() {
 
 /** CPU time (user + system) a process has used so far, in ms; clock-tick resolution. */
 export function cpuMs(pid: number): number {
-  const text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  return statCpuMs(`/proc/${pid}/stat`);
+}
+
+/** CPU time of one thread of a process (its main thread when `tid` is the pid): the event loop's share. */
+export function threadCpuMs(pid: number, tid = pid): number {
+  return statCpuMs(`/proc/${pid}/task/${tid}/stat`);
+}
+
+function statCpuMs(file: string): number {
+  const text = readFileSync(file, 'latin1');
   const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
   // Fields 14 and 15 of stat (utime, stime) are rest[11], rest[12]; ticks are 1/100 s on Linux.
   return (Number(rest[11]) + Number(rest[12])) * 10;

@@ -1,5 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { Socket } from 'node:net';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { queryObjects } from 'node:v8';
 import { Session } from '../session/session.js';
 import { SessionOutput } from '../session/output.js';
@@ -19,6 +20,49 @@ export interface Diagnostics {
   resources: Record<string, number>;
   /** Live instances of the tracked classes, counted after a full garbage collection. */
   objects: Record<keyof typeof TRACKED, number>;
+  /** How late the event loop ran a 10 ms timer since the previous call; null on the first call (it starts the watch). */
+  eventLoopDelay: LoopDelay | null;
+}
+
+/** Event-loop delay in ms: how long past its due time a timer ran, sampled every RESOLUTION_MS. */
+export interface LoopDelay {
+  p50: number;
+  p99: number;
+  max: number;
+  /** Samples taken. */
+  count: number;
+  /** Over this long, in ms: since the previous call. */
+  sinceMs: number;
+}
+
+/** A finer timer costs idle CPU (about 0.5% of a core at 10 ms on a 2-core VM, 2.5% at 1 ms). */
+const RESOLUTION_MS = 10;
+let loop: { histogram: IntervalHistogram; since: number } | undefined;
+
+/**
+ * Read and restart the loop-delay watch. It starts on the first call, so a daemon nobody
+ * diagnoses pays nothing. Restarted after this call's own garbage collection, so that pause is
+ * in no answer: the histogram drops the interval in progress when reset.
+ */
+function loopDelay(): LoopDelay | null {
+  const now = performance.now();
+  if (!loop) {
+    const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+    histogram.enable();
+    loop = { histogram, since: now };
+    return null;
+  }
+  const h = loop.histogram;
+  // Each sample is the interval between two runs of the timer: the resolution plus the delay.
+  const ms = (ns: number) => (h.count === 0 ? 0 : Math.max(0, Math.round((ns / 1e6 - RESOLUTION_MS) * 1000) / 1000));
+  const out = { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count, sinceMs: Math.round(now - loop.since) };
+  return out;
+}
+
+function restartLoopDelay(): void {
+  if (!loop) return;
+  loop.histogram.reset();
+  loop.since = performance.now();
 }
 
 function openDescriptors(): number {
@@ -53,10 +97,11 @@ export function diagnostics(): Diagnostics {
       process.emitWarning = emit;
     }
   }
+  const eventLoopDelay = loopDelay();
   const objects = {} as Diagnostics['objects'];
   for (const [name, ctor] of Object.entries(TRACKED)) objects[name as keyof typeof TRACKED] = queryObjects(ctor, { format: 'count' }) as number;
   const mem = process.memoryUsage();
-  return {
+  const out: Diagnostics = {
     rss: mem.rss,
     heapUsed: mem.heapUsed,
     external: mem.external,
@@ -64,5 +109,8 @@ export function diagnostics(): Diagnostics {
     fds: openDescriptors(),
     resources: countBy(process.getActiveResourcesInfo()),
     objects,
+    eventLoopDelay,
   };
+  restartLoopDelay();
+  return out;
 }

@@ -1,4 +1,5 @@
 import { closeSync, openSync, readSync } from 'node:fs';
+import { nativeSpawner } from '../runner/native.js';
 import { fdTarget } from '../runner/procfs.js';
 
 /** Syscall numbers that block reading one fd (first argument), per architecture. */
@@ -64,4 +65,37 @@ export function findStdinReader(leader: number, stdinId: string, pty: boolean, m
     queue.push(...children(pid));
   }
   return waiting;
+}
+
+/** One session to look at: its leader and what the leader's fd 0 pointed at. */
+export interface ReaderQuery {
+  leader: number;
+  stdinId: string;
+  pty: boolean;
+}
+
+/**
+ * `findStdinReader` for many sessions at once, answered in the same order. With the addon
+ * (native/spawn.c) the /proc reads run on a libuv pool thread, so a crowd of quiet sessions
+ * costs the event loop nothing; without it (not built, or PROCCTL_SPAWN=node) they run here,
+ * synchronously, as they always did.
+ */
+/** Whether findStdinReaders reads /proc off the event loop (the addon has the function). */
+export function readsOffLoop(): boolean {
+  const addon = nativeSpawner();
+  return !(addon instanceof Error) && addon.stdinReaders !== undefined;
+}
+
+export async function findStdinReaders(queries: readonly ReaderQuery[]): Promise<(StdinReader | undefined)[]> {
+  const addon = nativeSpawner();
+  if (!(addon instanceof Error) && addon.stdinReaders !== undefined) {
+    let answers: number[] | undefined;
+    try {
+      answers = await addon.stdinReaders(queries.map((q) => [q.leader, q.stdinId, q.pty]));
+    } catch {
+      // The look could not run there (cancelled, out of memory): run it here this once.
+    }
+    if (answers) return answers.map((a): StdinReader | undefined => (a > 0 ? { pid: a, how: 'read' } : a < 0 ? { pid: -a, how: 'wait' } : undefined));
+  }
+  return queries.map((q) => findStdinReader(q.leader, q.stdinId, q.pty));
 }

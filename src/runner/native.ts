@@ -9,6 +9,12 @@ export interface Addon {
   spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean): { pid: number; stdin: number; stdout: number; stderr: number };
   reap(pids: number[]): { pid: number; code: number | null; signal: number | null }[];
   exited(): number;
+  /**
+   * For each `[leader, input, pty]`: pid when a process of the leader's tree is blocked reading
+   * `input`, -pid when one waits in poll/select with it as fd 0, 0 when none; read off the main
+   * thread. Absent from builds older than the function.
+   */
+  stdinReaders?(looks: [number, string, boolean][]): Promise<number[]>;
 }
 
 export interface NativeChild {

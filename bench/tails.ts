@@ -1,0 +1,259 @@
+import type { BenchOptions } from './main.js';
+import type { BenchClient } from './lib/client.js';
+import { BenchDaemon } from './lib/daemon.js';
+import { exitWaits } from './lib/sessions.js';
+import { alive, cpuMs, liveProcesses, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
+import type { Metric } from './lib/report.js';
+import { median, now, p99, round, sleep } from './lib/stats.js';
+
+/** Requests in flight while warming up and starting sessions. */
+const IN_FLIGHT = 8;
+/** The page a client asks for by default in this bench (`limit: 50`). */
+const PAGE = 50;
+
+/** What `daemon.diagnostics` says of the event loop (src/daemon/diagnostics.ts). */
+interface LoopDelay {
+  p50: number;
+  p99: number;
+  max: number;
+  count: number;
+  sinceMs: number;
+}
+
+/** Which command a held session runs, by its position: half quiet sleepers, a fifth reading stdin, the rest finished. */
+function kindOf(i: number): 'sleep' | 'read' | 'done' {
+  const k = i % 10;
+  return k < 5 ? 'sleep' : k < 7 ? 'read' : 'done';
+}
+
+const COMMANDS = {
+  sleep: 'sleep 600',
+  // Prints a line, then waits on stdin: the watcher finds it and it carries an interrupt.
+  read: 'echo "ready to read"; read line; echo "got $line"',
+  done: 'echo finished; seq 20',
+} as const;
+
+/**
+ * Benchmark: request tails on a daemon that has already worked. Warms the daemon the way a day
+ * of use would (thousands of short sessions run and forgotten, one 1 GiB capture), then holds
+ * 1,000 sessions — quiet `sleep`s with stdin open (the waiting-for-input watcher keeps looking
+ * at them), commands blocked reading stdin (waiting for input, with an interrupt), and finished
+ * ones — and times `list` (a 50-session page and the whole list) and `poll`. The daemon's own
+ * event-loop delay comes from `daemon.diagnostics`, per round and over an idle window.
+ */
+export async function tails(opts: BenchOptions): Promise<Metric[]> {
+  const count = opts.quick ? 200 : 1000;
+  const cycles = opts.quick ? 300 : 3000;
+  const captureBytes = opts.quick ? 2 ** 27 : 2 ** 30;
+  const pageCalls = opts.quick ? 100 : 400;
+  const listCalls = opts.quick ? 50 : 200;
+  const pollCalls = opts.quick ? 500 : 2000;
+  const idleMs = opts.quick ? 2000 : 5000;
+  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2) });
+  const client = await daemon.client();
+  const diag = async (): Promise<LoopDelay | null> => (await client.call('daemon.diagnostics')).eventLoopDelay;
+  opts.log(
+    `tails: warm-up of ${cycles} exec+clear and a ${captureBytes / 2 ** 20} MiB capture; then ${count} sessions held; ` +
+      `${opts.rounds} rounds of ${pageCalls} list (limit ${PAGE}), ${listCalls} list (all), ${pollCalls} poll + daemon.status, and ${idleMs / 1000} s idle`,
+  );
+  const pids = new Set<number>();
+  const polled: string[] = [];
+  type Round = { page: number[]; all: number[]; poll: number[]; status: number[]; busy: LoopDelay; idle: LoopDelay; idleCpu: number; idleLoopCpu: number };
+  const rounds: Round[] = [];
+  let warm = { ms: 0, rssBeforeKb: 0, rssAfterKb: 0, captureGrowthKb: 0, captureAfterKb: 0 };
+  let rssHeldKb = 0;
+  let pageBytes = 0;
+  let allBytes = 0;
+  try {
+    await diag(); // starts the daemon's loop-delay watch
+    warm = await warmUp(daemon, cycles, captureBytes, opts);
+    const ids = await hold(client, count, pids, polled);
+    // The readers raise their interrupts after a second of quiet; the watcher's back-off settles in 3 s.
+    await sleep(3000);
+    rssHeldKb = memoryKb(daemon.pid)!.rss;
+    const waiting = (await client.call('process', { action: 'list' })).sessions.filter((s: any) => s.status === 'waiting_input').length;
+    opts.log(`  holding ${ids.length} sessions (${waiting} waiting for input); RSS ${mb(rssHeldKb)} MB`);
+
+    for (let r = 0; r < opts.rounds; r++) {
+      const s = { page: [] as number[], all: [] as number[], poll: [] as number[], status: [] as number[] };
+      for (let i = 0; i < 20; i++) await client.call('process', { action: 'list', limit: PAGE });
+      await diag();
+      mark(opts, `round ${r + 1} list (limit ${PAGE})`);
+      for (let i = 0; i < pageCalls; i++) {
+        const t = await client.timed('process', { action: 'list', limit: PAGE });
+        if (t.result.sessions.length !== PAGE || t.result.total !== count) throw new Error(`list limit ${PAGE} gave ${t.result.sessions.length} of ${t.result.total} sessions, expected ${PAGE} of ${count}`);
+        s.page.push(t.receivedMs);
+        if (!pageBytes) pageBytes = JSON.stringify(t.result).length;
+      }
+      mark(opts, `round ${r + 1} list (all)`);
+      for (let i = 0; i < listCalls; i++) {
+        const t = await client.timed('process', { action: 'list' });
+        if (t.result.sessions.length !== count) throw new Error(`list gave ${t.result.sessions.length} sessions, expected ${count}`);
+        s.all.push(t.receivedMs);
+        if (!allBytes) allBytes = JSON.stringify(t.result).length;
+      }
+      mark(opts, `round ${r + 1} poll`);
+      for (let i = 0; i < pollCalls; i++) {
+        const t = await client.timed('process', { action: 'poll', sessionId: polled[(i * 7919) % polled.length] });
+        if (t.result.status !== 'running' && t.result.status !== 'waiting_input') throw new Error(`poll answered ${JSON.stringify(t.result).slice(0, 200)}`);
+        s.poll.push(t.receivedMs);
+        s.status.push((await client.timed('daemon.status')).receivedMs);
+      }
+      mark(opts, `round ${r + 1} idle`);
+      const busy = (await diag())!;
+      const cpu0 = cpuMs(daemon.pid);
+      const loop0 = threadCpuMs(daemon.pid);
+      const t0 = now();
+      await sleep(idleMs);
+      const idleCpu = ((cpuMs(daemon.pid) - cpu0) / (now() - t0)) * 100;
+      const idleLoopCpu = ((threadCpuMs(daemon.pid) - loop0) / (now() - t0)) * 100;
+      mark(opts, `round ${r + 1} end`);
+      const idle = (await diag())!;
+      rounds.push({ ...s, busy, idle, idleCpu, idleLoopCpu });
+      opts.log(
+        `  round ${r + 1}: list ${PAGE} p50 ${round(median(s.page), 2)} / p99 ${round(p99(s.page), 2)} ms, list all p50 ${round(median(s.all), 2)} / p99 ${round(p99(s.all), 2)} ms, ` +
+          `poll p50 ${round(median(s.poll), 3)} / p99 ${round(p99(s.poll), 3)} ms, status p99 ${round(p99(s.status), 3)} ms; ` +
+          `loop delay under requests p99 ${busy.p99} / max ${busy.max} ms, idle p99 ${idle.p99} / max ${idle.max} ms (CPU ${round(idleCpu, 1)}%, main thread ${round(idleLoopCpu, 1)}%)`,
+      );
+    }
+    await client.call('process', { action: 'kill', all: true });
+  } finally {
+    client.close();
+    await daemon.stop();
+    const survivors = [...pids].filter(alive).concat(liveProcesses({ pgrps: pids }).map((p) => p.pid));
+    for (const pid of new Set(survivors)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
+    if (survivors.length) opts.log(`  ! ${survivors.length} session processes outlived the daemon and were killed by pid`);
+  }
+
+  const per = (f: (r: Round) => number, digits = 3) => rounds.map((r) => round(f(r), digits));
+  const page = per((r) => p99(r.page));
+  const all = per((r) => p99(r.all));
+  const poll = per((r) => p99(r.poll));
+  const busyP99 = per((r) => r.busy.p99);
+  const idleP99 = per((r) => r.idle.p99);
+  const warmed = `warmed by ${cycles} exec+clear (${round(warm.ms / 1000, 1)} s) and a ${captureBytes / 2 ** 20} MiB capture`;
+  return [
+    {
+      bench: 'tails',
+      name: `process list p99, page of ${PAGE} (${count} sessions, warmed)`,
+      value: median(page),
+      unit: 'ms',
+      target: { op: '<', value: 5 },
+      rounds: page,
+      detail: `median ${round(median(rounds.map((r) => median(r.page))), 3)} ms; response ${Math.round(pageBytes / 1024)} kB; daemon.status p99 ${round(median(per((r) => p99(r.status))), 3)} ms; ${warmed}`,
+    },
+    {
+      bench: 'tails',
+      name: `process list p99, all ${count} sessions (warmed)`,
+      value: median(all),
+      unit: 'ms',
+      target: { op: '<', value: 5 },
+      rounds: all,
+      detail: `median ${round(median(rounds.map((r) => median(r.all))), 2)} ms; response ${Math.round(allBytes / 1024)} kB`,
+    },
+    {
+      bench: 'tails',
+      name: `process poll p99 (${count} sessions, detection on, warmed)`,
+      value: median(poll),
+      unit: 'ms',
+      target: { op: '<', value: 1 },
+      rounds: poll,
+      detail: `median ${round(median(rounds.map((r) => median(r.poll))), 3)} ms; ${pollCalls} polls per round across the running sessions`,
+    },
+    {
+      bench: 'tails',
+      name: 'event-loop delay p99 under requests',
+      value: median(busyP99),
+      unit: 'ms',
+      rounds: busyP99,
+      detail: `daemon.diagnostics over each round's requests (10 ms timer); max ${per((r) => r.busy.max).join('/')} ms, p50 ${per((r) => r.busy.p50).join('/')} ms`,
+    },
+    {
+      bench: 'tails',
+      name: 'event-loop delay p99, idle',
+      value: median(idleP99),
+      unit: 'ms',
+      rounds: idleP99,
+      detail:
+        `${idleMs / 1000} s with no requests (the watcher and timers only); max ${per((r) => r.idle.max).join('/')} ms; ` +
+        `daemon CPU ${per((r) => r.idleCpu, 1).join('/')}% of one core, of which its main thread ${per((r) => r.idleLoopCpu, 1).join('/')}%`,
+    },
+    {
+      bench: 'tails',
+      name: `daemon RSS growth during a ${captureBytes / 2 ** 20} MiB capture, warmed`,
+      value: warm.captureGrowthKb / 1024,
+      unit: 'MB',
+      target: { op: '<', value: 64 },
+      detail: `peak minus VmRSS before it (${mb(warm.rssBeforeKb)} MB after the exec cycles); ${round(warm.captureAfterKb / 1024, 1)} MB once idle after it; holding ${count} sessions: ${mb(rssHeldKb)} MB`,
+    },
+  ];
+}
+
+/** Short sessions run and forgotten, then one large capture (its RSS growth measured). */
+async function warmUp(daemon: BenchDaemon, cycles: number, captureBytes: number, opts: BenchOptions) {
+  const c = await daemon.client();
+  try {
+    const waitExit = await exitWaits(c);
+    const t0 = now();
+    let next = 0;
+    const worker = async () => {
+      while (next < cycles) {
+        const i = next++;
+        const r = await c.call('exec', { command: i % 2 ? 'true' : 'seq 200', yieldMs: 30_000 });
+        if (r.status !== 'completed') throw new Error(`warm-up exec answered ${JSON.stringify(r).slice(0, 200)}`);
+        await c.call('process', { action: 'clear', sessionId: r.sessionId });
+      }
+    };
+    await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+    const ms = now() - t0;
+    await sleep(500);
+    resetPeakRss(daemon.pid);
+    const rssBeforeKb = memoryKb(daemon.pid)!.rss;
+    let peakKb = 0;
+    const sampler = setInterval(() => (peakKb = Math.max(peakKb, memoryKb(daemon.pid)?.rss ?? 0)), 20);
+    const started = await c.call('exec', { command: `head -c ${captureBytes} /dev/zero`, background: true });
+    const ev = await waitExit(started.sessionId);
+    clearInterval(sampler);
+    if (ev.status !== 'completed') throw new Error(`warm-up capture ended ${JSON.stringify(ev).slice(0, 200)}`);
+    await sleep(1000);
+    const after = memoryKb(daemon.pid)!;
+    await c.call('process', { action: 'clear', sessionId: started.sessionId });
+    const captureGrowthKb = Math.max(peakKb, after.hwm) - rssBeforeKb;
+    opts.log(`  warm-up: ${cycles} exec+clear in ${round(ms / 1000, 1)} s; capture RSS ${mb(rssBeforeKb)} -> peak ${mb(rssBeforeKb + captureGrowthKb)} MB, ${mb(after.rss)} MB after`);
+    return { ms, rssBeforeKb, rssAfterKb: after.rss, captureGrowthKb, captureAfterKb: after.rss - rssBeforeKb };
+  } finally {
+    c.close();
+  }
+}
+
+/** Start the held sessions, a few at a time; returns their ids. Running ones go into `polled`. */
+async function hold(client: BenchClient, count: number, pids: Set<number>, polled: string[]): Promise<string[]> {
+  const ids: string[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const kind = kindOf(next++);
+      const r = await client.call('exec', kind === 'done' ? { command: COMMANDS.done, yieldMs: 30_000 } : { command: COMMANDS[kind], background: true });
+      const expected = kind === 'done' ? 'completed' : 'running';
+      if (r.status !== expected) throw new Error(`exec ${kind} answered ${JSON.stringify(r).slice(0, 200)}`);
+      ids.push(r.sessionId);
+      if (typeof r.pid === 'number') pids.add(r.pid);
+      if (kind !== 'done') polled.push(r.sessionId);
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+  return ids;
+}
+
+/** With --cpu-prof, say when each phase starts on the monotonic clock the daemon's profile uses (µs). */
+function mark(opts: BenchOptions, what: string): void {
+  if (BenchDaemon.nodeArgs.includes('--cpu-prof')) opts.log(`  [profile mark] ${what} at ${process.hrtime.bigint() / 1000n} us`);
+}
+
+const mb = (kb: number) => Math.round(kb / 1024);
