@@ -42,6 +42,7 @@ export function statusCell(s: SessionEnd): string {
     const detail = [how, why].filter(Boolean).join(', ');
     return detail ? `failed (${detail})` : 'failed';
   }
+  if (s.status === 'denied') return s.reason ? `denied (${String(s.reason)})` : 'denied';
   return String(s.status ?? '?');
 }
 

@@ -78,8 +78,18 @@ function getPath(target: unknown, path: PropertyKey[]): unknown {
   return node;
 }
 
+/** Keys of earlier versions, and what to write instead. */
+const REPLACED: Record<string, string> = {
+  scopeTokens: 'write each scope\'s token as scopes.NAME.token, e.g. {"scopes": {"ci": {"token": "sha256:<hex of the token>"}}} (see docs/configuration.md)',
+};
+
 /** Parse a config object; any problem names the key, the value, where it came from and what is allowed. */
 export function parseConfig(raw: unknown, sources: Map<string, string> = new Map(), file?: string): Config {
+  for (const [old, now] of Object.entries(REPLACED)) {
+    if (typeof raw === 'object' && raw !== null && Object.hasOwn(raw, old)) {
+      throw new ConfigError(`config key ${old} ${file ? `in ${file} ` : ''}was replaced: ${now}`);
+    }
+  }
   const result = ConfigSchema.safeParse(raw);
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => {

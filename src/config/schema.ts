@@ -1,5 +1,8 @@
 import { z } from 'zod';
 import { DEFAULT_EXCLUDE } from '../policy/env.js';
+import { patternError } from '../policy/approvals.js';
+
+export const SCOPE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
 
 const clamp = (lo: number, hi: number) => (n: number) => Math.min(hi, Math.max(lo, n));
 const int = (min = 0) => z.number().int().min(min);
@@ -19,10 +22,22 @@ const Regex = z.string().refine((s) => {
 /** A variable-name glob: `*` and `?` over letters, digits and `_`. */
 const Glob = z.string().regex(/^[A-Za-z0-9_*?]+$/, 'must be a variable-name glob: letters, digits, _, * and ?');
 
+/** An approval rule (SPEC §8); its pattern is RE2 syntax, checked here and compiled by policy/approvals. */
 const ApprovalRule = z.strictObject({
-  match: Regex,
+  match: z.string(),
   action: z.enum(['allow', 'deny', 'ask']),
   reason: z.string().optional(),
+  scopes: z.array(z.string().regex(SCOPE_NAME, 'a scope name is 1-128 letters, digits or _.:@-')).min(1).optional(),
+});
+
+/** Every rule's pattern must compile; an error names the rule by its position and pattern. */
+const ApprovalRules = z.array(ApprovalRule).superRefine((rules, ctx) => {
+  rules.forEach((rule, i) => {
+    const error = patternError(rule.match);
+    if (error !== undefined) {
+      ctx.addIssue({ code: 'custom', path: [i, 'match'], message: `approval rule ${i} (match ${JSON.stringify(rule.match)}) is not a valid RE2 regular expression: ${error}` });
+    }
+  });
 });
 
 /** The whole daemon configuration (SPEC §3). Every key has a default; unknown keys are refused. */
@@ -52,7 +67,12 @@ export const ConfigSchema = z.strictObject({
       promptPatterns: z.array(Regex).default([]),
     })
     .prefault({}),
-  approvals: z.strictObject({ rules: z.array(ApprovalRule).default([]) }).prefault({}),
+  approvals: z
+    .strictObject({
+      rules: ApprovalRules.default([]),
+      timeoutSeconds: int(1).max(2_147_483).default(300),
+    })
+    .prefault({}),
   env: z
     .strictObject({
       exclude: z.array(Glob).default(DEFAULT_EXCLUDE),
@@ -60,8 +80,19 @@ export const ConfigSchema = z.strictObject({
     })
     .prefault({}),
   stateDir: z.string().min(1).optional(),
-  /** Scope name → token; a request for a listed scope must carry that token. */
-  scopeTokens: z.record(z.string(), z.string().min(1)).default({}),
+  /** Scope name → its policy (SPEC §8): token, background sessions, elevated mode. */
+  scopes: z
+    .record(
+      z.string().regex(SCOPE_NAME, 'a scope name is 1-128 letters, digits or _.:@-'),
+      z.strictObject({
+        token: z.string().min(1).optional(),
+        background: z.boolean().default(true),
+        elevated: z.enum(['deny', 'ask', 'allow']).default('deny'),
+      }),
+    )
+    .default({}),
+  /** With scope "*", a request carrying this token sees and acts on every scope. */
+  adminToken: z.string().min(1).optional(),
   rpc: z.strictObject({ maxFrameBytes: int(1024).default(1024 * 1024) }).prefault({}),
   log: z
     .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })

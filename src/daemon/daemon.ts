@@ -17,7 +17,9 @@ import { join } from 'node:path';
 import { ScratchDirs } from '../runner/scratch.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
-import { snapshot, restoreSession } from '../session/persist.js';
+import { isPendingApproval, snapshot, restoreSession } from '../session/persist.js';
+import { compileRules } from '../policy/approvals.js';
+import { restorePending } from '../tools/approval/pending.js';
 import { Spool } from '../session/spool.js';
 import { terminate } from '../runner/group.js';
 import { readStat } from '../runner/procfs.js';
@@ -26,6 +28,7 @@ import { nativeSpawner } from '../runner/native.js';
 import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
 import { diagnostics } from './diagnostics.js';
+import { scopeRules } from '../policy/scopes.js';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -67,6 +70,7 @@ export class ProcctlDaemon implements Daemon {
 
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
+    compileRules(this.current.approvals.rules);
     this.configFile = opts.configFile;
     this.loadedFrom = opts.loaded.file;
     this.socketPath = opts.socketPath;
@@ -131,20 +135,28 @@ export class ProcctlDaemon implements Daemon {
     write?.();
   }
 
+  hold(session: Session): void {
+    const save = () => (session.endedAt === undefined ? this.state.save(snapshot(session)) : this.state.saveLater(snapshot(session)));
+    session.onChange = save;
+    save();
+  }
+
   /**
    * Load the records of the last run: finished sessions answer as before; sessions that were
    * running are terminated (only if their recorded leader is still the same process) and
-   * marked failed with reason "lost".
+   * marked failed with reason "lost". Sessions waiting for their approval still wait (their
+   * expiry counts on from when they were asked).
    */
   private recover(): void {
     const { snapshots, corrupt } = this.state.loadAll();
     const caps = this.current.tools.exec;
     const lost: Session[] = [];
     for (const snap of snapshots) {
+      const pending = isPendingApproval(snap);
       const ended = snap.endedAt !== undefined && (snap.status === 'completed' || snap.status === 'failed' || snap.status === 'denied');
       let s: Session;
       try {
-        s = restoreSession(ended ? snap : { ...snap, status: 'failed', reason: 'lost', endedAt: Date.now() }, this.registry.events, caps);
+        s = restoreSession(ended || pending ? snap : { ...snap, status: 'failed', reason: 'lost', endedAt: Date.now() }, this.registry.events, caps);
       } catch (err) {
         this.state.setAside(snap.id, (err as Error).message);
         continue;
@@ -152,7 +164,8 @@ export class ProcctlDaemon implements Daemon {
       s.spool = Spool.restore(this.state.spoolPath(s.id), snap.spool);
       s.onChange = () => this.state.save(snapshot(s));
       this.registry.add(s);
-      if (!ended) {
+      if (pending) restorePending(this, s);
+      else if (!ended) {
         lost.push(s);
         if (snap.pid !== undefined && snap.pidStartTime !== undefined && readStat(snap.pid)?.startTime === snap.pidStartTime) {
           void terminate({ pgid: snap.pid, pids: [] }, 'SIGTERM', caps.killGraceMs);
@@ -191,6 +204,7 @@ export class ProcctlDaemon implements Daemon {
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
     this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir }, 'procctld listening');
+    this.warnPlainTokens();
     const spawner = nativeSpawner();
     if (spawner instanceof Error && process.env.PROCCTL_SPAWN !== 'node') {
       this.log.warn({ reason: spawner.message }, `jobs start through fork, which costs more as the daemon grows: ${spawner.message}`);
@@ -214,6 +228,14 @@ export class ProcctlDaemon implements Daemon {
     }
   }
 
+  /** Tokens should be stored as their hash: a config file that leaks then gives nothing away. */
+  private warnPlainTokens(): void {
+    const keys = scopeRules(this.current).plainTokens();
+    if (keys.length > 0) {
+      this.log.warn({ keys }, 'these tokens are stored in plain text in the config: store "sha256:" and the hex sha256 of each instead (printf %s TOKEN | sha256sum)');
+    }
+  }
+
   /** Re-read the config file; an invalid one is rejected and the old one kept. */
   reload(): void {
     try {
@@ -222,7 +244,9 @@ export class ProcctlDaemon implements Daemon {
         this.log.warn('rpc.maxFrameBytes changed: it applies to new connections only');
       }
       if (next.log.level !== this.current.log.level) this.log.level = next.log.level;
+      compileRules(next.approvals.rules);
       this.current = next;
+      this.warnPlainTokens();
       this.log.info('config reloaded: caps, TTL, timeouts, interrupt settings and rules apply to new work; the socket path needs a restart');
       this.notifier.send({ STATUS: `config reloaded; ${this.statusLine()}` });
     } catch (err) {

@@ -7,10 +7,11 @@ import { checkpointTool } from '../tools/checkpoint.js';
 import { execTool } from '../tools/exec.js';
 import { processTool } from '../tools/process/index.js';
 import { daemonInheritance } from '../policy/env.js';
+import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
+import { SCOPE_NAME } from '../config/schema.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import type { Method, RequestContext } from './connection.js';
 
-const SCOPE = /^[A-Za-z0-9_.:@-]{1,128}$/;
 const EVENT_TYPES: EventType[] = ['started', 'output', 'waiting_input', 'approval_required', 'checkpoint', 'exited'];
 
 function sameToken(a: string, b: string): boolean {
@@ -19,15 +20,19 @@ function sameToken(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-/** Take `scope` and `token` off the params and check them; the rest goes to the tool. */
+/**
+ * Take `scope` and `token` off the params and check them against the scope's policy; the rest
+ * goes to the tool. A refusal is logged with who asked (the peer's pid and uid), never the token.
+ */
 function scoped(d: Daemon, params: Record<string, unknown>, rc: RequestContext): { ctx: CallContext; rest: Record<string, unknown> } {
   const { scope = 'default', token, ...rest } = params;
-  if (typeof scope !== 'string' || !SCOPE.test(scope)) {
-    throw invalid('scope must be 1-128 letters, digits or _.:@-', { path: ['scope'], schema: true });
+  if (typeof scope !== 'string' || (scope !== ALL_SCOPES && !SCOPE_NAME.test(scope))) {
+    throw invalid('scope must be 1-128 letters, digits or _.:@- (or "*" with the adminToken)', { path: ['scope'], schema: true });
   }
-  const expected = d.config().scopeTokens[scope];
-  if (expected !== undefined && (typeof token !== 'string' || !sameToken(token, expected))) {
-    throw forbidden(`scope "${scope}" needs its token: pass "token" with the request`);
+  const auth = scopeRules(d.config()).authorize(scope, token);
+  if (!auth.ok) {
+    d.log.warn({ scope, peer: rc.connection.peer() }, `refused a request: ${auth.why}`);
+    throw forbidden(auth.why);
   }
   return { ctx: { scope, signal: rc.signal }, rest };
 }
@@ -89,8 +94,9 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
       scope: ctx.scope,
       sessionId: sessionId as string | undefined,
       types,
-      deliver: ({ scope: _scope, at, ...event }) =>
-        conn.notify('event', { subscription, ...event, at: new Date(at).toISOString() }),
+      // An operator's subscription (scope "*") sees every scope, so its events say whose they are.
+      deliver: ({ scope, at, ...event }) =>
+        conn.notify('event', { subscription, ...event, ...(ctx.scope === ALL_SCOPES ? { scope } : {}), at: new Date(at).toISOString() }),
     });
     const unhook = conn.onClosed(() => {
       remove();

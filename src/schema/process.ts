@@ -17,7 +17,7 @@ export const ProcessParamsSchema = z
     action: z
       .enum(PROCESS_ACTIONS, { error: () => `unknown action; actions are ${PROCESS_ACTIONS.join(', ')}` })
       .describe(
-        'list: sessions of the scope, newest first (limit/offset page them). poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. send-keys/submit/paste: type into a terminal session. resize: change its size. resume: answer a waiting_input interrupt once. kill: stop the process group (stop signal, grace, SIGKILL). signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget.',
+        'list: sessions of the scope, newest first (limit/offset page them). poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. send-keys/submit/paste: type into a terminal session. resize: change its size. resume: answer a waiting_input interrupt, or an approval_required approval ({confirm:true} runs the command and answers as exec would, {confirm:false} denies it), once. kill: stop the process group (stop signal, grace, SIGKILL); a session waiting for approval is denied instead. signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget.',
       ),
     sessionId: z.string().min(1).optional().describe('The session; required by every action but list and kill {all:true}.'),
     timeout: z.number().min(0).optional().describe('poll: wait up to this many ms (at most 120000) for new output, exit or an interrupt.'),
@@ -47,7 +47,7 @@ export const ProcessParamsSchema = z
         message: 'give exactly one of confirm, text or eof',
       })
       .optional()
-      .describe('resume: the answer to the pending interrupt: {confirm: true|false}, {text: "..."} or {eof: true}.'),
+      .describe('resume: the answer to the pending interrupt: {confirm: true|false}, {text: "..."} or {eof: true}; an approval takes {confirm: true|false}.'),
     cols: z.number().int().min(1).max(1000).optional().describe('resize: terminal columns.'),
     rows: z.number().int().min(1).max(1000).optional().describe('resize: terminal rows.'),
     signal: z

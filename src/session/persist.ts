@@ -1,5 +1,5 @@
 import type { EventBus } from './events.js';
-import type { Checkpoint, Interrupt, InterruptOutcome, StopRequest } from './session.js';
+import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, StopRequest } from './session.js';
 import { Session } from './session.js';
 import type { SpoolCounts } from './spool.js';
 import type { FailReason, SessionStatus } from './types.js';
@@ -22,6 +22,8 @@ export interface SessionSnapshot {
   signal: string | null;
   reason?: FailReason;
   error?: string;
+  /** Why a denied session never ran. */
+  denial?: string;
   stop?: StopRequest;
   backgrounded: boolean;
   pid?: number;
@@ -30,6 +32,8 @@ export interface SessionSnapshot {
   checkpoints: Checkpoint[];
   interrupt?: Interrupt;
   pastInterrupts: InterruptOutcome[];
+  /** A pending approval's exec (status `approval_required`): what starts once it is given. */
+  pendingExec?: PendingExec;
   output: { retained: string; dropped: number; total: number; pending: string };
   spool?: SpoolCounts;
 }
@@ -52,6 +56,7 @@ export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
     signal: s.signal,
     reason: s.reason,
     error: s.error,
+    denial: s.denial,
     stop: s.stop,
     backgrounded: s.backgrounded,
     pid: s.pid,
@@ -59,6 +64,7 @@ export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
     checkpoints: s.checkpoints,
     interrupt: s.interrupt,
     pastInterrupts: s.pastInterrupts,
+    pendingExec: s.pendingExec,
     // Only a finished session's output is worth keeping: a running one is recovered as lost.
     output: s.running
       ? { retained: '', dropped: 0, total: 0, pending: '' }
@@ -101,7 +107,28 @@ export function isSnapshot(x: unknown): x is SessionSnapshot {
   );
 }
 
-/** A finished session back from its snapshot, answering list, poll and log as before. */
+/** Is this the record of a session still waiting for its approval, complete enough to be answered? */
+export function isPendingApproval(snap: SessionSnapshot): boolean {
+  const p = snap.pendingExec;
+  return (
+    snap.status === 'approval_required' &&
+    snap.endedAt === undefined &&
+    typeof snap.interrupt === 'object' &&
+    snap.interrupt !== null &&
+    typeof snap.interrupt.expiresAt === 'number' &&
+    typeof p === 'object' &&
+    p !== null &&
+    typeof p.cwd === 'string' &&
+    typeof p.params === 'object' &&
+    p.params !== null &&
+    typeof p.params.command === 'string'
+  );
+}
+
+/**
+ * A session back from its snapshot, answering list, poll and log as before: a finished one, or
+ * one still waiting for its approval (see isPendingApproval), which can then be answered.
+ */
 export function restoreSession(snap: SessionSnapshot, events: EventBus, caps: { maxOutputChars: number; pendingMaxOutputChars: number }): Session {
   const s = new Session({
     id: snap.id,
@@ -123,6 +150,7 @@ export function restoreSession(snap: SessionSnapshot, events: EventBus, caps: { 
   s.checkpoints.push(...(snap.checkpoints ?? []));
   s.pastInterrupts.push(...(snap.pastInterrupts ?? []));
   s.output.restore(snap.output);
-  s.restoreEnd(snap);
+  if (isPendingApproval(snap)) s.awaitApproval(snap.interrupt!, snap.pendingExec!);
+  else s.restoreEnd(snap);
   return s;
 }

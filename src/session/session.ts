@@ -3,7 +3,7 @@ import type { JobInput } from '../runner/launch.js';
 import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
 import type { EventBus } from './events.js';
-import type { EventType, FailReason, SessionStatus, StopReason } from './types.js';
+import type { DenyReason, EventType, FailReason, SessionStatus, StopReason } from './types.js';
 
 export interface SessionInit {
   id: string;
@@ -34,10 +34,10 @@ export interface InterruptField {
   options?: { value: string; label: string }[];
 }
 
-/** A question the session is waiting on (SPEC §7). */
+/** A question the session is waiting on (SPEC §7), or the approval it waits for before it starts (§8). */
 export interface Interrupt {
   id: string;
-  kind: InterruptField['type'];
+  kind: InterruptField['type'] | 'approval';
   reason: string;
   fields: InterruptField[];
   createdAt: number;
@@ -52,6 +52,29 @@ export interface InterruptOutcome {
   createdAt: number;
   endedAt: number;
   outcome: 'answered' | 'expired' | 'ended';
+}
+
+/**
+ * What an unstarted session runs once its approval is given (SPEC §8): the exec params as they
+ * were checked when it was asked for, with the working directory resolved. Kept in its record,
+ * so a pending approval can still be answered after a restart.
+ */
+export interface PendingExec {
+  params: {
+    command: string;
+    env?: Record<string, string>;
+    yieldMs?: number;
+    background?: boolean;
+    timeout?: number;
+    pty?: boolean;
+    stdin?: 'pipe' | 'null';
+    key?: string;
+    ifRunning?: 'replace' | 'reject' | 'keep';
+    name?: string;
+  };
+  cwd: string;
+  /** The rule that asked (its position in approvals.rules), for the log. */
+  rule?: number;
 }
 
 /** How many checkpoints a session keeps (the newest). */
@@ -88,6 +111,10 @@ export class Session {
   reason: FailReason | undefined;
   /** A message for a spawn error. */
   error: string | undefined;
+  /** Why a denied session never ran, in words (a rule's reason, or what its approval asked). */
+  denial: string | undefined;
+  /** Set while the session waits for its approval (status `approval_required`): what it will run. */
+  pendingExec: PendingExec | undefined;
   /** True once an exec call returned `running` for it: its exit is then announced. */
   backgrounded = false;
   /** Where a stop request is written for the job to see (PROCCTL_STOP_FILE). */
@@ -153,8 +180,14 @@ export class Session {
     this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
   }
 
+  /** Started and not ended. A session waiting for its approval has not started: it is not running. */
   get running(): boolean {
-    return this.endedAt === undefined;
+    return this.endedAt === undefined && this.status !== 'approval_required';
+  }
+
+  /** Created, but waiting for its approval before it starts (SPEC §8). */
+  get awaitingApproval(): boolean {
+    return this.status === 'approval_required';
   }
 
   get runtimeMs(): number {
@@ -182,14 +215,54 @@ export class Session {
     this.wake();
   }
 
+  /** Wait for an approval before starting: the session holds `pending` and its interrupt says what is asked. */
+  awaitApproval(interrupt: Interrupt, pending: PendingExec): void {
+    this.status = 'approval_required';
+    this.interrupt = interrupt;
+    this.pendingExec = pending;
+    this.stdinOpen = false;
+  }
+
+  /**
+   * End a session that never started: denied by a rule, or its approval refused, expired or
+   * withdrawn by kill. Its pending approval, if any, is settled with `outcome`.
+   */
+  deny(reason: DenyReason, denial: string, outcome?: InterruptOutcome['outcome']): void {
+    if (this.endedAt !== undefined) return;
+    const i = this.interrupt;
+    if (i && outcome) {
+      this.pastInterrupts.push({ id: i.id, kind: i.kind, reason: i.reason, createdAt: i.createdAt, endedAt: this.now(), outcome });
+      if (this.pastInterrupts.length > 20) this.pastInterrupts.shift();
+    }
+    this.interrupt = undefined;
+    this.pendingExec = undefined;
+    this.status = 'denied';
+    this.reason = reason;
+    this.denial = denial;
+    this.endedAt = this.now();
+    this.stdinOpen = false;
+    this.resolveFinished();
+    this.wake();
+    this.onChange?.();
+  }
+
   /** End state from a durable record: a finished session, or a running one that was lost. */
-  restoreEnd(end: { status: SessionStatus; endedAt?: number; exitCode: number | null; signal: string | null; reason?: FailReason; error?: string }): void {
+  restoreEnd(end: {
+    status: SessionStatus;
+    endedAt?: number;
+    exitCode: number | null;
+    signal: string | null;
+    reason?: FailReason;
+    error?: string;
+    denial?: string;
+  }): void {
     this.status = end.status;
     this.endedAt = end.endedAt ?? this.now();
     this.exitCode = end.exitCode;
     this.signal = end.signal;
     this.reason = end.reason;
     this.error = end.error;
+    this.denial = end.denial;
     this.stdinOpen = false;
     this.resolveFinished();
   }

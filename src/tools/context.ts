@@ -34,6 +34,11 @@ export interface Daemon {
   watch(session: Session): void;
   /** Make sure a running session's record is on disk now. */
   record(session: Session): void;
+  /**
+   * Keep the record of a session that has no process on disk (one waiting for its approval, or
+   * denied): written now and whenever it changes; a pending one before this returns.
+   */
+  hold(session: Session): void;
   /** True once shutdown has begun: new work is refused. */
   closing: boolean;
 }

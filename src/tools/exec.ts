@@ -5,6 +5,7 @@ import { YIELD_MS_RANGE } from '../config/schema.js';
 import { conflict, forbidden, invalid, limit, unavailable } from '../errors.js';
 import { buildEnv, checkEnvOverrides } from '../runner/env.js';
 import { daemonInheritance } from '../policy/env.js';
+import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { resolveShell } from '../runner/shell.js';
 import { spawnSession } from '../runner/spawn.js';
 import { stopSession } from '../runner/stop.js';
@@ -13,9 +14,13 @@ import { parseParams } from '../schema/parse.js';
 import { deriveName } from '../session/name.js';
 import { Session } from '../session/session.js';
 import { Spool } from '../session/spool.js';
+import { gateExec } from './approval/gate.js';
+import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
 
+/** The longest a timer waits (2^31-1 ms, about 24 days): "until it ends". */
+const FOREVER_MS = 2 ** 31 - 1;
 const clampYield = (ms: number) => Math.min(YIELD_MS_RANGE[1], Math.max(YIELD_MS_RANGE[0], ms));
 
 function checkWorkdir(dir: string | undefined): string {
@@ -47,7 +52,7 @@ async function settleKey(d: Daemon, ctx: CallContext, p: ExecParams): Promise<Se
 }
 
 /** Create the session and spawn its command; refuses past maxSessions. */
-function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): { session: Session; warnings: string[] } {
+function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, approved?: ApprovedExec): { session: Session; warnings: string[] } {
   const cfg = d.config().tools.exec;
   const running = d.registry.running(ctx.scope).length;
   if (running >= cfg.maxSessions) {
@@ -59,7 +64,7 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
 
   const warnings: string[] = [];
 
-  const id = d.registry.newId();
+  const id = approved?.id ?? d.registry.newId();
   const session = new Session({
     id,
     scope: ctx.scope,
@@ -85,6 +90,7 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
     PROCCTL_TMPDIR: sessionDir,
     PROCCTL_CHECKPOINT_KEY: session.checkpointKey,
   });
+  if (approved) session.pastInterrupts.push(...approved.history);
   d.registry.add(session);
   const warning = spawnSession(session, {
     shell: resolveShell(process.env),
@@ -95,42 +101,63 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): 
   });
   if (warning) warnings.push(warning);
   d.watch(session);
+  // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
+  if (approved) d.record(session);
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd });
   void session.finished.then(() => announceExit(d, session));
 
   return { session, warnings };
 }
 
-/** The exec tool: start a command, wait up to the yield, answer with its result or `running`. */
-export async function execTool(d: Daemon, ctx: CallContext, raw: unknown) {
+/**
+ * The exec tool: start a command, wait up to the yield, answer with its result or `running`.
+ * `approved`: an approval starts the exec it was asked for (SPEC §8), and the rules are not asked again.
+ */
+export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approved?: ApprovedExec) {
   const p = parseParams(ExecParamsSchema, raw, 'exec');
   const cfg = d.config().tools.exec;
   if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
-  if (p.elevated) throw forbidden('elevated mode is not enabled on this daemon; run the command without elevated', { path: ['elevated'] });
+  if (ctx.scope === ALL_SCOPES) throw invalid('exec runs a command in one scope: pass that scope\'s name (and its token), not "*"', { path: ['scope'] });
+  const policy = scopeRules(d.config()).policy(ctx.scope);
+  if (p.elevated && policy.elevated !== 'allow') {
+    throw forbidden(
+      `elevated mode is ${policy.elevated === 'deny' ? 'denied' : 'not available without an approval'} for scope "${ctx.scope}"; run the command without elevated, or an operator can set scopes.${ctx.scope}.elevated to "allow" in the config`,
+      { path: ['elevated'] },
+    );
+  }
   const cwd = checkWorkdir(p.workdir);
   if (p.env) checkEnvOverrides(p.env);
+  const gated = approved ? undefined : gateExec(d, ctx, p, cwd);
+  if (gated) return gated;
 
   const start = async () => {
     const kept = await settleKey(d, ctx, p);
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
-    return kept ? { kept } : { started: startSession(d, ctx, p, cwd) };
+    return kept ? { kept } : { started: startSession(d, ctx, p, cwd, approved) };
   };
   const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();
   if (kept) return execResult(kept);
   const { session, warnings } = started!;
 
-  if (!p.background) {
-    const yieldMs = clampYield(p.yieldMs ?? cfg.backgroundMs);
+  // A scope without background sessions waits for the end (or its timeout, or a question).
+  const foreground = !policy.background;
+  if (!p.background || foreground) {
+    const yieldMs = foreground ? FOREVER_MS : clampYield(p.yieldMs ?? cfg.backgroundMs);
     const outcome = await waitForEnd(session, yieldMs, ctx.signal);
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
-    if (!session.running) return execResult(session, warnings);
+    if (!session.running) return answer(execResult(session, warnings));
   }
+  // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
   session.backgrounded = true;
   // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
   d.record(session);
-  return execResult(session, warnings);
+  return answer(execResult(session, warnings));
+
+  function answer<R extends { text: string }>(r: R): R {
+    return foreground ? { ...r, text: `Warning: background sessions are disabled for scope "${ctx.scope}"; ran in the foreground.\n${r.text}` } : r;
+  }
 }
 
 /** Wait until the session ends, asks for input, the yield passes, or the request is cancelled. */

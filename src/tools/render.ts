@@ -1,5 +1,5 @@
 import { interruptView } from '../interrupt/watcher.js';
-import type { Checkpoint, InterruptOutcome, Session } from '../session/session.js';
+import type { Checkpoint, Interrupt, InterruptOutcome, Session } from '../session/session.js';
 
 export const RUNNING_TAIL_CHARS = 2000;
 export const LIST_TAIL_CHARS = 200;
@@ -25,6 +25,7 @@ function isoOf(owner: object, slot: number, ms: number | undefined): string | un
 
 /** One line saying how a finished session ended, in words a model or a person can act on. */
 export function endLine(s: Session): string {
+  if (s.status === 'denied') return deniedLine(s);
   const how = s.signal ? `signal ${s.signal}` : `code ${s.exitCode}`;
   switch (s.reason) {
     case undefined:
@@ -48,6 +49,21 @@ export function endLine(s: Session): string {
   }
 }
 
+/** Why a session never ran (status `denied`, SPEC §8). */
+function deniedLine(s: Session): string {
+  const why = s.denial ?? 'no reason given';
+  switch (s.reason) {
+    case 'refused':
+      return `Denied: its approval was refused (${why}). Nothing ran.`;
+    case 'expired':
+      return `Denied: its approval was not given in time (${why}). Nothing ran.`;
+    case 'user':
+      return `Denied: withdrawn by kill while it waited for approval (${why}). Nothing ran.`;
+    default:
+      return `Denied by an approval rule: ${why}. Nothing ran.`;
+  }
+}
+
 /** The note that says what a cap dropped, or ''. */
 export function droppedNote(s: Session): string {
   const dropped = s.output.droppedChars;
@@ -61,6 +77,8 @@ export function droppedNote(s: Session): string {
  */
 export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
   const running = s.running;
+  // A session waiting for its approval has neither run nor ended.
+  const ended = s.endedAt !== undefined;
   const dropped = s.output.droppedChars;
   return {
     sessionId: s.id,
@@ -73,8 +91,8 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     startedAt: isoOf(s, 0, s.startedAt),
     endedAt: isoOf(s, 1, s.endedAt),
     runtimeMs: s.runtimeMs,
-    exitCode: running ? undefined : s.exitCode,
-    signal: running ? undefined : s.signal,
+    exitCode: ended ? s.exitCode : undefined,
+    signal: ended ? s.signal : undefined,
     reason: s.reason,
     key: s.key,
     tail: s.output.tail(tailChars),
@@ -83,7 +101,7 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     interrupt: interruptView(s.interrupt),
     pastInterrupts: s.pastInterrupts.length ? s.pastInterrupts.map(pastInterruptView) : undefined,
     checkpoint: checkpointView(s.lastCheckpoint),
-    checkpoints: running ? undefined : s.checkpoints.map(checkpointView),
+    checkpoints: ended ? s.checkpoints.map(checkpointView) : undefined,
     // As the stop file says it: the text given to kill (else who stopped it), and who did.
     stop: s.stop && {
       reason: s.stop.note ?? s.stop.reason,
@@ -103,6 +121,7 @@ function pastInterruptView(i: InterruptOutcome) {
 export function interruptText(s: Session): string {
   const i = s.interrupt;
   if (!i) return '';
+  if (i.kind === 'approval') return approvalText(s, i);
   const how =
     i.kind === 'confirm'
       ? 'input:{confirm:true} or input:{confirm:false}'
@@ -112,6 +131,15 @@ export function interruptText(s: Session): string {
           ? 'input:{text:"<secret>"} (it is not echoed)'
           : 'input:{text:"..."}';
   return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with process {action:"resume", sessionId:"${s.id}", ${how}}, or input:{eof:true} to close its input. It expires at ${iso(i.expiresAt)}.`;
+}
+
+/** How to answer a pending approval: a person decides, once (SPEC §8). */
+function approvalText(s: Session, i: Interrupt): string {
+  return (
+    `Session ${s.id} has not started: it needs approval before it runs (${i.reason}). Ask the user to approve or refuse it. ` +
+    `It is answered once, with process {action:"resume", sessionId:"${s.id}", input:{confirm:true}} to run it or input:{confirm:false} to refuse it ` +
+    `(from a shell: procctl resume ${s.id} --yes or --no). Unanswered, it is denied at ${iso(i.expiresAt)}.`
+  );
 }
 
 export function checkpointView(c: Checkpoint | undefined) {
@@ -124,6 +152,8 @@ export type SessionRecord = ReturnType<typeof sessionRecord>;
 export function execResult(s: Session, warnings: string[] = []) {
   const base = { sessionId: s.id, name: s.name, ...(warnings.length ? { warnings } : {}) };
   const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
+  if (s.awaitingApproval) return { status: s.status, ...base, interrupt: interruptView(s.interrupt), text: warningText + interruptText(s) };
+  if (s.status === 'denied') return { status: s.status, ...base, reason: s.reason, text: warningText + endLine(s) };
   if (s.running) {
     // Still going, or waiting for an answer: what it asks (or how to follow it), then its last output.
     const tail = s.output.tail(RUNNING_TAIL_CHARS);

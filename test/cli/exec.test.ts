@@ -6,7 +6,7 @@ let d: TestDaemon;
 let run: ReturnType<typeof cliOn>;
 
 beforeAll(async () => {
-  d = await startDaemon({ config: { scopeTokens: { guarded: 'sekrit' } } });
+  d = await startDaemon({ config: { scopes: { guarded: { token: 'sekrit' } } } });
   run = cliOn(d.socket);
 });
 afterEach(killChildren);

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { logLines } from '../helpers/state.js';
 import { alive, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
 import { Scoped, Scopes } from '../helpers/session.js';
@@ -8,9 +10,22 @@ let c: TestClient;
 let c2: TestClient;
 let scopes: Scopes;
 
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
 beforeAll(async () => {
   // A session waits on stdin while another scope pokes at it: no waiting-for-input detection (SPEC §7) here.
-  d = await startDaemon({ config: { scopeTokens: { locked: 's3cret' } }, env: { PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' } });
+  d = await startDaemon({
+    config: {
+      scopes: {
+        locked: { token: `sha256:${sha256('s3cret')}` },
+        plain: { token: 'pl4in' },
+        fg: { background: false },
+        root: { elevated: 'allow' },
+      },
+      adminToken: `sha256:${sha256('0perator')}`,
+    },
+    env: { PROCCTL_KILL_GRACE_MS: '1000', PROCCTL_INTERRUPT: 'false' },
+  });
   c = await d.client();
   c2 = await d.client();
   scopes = new Scopes(() => c);
@@ -91,15 +106,33 @@ describe('scope tokens', () => {
 
   it.each([
     ['exec', { command: 'echo should-not-run' }],
-    ['process', { action: 'list' }],
     ['tool', { tool: 'exec', command: 'echo should-not-run' }],
+    ['tool', { tool: 'process', action: 'list' }],
     ['subscribe', {}],
-  ])('refuses %s without the token, and with a wrong one, as forbidden', async (method, params) => {
+    ['checkpoint', { sessionId: 'abcdefgh', name: 'step' }],
+    ...['list', 'poll', 'log', 'write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'clear', 'remove'].map(
+      (action) => ['process', { action, sessionId: 'abcdefgh', data: 'x', keys: ['Enter'], text: 'x', cols: 80, rows: 24, input: { eof: true }, signal: 'SIGINT' }] as const,
+    ),
+  ])('refuses %s %j without the token, and with a wrong one, as forbidden', async (method, params) => {
     const e1 = await locked().error(method, params);
     expect(e1.data.kind).toBe('forbidden');
     const e2 = await wrong().error(method, params);
     expect(e2.data.kind).toBe('forbidden');
     expect(e2.message).not.toContain('s3cret');
+  });
+
+  it("logs a refusal with the peer's pid and uid, never a token; a plain stored token works and is warned about", async () => {
+    await new Scoped(c, 'locked', 'not-the-token').error('process', { action: 'list' });
+    const refusals = logLines(d.stdout()).filter((l) => /refused a request/.test(l.msg) && l.scope === 'locked');
+    expect(refusals.length).toBeGreaterThan(0);
+    expect(refusals.at(-1).peer).toEqual({ pid: process.pid, uid: process.getuid!(), gid: process.getgid!() });
+    expect(d.stdout()).not.toContain('not-the-token');
+    expect(d.stdout()).not.toContain('s3cret');
+    expect(d.stdout()).not.toContain('0perator');
+    expect(JSON.stringify(await c.call('daemon.status'))).not.toMatch(/s3cret|pl4in|0perator|sha256/);
+    expect(logLines(d.stdout()).some((l) => /plain text/.test(l.msg) && l.keys?.includes('scopes.plain.token'))).toBe(true);
+    expect((await new Scoped(c, 'plain', 'pl4in').exec({ command: 'echo plain' })).output).toBe('plain\n');
+    expect((await new Scoped(c, 'plain', `sha256:${sha256('pl4in')}`).error('process', { action: 'list' })).data.kind).toBe('forbidden');
   });
 
   it('refuses a token that only shares a prefix with the right one', async () => {
@@ -124,6 +157,61 @@ describe('scope tokens', () => {
     const s = scopes.next('open');
     const r = await s.exec({ command: 'echo open' });
     expect(r.output).toBe('open\n');
+  });
+});
+
+describe("the operator's view (scope '*' with the adminToken)", () => {
+  it("lists every scope with each session's scope, and polls, pages and kills by id in any scope", async () => {
+    const a = scopes.next('opa');
+    const r1 = await a.exec({ command: 'echo from-a' });
+    const r2 = await new Scoped(c, 'locked', 's3cret').exec({ command: 'sleep 600', background: true });
+    scopes.track(r2.pid);
+    const admin = new Scoped(c, '*', '0perator');
+    const all = await admin.process({ action: 'list' });
+    const byId = new Map(all.sessions.map((s: any) => [s.sessionId, s.scope]));
+    expect(byId.get(r1.sessionId)).toBe(a.scope);
+    expect(byId.get(r2.sessionId)).toBe('locked');
+    expect(all.total).toBe(all.sessions.length);
+    expect((await admin.log(r1.sessionId)).output).toBe('from-a');
+    expect((await admin.process({ action: 'poll', sessionId: r2.sessionId })).status).toBe('running');
+    const k = await admin.process({ action: 'kill', sessionId: r2.sessionId });
+    expect(k).toMatchObject({ status: 'failed', reason: 'user' });
+    // Others still see only their own.
+    expect((await a.list()).map((s) => s.sessionId)).toEqual([r1.sessionId]);
+    expect((await a.list())[0].scope).toBeUndefined();
+  });
+
+  it("refuses '*' without the adminToken, with a scope's token, and for exec", async () => {
+    for (const token of [undefined, 'wrong', 's3cret']) {
+      const e = await new Scoped(c, '*', token).error('process', { action: 'list' });
+      expect(e.data.kind, String(token)).toBe('forbidden');
+    }
+    const e = await new Scoped(c, '*', '0perator').error('exec', { command: 'echo nowhere' });
+    expect(e.data.kind).toBe('invalid');
+    expect(e.message).toMatch(/one scope/);
+  });
+});
+
+describe('per-scope policy', () => {
+  it('background:false runs in the foreground until the end, whatever yieldMs and background say, and says so first', async () => {
+    const s = new Scoped(c, 'fg');
+    for (const params of [{ background: true }, { yieldMs: 10 }]) {
+      const r = await s.exec({ command: 'sleep 0.5; echo finished', ...params });
+      expect(r.status, JSON.stringify(params)).toBe('completed');
+      expect(r.output).toBe('finished\n');
+      expect(r.text.split('\n')[0]).toBe('Warning: background sessions are disabled for scope "fg"; ran in the foreground.');
+    }
+    // Its timeout still ends it.
+    const t = await s.exec({ command: 'sleep 600', timeout: 0.5 });
+    expect(t).toMatchObject({ status: 'failed', reason: 'timeout' });
+  });
+
+  it('elevated is forbidden by default, naming the key that would allow it, and runs where allowed', async () => {
+    const e = await scopes.next('plainscope').error('exec', { command: 'id -u', elevated: true });
+    expect(e.data.kind).toBe('forbidden');
+    expect(e.message).toMatch(/scopes\.plainscope[^ ]*\.elevated/);
+    const r = await new Scoped(c, 'root').exec({ command: 'echo elevated', elevated: true });
+    expect(r.output).toBe('elevated\n');
   });
 });
 

@@ -424,3 +424,19 @@ describe('loadConfig: environment over a broken file', () => {
     expect(e.message).toContain(file);
   });
 });
+
+describe('scopes and tokens', () => {
+  it('scopeTokens is refused with its replacement named', () => {
+    expect(() => parseConfig({ scopeTokens: { ci: 'x' } })).toThrow(/config key scopeTokens was replaced: write each scope's token as scopes\.NAME\.token/);
+  });
+
+  it('a scope defaults to background sessions allowed and elevated denied', () => {
+    expect(parseConfig({ scopes: { ci: { token: 'sha256:' + 'a'.repeat(64) } } }).scopes.ci).toEqual({ token: 'sha256:' + 'a'.repeat(64), background: true, elevated: 'deny' });
+  });
+
+  it('refuses a bad scope name, an unknown policy value and an unknown key, naming them', () => {
+    expect(() => parseConfig({ scopes: { 'bad name': {} } })).toThrow(/scopes/);
+    expect(() => parseConfig({ scopes: { ci: { elevated: 'sometimes' } } })).toThrow(/invalid config scopes\.ci\.elevated = "sometimes"/);
+    expect(() => parseConfig({ scopes: { ci: { tokne: 'x' } } })).toThrow(/unknown config key scopes\.ci\.tokne/);
+  });
+});

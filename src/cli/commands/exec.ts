@@ -36,7 +36,7 @@ function execParams(words: string[], o: ExecOptions): Record<string, unknown> {
 }
 
 /** Print an exec result for a person: output to stdout, notes to stderr; returns the exit status. */
-function showExecResult(r: Record<string, any>, pty: boolean): number {
+export function showExecResult(r: Record<string, any>, pty: boolean): number {
   for (const w of (r.warnings as string[] | undefined) ?? []) note(`procctl: warning: ${w}`);
   if (hasEnded(r.status) && typeof r.output === 'string') {
     const text = String(r.text ?? '').replace(/^(\[warning: .*\]\n)+/, '');
@@ -51,6 +51,16 @@ function showExecResult(r: Record<string, any>, pty: boolean): number {
     if (r.tail) out(r.tail);
     stillRunning({ ...r, pty });
     return EXIT.ok;
+  }
+  if (r.status === 'approval_required') {
+    const id = String(r.sessionId);
+    out(`Session ${id} waits for approval before it runs: ${String(r.interrupt?.reason ?? '')}`);
+    note(`Nothing has run yet. Approve it with \`procctl resume ${id} --yes\`, refuse it with \`procctl resume ${id} --no\`; unanswered, it is denied at ${String(r.interrupt?.expiresAt ?? '?')}.`);
+    return EXIT.failed;
+  }
+  if (r.status === 'denied') {
+    note(`procctl: ${String(r.text ?? 'denied')}`);
+    return EXIT.failed;
   }
   out(String(r.text ?? ''));
   return outcomeExit(r);
@@ -71,7 +81,10 @@ export function registerExec(program: Command): void {
         'group, and procctl waits for it to end. If procctl is killed outright, the session keeps running.\n' +
         '--yield MS returns after MS if it is still running, leaving it running and printing its session id; ' +
         '--bg returns at once.\n' +
-        'Exit status: 0 if the command exited 0 or is still running, 1 if it failed or exited non-zero.',
+        'When an approval rule asks for approval, the session waits unstarted: procctl prints its id and how to ' +
+        'answer it (`procctl resume ID --yes|--no`) and exits 1, as it does when a rule denies the command.\n' +
+        'Exit status: 0 if the command exited 0 or is still running, 1 if it failed, exited non-zero, was denied ' +
+        'or waits for approval.',
     )
     .argument('<cmd...>', 'the command (put it after --)')
     .option('--bg', 'return at once and keep the command running')

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { act, globalsOf, runAction, UsageError } from '../context.js';
+import { act, EXIT, globalsOf, out, outcomeExit, printJson, scoped, UsageError, withClient } from '../context.js';
+import { showExecResult } from './exec.js';
 
 interface ResumeOptions {
   yes?: boolean;
@@ -22,11 +23,13 @@ function answerOf(o: ResumeOptions): Record<string, unknown> {
 export function registerResume(program: Command): void {
   program
     .command('resume')
-    .summary('answer the question a session is waiting on')
+    .summary('answer the question a session is waiting on, or its approval')
     .description(
       'Answer the pending interrupt of session ID (see its status waiting_input in ps or poll), once: --yes or ' +
         '--no sends y or n and Enter, --text sends T and Enter (for a choice, its number or its label), --eof ' +
-        "closes the session's input.",
+        "closes the session's input.\n" +
+        'A session waiting for approval (status approval_required) takes --yes, which starts its command and ' +
+        'prints what exec would have (exit status as for exec), or --no, which denies it.',
     )
     .argument('<id>', 'session id')
     .option('--yes', 'confirm')
@@ -36,7 +39,22 @@ export function registerResume(program: Command): void {
     .action(
       act(async (id: string, o: ResumeOptions, cmd: Command) => {
         const input = answerOf(o);
-        return runAction(globalsOf(cmd), { action: 'resume', sessionId: id, input });
+        const g = globalsOf(cmd);
+        const r = await withClient(g, (c) => c.call('process', scoped(g, { action: 'resume', sessionId: id, input })));
+        // An approval is answered with the result of the exec it started (or its denial), which has a name.
+        const approval = typeof r.name === 'string';
+        // Refusing is a successful answer; a started command's exit status is that of exec.
+        const started = approval && input.confirm === true;
+        if (g.json) {
+          printJson(r);
+          return started ? outcomeExit(r) : EXIT.ok;
+        }
+        if (!approval) {
+          out(String(r.text ?? ''));
+          return EXIT.ok;
+        }
+        const code = showExecResult(r, false);
+        return started ? code : EXIT.ok;
       }),
     );
 }

@@ -1,5 +1,6 @@
 import { ProcessParamsSchema, type ProcessAction, type ProcessParams } from '../../schema/process.js';
 import { parseParams } from '../../schema/parse.js';
+import { unstartedAction } from '../approval/answer.js';
 import type { CallContext, Daemon } from '../context.js';
 import { clearAction, removeAction } from './forget.js';
 import { killAction } from './kill.js';
@@ -29,8 +30,17 @@ const HANDLERS: Record<ProcessAction, Handler> = {
   remove: removeAction,
 };
 
-/** The process tool: validate, then hand over to the action's own file. */
+/**
+ * The process tool: validate, then hand over to the action's own file. A session waiting for its
+ * approval has no process yet, so resume, kill, remove and the input actions mean something else
+ * for it (approval/answer.ts).
+ */
 export async function processTool(d: Daemon, ctx: CallContext, raw: unknown) {
   const p = parseParams(ProcessParamsSchema, raw, 'process');
+  const s = p.sessionId === undefined ? undefined : d.registry.find(ctx.scope, p.sessionId);
+  if (s?.awaitingApproval) {
+    const answer = await unstartedAction(d, ctx, p, s);
+    if (answer !== undefined) return answer;
+  }
   return HANDLERS[p.action](d, ctx, p);
 }

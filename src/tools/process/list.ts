@@ -1,12 +1,14 @@
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { sessionRecord } from '../render.js';
+import { ALL_SCOPES } from '../../session/registry.js';
 
 /** Sessions of the scope, newest first: all of them, or the page `[offset, offset + limit)`. */
 export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const offset = p.offset ?? 0;
   const page = d.registry.page(ctx.scope, offset, p.limit);
-  const sessions = page.sessions.map((s) => sessionRecord(s));
+  // An operator's view (scope "*") spans scopes, so each session says whose it is.
+  const sessions = page.sessions.map((s) => (ctx.scope === ALL_SCOPES ? { scope: s.scope, ...sessionRecord(s) } : sessionRecord(s)));
   return { sessions, total: page.total, offset, limit: p.limit, text: listText(sessions, page.total, page.running, offset, p.limit) };
 }
 

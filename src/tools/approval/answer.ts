@@ -1,0 +1,93 @@
+import { conflict, invalid, notFound, ProcctlError, unavailable } from '../../errors.js';
+import type { ProcessParams } from '../../schema/process.js';
+import type { Session } from '../../session/session.js';
+import type { CallContext, Daemon } from '../context.js';
+import { execTool } from '../exec.js';
+import { forget } from '../process/forget.js';
+import { endLine, execResult, sessionRecord } from '../render.js';
+import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
+
+/**
+ * A process action on a session waiting for its approval (SPEC §8), which has no process yet:
+ * `resume` answers the approval, `kill` and `remove` withdraw it (the session ends `denied`),
+ * `clear` is refused as for any unfinished session, and actions that need a process are a
+ * `conflict`. undefined for `poll`, `log` and `list`, which answer as for any session.
+ */
+export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session): Promise<unknown> | unknown {
+  switch (p.action) {
+    case 'poll':
+    case 'log':
+    case 'list':
+      return undefined;
+    case 'resume':
+      return resumeApproval(d, ctx, p, s);
+    case 'kill':
+      return withdraw(d, s, false);
+    case 'remove':
+      return withdraw(d, s, true);
+    case 'clear':
+      throw notFound(
+        `session ${s.id} is waiting for its approval, and clear forgets only finished sessions; refuse it with resume (confirm false), or use remove`,
+        { sessionId: s.id, pending: true },
+      );
+    default:
+      throw conflict(`session ${s.id} has not started: it waits for its approval (answer it with resume, input {confirm: true} or {confirm: false})`, {
+        sessionId: s.id,
+      });
+  }
+}
+
+/** confirm:true starts the exec and answers as exec would have; confirm:false denies it. */
+async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
+  const confirm = p.input?.confirm;
+  if (confirm === undefined) {
+    throw invalid(`session ${s.id} waits for an approval, answered with input {confirm: true} (run it) or {confirm: false} (refuse it)`, {
+      path: ['input'],
+      schema: true,
+    });
+  }
+  if (!beginAnswer(s)) throw conflict(`the approval of session ${s.id} was already given; it is starting now`, { sessionId: s.id });
+  const approval = s.interrupt!;
+  if (!confirm) {
+    finishAnswer(d, s, false);
+    endUnstarted(d, s, 'refused', 'answered');
+    return { ...execResult(s), interruptId: approval.id };
+  }
+  let started = false;
+  try {
+    if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; the approval is still pending, answer it once the daemon is back');
+    const pending = s.pendingExec!;
+    const history = [...s.pastInterrupts, { id: approval.id, kind: approval.kind, reason: approval.reason, createdAt: approval.createdAt, endedAt: Date.now(), outcome: 'answered' as const }];
+    // Exactly the exec that was asked for, in its own scope (whoever approves it), never asking the rules again.
+    const result = await execTool(d, { scope: s.scope, signal: ctx.signal }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history });
+    started = true;
+    // ifRunning "keep" found a running session of the key: exec would have started nothing, so the request is gone.
+    if (result.sessionId !== s.id && d.registry.find(s.scope, s.id) === s) forgetQuietly(d, s);
+    return result;
+  } finally {
+    finishAnswer(d, s, started);
+  }
+}
+
+/** kill or remove: the approval is withdrawn, nothing runs; remove also forgets the session. */
+function withdraw(d: Daemon, s: Session, andForget: boolean) {
+  if (isAnswering(s)) throw conflict(`session ${s.id} is being started after its approval; kill it once it runs`, { sessionId: s.id });
+  endUnstarted(d, s, 'user', 'ended');
+  const record = { ...sessionRecord(s), text: endLine(s) };
+  if (!andForget) return record;
+  try {
+    forget(d, s);
+  } catch (err) {
+    if (err instanceof ProcctlError) throw new ProcctlError(err.kind, `${record.text} But ${err.message}`, err.details);
+    throw err;
+  }
+  return { ...record, text: `${record.text} Forgot session ${s.id}.` };
+}
+
+function forgetQuietly(d: Daemon, s: Session): void {
+  try {
+    forget(d, s);
+  } catch (err) {
+    d.log.warn({ sessionId: s.id, err: (err as Error).message }, 'the record of an approval that started nothing could not be deleted');
+  }
+}
