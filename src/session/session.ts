@@ -71,9 +71,11 @@ export interface PendingExec {
     key?: string;
     ifRunning?: 'replace' | 'reject' | 'keep';
     name?: string;
+    /** Run outside the sandbox: what the scope's `elevated: "ask"` asked about. */
+    elevated?: boolean;
   };
   cwd: string;
-  /** The rule that asked (its position in approvals.rules), for the log. */
+  /** The rule that asked (its position in approvals.rules), for the log; absent when the scope's elevated policy asked. */
   rule?: number;
 }
 

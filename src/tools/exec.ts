@@ -119,15 +119,16 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
   if (ctx.scope === ALL_SCOPES) throw invalid('exec runs a command in one scope: pass that scope\'s name (and its token), not "*"', { path: ['scope'] });
   const policy = scopeRules(d.config()).policy(ctx.scope);
-  if (p.elevated && policy.elevated !== 'allow') {
+  // "ask" goes through an approval (gateExec); an approved exec was decided when it was asked.
+  if (p.elevated && policy.elevated === 'deny' && !approved) {
     throw forbidden(
-      `elevated mode is ${policy.elevated === 'deny' ? 'denied' : 'not available without an approval'} for scope "${ctx.scope}"; run the command without elevated, or an operator can set scopes.${ctx.scope}.elevated to "allow" in the config`,
+      `elevated mode is denied for scope "${ctx.scope}"; run the command without elevated, or an operator can set scopes.${ctx.scope}.elevated to "ask" or "allow" in the config`,
       { path: ['elevated'] },
     );
   }
   const cwd = checkWorkdir(p.workdir);
   if (p.env) checkEnvOverrides(p.env);
-  const gated = approved ? undefined : gateExec(d, ctx, p, cwd);
+  const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy);
   if (gated) return gated;
 
   const start = async () => {

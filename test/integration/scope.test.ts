@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logLines } from '../helpers/state.js';
 import { alive, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
@@ -21,6 +23,7 @@ beforeAll(async () => {
         plain: { token: 'pl4in' },
         fg: { background: false },
         root: { elevated: 'allow' },
+        asks: { elevated: 'ask' },
       },
       adminToken: `sha256:${sha256('0perator')}`,
     },
@@ -212,6 +215,22 @@ describe('per-scope policy', () => {
     expect(e.message).toMatch(/scopes\.plainscope[^ ]*\.elevated/);
     const r = await new Scoped(c, 'root').exec({ command: 'echo elevated', elevated: true });
     expect(r.output).toBe('elevated\n');
+  });
+
+  it('elevated "ask" waits for an approval naming the key; confirm runs it, refuse runs nothing; without elevated it runs at once', async () => {
+    const s = new Scoped(c, 'asks');
+    expect((await s.exec({ command: 'echo plain' })).output).toBe('plain\n');
+    const asked = await s.exec({ command: 'echo elevated', elevated: true });
+    expect(asked).toMatchObject({ status: 'approval_required', interrupt: { kind: 'approval' } });
+    expect(asked.interrupt.reason).toContain('scopes.asks.elevated');
+    const ran = await s.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: true } });
+    expect(ran).toMatchObject({ sessionId: asked.sessionId, status: 'completed', output: 'elevated\n' });
+
+    const marker = join(d.dir, 'elevated-ran');
+    const refused = await s.exec({ command: `touch ${marker}`, elevated: true });
+    const no = await s.process({ action: 'resume', sessionId: refused.sessionId, input: { confirm: false } });
+    expect(no).toMatchObject({ status: 'denied', reason: 'refused' });
+    expect(existsSync(marker)).toBe(false);
   });
 });
 

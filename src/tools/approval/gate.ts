@@ -1,4 +1,5 @@
 import { compileRules, decide } from '../../policy/approvals.js';
+import type { ScopePolicy } from '../../policy/scopes.js';
 import type { ExecParams } from '../../schema/exec.js';
 import type { CallContext, Daemon } from '../context.js';
 import { execResult } from '../render.js';
@@ -8,25 +9,31 @@ import { askApproval, endUnstarted, unstartedSession } from './pending.js';
  * Ask the approval rules about an exec before anything runs (SPEC §8). Without rules nothing is
  * done at all, and with rules nothing but the match when none applies. `deny`: a session that
  * never ran, `denied`, is the answer. `ask`: a session waiting for its approval is the answer.
- * `allow`, or no rule matching: undefined, and exec goes on.
+ * `allow`, or no rule matching: undefined, and exec goes on. An elevated exec in a scope whose
+ * `elevated` policy is "ask" waits for an approval too (a deny rule still wins).
  */
-export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): ReturnType<typeof execResult> | undefined {
+export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, policy: ScopePolicy): ReturnType<typeof execResult> | undefined {
   const rules = d.config().approvals.rules;
-  if (rules.length === 0) return undefined;
-  const decision = decide(compileRules(rules), p.command, ctx.scope);
-  if (decision === undefined || decision.action === 'allow') return undefined;
-  const { rule } = decision;
-  if (decision.action === 'ask' && keepsRunningSession(d, ctx, p)) return undefined;
-
-  const s = unstartedSession(d, ctx, p, cwd);
-  const why = rule.reason ?? `the command matches approval rule ${rule.index}`;
-  if (decision.action === 'deny') {
+  // elevated is refused before this (deny) or asked about here (ask), unless a rule decides first.
+  const elevatedAsks = p.elevated === true && policy.elevated === 'ask';
+  if (rules.length === 0 && !elevatedAsks) return undefined;
+  const decision = rules.length === 0 ? undefined : decide(compileRules(rules), p.command, ctx.scope);
+  if (decision?.action === 'deny') {
+    const s = unstartedSession(d, ctx, p, cwd);
     d.registry.add(s);
-    endUnstarted(d, s, 'rule', undefined, why);
+    endUnstarted(d, s, 'rule', undefined, decision.rule.reason ?? `the command matches approval rule ${decision.rule.index}`);
     d.hold(s);
     return execResult(s);
   }
-  askApproval(d, s, p, why, rule.index);
+  const ask = decision?.action === 'ask' || elevatedAsks;
+  if (!ask || keepsRunningSession(d, ctx, p)) return undefined;
+  // One approval answers both questions: the rule's, and whether it may run elevated.
+  const why =
+    decision?.action === 'ask'
+      ? (decision.rule.reason ?? `the command matches approval rule ${decision.rule.index}`)
+      : `elevated mode needs an approval in scope "${ctx.scope}" (scopes.${ctx.scope}.elevated is "ask")`;
+  const s = unstartedSession(d, ctx, p, cwd);
+  askApproval(d, s, p, why, decision?.action === 'ask' ? decision.rule.index : undefined);
   return execResult(s);
 }
 

@@ -59,7 +59,7 @@ export function askApproval(d: Daemon, s: Session, p: ExecParams, reason: string
     expiresAt: now + d.config().approvals.timeoutSeconds * 1000,
   };
   // What starts later is exactly this exec, in the directory it was checked in, never the rules again.
-  const { elevated: _elevated, workdir: _workdir, ...params } = p;
+  const { workdir: _workdir, ...params } = p;
   const pending: PendingExec = { params, cwd: s.cwd, ...(rule === undefined ? {} : { rule }) };
   s.awaitApproval(interrupt, pending);
   d.registry.add(s);
