@@ -6,7 +6,7 @@ let d: TestDaemon;
 let run: ReturnType<typeof cliOn>;
 
 beforeAll(async () => {
-  d = await startDaemon({ config: { scopes: { guarded: { token: 'sekrit' } } } });
+  d = await startDaemon({ config: { scopes: { guarded: { token: 'sekrit' } }, adminToken: 'op3rator' } });
   run = cliOn(d.socket);
 });
 afterEach(killChildren);
@@ -97,6 +97,21 @@ describe('procctl global options, usage and reachability', () => {
     expect((await run(['--scope', 'guarded', '--token', 'sekrit', 'ps'])).stdout).toBe('No sessions.\n');
     const viaEnv = await cli(['--socket', d.socket, 'exec', '--', 'echo ok'], { env: { PROCCTL_SCOPE: 'guarded', PROCCTL_TOKEN: 'sekrit' } });
     expect(viaEnv.stdout).toBe('ok\n');
+  });
+
+  it("--scope '*' with the admin token shows every scope's sessions with a SCOPE column, and kills by id in any scope", async () => {
+    const mine = JSON.parse((await run(['--scope', 'guarded', '--token', 'sekrit', '--json', 'exec', '--bg', '--', 'sleep 600'])).stdout);
+    const theirs = JSON.parse((await run(['--scope', 'elsewhere', '--json', 'exec', '--', 'echo elsewhere'])).stdout);
+    const admin = ['--scope', '*', '--token', 'op3rator'];
+    const ps = await run([...admin, 'ps']);
+    expect(ps.code).toBe(0);
+    expect(ps.stdout.split('\n')[0]).toMatch(/^ID\s+SCOPE\s+STATUS\s+PID\s+RUNTIME\s+NAME$/);
+    expect(ps.stdout).toMatch(new RegExp(`^${mine.sessionId}\\s+guarded\\s+running`, 'm'));
+    expect(ps.stdout).toMatch(new RegExp(`^${theirs.sessionId}\\s+elsewhere\\s+completed`, 'm'));
+    expect((await run([...admin, 'kill', mine.sessionId])).code).toBe(0);
+    expect((await run(['--scope', '*', 'ps'])).code).toBe(1);
+    // A scope's own view has no SCOPE column.
+    expect((await run(['--scope', 'elsewhere', 'ps'])).stdout.split('\n')[0]).toMatch(/^ID\s+STATUS/);
   });
 
   it('a job in a scope that needs a token reports checkpoints with its own key, and only for itself', async () => {

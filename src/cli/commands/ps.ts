@@ -16,6 +16,8 @@ interface SessionRow {
   exitCode?: number | null;
   signal?: string | null;
   reason?: string;
+  /** Only in the operator's view (`--scope '*'`): the scope the session belongs to. */
+  scope?: string;
 }
 
 interface PsOptions {
@@ -29,6 +31,10 @@ export function sessionTable(sessions: SessionRow[]): string {
   if (sessions.length === 0) return 'No sessions.';
   const newestFirst = [...sessions].sort((a, b) => Date.parse(b.startedAt ?? '') - Date.parse(a.startedAt ?? ''));
   const rows = newestFirst.map((s) => [s.sessionId, statusCell(s), s.pid === null ? '-' : String(s.pid), duration(s.runtimeMs), s.name]);
+  // The operator's view spans scopes: say whose each session is.
+  if (sessions.some((s) => s.scope !== undefined)) {
+    return table(['ID', 'SCOPE', 'STATUS', 'PID', 'RUNTIME', 'NAME'], rows.map((r, i) => [r[0], newestFirst[i].scope ?? '-', ...r.slice(1)]));
+  }
   return table(['ID', 'STATUS', 'PID', 'RUNTIME', 'NAME'], rows);
 }
 
