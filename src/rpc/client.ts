@@ -142,15 +142,40 @@ export class DaemonClient {
     }
   }
 
-  /** Call a method and return its result; throws RpcCallError or DaemonUnreachableError. */
-  async call<T = any>(method: string, params: Record<string, unknown> = {}): Promise<T> {
+  /**
+   * Call a method and return its result; throws RpcCallError or DaemonUnreachableError. With a
+   * `signal`, aborting it sends `$/cancelRequest` for this call (the daemon answers it as
+   * cancelled, and stops a foreground exec it had started).
+   */
+  async call<T = any>(method: string, params: Record<string, unknown> = {}, opts: { signal?: AbortSignal } = {}): Promise<T> {
     if (this.lost) throw this.lost;
+    if (opts.signal) return this.cancellable<T>(method, params, opts.signal);
     try {
       return (await this.rpc.request(method, params)) as T;
     } catch (err) {
       if (this.lost) throw this.lost;
       if (err instanceof JSONRPCErrorException) throw new RpcCallError(err.message, err.code, err.data);
       throw err;
+    }
+  }
+
+  private cancels = 0;
+
+  private async cancellable<T>(method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<T> {
+    // An id of its own (the library numbers its own requests), so the cancel can name it.
+    const id = `c${++this.cancels}`;
+    const cancel = () => this.notify('$/cancelRequest', { id });
+    signal.addEventListener('abort', cancel, { once: true });
+    try {
+      const res = await this.rpc.requestAdvanced({ jsonrpc: '2.0', id, method, params });
+      if (this.lost) throw this.lost;
+      if (res.error) throw new RpcCallError(res.error.message, res.error.code, res.error.data);
+      return res.result as T;
+    } catch (err) {
+      if (this.lost) throw this.lost;
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', cancel);
     }
   }
 
