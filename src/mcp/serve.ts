@@ -1,0 +1,63 @@
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
+import { packageVersion } from '../daemon/version.js';
+import { createMcpServer } from './server.js';
+import { connectOrStart } from './start.js';
+import { DaemonClient } from '../rpc/client.js';
+
+export interface ServeOptions {
+  socket?: string;
+  scope?: string;
+  token?: string;
+  /** Fail instead of starting a daemon when none is reachable. */
+  spawn: boolean;
+  /** Where to say what happened (a daemon started, a connection lost): stderr, never stdout. */
+  say: (line: string) => void;
+}
+
+/**
+ * `procctl mcp`: an MCP server on stdin/stdout until the client closes it. The daemon is reached
+ * at start (or started, unless `spawn` is false, in which case an unreachable daemon is an
+ * error before anything is served), and reached again on the next call if the connection is lost.
+ */
+export async function serveMcp(opts: ServeOptions): Promise<void> {
+  const reach = async (): Promise<DaemonClient> => {
+    if (!opts.spawn) return DaemonClient.connect({ socket: opts.socket });
+    const r = await connectOrStart(opts.socket);
+    if (r.started) opts.say(`procctl mcp: no daemon was running; started procctld (pid ${r.started.pid}, log ${r.started.log})`);
+    return r.client;
+  };
+  let current: DaemonClient = await reach();
+  let lost = false;
+  let reconnecting: Promise<DaemonClient> | undefined;
+  const watch = (c: DaemonClient) =>
+    void c.closed.then((why) => {
+      if (current !== c) return;
+      lost = true;
+      opts.say(`procctl mcp: ${why.message}; reconnecting at the next call`);
+    });
+  watch(current);
+  const daemon = async (): Promise<DaemonClient> => {
+    if (!lost) return current;
+    reconnecting ??= reach().then(
+      (c) => {
+        current = c;
+        lost = false;
+        watch(c);
+        reconnecting = undefined;
+        return c;
+      },
+      (err) => {
+        reconnecting = undefined;
+        throw err;
+      },
+    );
+    return reconnecting;
+  };
+  const handle = serveStdio(() => createMcpServer(daemon, { scope: opts.scope, token: opts.token, version: packageVersion() }));
+  await new Promise<void>((resolve) => {
+    process.stdin.once('end', resolve);
+    process.stdin.once('close', resolve);
+  });
+  await handle.close();
+  current.close();
+}
