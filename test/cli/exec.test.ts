@@ -41,9 +41,9 @@ describe('procctl exec', () => {
     expect(typeof result.sessionId).toBe('string');
   });
 
-  it('joins the words after -- into one shell command', async () => {
+  it('runs several words after -- as an argument vector, shell syntax included as words', async () => {
     const r = await run(['exec', '--', 'echo', 'a', '&&', 'echo', 'b']);
-    expect(r.stdout).toBe('a\nb\n');
+    expect(r.stdout).toBe('a && echo b\n');
   });
 
   it('keeps a command running with --bg and prints its session id', async () => {

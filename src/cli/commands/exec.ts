@@ -3,6 +3,7 @@ import { act, EXIT, globalsOf, hasEnded, note, out, outcomeExit, printJson, scop
 import { runForeground, stillRunning } from '../foreground.js';
 import { envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
+import { commandLine } from '../argv.js';
 
 interface ExecOptions {
   bg?: boolean;
@@ -22,7 +23,7 @@ interface ExecOptions {
  * The yield is not among them: the CLI waits itself (see foreground.ts).
  */
 function execParams(words: string[], o: ExecOptions): Record<string, unknown> {
-  const p: Record<string, unknown> = { command: words.join(' ') };
+  const p: Record<string, unknown> = { command: commandLine(words) };
   if (o.bg) p.background = true;
   if (o.timeout !== undefined) p.timeout = o.timeout;
   if (o.pty) p.pty = true;
@@ -73,7 +74,8 @@ export function registerExec(program: Command): void {
     .description(
       "Run CMD with the daemon's shell and wait for it, like a local command: its stdout and stderr stream to " +
         "procctl's stdout and stderr as they come, and a note on how it ended (if not cleanly) goes to stderr. " +
-        'The words after -- are joined with spaces and run by the shell, as ssh does.\n' +
+        "One word after -- is a shell command line (`procctl exec -- 'make && ./run | tee log'`); several words " +
+        "are an argument vector, run exactly as given, each quoted for the shell (`procctl exec -- sh -c 'exit 4'` exits 4).\n" +
         "procctl's stdin is forwarded to the command (end of input included) unless it is a terminal or " +
         '--stdin-null is given; when the command waits for input and stdin is a terminal, procctl asks the ' +
         'question on stderr and sends the line you type.\n' +

@@ -1,0 +1,27 @@
+/**
+ * The command after `--` (SPEC §11): one word is a shell command line, as typed; several words
+ * are an argument vector, each quoted so the daemon's shell hands the command exactly those words.
+ */
+
+/** Words every POSIX shell takes literally without quotes. */
+const PLAIN = /^[A-Za-z0-9_@%+=:,./-]+$/;
+/** Plain words the shell still reads as syntax when they come first. */
+const RESERVED = new Set(['case', 'coproc', 'do', 'done', 'elif', 'else', 'esac', 'fi', 'for', 'function', 'if', 'in', 'select', 'then', 'time', 'until', 'while']);
+
+/** One word quoted for a POSIX shell: single quotes, each `'` written as `'\''`. */
+export function shellQuote(word: string): string {
+  if (PLAIN.test(word)) return word;
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * The shell command line for the words after `--`. The first word of a vector is quoted whenever
+ * the shell could take it for something else than a program name: an assignment (`A=1`) or a
+ * reserved word (`time`, `if`).
+ */
+export function commandLine(words: readonly string[]): string {
+  if (words.length === 1) return words[0];
+  return words
+    .map((w, i) => (i === 0 && (w.includes('=') || RESERVED.has(w)) ? `'${w.replaceAll("'", `'\\''`)}'` : shellQuote(w)))
+    .join(' ');
+}
