@@ -1,7 +1,13 @@
+import { isUtf8 } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
 import { ChunkQueue } from './chunks.js';
 
 export type Stream = 'stdout' | 'stderr';
+
+/** Where a session's output is copied as it comes (its spool on disk). */
+export interface OutputSink {
+  write(data: Buffer | string): void;
+}
 
 export interface Drained {
   /** Newly drained output of both streams, interleaved in arrival order. */
@@ -17,6 +23,8 @@ export interface Drained {
  */
 export class SessionOutput {
   private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+  /** The stream's last chunk was not whole, valid UTF-8: its decoder may hold part of a character. */
+  private readonly split = { stdout: false, stderr: false };
   private readonly retained: ChunkQueue;
   private readonly pending: { stdout: ChunkQueue; stderr: ChunkQueue };
   private seq = 0;
@@ -29,17 +37,35 @@ export class SessionOutput {
     this.pending = { stdout: new ChunkQueue(pendingMaxOutputChars), stderr: new ChunkQueue(pendingMaxOutputChars) };
   }
 
-  /** Decode and store a chunk; returns the text it added ('' while a character is incomplete). */
-  write(stream: Stream, bytes: Buffer | string): string {
-    const text = typeof bytes === 'string' ? bytes : this.decoders[stream].write(bytes);
+  /**
+   * Decode and store a chunk; returns the text it added ('' while a character is incomplete).
+   * The sink gets the same output, decoded per stream as the text is: the bytes as they came
+   * when they are whole, valid UTF-8 (no copy), else the text. The sink holds both streams in
+   * arrival order, so raw bytes would let the other stream's output land inside a character.
+   */
+  write(stream: Stream, bytes: Buffer | string, sink?: OutputSink): string {
+    if (typeof bytes === 'string') {
+      this.add(stream, bytes);
+      sink?.write(bytes);
+      return bytes;
+    }
+    const text = this.decoders[stream].write(bytes);
     this.add(stream, text);
+    const whole = isUtf8(bytes);
+    if (sink) {
+      if (whole && !this.split[stream]) sink.write(bytes);
+      else if (text) sink.write(text);
+    }
+    this.split[stream] = !whole;
     return text;
   }
 
   /** Flush a stream's decoder at end of input (an incomplete character becomes U+FFFD). */
-  end(stream: Stream): string {
+  end(stream: Stream, sink?: OutputSink): string {
     const text = this.decoders[stream].end();
     this.add(stream, text);
+    if (text) sink?.write(text);
+    this.split[stream] = false;
     return text;
   }
 

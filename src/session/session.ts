@@ -289,8 +289,7 @@ export class Session {
   /** Capture a chunk from the process; wakes waiters and streams an `output` event. */
   onOutput(stream: Stream, bytes: Buffer | string): void {
     const offset = this.output.totalChars;
-    const text = this.output.write(stream, bytes);
-    this.spool?.write(bytes);
+    const text = this.output.write(stream, bytes, this.spool);
     if (text.length === 0) return;
     if (this.pty) updateModes(this.modes, text);
     if (this.events.listening) this.emit('output', { stream, data: text, offset });
@@ -302,7 +301,7 @@ export class Session {
     if (!this.running) return;
     for (const stream of ['stdout', 'stderr'] as const) {
       const offset = this.output.totalChars;
-      const text = this.output.end(stream);
+      const text = this.output.end(stream, this.spool);
       if (text) this.emit('output', { stream, data: text, offset });
     }
     this.settleInterrupt('ended');

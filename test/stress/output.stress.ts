@@ -161,19 +161,27 @@ describe('output integrity', () => {
     expect(poll.output).toBe(text.slice(-PENDING));
   });
 
-  // Bug: past maxOutputChars, `log` reads the spool, which holds the raw bytes of both streams
-  // in arrival order and decodes them as one: a character split across reads on one stream,
-  // with the other stream's output arriving in between, becomes U+FFFD in `log`, while the exec
-  // result, poll and events (decoded per stream) show it whole. src/session/spool.ts + log.ts.
-  it.fails('log over the spool keeps a character whole when the other stream wrote between its bytes', async () => {
+  it('log over the spool keeps a character whole when the other stream wrote between its bytes', async () => {
+    // Past maxOutputChars, `log` reads the spool, which holds both streams in arrival order:
+    // each character here is split on stdout, with a stderr line arriving between its bytes.
     const s = scopes.next('split-spool');
-    const r = await s.exec({
-      command: `head -c ${MAX_OUTPUT} /dev/zero | tr '\\0' a; echo; sleep 0.2; printf '\\342\\202'; sleep 0.2; echo ERR >&2; sleep 0.2; printf '\\254\\n'`,
-      yieldMs: 60_000,
-    });
-    expect(r.output.endsWith('ERR\n€\n')).toBe(true);
-    const log = await s.log(r.sessionId, { limit: 2 });
-    expect(log.output).toBe('ERR\n€');
+    const octal = (b: Buffer) => [...b].map((x) => `\\${x.toString(8)}`).join('');
+    let command = `head -c ${MAX_OUTPUT} /dev/zero | tr '\\0' a; echo`;
+    const want: string[] = [];
+    for (const ch of ['é', '€', '😀']) {
+      const b = Buffer.from(ch, 'utf8');
+      for (let k = 1; k < b.length; k++) {
+        command += `; printf '${octal(b.subarray(0, k))}'; sleep 0.1; echo 'ERR ${ch} ${k}' >&2; sleep 0.1; printf '${octal(b.subarray(k))}\\n'`;
+        want.push(`ERR ${ch} ${k}`, ch);
+      }
+    }
+    const r = await s.exec({ command, yieldMs: 60_000 });
+    expect(r.status).toBe('completed');
+    expect(r.output.endsWith(`${want.join('\n')}\n`)).toBe(true);
+    const log = await s.log(r.sessionId, { limit: want.length });
+    expect(log.source).toBe('spool');
+    expect(log.output).toBe(want.join('\n'));
+    expect(log.totalChars).toBe(r.output.length + r.droppedChars);
   });
 
   it('keeps CR and CRLF as they are; log splits lines on LF only', async () => {
