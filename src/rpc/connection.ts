@@ -22,6 +22,17 @@ interface Response {
 
 /** Buffered bytes to a client that is not reading, past which its event notifications are dropped (and counted). */
 const MAX_BUFFERED_EVENTS = 16 * 1024 * 1024;
+/**
+ * Unsent bytes to a client past which its requests are no longer read or started (answers are
+ * never dropped, so this is what bounds them); reading resumes once fewer than RESUME_BELOW are
+ * unsent. Both are above MAX_BUFFERED_EVENTS, so an event backlog alone never holds up requests.
+ */
+const HOLD_ABOVE = 32 * 1024 * 1024;
+const RESUME_BELOW = 24 * 1024 * 1024;
+/** Requests started in one turn of the event loop, so quick answers are written, and counted, before more start. */
+const STARTS_PER_TURN = 32;
+/** Where an oversized frame stood among the lines read. */
+const OVERSIZED = Symbol('oversized frame');
 
 const errorResponse = (id: Id, code: number, message: string, data?: Record<string, unknown>): Response => ({
   jsonrpc: '2.0',
@@ -42,17 +53,23 @@ export class Connection {
   private droppedEvents = 0;
   /** Lines being handled; an oversized frame ends the connection once they are answered. */
   private inFlight = 0;
+  /** Lines read and not yet started (while too much is unsent, or past one turn's starts). */
+  private readonly queue: (string | typeof OVERSIZED)[] = [];
+  /** Too much is unsent: nothing is read or started until the client reads some of it. */
+  private waitingForRoom = false;
+  private pumpScheduled = false;
+  private reading = true;
   private ending = false;
   closed = false;
 
   constructor(
     readonly socket: Socket,
     private readonly methods: Map<string, Method>,
-    maxFrameBytes: number,
+    private readonly maxFrameBytes: number,
     private readonly log: Logger,
   ) {
     this.splitter = new LineSplitter(maxFrameBytes);
-    socket.on('data', (chunk: Buffer) => this.onData(chunk, maxFrameBytes));
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (err) => this.log.debug({ err }, 'client socket error'));
     socket.on('close', () => this.onClose());
     // End of input may be a half-close (`socat`, `nc -N`): answer what was asked, then close.
@@ -60,10 +77,13 @@ export class Connection {
     // entirely it fails with EPIPE, and that closes the connection and cancels its requests.
     socket.on('end', () => {
       this.ending = true;
-      if (this.inFlight > 0 && !socket.destroyed) socket.write('\n');
+      if ((this.inFlight > 0 || this.queue.length > 0) && !socket.destroyed) socket.write('\n');
       this.endIfDone();
     });
-    socket.on('drain', () => this.flushDropNotice());
+    socket.on('drain', () => {
+      this.flushDropNotice();
+      this.onWritten();
+    });
   }
 
   /** Who is on the other end (pid, uid, gid), for the log of a refused request. */
@@ -77,27 +97,76 @@ export class Connection {
     return () => this.closeHooks.delete(fn);
   }
 
-  private onData(chunk: Buffer, maxFrameBytes: number): void {
+  private onData(chunk: Buffer): void {
     if (this.closed || this.ending) return;
     const { lines, oversized } = this.splitter.push(chunk);
-    for (const line of lines) {
-      if (!line.trim()) continue;
-      this.inFlight++;
-      void this.onLine(line).finally(() => {
-        this.inFlight--;
-        this.endIfDone();
-      });
-    }
+    for (const line of lines) if (line.trim()) this.queue.push(line);
     if (oversized) {
-      this.send(errorResponse(null, INVALID_REQUEST, `frame too large: a message may be at most ${maxFrameBytes} bytes (PROCCTL_MAX_FRAME_BYTES); closing the connection`));
+      // Nothing after it is read; the lines before it are still answered.
+      this.queue.push(OVERSIZED);
       this.ending = true;
-      this.endIfDone();
     }
+    this.pump();
   }
+
+  /**
+   * Start the lines read, unless too much is unsent to this client: then they wait, and so does
+   * reading, until it has read some (a client that never reads cannot make the daemon grow).
+   */
+  private pump(): void {
+    let started = 0;
+    while (this.queue.length > 0 && !this.closed) {
+      if (this.waitingForRoom || this.socket.writableLength > HOLD_ABOVE) {
+        this.waitingForRoom = true;
+        break;
+      }
+      if (started === STARTS_PER_TURN) {
+        if (!this.pumpScheduled) {
+          this.pumpScheduled = true;
+          setImmediate(() => {
+            this.pumpScheduled = false;
+            this.pump();
+          });
+        }
+        break;
+      }
+      started++;
+      this.start(this.queue.shift()!);
+    }
+    if (!this.waitingForRoom && this.socket.writableLength > HOLD_ABOVE) this.waitingForRoom = true;
+    this.setReading(this.queue.length === 0 && !this.waitingForRoom);
+    this.endIfDone();
+  }
+
+  private start(line: string | typeof OVERSIZED): void {
+    if (line === OVERSIZED) {
+      this.send(errorResponse(null, INVALID_REQUEST, `frame too large: a message may be at most ${this.maxFrameBytes} bytes (PROCCTL_MAX_FRAME_BYTES); closing the connection`));
+      return;
+    }
+    this.inFlight++;
+    void this.onLine(line).finally(() => {
+      this.inFlight--;
+      this.endIfDone();
+    });
+  }
+
+  private setReading(on: boolean): void {
+    if (on === this.reading || this.closed) return;
+    this.reading = on;
+    if (on) this.socket.resume();
+    else this.socket.pause();
+  }
+
+  /** Some of what was unsent went out: carry on once enough has. */
+  private readonly onWritten = (): void => {
+    if (!this.waitingForRoom || this.closed || this.socket.writableLength >= RESUME_BELOW) return;
+    this.waitingForRoom = false;
+    this.pump();
+  };
 
   /** After an oversized frame: close once the requests before it are answered. */
   private endIfDone(): void {
-    if (this.ending && this.inFlight === 0 && !this.closed) {
+    if (this.ending && this.inFlight === 0 && this.queue.length === 0 && !this.closed) {
       this.socket.end();
       this.closed = true;
     }
@@ -169,7 +238,7 @@ export class Connection {
 
   send(message: unknown): void {
     if (this.closed || this.socket.destroyed) return;
-    this.socket.write(`${JSON.stringify(message)}\n`);
+    this.socket.write(`${JSON.stringify(message)}\n`, this.onWritten);
   }
 
   /** Send a notification that may be dropped (and counted) if the client stopped reading. */
@@ -195,6 +264,7 @@ export class Connection {
 
   private onClose(): void {
     this.closed = true;
+    this.queue.length = 0;
     for (const c of this.pending.values()) c.abort();
     this.pending.clear();
     for (const fn of this.closeHooks) fn();
