@@ -1,10 +1,13 @@
 import type { Command } from 'commander';
 import { DaemonClient, DaemonUnreachableError, RpcCallError } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
+import { START_HINT } from '../rpc/unreachable.js';
 
 /** The options every command accepts (SPEC §11). */
 export interface GlobalOptions {
   socket?: string;
+  /** `--host ssh://…`: the daemon on another host (else $PROCCTL_HOST, else the local one). */
+  host?: string;
   scope?: string;
   token?: string;
   json?: boolean;
@@ -28,7 +31,7 @@ export function scoped(g: GlobalOptions, params: Record<string, unknown>): Recor
 
 /** Connect, run `fn`, and always close the connection afterwards. */
 export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>): Promise<T> {
-  const client = await DaemonClient.connect({ socket: g.socket });
+  const client = await DaemonClient.connect({ host: g.host, socket: g.socket });
   try {
     return await fn(client);
   } finally {
@@ -75,7 +78,7 @@ const HINT = 'start it with `procctld` (or `npm start`) or pass --socket';
 /** Report an error on stderr and return the exit status it maps to. */
 export function reportError(err: unknown): number {
   if (err instanceof DaemonUnreachableError) {
-    note(`procctl: ${err.message}${err.phase === 'connect' ? `; ${HINT}` : ''}`);
+    note(`procctl: ${err.message}${err.phase === 'connect' ? `; ${err.hint === START_HINT ? HINT : err.hint}` : ''}`);
     return EXIT.unreachable;
   }
   if (err instanceof UsageError) {

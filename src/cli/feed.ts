@@ -28,6 +28,7 @@ export class EventFeed {
     let feed: EventFeed | undefined;
     const early: SessionEvent[] = [];
     const client = await DaemonClient.connect({
+      host: g.host,
       socket: g.socket,
       onNotification: (n) => {
         if (n.method !== 'event') return;

@@ -4,6 +4,7 @@ import { registerAttach } from './commands/attach.js';
 import { registerCheckpoint } from './commands/checkpoint.js';
 import { registerClear } from './commands/clear.js';
 import { registerDaemon } from './commands/daemon.js';
+import { registerDialStdio } from './commands/dial-stdio.js';
 import { registerEvents } from './commands/events.js';
 import { registerExec } from './commands/exec.js';
 import { registerKill } from './commands/kill.js';
@@ -21,6 +22,7 @@ import { registerTool } from './commands/tool.js';
 import { registerTools } from './commands/tools.js';
 import { registerWrite } from './commands/write.js';
 import { EXIT } from './context.js';
+import { hostOption } from '../remote/option.js';
 
 /** The `procctl` program: global options, one subcommand per file under commands/. */
 export function buildProgram(): Command {
@@ -28,6 +30,7 @@ export function buildProgram(): Command {
     .description('Run and manage shell commands through the procctld daemon.')
     .version(packageVersion(), '-V, --version')
     .addOption(new Option('--socket <path>', 'the daemon socket (default: $PROCCTL_SOCKET, then $XDG_RUNTIME_DIR/procctl/procctl.sock, then <tmpdir>/procctl-<uid>/procctl.sock)'))
+    .addOption(hostOption())
     .addOption(new Option('--scope <name>', 'the scope to act in (default "default")').env('PROCCTL_SCOPE'))
     .addOption(new Option('--token <token>', "the scope's token, where the daemon requires one").env('PROCCTL_TOKEN'))
     .option('--json', 'print the raw result as JSON')
@@ -61,6 +64,7 @@ export function buildProgram(): Command {
     registerTools,
     registerStatus,
     registerDaemon,
+    registerDialStdio,
   ];
   for (const register of commands) {
     register(program);

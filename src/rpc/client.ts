@@ -1,20 +1,10 @@
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { JSONRPCClient, JSONRPCErrorException, type JSONRPCResponse } from 'json-rpc-2.0';
 import { resolveSocketPath } from '../config/paths.js';
 import type { ErrorKind } from '../errors.js';
+import { DaemonUnreachableError, describeConnectError } from './unreachable.js';
 
-/** The daemon could not be reached, or the connection to it was lost mid-conversation. */
-export class DaemonUnreachableError extends Error {
-  constructor(
-    readonly socketPath: string,
-    readonly reason: string,
-    readonly phase: 'connect' | 'lost',
-    readonly code?: string,
-  ) {
-    super(phase === 'connect' ? `cannot reach procctld at ${socketPath} (${reason})` : `lost the connection to procctld at ${socketPath} (${reason})`);
-    this.name = 'DaemonUnreachableError';
-  }
-}
+export { DaemonUnreachableError } from './unreachable.js';
 
 /** The daemon answered a call with a JSON-RPC error. */
 export class RpcCallError extends Error {
@@ -39,75 +29,107 @@ export interface Notification {
 }
 
 export interface ClientOptions {
-  /** An explicit socket path (the `--socket` flag); otherwise resolved as the daemon does. */
+  /**
+   * A daemon on another host, `ssh://[user@]host[:port]` (the `--host` flag); otherwise
+   * `$PROCCTL_HOST`; otherwise the local daemon.
+   */
+  host?: string;
+  /** An explicit socket path (the `--socket` flag); otherwise resolved as the daemon does. With a host, the socket there. */
   socket?: string;
   env?: NodeJS.ProcessEnv;
   /** Called for every notification the daemon sends (subscription events). */
   onNotification?: (n: Notification) => void;
 }
 
-/** Human words for the errors a connect to a Unix socket can fail with. */
-function describeConnectError(err: NodeJS.ErrnoException): string {
-  switch (err.code) {
-    case 'ENOENT':
-      return 'no socket there';
-    case 'ECONNREFUSED':
-      return 'nothing is listening on it';
-    case 'EACCES':
-    case 'EPERM':
-      return 'permission denied';
-    case 'ENOTSOCK':
-      return 'not a socket';
-    default:
-      return err.message;
-  }
+/** What a transport hands to the client. */
+export interface TransportSink {
+  /** Bytes from the daemon. */
+  data(chunk: Buffer): void;
+  /** The transport has ended, and why; called once. */
+  end(reason: DaemonUnreachableError): void;
+}
+
+/** A byte stream to a daemon: its Unix socket, or a child's stdio (`ssh … procctl dial-stdio`). */
+export interface Transport {
+  /** Where it leads, for messages: a socket path or an `ssh://` address. */
+  readonly where: string;
+  write(data: string): void;
+  /** End it from this side; the sink's `end` follows. */
+  close(): void;
+}
+
+/** Opens a transport, rejecting with a DaemonUnreachableError when it cannot. */
+export type Dial = (sink: TransportSink) => Promise<Transport>;
+
+/** The local daemon's Unix socket. */
+export function socketDial(path: string): Dial {
+  return (sink) =>
+    new Promise((resolve, reject) => {
+      const socket = connect(path);
+      let closeReason = 'the daemon closed it';
+      const onError = (err: NodeJS.ErrnoException) => reject(new DaemonUnreachableError(path, describeConnectError(err), 'connect', err.code));
+      socket.once('error', onError);
+      socket.once('connect', () => {
+        socket.off('error', onError);
+        socket.on('error', (err: NodeJS.ErrnoException) => (closeReason = describeConnectError(err)));
+        socket.on('data', (chunk: Buffer) => sink.data(chunk));
+        socket.on('close', () => sink.end(new DaemonUnreachableError(path, closeReason, 'lost')));
+        resolve({ where: path, write: (data) => void socket.write(data), close: () => socket.destroy() });
+      });
+    });
 }
 
 /**
- * A client of the procctld socket: NDJSON framing, request ids and error exceptions from
- * json-rpc-2.0, notifications handed to a callback.
+ * A client of procctld: NDJSON framing, request ids and error exceptions from json-rpc-2.0,
+ * notifications handed to a callback. The bytes go over a Transport (socket or ssh).
  */
 export class DaemonClient {
   private readonly rpc: JSONRPCClient;
   /** Bytes of a line not yet complete; kept as Buffers so a character split across reads stays whole. */
   private partial: Buffer[] = [];
   private lost: DaemonUnreachableError | undefined;
+  private transport: Transport | undefined;
+  private resolveClosed!: (reason: DaemonUnreachableError) => void;
   /** Resolves with the reason once the connection has closed, for whatever cause. */
-  readonly closed: Promise<DaemonUnreachableError>;
+  readonly closed = new Promise<DaemonUnreachableError>((resolve) => (this.resolveClosed = resolve));
 
-  private constructor(
-    private readonly socket: Socket,
-    readonly socketPath: string,
-    private readonly onNotification: ((n: Notification) => void) | undefined,
-  ) {
+  private constructor(private readonly onNotification: ((n: Notification) => void) | undefined) {
     this.rpc = new JSONRPCClient((req) => {
       if (this.lost) throw this.lost;
-      socket.write(`${JSON.stringify(req)}\n`);
+      this.transport!.write(`${JSON.stringify(req)}\n`);
     });
-    let closeReason = 'the daemon closed it';
-    this.closed = new Promise((resolve) => {
-      socket.on('close', () => {
-        this.lost ??= new DaemonUnreachableError(socketPath, closeReason, 'lost');
-        this.rpc.rejectAllPendingRequests(this.lost.message);
-        resolve(this.lost);
-      });
-    });
-    socket.on('error', (err: NodeJS.ErrnoException) => (closeReason = describeConnectError(err)));
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
   }
 
-  /** Connect to the daemon's socket; a DaemonUnreachableError says why it failed. */
-  static connect(opts: ClientOptions = {}): Promise<DaemonClient> {
-    const path = resolveSocketPath(opts.socket, opts.env ?? process.env);
-    return new Promise((resolve, reject) => {
-      const socket = connect(path);
-      const onError = (err: NodeJS.ErrnoException) => reject(new DaemonUnreachableError(path, describeConnectError(err), 'connect', err.code));
-      socket.once('error', onError);
-      socket.once('connect', () => {
-        socket.off('error', onError);
-        resolve(new DaemonClient(socket, path, opts.onNotification));
-      });
-    });
+  /**
+   * Connect to the daemon the options name: over ssh for a host (`opts.host`, else
+   * `$PROCCTL_HOST`), else the local socket. A DaemonUnreachableError says why it failed; over
+   * ssh that may only show at the first call, since ssh has no "connected" moment to wait for.
+   */
+  static async connect(opts: ClientOptions = {}): Promise<DaemonClient> {
+    const env = opts.env ?? process.env;
+    const host = opts.host ?? (env.PROCCTL_HOST || undefined);
+    if (host === undefined) return DaemonClient.over(socketDial(resolveSocketPath(opts.socket, env)), opts.onNotification);
+    // Loaded only for a remote daemon, so local commands do not pay for it.
+    const { sshDial } = await import('../remote/ssh.js');
+    return DaemonClient.over(sshDial(host, { env, socket: opts.socket, fromEnv: opts.host === undefined }), opts.onNotification);
+  }
+
+  /** A client over a transport of the caller's choosing. */
+  static async over(dial: Dial, onNotification?: (n: Notification) => void): Promise<DaemonClient> {
+    const client = new DaemonClient(onNotification);
+    client.transport = await dial({ data: (chunk) => client.onData(chunk), end: (reason) => client.ended(reason) });
+    return client;
+  }
+
+  /** Where the daemon is: a socket path or an `ssh://` address. */
+  get where(): string {
+    return this.transport?.where ?? '';
+  }
+
+  private ended(reason: DaemonUnreachableError): void {
+    this.lost ??= reason;
+    this.rpc.rejectAllPendingRequests(this.lost.message);
+    this.resolveClosed(this.lost);
   }
 
   private onData(chunk: Buffer): void {
@@ -185,7 +207,7 @@ export class DaemonClient {
   }
 
   close(): void {
-    this.lost ??= new DaemonUnreachableError(this.socketPath, 'the client closed it', 'lost');
-    this.socket.destroy();
+    this.lost ??= new DaemonUnreachableError(this.where, 'the client closed it', 'lost');
+    this.transport?.close();
   }
 }

@@ -17,6 +17,7 @@ async function streamEvents(g: GlobalOptions, follow: boolean): Promise<number> 
   let done: (() => void) | undefined;
   const idle = () => listed !== undefined && [...listed, ...started].every((id) => exited.has(id));
   const client = await DaemonClient.connect({
+    host: g.host,
     socket: g.socket,
     onNotification: (n) => {
       if (n.method !== 'event') return;

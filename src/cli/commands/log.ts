@@ -33,6 +33,7 @@ async function follow(g: GlobalOptions, id: string, o: LogOptions): Promise<numb
   const early: Event[] = [];
   let deliver: ((e: Event) => void) | undefined;
   const client = await DaemonClient.connect({
+    host: g.host,
     socket: g.socket,
     onNotification: (n) => {
       if (n.method !== 'event') return;
