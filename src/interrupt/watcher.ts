@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import type { Registry } from '../session/registry.js';
+import { ALL_SCOPES, type Registry } from '../session/registry.js';
 import type { Interrupt, Session } from '../session/session.js';
 import { findStdinReaders, readsOffLoop, type ReaderQuery, type StdinReader } from './kernel.js';
 import { classifyPrompt, compilePatterns, lastLine, looksLikePrompt } from './prompt.js';
+import { VisitSchedule } from './schedule.js';
 
 /** Output must have been quiet this long before the kernel is asked: by how sure the last line is a prompt. */
 export const QUIET_MS = { recognised: 150, generic: 400, none: 1000 } as const;
@@ -18,6 +19,13 @@ const RECHECK_MAX_MS = 3000;
  * on it (the JS fallback), few enough that the looks never stall requests for long.
  */
 const LOOKS_PER_TICK = { offLoop: 100, onLoop: 20 } as const;
+/**
+ * Besides the sessions due, a tick visits at most this many sessions in turn (the sweep), to
+ * find new sessions and quiet periods that began while a session was backing off. Touching every
+ * session of a thousand at each tick costs a quarter to half a millisecond of cache misses on a
+ * busy machine; with up to this many sessions, every one is still visited at every tick.
+ */
+const SWEEP_PER_TICK = 200;
 
 /** A session looked at in the kernel this tick, with what it was looked at for. */
 interface Look {
@@ -37,20 +45,35 @@ interface WatchState {
   seenReader: boolean;
   /** How prompt-like the last line is; the output does not change while the session is quiet. */
   prompt: 'recognised' | 'generic' | undefined | null;
+  /** A look at it is out: it is not asked about again until the answer is in. */
+  asked: boolean;
 }
 
 /** When the session's current quiet period began: its last output or input. */
 const quietStart = (s: Session) => Math.max(s.output.lastOutputAt ?? s.startedAt, s.lastInputAt ?? 0);
 
-export function interruptView(i: Interrupt | undefined) {
-  return i && { ...i, createdAt: new Date(i.createdAt).toISOString(), expiresAt: new Date(i.expiresAt).toISOString() };
+type InterruptView = Omit<Interrupt, 'createdAt' | 'expiresAt'> & { createdAt: string; expiresAt: string };
+
+/** Views already made: an interrupt does not change once raised, and `list` shows it at every call. */
+const views = new WeakMap<Interrupt, InterruptView>();
+
+/** An interrupt as the protocol shows it, with ISO instants. */
+export function interruptView(i: Interrupt | undefined): InterruptView | undefined {
+  if (!i) return undefined;
+  let view = views.get(i);
+  if (!view) {
+    view = { ...i, createdAt: new Date(i.createdAt).toISOString(), expiresAt: new Date(i.expiresAt).toISOString() };
+    views.set(i, view);
+  }
+  return view;
 }
 
 /**
  * Finds sessions waiting for input (SPEC §7). Sessions are looked at in the kernel only once
  * their output has gone quiet, and then with a backoff, so a thousand quiet sessions cost a
  * few small /proc reads a second, made off the event loop; a prompt-looking last line shortens
- * the quiet period.
+ * the quiet period. A tick visits the sessions due then (a schedule) and a bounded share of the
+ * rest in turn, so its cost does not grow with the number of sessions held.
  */
 export class InterruptWatcher {
   private readonly state = new WeakMap<Session, WatchState>();
@@ -62,6 +85,9 @@ export class InterruptWatcher {
   /** Sessions found waiting, raised one per turn of the event loop: raising one writes its record. */
   private readonly raising: Look[] = [];
   private stopped = false;
+  private readonly schedule = new VisitSchedule(TICK_MS);
+  /** Where the sweep is in the registry; a new pass starts once it is done. */
+  private cursor: IterableIterator<Session> | undefined;
 
   constructor(
     private readonly registry: Registry,
@@ -78,6 +104,8 @@ export class InterruptWatcher {
   stop(): void {
     clearInterval(this.timer);
     this.stopped = true;
+    this.schedule.clear();
+    this.cursor = undefined;
   }
 
   private extraPatterns(): RegExp[] {
@@ -90,36 +118,56 @@ export class InterruptWatcher {
   }
 
   /**
-   * Pick the quiet sessions due for a look and ask the kernel about them in one batch, off the
-   * event loop (see findStdinReaders); the answers are applied when they come back, well before
-   * the next tick. While a batch is out, a tick only checks interrupts for expiry.
+   * Visit the sessions due and the sweep's share of the rest; ask the kernel about the quiet
+   * ones due for a look in one batch, off the event loop (see findStdinReaders). The answers are
+   * applied when they come back, well before the next tick.
    */
   tick(now: number): void {
     const cfg = this.config().interrupt;
     const maxLooks = readsOffLoop() ? LOOKS_PER_TICK.offLoop : LOOKS_PER_TICK.onLoop;
     const looks: Look[] = [];
-    for (const s of this.registry.all()) {
-      if (!s.running) continue;
-      if (s.interrupt) {
-        if (now >= s.interrupt.expiresAt) this.expire(s);
-        continue;
+    for (const id of this.schedule.due(now)) {
+      const s = this.registry.find(ALL_SCOPES, id);
+      if (s) this.visit(s, now, cfg, looks, maxLooks);
+    }
+    this.cursor ??= this.registry.all();
+    for (let n = 0; n < SWEEP_PER_TICK; n++) {
+      const next = this.cursor.next();
+      if (next.done) {
+        this.cursor = undefined;
+        break;
       }
-      if (!cfg.enabled || this.looking || !s.stdinOpen || !s.input || s.pid === undefined) continue;
-      const quietSince = quietStart(s);
-      const quiet = now - quietSince;
-      if (quiet < QUIET_MS.recognised) continue;
-      let st = this.state.get(s);
-      if (!st || st.since !== quietSince) {
-        st = { since: quietSince, backoff: 0, nextCheckAt: 0, seenReader: false, prompt: null };
-        this.state.set(s, st);
-      }
-      if (now < st.nextCheckAt || looks.length >= maxLooks) continue;
-      if (st.prompt === null) st.prompt = looksLikePrompt(lastLine(s.output.tail(500)), this.extraPatterns());
-      const prompt = st.prompt;
-      if (quiet < QUIET_MS[prompt ?? 'none']) continue;
-      looks.push({ session: s, state: st, since: quietSince, promptLike: prompt !== undefined });
+      this.visit(next.value, now, cfg, looks, maxLooks);
     }
     if (looks.length > 0) this.look(looks, now);
+  }
+
+  /** One session: expire its interrupt, or take it into this tick's looks, or plan when to come back. */
+  private visit(s: Session, now: number, cfg: Config['interrupt'], looks: Look[], maxLooks: number): void {
+    if (!s.running) return;
+    if (s.interrupt) {
+      if (now >= s.interrupt.expiresAt) this.expire(s);
+      return;
+    }
+    if (!cfg.enabled || !s.stdinOpen || !s.input || s.pid === undefined) return;
+    const quietSince = quietStart(s);
+    const quiet = now - quietSince;
+    if (quiet < QUIET_MS.recognised) return this.schedule.at(s.id, quietSince + QUIET_MS.recognised);
+    let st = this.state.get(s);
+    if (!st || st.since !== quietSince) {
+      st = { since: quietSince, backoff: 0, nextCheckAt: 0, seenReader: false, prompt: null, asked: false };
+      this.state.set(s, st);
+    }
+    if (st.asked) return;
+    if (now < st.nextCheckAt) return this.schedule.at(s.id, st.nextCheckAt);
+    if (st.prompt === null) st.prompt = looksLikePrompt(lastLine(s.output.tail(500)), this.extraPatterns());
+    const prompt = st.prompt;
+    const needed = QUIET_MS[prompt ?? 'none'];
+    if (quiet < needed) return this.schedule.at(s.id, quietSince + needed);
+    // One batch out at a time, of a bounded size: the rest wait for the next tick.
+    if (this.looking || looks.length >= maxLooks) return this.schedule.at(s.id, now + TICK_MS);
+    st.asked = true;
+    looks.push({ session: s, state: st, since: quietSince, promptLike: prompt !== undefined });
   }
 
   private look(looks: Look[], now: number): void {
@@ -140,6 +188,8 @@ export class InterruptWatcher {
       },
       (err) => {
         this.looking = false;
+        // The sweep comes back to them.
+        for (const l of asked) l.state.asked = false;
         this.log.warn({ err }, 'could not look for sessions waiting for input');
       },
     );
@@ -153,12 +203,15 @@ export class InterruptWatcher {
 
   /** What one look found: a reader seen on two looks in a row raises the interrupt. */
   private settle(l: Look, reader: StdinReader | undefined, now: number): void {
-    if (this.stale(l)) return;
     const st = l.state;
+    st.asked = false;
+    if (this.stale(l)) return;
     // Blocked in poll/select with the input as fd 0 is less certain: only with a prompt-looking line.
     if (reader !== undefined && (reader.how === 'read' || l.promptLike)) {
-      if (!st.seenReader) st.seenReader = true;
-      else {
+      if (!st.seenReader) {
+        st.seenReader = true;
+        this.schedule.at(l.session.id, now + TICK_MS);
+      } else {
         // No more looks in this quiet period: it is raised (or a new period starts).
         st.nextCheckAt = Number.POSITIVE_INFINITY;
         this.raising.push(l);
@@ -169,6 +222,7 @@ export class InterruptWatcher {
       st.backoff = Math.min(RECHECK_MAX_MS, Math.max(RECHECK_MIN_MS, st.backoff * 2));
       // Jitter, so sessions started together do not stay in step and crowd one tick.
       st.nextCheckAt = now + st.backoff * (0.75 + Math.random() / 2);
+      this.schedule.at(l.session.id, st.nextCheckAt);
     }
   }
 

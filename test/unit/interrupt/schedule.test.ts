@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { VisitSchedule } from '../../../src/interrupt/schedule.js';
+
+describe('VisitSchedule', () => {
+  it('gives each id once, at the first call at or after its time', () => {
+    const s = new VisitSchedule(50);
+    s.at('a', 1010);
+    s.at('b', 1060);
+    s.at('c', 1099);
+    expect(s.due(1000)).toEqual([]);
+    expect(s.due(1010)).toEqual(['a']);
+    expect(s.due(1059)).toEqual([]);
+    expect(s.due(1060).sort()).toEqual(['b']);
+    expect(s.due(1200)).toEqual(['c']);
+    expect(s.due(5000)).toEqual([]);
+    expect(s.size).toBe(0);
+  });
+
+  it('an earlier time replaces a later one; a later one leaves the earlier in place', () => {
+    const s = new VisitSchedule(50);
+    s.at('a', 3000);
+    s.at('a', 1000);
+    s.at('a', 2000);
+    expect(s.due(1000)).toEqual(['a']);
+    expect(s.due(4000)).toEqual([]);
+  });
+
+  it('never plans an infinite time, and clear forgets everything', () => {
+    const s = new VisitSchedule(50);
+    s.at('a', Number.POSITIVE_INFINITY);
+    s.at('b', 100);
+    expect(s.size).toBe(1);
+    s.clear();
+    expect(s.due(1e12)).toEqual([]);
+  });
+});
