@@ -10,7 +10,9 @@ import { MIX } from './soak/mix.js';
 import { churnSubscribers, observe, subscribeAll } from './soak/observers.js';
 import type { ProbeReading } from './soak/probe.js';
 import { Recorder } from './soak/record.js';
-import { summarise, svg, text, verdict, type Quiet } from './soak/report.js';
+import { HeapSnapshots } from './soak/snapshot.js';
+import { soakFigure } from './soak/figure.js';
+import { summarise, text, verdict, type Quiet } from './soak/report.js';
 import { fdCount, rssMB, Sampler, type Sample } from './soak/sampler.js';
 import type { BenchClient } from './lib/client.js';
 
@@ -19,13 +21,13 @@ import type { BenchClient } from './lib/client.js';
  * every few seconds, to show that it stays flat. Not part of CI; `npm run soak -- --minutes 5`.
  */
 
-const USAGE = `usage: npm run soak -- [--minutes N] [--agents N] [--pace MS] [--sample-sec S] [--seed N] [--json FILE] [--svg FILE] [--cpu-prof DIR]`;
+const USAGE = `usage: npm run soak -- [--minutes N] [--agents N] [--pace MS] [--sample-sec S] [--diag-sec S] [--seed N] [--json FILE] [--svg FILE] [--cpu-prof DIR] [--heap-snapshots DIR]`;
 
 /** The daemon's config for the soak: spools rotate at 1 MiB, finished sessions are reaped after a minute. */
 const DAEMON_ENV = { PROCCTL_MAX_LOG_BYTES: String(1 << 20), PROCCTL_JOB_TTL_MS: '60000' };
 
 function parseArgs(argv: string[]) {
-  const out = { minutes: 30, agents: 6, paceMs: 300, sampleSec: 5, seed: 1, json: join(ROOT, 'docs', 'soak.json'), svg: join(ROOT, 'docs', 'soak.svg') };
+  const out = { minutes: 30, agents: 6, paceMs: 300, sampleSec: 5, diagSec: 60, seed: 1, json: join(ROOT, 'docs', 'soak.json'), svg: join(ROOT, 'docs', 'soak.svg'), snapshots: undefined as HeapSnapshots | undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -42,9 +44,11 @@ function parseArgs(argv: string[]) {
     else if (a === '--agents') out.agents = Math.round(num());
     else if (a === '--pace') out.paceMs = num();
     else if (a === '--sample-sec') out.sampleSec = num();
+    else if (a === '--diag-sec') out.diagSec = num();
     else if (a === '--seed') out.seed = Math.round(num());
     else if (a === '--json') out.json = resolve(value());
     else if (a === '--svg') out.svg = resolve(value());
+    else if (a === '--heap-snapshots') out.snapshots = new HeapSnapshots(resolve(value()));
     else if (a === '--cpu-prof') BenchDaemon.nodeArgs.push('--cpu-prof', '--cpu-prof-dir', resolve(value()));
     else if (a === '--help' || a === '-h') {
       process.stdout.write(`${USAGE}\n`);
@@ -99,6 +103,12 @@ function guardianOf(pid: number): number | undefined {
   return undefined;
 }
 
+/** The report, indented, then its samples one per line (a 30-minute run has 360). */
+function reportJson(report: Record<string, unknown>, samples: Sample[]): string {
+  const head = JSON.stringify(report, null, 1);
+  return `${head.slice(0, -2)},\n "samples": [\n${samples.map((s) => `  ${JSON.stringify(s)}`).join(',\n')}\n ]\n}\n`;
+}
+
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -118,6 +128,7 @@ async function main(): Promise<number> {
     });
   }
 
+  if (args.snapshots) BenchDaemon.nodeArgs.push(...args.snapshots.nodeArgs());
   const daemon = await BenchDaemon.start(DAEMON_ENV);
   const workdir = join(daemon.dir, 'work');
   mkdirSync(workdir);
@@ -129,7 +140,8 @@ async function main(): Promise<number> {
   const common = { socket, workdir, scopes: agentScopes, rec, stopping: isStopping, log };
 
   const control = await daemon.client();
-  const sampler = new Sampler(daemon.pid, guardianOf(daemon.pid), control, Math.max(1, Math.round(30 / args.sampleSec)));
+  // daemon.diagnostics runs full GCs and walks the heap, holding the daemon for a second or more: not every sample.
+  const sampler = new Sampler(daemon.pid, guardianOf(daemon.pid), control, Math.max(1, Math.round(args.diagSec / args.sampleSec)));
   probe = new Worker(new URL('./soak/probe.js', import.meta.url), { workerData: { socket, intervalMs: 1000 } });
   probe.on('message', (r: ProbeReading) => sampler.addProbe(r));
   probe.on('error', (err) => rec.fail('probe', 'probe', err));
@@ -139,6 +151,12 @@ async function main(): Promise<number> {
   const warm = await control.call('exec', { command: 'true', pty: true, scope: 'warm-up', workdir });
   await control.call('process', { action: 'clear', sessionId: warm.sessionId, scope: 'warm-up' });
   // Measured with only the control and probe connections open, as at the end.
+  // Snapshots are taken while no sample is being made: before the load, as it ends, and after it.
+  // The first comes before the quiet figures, whose diagnostics restart the daemon's loop-delay watch.
+  if (args.snapshots) {
+    await sleep(2000);
+    await args.snapshots.take(daemon.pid, control);
+  }
   const quietStart = await quietFigures(daemon, sampler);
   log(`quiet before the load: RSS ${quietStart.rssMB} MB, ${quietStart.fds} descriptors, heap ${quietStart.heapUsedMB} MB`);
   const subscribers = await Promise.all(agentScopes.map((scope) => subscribeAll(scope, common)));
@@ -186,12 +204,17 @@ async function main(): Promise<number> {
   if (stopping) return 130;
 
   log('load over: waiting for the agents to finish their tasks');
+  if (!crashed) await args.snapshots?.take(daemon.pid, control);
   stopping = true;
   await Promise.race([Promise.all([...agents.map((a) => a.done), ...others]), sleep(90_000)]);
   for (const a of agents) a.agent.events.close();
   if (!crashed) await forgetEverything(control, [...agentScopes, ...observerScopes]);
   const quietEnd = crashed ? { rssMB: Number.NaN, fds: Number.NaN, heapUsedMB: Number.NaN, objects: {}, resources: {} } : await quietFigures(daemon, sampler);
   log(`quiet after the load: RSS ${quietEnd.rssMB} MB, ${quietEnd.fds} descriptors, heap ${quietEnd.heapUsedMB} MB, objects ${JSON.stringify(quietEnd.objects)}`);
+  if (!crashed && args.snapshots) {
+    await args.snapshots.take(daemon.pid, control);
+    log(`heap snapshots (before the load, as it ended, after it) in ${args.snapshots.dir}`);
+  }
 
   probe.postMessage('stop');
   await probe.terminate();
@@ -213,7 +236,7 @@ async function main(): Promise<number> {
     date: startedAt.toISOString(),
     revision: rev,
     machine: { ...host, loadavgEnd: machine().loadavg },
-    options: { minutes: args.minutes, agents: args.agents, paceMs: args.paceMs, sampleSec: args.sampleSec, seed: args.seed, probeIntervalMs: 1000, daemonEnv: DAEMON_ENV },
+    options: { minutes: args.minutes, agents: args.agents, paceMs: args.paceMs, sampleSec: args.sampleSec, diagSec: args.diagSec, seed: args.seed, probeIntervalMs: 1000, daemonEnv: DAEMON_ENV },
     mix: MIX.map(([task, weight]) => ({ task, weight })),
     pass: reasons.length === 0,
     reasons,
@@ -223,11 +246,10 @@ async function main(): Promise<number> {
     events: Object.fromEntries(agentScopes.map((scope, i) => [scope, subscribers[i].counts])),
     failures: { count: rec.failureCount, first: rec.failures },
     daemonWarnings: daemonLog,
-    samples: sampler.samples,
   };
-  writeFileSync(args.json, `${JSON.stringify(report, null, 1)}\n`);
+  writeFileSync(args.json, reportJson(report, sampler.samples));
   const subtitle = `${startedAt.toISOString().slice(0, 10)}, ${rev}, ${round(loadSeconds / 60, 1)} min, ${args.agents} agents, ${host.cpus} cores, Node ${host.node}: ${reasons.length ? 'FAIL' : 'PASS'}`;
-  writeFileSync(args.svg, svg(sampler.samples, summary, subtitle));
+  writeFileSync(args.svg, soakFigure(sampler.samples, summary, subtitle, args.diagSec));
   process.stdout.write(`\n${text(summary, quiet, tasks, reasons)}\n`);
   if (rec.failures.length) {
     process.stdout.write(`\nfailures (${rec.failureCount}; the first ${Math.min(20, rec.failures.length)}):\n`);

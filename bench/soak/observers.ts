@@ -3,7 +3,8 @@ import { sleep } from '../lib/stats.js';
 import { Random } from './random.js';
 import { check, Mismatch, same, type Recorder } from './record.js';
 
-const TICKS = 40;
+/** The observer's own long job: a line every half second for two minutes. */
+const TICKS = 240;
 
 interface Common {
   socket: string;
@@ -17,8 +18,9 @@ interface Common {
 
 /**
  * A dashboard-like client: lists the agents' scopes a page at a time, pages the log of a session
- * it saw there (which may be forgotten meanwhile), and follows a ticking job of its own with poll,
- * checking that every tick comes exactly once while other clients keep the daemon busy.
+ * it saw there (which may be forgotten meanwhile), and follows a long ticking job of its own with
+ * poll, paging back through its log while it runs, checking that every tick comes exactly once
+ * and in order while other clients keep the daemon busy.
  */
 export async function observe(name: string, seed: number, paceMs: number, o: Common): Promise<void> {
   const client = await BenchClient.connect(o.socket);
@@ -41,7 +43,10 @@ export async function observe(name: string, seed: number, paceMs: number, o: Com
     if (!ticker) return startTicker();
     const r = await client.call('process', { action: 'poll', sessionId: ticker, scope });
     ticks += r.output ?? '';
-    if (r.status === 'running') return;
+    if (r.status === 'running') {
+      if (rand.chance(0.3)) await pageTicker(ticker);
+      return;
+    }
     const id = ticker;
     ticker = undefined;
     same(r.status, 'completed', `ticker ${id} status`);
@@ -49,6 +54,16 @@ export async function observe(name: string, seed: number, paceMs: number, o: Com
     for (let i = 1; i <= TICKS; i++) expected += `tick ${i}\n`;
     same(ticks, expected, `ticker ${id} output`);
     await client.call('process', { action: 'clear', sessionId: id, scope });
+  };
+  /** A page from the middle of the running ticker's log: line k is `tick k+1`. */
+  const pageTicker = async (id: string) => {
+    const seen = ticks.split('\n').length - 1;
+    if (seen < 2) return;
+    const offset = rand.int(0, seen - 1);
+    const page = await client.call('process', { action: 'log', sessionId: id, scope, offset, limit: 10 });
+    const want = Array.from({ length: Math.min(10, seen - offset) }, (_, i) => `tick ${offset + i + 1}`);
+    const got = String(page.output).split('\n').slice(0, want.length);
+    same(got.join('\n'), want.join('\n'), `ticker ${id} log from line ${offset}`);
   };
   const browse = async () => {
     const theirs = rand.pick(o.scopes);

@@ -23,9 +23,12 @@ export interface Chart {
 const W = 960;
 const LEFT = 72;
 const RIGHT = 24;
-const CHART_H = 190;
-const GAP = 70;
-const TOP = 64;
+const CHART_H = 180;
+/** Above each chart: its title, then its legend. */
+const HEAD = 44;
+/** Below each chart: the time axis and its label. */
+const FOOT = 44;
+const TOP = 56;
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
@@ -48,10 +51,23 @@ function finite(points: [number, number][]): [number, number][] {
   return points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
 }
 
-/** The SVG of charts stacked over a time axis in minutes; `marks` are vertical lines at given minutes. */
-export function stackedCharts(title: string, subtitle: string, charts: Chart[], xMaxMin: number, marks: { x: number; label: string }[] = []): string {
+/** A vertical line at a minute of the run. */
+export interface Mark {
+  x: number;
+  label: string;
+}
+
+/** A shaded stretch of the run, in minutes. */
+export interface Band {
+  from: number;
+  to: number;
+  label: string;
+}
+
+/** The SVG of charts stacked over a time axis in minutes, with vertical marks and shaded bands. */
+export function stackedCharts(title: string, subtitle: string, charts: Chart[], xMaxMin: number, marks: Mark[] = [], bands: Band[] = []): string {
   const plotW = W - LEFT - RIGHT;
-  const height = TOP + charts.length * (CHART_H + GAP);
+  const height = TOP + charts.length * (HEAD + CHART_H + FOOT) + 8;
   const xStep = niceStep(xMaxMin, 10);
   const xMax = Math.max(xStep, Math.ceil(xMaxMin / xStep - 1e-9) * xStep);
   const sx = (m: number) => LEFT + (m / xMax) * plotW;
@@ -62,7 +78,7 @@ export function stackedCharts(title: string, subtitle: string, charts: Chart[], 
     `<text x="${LEFT}" y="44" fill="#444">${esc(subtitle)}</text>`,
   ];
   charts.forEach((chart, i) => {
-    const top = TOP + i * (CHART_H + GAP) + 24;
+    const top = TOP + i * (HEAD + CHART_H + FOOT) + HEAD;
     const bottom = top + CHART_H;
     const all = chart.series.flatMap((s) => finite(s.points).map(([, y]) => y)).concat((chart.refs ?? []).map((r) => r.y));
     let sy: (v: number) => number;
@@ -84,8 +100,14 @@ export function stackedCharts(title: string, subtitle: string, charts: Chart[], 
       yTicks = [];
       for (let v = lo; v <= hi + step / 1000; v += step) yTicks.push(v);
     }
-    out.push(`<text x="${LEFT}" y="${top - 10}" font-size="14" font-weight="bold">${esc(chart.title)}</text>`);
+    out.push(`<text x="${LEFT}" y="${top - 26}" font-size="14" font-weight="bold">${esc(chart.title)}</text>`);
     out.push(`<rect x="${LEFT}" y="${top}" width="${plotW}" height="${CHART_H}" fill="#fafafa" stroke="#999"/>`);
+    for (const band of bands) {
+      const x0 = sx(Math.max(0, band.from));
+      const x1 = sx(Math.min(xMax, band.to));
+      out.push(`<rect x="${x0.toFixed(1)}" y="${top}" width="${(x1 - x0).toFixed(1)}" height="${CHART_H}" fill="#e8eef7"/>`);
+      if (i === 0) out.push(`<text x="${((x0 + x1) / 2).toFixed(1)}" y="${top + CHART_H - 6}" text-anchor="middle" fill="#667" font-size="11">${esc(band.label)}</text>`);
+    }
     for (const v of yTicks) {
       const y = sy(v).toFixed(1);
       out.push(`<line x1="${LEFT}" x2="${LEFT + plotW}" y1="${y}" y2="${y}" stroke="#e2e2e2"/>`);
@@ -117,13 +139,13 @@ export function stackedCharts(title: string, subtitle: string, charts: Chart[], 
       out.push(`<path d="${path}" fill="none" stroke="${s.color}" stroke-width="1.5"${s.dashed ? ' stroke-dasharray="4 3"' : ''}/>`);
       if (s.dots) for (const [x, y] of pts) out.push(`<circle cx="${sx(x / 60).toFixed(1)}" cy="${sy(y).toFixed(1)}" r="2.2" fill="${s.color}"/>`);
     }
-    // Legend, left to right above the chart's top-right corner.
-    let lx = LEFT + plotW;
-    for (const s of [...chart.series].reverse()) {
-      const w = 40 + s.label.length * 6.4;
-      lx -= w;
-      out.push(`<line x1="${lx}" x2="${lx + 20}" y1="${top - 14}" y2="${top - 14}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="4 3"' : ''}/>`);
-      out.push(`<text x="${lx + 24}" y="${top - 10}" fill="#333" font-size="11">${esc(s.label)}</text>`);
+    // Legend, on its own line under the title.
+    let lx = LEFT;
+    for (const s of chart.series) {
+      out.push(`<line x1="${lx}" x2="${lx + 20}" y1="${top - 10}" y2="${top - 10}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="4 3"' : ''}/>`);
+      if (s.dots) out.push(`<circle cx="${lx + 10}" cy="${top - 10}" r="2.2" fill="${s.color}"/>`);
+      out.push(`<text x="${lx + 24}" y="${top - 6}" fill="#333" font-size="11">${esc(s.label)}</text>`);
+      lx += 40 + s.label.length * 6.2;
     }
   });
   out.push('</svg>');

@@ -1,11 +1,12 @@
 import { quantile, round } from '../lib/stats.js';
-import { stackedCharts, type Chart } from './plot.js';
 import type { Sample } from './sampler.js';
 
 /** Descriptors the quiet daemon may hold more at the end than at the start before the run fails. */
 export const FD_SLACK = 5;
-/** RSS at the end may exceed RSS after the first tenth by this fraction. */
+/** RSS at the end may exceed RSS after the first tenth (the warm-up) by this fraction. */
 export const RSS_SLACK = 0.1;
+/** The stretches compared at the start and the end of the run: 5 minutes, less on a short run. */
+export const WINDOW_S = 300;
 
 /** The daemon with no session and every soak connection open, before the load and after it. */
 export interface Quiet {
@@ -16,13 +17,36 @@ export interface Quiet {
   resources: Record<string, number>;
 }
 
+/** Medians over one stretch of the run, except where a name says otherwise. */
+export interface Stretch {
+  fromS: number;
+  toS: number;
+  rssMB: number;
+  heapUsedMB: number;
+  fds: number;
+  fdsMax: number;
+  /** Sessions held: running plus finished and not yet forgotten. */
+  sessions: number;
+  running: number;
+  /** daemon.status round trips of the probe, over the stretch. */
+  probe: { n: number; p50: number; p99: number; max: number };
+  /** The daemon's own loop delay: median of its windows' p99, and the largest max. */
+  daemonLoop?: { p99: number; max: number };
+  daemonCpuPct: number;
+  machineBusyPct: number;
+}
+
 export interface Summary {
   loadSeconds: number;
-  rssMB: { at10: number; at50: number; end: number; max: number; growthMBPerHour: number };
+  rssMB: { at10: number; at50: number; end: number; max: number };
   guardianRssMB?: { at10: number; end: number };
-  heapUsedMB: { at10: number; end: number; growthMBPerHour: number };
+  heapUsedMB: { at10: number; end: number };
   fds: { min: number; max: number; quietStart: number; quietEnd: number };
   loopMs: { probes: number; p50: number; p99: number; max: number; errors: number; skippedForDiagnostics: number };
+  /** Least-squares trend per hour from the end of the warm-up (the first tenth) on. */
+  slopesPerHour: { rssMB: number; heapUsedMB: number; fds: number; sessions: number; probeMaxMs: number; daemonLoopP99Ms?: number };
+  first: Stretch;
+  last: Stretch;
   cpu: {
     daemonMeanPct: number;
     daemonMaxPct: number;
@@ -36,6 +60,8 @@ export interface Summary {
   };
   /** The daemon's own loop-delay figures (daemon.diagnostics `eventLoopDelay`, one per call), when it reports them. */
   daemonLoopDelayMs?: { windows: number; p99Median: number; p99Max: number; max: number };
+  /** How long a daemon.diagnostics call (full GC and object counts) held the daemon, ms. */
+  diagnosticsMs: { median: number; max: number };
   soakLoopP99MaxMs: number;
   sessionsStarted: number;
 }
@@ -46,9 +72,11 @@ export function daemonLoop(s: Sample): { p50: number; p99: number; max: number }
   return d && typeof d.p99 === 'number' && typeof d.max === 'number' ? { p50: Number(d.p50), p99: d.p99, max: d.max } : undefined;
 }
 
+const sessionsOf = (s: Sample) => s.running + s.finished;
+
 /** Median of the values whose time falls in [from, to); the nearest sample's if none does. */
 function around<T extends { t: number }>(xs: T[], from: number, to: number, value: (x: T) => number | undefined): number {
-  const have = xs.filter((x) => value(x) !== undefined && Number.isFinite(value(x)));
+  const have = xs.filter((x) => Number.isFinite(value(x)));
   const inside = have.filter((x) => x.t >= from && x.t < to).map((x) => value(x)!);
   if (inside.length) return quantile(inside, 0.5);
   const mid = (from + to) / 2;
@@ -69,12 +97,44 @@ function slopePerHour<T extends { t: number }>(xs: T[], from: number, value: (x:
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : Number.NaN);
 
-export function summarise(samples: Sample[], loop: { all: number[]; errors: number; skipped: number }, quiet: { start: Quiet; end: Quiet }, loadSeconds: number, sessionsStarted: number): Summary {
+/** The figures of the samples whose time falls in [from, to); `to` past the load's end is its end. */
+function stretch(samples: Sample[], probes: [number, number][], from: number, to: number, loadSeconds: number): Stretch {
+  const mid = (v: (s: Sample) => number | undefined) => round(around(samples, from, to, v), 1);
+  const inside = samples.filter((s) => s.t >= from && s.t < to);
+  const ms = probes.filter(([t]) => t >= from && t < to).map(([, m]) => m);
+  const own = inside.map(daemonLoop).filter((d) => d !== undefined);
+  return {
+    fromS: Math.round(from),
+    toS: Math.round(Math.min(to, loadSeconds)),
+    rssMB: mid((s) => s.rssMB),
+    heapUsedMB: mid((s) => s.heapUsedMB),
+    fds: mid((s) => s.fds),
+    fdsMax: Math.max(...inside.map((s) => s.fds)),
+    sessions: mid(sessionsOf),
+    running: mid((s) => s.running),
+    probe: { n: ms.length, p50: round(quantile(ms, 0.5), 3), p99: round(quantile(ms, 0.99), 3), max: ms.length ? round(Math.max(...ms), 3) : Number.NaN },
+    ...(own.length ? { daemonLoop: { p99: round(quantile(own.map((d) => d.p99), 0.5), 3), max: round(Math.max(...own.map((d) => d.max)), 3) } } : {}),
+    daemonCpuPct: mid((s) => s.cpuPct),
+    machineBusyPct: mid((s) => s.machineBusyPct),
+  };
+}
+
+export function summarise(
+  samples: Sample[],
+  loop: { all: [number, number][]; errors: number; skipped: number },
+  quiet: { start: Quiet; end: Quiet },
+  loadSeconds: number,
+  sessionsStarted: number,
+): Summary {
   const T = loadSeconds;
+  const w = Math.min(WINDOW_S, T / 6);
   const r1 = (n: number) => round(n, 1);
   const rss = (s: Sample) => s.rssMB;
   const heap = (s: Sample) => s.heapUsedMB;
   const guardian = (s: Sample) => s.guardianRssMB;
+  const all = loop.all.map(([, ms]) => ms);
+  const diag = samples.map((s) => s.diagMs).filter((x) => x !== undefined);
+  const ownP99 = slopePerHour(samples, 0.1 * T, (s) => daemonLoop(s)?.p99);
   return {
     loadSeconds: Math.round(T),
     rssMB: {
@@ -82,25 +142,30 @@ export function summarise(samples: Sample[], loop: { all: number[]; errors: numb
       at50: around(samples, 0.5 * T, 0.55 * T, rss),
       end: around(samples, 0.95 * T, Infinity, rss),
       max: Math.max(...samples.map(rss)),
-      growthMBPerHour: r1(slopePerHour(samples, 0.1 * T, rss)),
     },
     ...(samples.some((s) => s.guardianRssMB !== undefined)
       ? { guardianRssMB: { at10: around(samples, 0.1 * T, 0.15 * T, guardian), end: around(samples, 0.95 * T, Infinity, guardian) } }
       : {}),
-    heapUsedMB: {
-      at10: around(samples, 0.1 * T, 0.2 * T, heap),
-      end: around(samples, 0.9 * T, Infinity, heap),
-      growthMBPerHour: r1(slopePerHour(samples, 0.1 * T, heap)),
-    },
+    heapUsedMB: { at10: around(samples, 0.1 * T, 0.2 * T, heap), end: around(samples, 0.9 * T, Infinity, heap) },
     fds: { min: Math.min(...samples.map((s) => s.fds)), max: Math.max(...samples.map((s) => s.fds)), quietStart: quiet.start.fds, quietEnd: quiet.end.fds },
     loopMs: {
-      probes: loop.all.length,
-      p50: round(quantile(loop.all, 0.5), 3),
-      p99: round(quantile(loop.all, 0.99), 3),
-      max: round(Math.max(...loop.all), 3),
+      probes: all.length,
+      p50: round(quantile(all, 0.5), 3),
+      p99: round(quantile(all, 0.99), 3),
+      max: round(Math.max(...all), 3),
       errors: loop.errors,
       skippedForDiagnostics: loop.skipped,
     },
+    slopesPerHour: {
+      rssMB: r1(slopePerHour(samples, 0.1 * T, rss)),
+      heapUsedMB: r1(slopePerHour(samples, 0.1 * T, heap)),
+      fds: r1(slopePerHour(samples, 0.1 * T, (s) => s.fds)),
+      sessions: r1(slopePerHour(samples, 0.1 * T, sessionsOf)),
+      probeMaxMs: r1(slopePerHour(samples, 0.1 * T, (s) => s.loop.max)),
+      ...(Number.isFinite(ownP99) ? { daemonLoopP99Ms: round(ownP99, 2) } : {}),
+    },
+    first: stretch(samples, loop.all, 0, w, T),
+    last: stretch(samples, loop.all, T - w, Infinity, T),
     cpu: {
       daemonMeanPct: r1(mean(samples.map((s) => s.cpuPct))),
       daemonMaxPct: Math.max(...samples.map((s) => s.cpuPct)),
@@ -113,6 +178,7 @@ export function summarise(samples: Sample[], loop: { all: number[]; errors: numb
       load1Max: Math.max(...samples.map((s) => s.load1)),
     },
     ...daemonLoopSummary(samples),
+    diagnosticsMs: { median: r1(quantile(diag, 0.5)), max: r1(Math.max(...diag)) },
     soakLoopP99MaxMs: Math.max(...samples.map((s) => s.soakLoopP99Ms)),
     sessionsStarted,
   };
@@ -148,22 +214,39 @@ export function verdict(summary: Summary, quiet: { start: Quiet; end: Quiet }, f
   return reasons;
 }
 
+const sign = (n: number) => (n > 0 ? `+${n}` : String(n));
+
+function stretchLine(name: string, s: Stretch): string {
+  const own = s.daemonLoop ? `, daemon's own loop delay p99 ${s.daemonLoop.p99} ms max ${s.daemonLoop.max} ms` : '';
+  return (
+    `${name.padEnd(13)}${round(s.fromS / 60, 1)}-${round(s.toS / 60, 1)} min: RSS ${s.rssMB} MB, heap ${s.heapUsedMB} MB, ${s.fds} fds (max ${s.fdsMax}), ` +
+    `${s.sessions} sessions held (${s.running} running); probe p50 ${s.probe.p50} ms p99 ${s.probe.p99} ms max ${s.probe.max} ms${own}; ` +
+    `daemon CPU ${s.daemonCpuPct}%, machine ${s.machineBusyPct}% busy`
+  );
+}
+
 export function text(summary: Summary, quiet: { start: Quiet; end: Quiet }, tasks: { task: string; runs: number; failed: number; meanMs: number; maxMs: number }[], reasons: string[]): string {
   const s = summary;
+  const k = s.slopesPerHour;
   const lines = [
     `load ${round(s.loadSeconds / 60, 1)} min, ${s.sessionsStarted} sessions started`,
-    `RSS          ${s.rssMB.at10} MB at 10%, ${s.rssMB.at50} MB at 50%, ${s.rssMB.end} MB at the end (max ${s.rssMB.max}); trend after 10%: ${s.rssMB.growthMBPerHour} MB/h`,
+    `RSS          ${s.rssMB.at10} MB at 10%, ${s.rssMB.at50} MB at 50%, ${s.rssMB.end} MB at the end (max ${s.rssMB.max})`,
     ...(s.guardianRssMB ? [`guardian RSS ${s.guardianRssMB.at10} MB at 10%, ${s.guardianRssMB.end} MB at the end`] : []),
-    `heap used    ${s.heapUsedMB.at10} MB at 10-20%, ${s.heapUsedMB.end} MB in the last 10% (after a full GC); trend ${s.heapUsedMB.growthMBPerHour} MB/h`,
+    `heap used    ${s.heapUsedMB.at10} MB at 10-20%, ${s.heapUsedMB.end} MB in the last 10% (after a full GC)`,
     `descriptors  ${s.fds.min}-${s.fds.max} under load; quiet ${s.fds.quietStart} before, ${s.fds.quietEnd} after`,
     `loop delay   daemon.status round trip p50 ${s.loopMs.p50} ms, p99 ${s.loopMs.p99} ms, max ${s.loopMs.max} ms (${s.loopMs.probes} probes)`,
     ...(s.daemonLoopDelayMs
       ? [`             as the daemon measures it: p99 ${s.daemonLoopDelayMs.p99Median} ms (median of ${s.daemonLoopDelayMs.windows} windows), worst window p99 ${s.daemonLoopDelayMs.p99Max} ms, max ${s.daemonLoopDelayMs.max} ms`]
       : []),
+    `trend/hour   after the first tenth: RSS ${sign(k.rssMB)} MB, heap ${sign(k.heapUsedMB)} MB, fds ${sign(k.fds)}, sessions held ${sign(k.sessions)}, ` +
+      `probe max ${sign(k.probeMaxMs)} ms${k.daemonLoopP99Ms !== undefined ? `, daemon loop p99 ${sign(k.daemonLoopP99Ms)} ms` : ''}`,
+    stretchLine('first', s.first),
+    stretchLine('last', s.last),
     `CPU          daemon ${s.cpu.daemonMeanPct}% of one core on average (max ${s.cpu.daemonMaxPct}%), ${s.cpu.withSessionsMeanPct}% with its sessions; ` +
       `the soak in all (daemon, sessions, guardian, clients) ${s.cpu.totalMeanPct}% (max ${s.cpu.totalMaxPct}%)`,
     `machine      ${s.cpu.machineBusyMeanPct}% busy on average (100 = every core), load average ${s.cpu.load1Mean} (max ${s.cpu.load1Max})`,
-    `left behind  ${Object.entries(quiet.end.objects).map(([k, n]) => `${k} ${n}`).join(', ')} (after every session was forgotten)`,
+    `diagnostics  each daemon.diagnostics call held the daemon ${s.diagnosticsMs.median} ms (median; max ${s.diagnosticsMs.max} ms)`,
+    `left behind  ${Object.entries(quiet.end.objects).map(([name, n]) => `${name} ${n}`).join(', ')} (after every session was forgotten)`,
     '',
     'task                 runs  failed  mean ms  max ms',
     ...tasks.map((t) => `${t.task.padEnd(20)} ${String(t.runs).padStart(5)}  ${String(t.failed).padStart(6)}  ${String(t.meanMs).padStart(7)}  ${String(t.maxMs).padStart(6)}`),
@@ -171,41 +254,4 @@ export function text(summary: Summary, quiet: { start: Quiet; end: Quiet }, task
     reasons.length ? `FAIL\n${reasons.map((r) => `  - ${r}`).join('\n')}` : 'PASS',
   ];
   return lines.join('\n');
-}
-
-export function svg(samples: Sample[], summary: Summary, subtitle: string): string {
-  const T = summary.loadSeconds;
-  const pts = (f: (s: Sample) => number | undefined) => samples.filter((s) => f(s) !== undefined).map((s) => [s.t, f(s)!] as [number, number]);
-  const charts: Chart[] = [
-    {
-      title: 'Memory',
-      unit: 'MB',
-      series: [
-        { label: 'daemon RSS', color: '#1f77b4', points: pts((s) => s.rssMB) },
-        { label: 'heap used after full GC', color: '#2ca02c', points: pts((s) => s.heapUsedMB), dots: true },
-        ...(summary.guardianRssMB ? [{ label: 'guardian RSS', color: '#9467bd', points: pts((s) => s.guardianRssMB), dashed: true }] : []),
-      ],
-      refs: [{ y: summary.rssMB.at10 * (1 + RSS_SLACK), label: `limit: RSS after the first tenth + ${RSS_SLACK * 100}%`, color: '#d62728' }],
-    },
-    {
-      title: 'Open descriptors and running sessions',
-      unit: 'count',
-      series: [
-        { label: 'daemon descriptors', color: '#ff7f0e', points: pts((s) => s.fds) },
-        { label: 'running sessions', color: '#7f7f7f', points: pts((s) => s.running), dashed: true },
-      ],
-    },
-    {
-      title: 'Event-loop delay: daemon.status round trip, every second, per sample window',
-      unit: 'ms',
-      log: true,
-      series: [
-        { label: 'p50', color: '#2ca02c', points: pts((s) => s.loop.p50) },
-        { label: 'max', color: '#d62728', points: pts((s) => s.loop.max) },
-        ...(summary.daemonLoopDelayMs ? [{ label: "daemon's own p99 (diagnostics)", color: '#1f77b4', points: pts((s) => daemonLoop(s)?.p99), dots: true, dashed: true }] : []),
-      ],
-      refs: [{ y: summary.loopMs.p99, label: `p99 over the run: ${summary.loopMs.p99} ms`, color: '#555' }],
-    },
-  ];
-  return stackedCharts('procctld soak', subtitle, charts, T / 60, [{ x: (0.1 * T) / 60, label: 'first tenth' }]);
 }

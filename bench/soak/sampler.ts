@@ -21,6 +21,7 @@ export interface Sample {
   /** The daemon's guardian helper process, which tracks every session's process group. */
   guardianRssMB?: number;
   fds: number;
+  /** Sessions the daemon holds: running ones, and finished ones not yet cleared, removed or reaped. */
   running: number;
   finished: number;
   /** Daemon CPU (utime + stime) over the window, % of one core; with its sessions' reaped children too. */
@@ -88,8 +89,8 @@ const wallNow = () => performance.timeOrigin + performance.now();
 /** Collects probe readings and turns the daemon's /proc figures and RPC answers into one sample per window. */
 export class Sampler {
   readonly samples: Sample[] = [];
-  /** Every probe round trip of the run, ms, for the run's percentiles. */
-  readonly allLoop: number[] = [];
+  /** Every probe round trip of the run: [seconds into the load when sent, ms], for percentiles over any stretch. */
+  readonly allLoop: [number, number][] = [];
   probeErrors = 0;
   /** Probe readings left out because they overlapped a diagnostics call (its full GC stalls the daemon). */
   skippedProbes = 0;
@@ -191,6 +192,7 @@ export class Sampler {
     const mine = this.readings.filter((r) => r.sentAt <= until && r.sentAt >= this.loadStartedWall);
     this.readings = this.readings.filter((r) => r.sentAt > until);
     const ms: number[] = [];
+    const timed: [number, number][] = [];
     let errors = 0;
     for (const r of mine) {
       if (r.error !== undefined || r.ms === undefined) {
@@ -203,9 +205,10 @@ export class Sampler {
         continue;
       }
       ms.push(r.ms);
+      timed.push([round((r.sentAt - this.loadStartedWall) / 1000, 1), r.ms]);
     }
     this.diagWindows = this.diagWindows.filter(([, b]) => b > until - 60_000);
-    this.allLoop.push(...ms);
+    this.allLoop.push(...timed);
     this.probeErrors += errors;
     const q = (p: number) => round(quantile(ms, p), 3);
     return { n: ms.length, p50: q(0.5), p99: q(0.99), max: ms.length ? round(Math.max(...ms), 3) : Number.NaN, errors };
