@@ -27,7 +27,7 @@ import { findSessionProcesses } from '../runner/sweep.js';
 import { nativeSpawner } from '../runner/native.js';
 import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
-import { diagnostics } from './diagnostics.js';
+import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 
 export interface DaemonOptions {
@@ -86,7 +86,7 @@ export class ProcctlDaemon implements Daemon {
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
     const methods = createMethods(this, this.startedAt, packageVersion());
-    methods.set('daemon.diagnostics', () => diagnostics());
+    methods.set('daemon.diagnostics', (params) => diagnostics(diagnosticsParams(params)));
     // A client that half-closes (`socat`, `nc -N`) still gets its answers.
     this.server = createServer({ allowHalfOpen: true }, (socket) => {
       const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log);

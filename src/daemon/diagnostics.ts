@@ -5,6 +5,7 @@ import { queryObjects } from 'node:v8';
 import { Session } from '../session/session.js';
 import { SessionOutput } from '../session/output.js';
 import { Spool } from '../session/spool.js';
+import { invalid } from '../errors.js';
 
 /** The classes whose live instances say whether a forgotten session left anything behind. */
 const TRACKED = { Session, SessionOutput, Spool, Socket } as const;
@@ -18,8 +19,8 @@ export interface Diagnostics {
   fds: number;
   /** Live handles and requests of the event loop, by kind (Timeout, PipeWrap, FSReqCallback, …). */
   resources: Record<string, number>;
-  /** Live instances of the tracked classes, counted after a full garbage collection. */
-  objects: Record<keyof typeof TRACKED, number>;
+  /** Live instances of the tracked classes, counted after a full garbage collection; absent with `objects: false`. */
+  objects?: Record<keyof typeof TRACKED, number>;
   /** How late the event loop ran a 10 ms timer since the previous call; null on the first call (it starts the watch). */
   eventLoopDelay: LoopDelay | null;
 }
@@ -81,12 +82,29 @@ function countBy(names: string[]): Record<string, number> {
 
 let warned = false;
 
+/** What a caller asks of `diagnostics`. */
+export interface DiagnosticsParams {
+  /** Count live objects (the default). Each class counted is a full garbage collection: with a thousand sessions held, about half a second each, during which nothing is answered. */
+  objects?: boolean;
+}
+
+/** The params of `daemon.diagnostics`, checked: `{}` or `{objects: boolean}`. */
+export function diagnosticsParams(params: unknown): DiagnosticsParams {
+  const p = (params ?? {}) as Record<string, unknown>;
+  const unknown = Object.keys(p).find((k) => k !== 'objects');
+  if (unknown !== undefined) throw invalid(`invalid daemon.diagnostics params: unknown parameter "${unknown}"; the only one is objects (boolean)`, { path: [unknown], schema: true });
+  if (p.objects !== undefined && typeof p.objects !== 'boolean') throw invalid('daemon.diagnostics: objects must be true or false (false skips the object counts and their full garbage collections)', { path: ['objects'], schema: true });
+  return { objects: p.objects as boolean | undefined };
+}
+
 /**
  * What the daemon holds now, for operators and the leak tests: counting objects runs a full
- * garbage collection first, so this is a diagnostic to call now and then, not to poll.
+ * garbage collection per class first, so this is a diagnostic to call now and then, not to
+ * poll; with `objects: false` it is cheap (memory, descriptors, handles, event-loop delay).
  */
-export function diagnostics(): Diagnostics {
-  if (!warned) {
+export function diagnostics(params: DiagnosticsParams = {}): Diagnostics {
+  const countObjects = params.objects !== false;
+  if (countObjects && !warned) {
     warned = true;
     // queryObjects is marked experimental; its one-time warning would land on the daemon's stderr.
     const emit = process.emitWarning;
@@ -98,8 +116,11 @@ export function diagnostics(): Diagnostics {
     }
   }
   const eventLoopDelay = loopDelay();
-  const objects = {} as Diagnostics['objects'];
-  for (const [name, ctor] of Object.entries(TRACKED)) objects[name as keyof typeof TRACKED] = queryObjects(ctor, { format: 'count' }) as number;
+  let objects: Diagnostics['objects'];
+  if (countObjects) {
+    objects = {} as NonNullable<Diagnostics['objects']>;
+    for (const [name, ctor] of Object.entries(TRACKED)) objects[name as keyof typeof TRACKED] = queryObjects(ctor, { format: 'count' }) as number;
+  }
   const mem = process.memoryUsage();
   const out: Diagnostics = {
     rss: mem.rss,
@@ -108,7 +129,7 @@ export function diagnostics(): Diagnostics {
     arrayBuffers: mem.arrayBuffers,
     fds: openDescriptors(),
     resources: countBy(process.getActiveResourcesInfo()),
-    objects,
+    ...(objects ? { objects } : {}),
     eventLoopDelay,
   };
   restartLoopDelay();

@@ -1,0 +1,40 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import type { TestClient } from '../helpers/rpc.js';
+
+let d: TestDaemon;
+let c: TestClient;
+
+beforeAll(async () => {
+  d = await startDaemon();
+  c = await d.client();
+});
+
+afterAll(async () => {
+  c?.close();
+  await stopAllDaemons();
+});
+
+describe('daemon.diagnostics', () => {
+  it('counts objects by default; the first call starts the loop-delay watch, later ones report it', async () => {
+    const first = await c.call('daemon.diagnostics');
+    expect(first.objects).toMatchObject({ Session: 0 });
+    const second = await c.call('daemon.diagnostics');
+    expect(second.eventLoopDelay).toMatchObject({ p50: expect.any(Number), p99: expect.any(Number), max: expect.any(Number), count: expect.any(Number) });
+  });
+
+  it('objects: false skips the object counts and still reports memory, descriptors and loop delay', async () => {
+    const r = await c.call('daemon.diagnostics', { objects: false });
+    expect(r.objects).toBeUndefined();
+    expect(r).toMatchObject({ rss: expect.any(Number), fds: expect.any(Number), eventLoopDelay: { p99: expect.any(Number) } });
+  });
+
+  it('an unknown parameter or a non-boolean objects is invalid params, naming it', async () => {
+    const bad = await c.request('daemon.diagnostics', { object: false });
+    expect(bad.error).toMatchObject({ code: -32602 });
+    expect(bad.error!.message).toContain('"object"');
+    const notBool = await c.request('daemon.diagnostics', { objects: 'no' });
+    expect(notBool.error).toMatchObject({ code: -32602 });
+    expect(notBool.error!.message).toContain('objects must be true or false');
+  });
+});
