@@ -41,6 +41,14 @@ export interface ClientOptions {
   onNotification?: (n: Notification) => void;
 }
 
+/**
+ * The other host the options name (`host`, else `$PROCCTL_HOST`), or undefined for this
+ * host's daemon. A front door that would start a missing daemon starts none for a host.
+ */
+export function hostOf(opts: Pick<ClientOptions, 'host' | 'env'>): string | undefined {
+  return opts.host ?? ((opts.env ?? process.env).PROCCTL_HOST || undefined);
+}
+
 /** What a transport hands to the client. */
 export interface TransportSink {
   /** Bytes from the daemon. */
@@ -107,7 +115,7 @@ export class DaemonClient {
    */
   static async connect(opts: ClientOptions = {}): Promise<DaemonClient> {
     const env = opts.env ?? process.env;
-    const host = opts.host ?? (env.PROCCTL_HOST || undefined);
+    const host = hostOf(opts);
     if (host === undefined) return DaemonClient.over(socketDial(resolveSocketPath(opts.socket, env)), opts.onNotification);
     // Loaded only for a remote daemon, so local commands do not pay for it.
     const { sshDial } = await import('../remote/ssh.js');

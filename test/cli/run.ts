@@ -28,7 +28,7 @@ if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js'))) {
 /** Start `node bin/procctl ARGS` without the caller's PROCCTL_SOCKET/SCOPE/TOKEN/SESSION_ID, plus `env`. */
 export function spawnCli(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): CliChild {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ['PROCCTL_SOCKET', 'PROCCTL_SCOPE', 'PROCCTL_TOKEN', 'PROCCTL_SESSION_ID']) delete env[name];
+  for (const name of ['PROCCTL_SOCKET', 'PROCCTL_SCOPE', 'PROCCTL_TOKEN', 'PROCCTL_SESSION_ID', 'PROCCTL_HOST', 'PROCCTL_SSH_COMMAND']) delete env[name];
   Object.assign(env, opts.env);
   const proc = spawn(process.execPath, [PROCCTL, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   children.add(proc);

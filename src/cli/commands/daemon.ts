@@ -12,6 +12,11 @@ export function registerDaemon(program: Command): void {
     .allowExcessArguments()
     .action(async (args: string[], _o: unknown, cmd: Command) => {
       const g = globalsOf(cmd);
+      if (g.host !== undefined) {
+        process.stderr.write('procctl: daemon runs procctld on this host; --host does not apply (on the other host, run it there, e.g. as a service: docs/systemd.md)\n');
+        process.exitCode = 2;
+        return;
+      }
       // Loaded only here, so the client commands start without the daemon's dependencies.
       const { runDaemon } = await import('../../daemon/main.js');
       // The global --socket was taken by procctl's own parser; hand it on.
