@@ -26,6 +26,7 @@ describe('splitWords (PROCCTL_SSH_COMMAND)', () => {
     ['ssh ${KEY}x $EMPTY "$EMPTY" $OPTS', ['ssh', '/keys/id', 'edx', '', '-v', '-4']],
     ['ssh a$ $ "$"', ['ssh', 'a$', '$', '$']],
     ['ssh \\\n -v', ['ssh', '-v']],
+    ['ssh \\\n~/k x\\\n~/k', ['ssh', '/home/ann/k', 'x~/k']],
     ['ssh -v # a comment', ['ssh', '-v']],
     ['ssh a#b', ['ssh', 'a#b']],
     ['ssh *.example ?', ['ssh', '*.example', '?']],
