@@ -7,6 +7,7 @@ import { machine } from './lib/proc.js';
 import { passes, table, type Metric } from './lib/report.js';
 import { sessions } from './sessions.js';
 import { tails } from './tails.js';
+import { approvals } from './approvals.js';
 // Interrupts, terminals and stopping: one file each.
 import { idleCost } from './idle.js';
 import { interruptLatency } from './interrupt-latency.js';
@@ -31,9 +32,12 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   'kill-tree': killTree,
   // Request tails on a warmed daemon.
   tails,
+  // Approval rules that match nothing cost nothing.
+  approvals,
+  cli: (o) => import('./cli.js').then((m) => m.cliStartup(o)),
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree,tails] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree,tails,approvals] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { alive, liveProcesses } from './proc.js';
@@ -53,10 +53,15 @@ export class BenchDaemon {
   /** Extra environment for every bench daemon (e.g. a config override), set from the command line. */
   static extraEnv: Record<string, string> = {};
 
-  static async start(extraEnv: Record<string, string> = {}): Promise<BenchDaemon> {
+  /** Start a daemon; `config` is written where it finds its config file (XDG_CONFIG_HOME) before it starts. */
+  static async start(extraEnv: Record<string, string> = {}, config?: unknown): Promise<BenchDaemon> {
     const dir = mkdtempSync(join(tmpdir(), 'procctl-bench-'));
     const socket = join(dir, 'run', 'procctl.sock');
     const env = daemonEnv(dir, { ...BenchDaemon.extraEnv, ...extraEnv });
+    if (config !== undefined) {
+      mkdirSync(join(env.XDG_CONFIG_HOME!, 'procctl'), { recursive: true });
+      writeFileSync(join(env.XDG_CONFIG_HOME!, 'procctl', 'config.json'), JSON.stringify(config));
+    }
     const proc = spawn(process.execPath, [...BenchDaemon.nodeArgs, PROCCTLD, '--socket', socket], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     if (proc.pid === undefined) throw new Error('could not start procctld');
     const d = new BenchDaemon(dir, socket, env, proc);

@@ -1,0 +1,134 @@
+import type { BenchOptions } from './main.js';
+import { BenchDaemon } from './lib/daemon.js';
+import { cpuMs } from './lib/proc.js';
+import type { Metric } from './lib/report.js';
+import { median, now, p99, round } from './lib/stats.js';
+import { compileRules, decide, type ApprovalRuleConfig } from '../src/policy/approvals.js';
+
+/**
+ * Twenty rules of the kind a team writes, none of which matches `true` (the timed command).
+ * The last one matches the probe command, so the bench can check the rules are loaded.
+ */
+const PROBE = 'echo procctl-bench-probe';
+const RULES: ApprovalRuleConfig[] = [
+  { match: '\\brm\\s+-[a-zA-Z]*r[a-zA-Z]*f', action: 'deny', reason: 'recursive forced delete' },
+  { match: '^git\\s+push\\b.*--force', action: 'ask', reason: 'force push' },
+  { match: '(?i)\\bdeploy\\b', action: 'ask', reason: 'changes production' },
+  { match: '\\bmkfs(\\.\\w+)?\\b', action: 'deny', reason: 'formats a disk' },
+  { match: '\\bdd\\s+.*\\bof=/dev/', action: 'deny', reason: 'writes a device' },
+  { match: '\\b(shutdown|reboot|poweroff|halt)\\b', action: 'deny', reason: 'stops the host' },
+  { match: '\\bsystemctl\\s+(stop|disable|mask)\\b', action: 'ask' },
+  { match: '\\bkubectl\\s+(delete|drain|cordon)\\b', action: 'ask', reason: 'cluster change' },
+  { match: '\\bterraform\\s+(apply|destroy)\\b', action: 'ask', reason: 'infrastructure change' },
+  { match: '(?i)\\bdrop\\s+(table|database)\\b', action: 'deny', reason: 'drops data' },
+  { match: '\\bchmod\\s+-R\\s+777\\b', action: 'deny' },
+  { match: '\\bcurl\\b[^|]*\\|\\s*(ba)?sh\\b', action: 'ask', reason: 'runs a downloaded script' },
+  { match: '\\bnpm\\s+publish\\b', action: 'ask', reason: 'publishes a package' },
+  { match: '\\bdocker\\s+(rm|rmi|system\\s+prune)\\b', action: 'ask' },
+  { match: '>\\s*/etc/', action: 'deny', reason: 'writes /etc' },
+  { match: '\\bsudo\\b', action: 'ask', reason: 'elevates' },
+  { match: '\\bgit\\s+reset\\s+--hard\\b', action: 'ask' },
+  { match: '\\bcrontab\\s+-r\\b', action: 'deny' },
+  { match: '(?i)\\baws\\s+s3\\s+rm\\b', action: 'ask' },
+  { match: 'procctl-bench-probe', action: 'deny', reason: 'the bench checks the rules are loaded' },
+];
+
+/**
+ * Approvals cost nothing when no rule matches (issue 9): the exec round trip of `true` on a
+ * daemon with twenty rules, none matching, against a daemon with none, in the same run. Two
+ * daemons side by side, one exec on each alternately (which goes first alternating too), so
+ * load on the shared machine falls on both alike. Also the rules' own cost, timed in-process.
+ */
+export async function approvals(opts: BenchOptions): Promise<Metric[]> {
+  const iterations = opts.quick ? 60 : 300;
+  const warmup = opts.quick ? 10 : 40;
+  const plain = await BenchDaemon.start();
+  const ruled = await BenchDaemon.start({}, { approvals: { rules: RULES } });
+  opts.log(`approvals: exec \`true\` with ${RULES.length} rules (none matching) vs none; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up), alternating`);
+  const a = await plain.client();
+  const b = await ruled.client();
+  const rounds: { plain: number[]; ruled: number[]; plainCpu: number; ruledCpu: number }[] = [];
+  try {
+    const probe = await b.call('exec', { command: PROBE, yieldMs: 10_000 });
+    if (probe.status !== 'denied') throw new Error(`the rules are not loaded: ${PROBE} answered ${JSON.stringify(probe).slice(0, 200)}`);
+    await b.call('process', { action: 'clear', sessionId: probe.sessionId });
+    const exec = async (c: typeof a) => {
+      const t0 = now();
+      const r = await c.call('exec', { command: 'true' });
+      const ms = now() - t0;
+      if (r.status !== 'completed' || r.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(r).slice(0, 300)}`);
+      await c.call('process', { action: 'clear', sessionId: r.sessionId });
+      return ms;
+    };
+    for (let r = 0; r < opts.rounds; r++) {
+      const s = { plain: [] as number[], ruled: [] as number[], plainCpu: 0, ruledCpu: 0 };
+      let cpuA = 0;
+      let cpuB = 0;
+      for (let i = 0; i < warmup + iterations; i++) {
+        if (i === warmup) {
+          cpuA = cpuMs(plain.pid);
+          cpuB = cpuMs(ruled.pid);
+        }
+        const plainFirst = i % 2 === 0;
+        const x = plainFirst ? await exec(a) : 0;
+        const y = await exec(b);
+        const z = plainFirst ? x : await exec(a);
+        if (i >= warmup) {
+          s.plain.push(z);
+          s.ruled.push(y);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      s.plainCpu = (cpuMs(plain.pid) - cpuA) / iterations;
+      s.ruledCpu = (cpuMs(ruled.pid) - cpuB) / iterations;
+      rounds.push(s);
+      opts.log(
+        `  round ${r + 1}: median ${round(median(s.ruled), 3)} ms with rules vs ${round(median(s.plain), 3)} ms without (p99 ${round(p99(s.ruled), 2)} vs ${round(p99(s.plain), 2)} ms); ` +
+          `CPU per exec + clear ${round(s.ruledCpu, 2)} vs ${round(s.plainCpu, 2)} ms`,
+      );
+    }
+  } finally {
+    a.close();
+    b.close();
+    await Promise.all([plain.stop(), ruled.stop()]);
+  }
+
+  // The rules alone: what `decide` costs for a command no rule matches, in this process.
+  const compiled = compileRules(RULES);
+  const commands = { '`true`': 'true', 'a 200-character command': `cd /srv/app && ${'make -j4 build test lint '.repeat(8)}`.slice(0, 200) };
+  const decideUs: Record<string, number> = {};
+  const n = opts.quick ? 2000 : 20_000;
+  for (const command of Object.values(commands)) {
+    if (decide(compiled, command, 'default') !== undefined) throw new Error(`a bench rule matches ${command}`);
+    for (let i = 0; i < n; i++) decide(compiled, command, 'default');
+  }
+  for (const [label, command] of Object.entries(commands)) {
+    const t0 = now();
+    for (let i = 0; i < n; i++) decide(compiled, command, 'default');
+    decideUs[label] = ((now() - t0) / n) * 1000;
+  }
+
+  const ratios = rounds.map((s) => median(s.ruled) / median(s.plain));
+  const ratiosP99 = rounds.map((s) => p99(s.ruled) / p99(s.plain));
+  const med = (f: (s: (typeof rounds)[number]) => number) => median(rounds.map(f));
+  return [
+    {
+      bench: 'approvals',
+      name: `exec round trip, ${RULES.length} rules none matching ÷ no rules`,
+      value: median(ratios),
+      unit: 'x',
+      target: { op: '<=', value: 1.05 },
+      rounds: ratios.map((x) => round(x, 3)),
+      detail: `median ${round(med((s) => median(s.ruled)), 3)} vs ${round(med((s) => median(s.plain)), 3)} ms; p99 ratio ${round(median(ratiosP99), 3)} (${round(med((s) => p99(s.ruled)), 2)} vs ${round(med((s) => p99(s.plain)), 2)} ms); two daemons side by side, alternating`,
+    },
+    {
+      bench: 'approvals',
+      name: `matching ${RULES.length} rules that do not match, per exec`,
+      value: decideUs['`true`'],
+      unit: 'us',
+      detail:
+        `decide() in-process: ${Object.entries(decideUs).map(([k, us]) => `${round(us, 2)} µs for ${k}`).join(', ')}; ` +
+        `daemon CPU per exec + clear ${round(med((s) => s.ruledCpu), 2)} ms with rules vs ${round(med((s) => s.plainCpu), 2)} ms without`,
+    },
+  ];
+}
