@@ -13,7 +13,7 @@ import { Recorder } from './soak/record.js';
 import { HeapSnapshots } from './soak/snapshot.js';
 import { soakFigure } from './soak/figure.js';
 import { summarise, text, verdict, type Quiet } from './soak/report.js';
-import { fdCount, rssMB, Sampler, type Sample } from './soak/sampler.js';
+import { fdCount, rssAnonMB, rssMB, Sampler, type Sample } from './soak/sampler.js';
 import type { BenchClient } from './lib/client.js';
 
 /**
@@ -88,7 +88,7 @@ async function quietFigures(daemon: BenchDaemon, sampler: Sampler): Promise<Quie
   // Spool closes and record writes finish off the main thread: let them land.
   await sleep(2000);
   const d = await sampler.diagnostics();
-  return { rssMB: rssMB(daemon.pid), fds: fdCount(daemon.pid), heapUsedMB: d.heapUsedMB!, objects: d.objects!, resources: d.resources! };
+  return { rssMB: rssMB(daemon.pid), rssAnonMB: rssAnonMB(daemon.pid), fds: fdCount(daemon.pid), heapUsedMB: d.heapUsedMB!, objects: d.objects!, resources: d.resources! };
 }
 
 /** The daemon's guardian helper: its child running guardian.js. */
@@ -158,7 +158,7 @@ async function main(): Promise<number> {
     await args.snapshots.take(daemon.pid, control);
   }
   const quietStart = await quietFigures(daemon, sampler);
-  log(`quiet before the load: RSS ${quietStart.rssMB} MB, ${quietStart.fds} descriptors, heap ${quietStart.heapUsedMB} MB`);
+  log(`quiet before the load: RSS ${quietStart.rssMB} MB (${quietStart.rssAnonMB} anonymous), ${quietStart.fds} descriptors, heap ${quietStart.heapUsedMB} MB`);
   const subscribers = await Promise.all(agentScopes.map((scope) => subscribeAll(scope, common)));
 
   rec.startedAt = Date.now();
@@ -209,8 +209,8 @@ async function main(): Promise<number> {
   await Promise.race([Promise.all([...agents.map((a) => a.done), ...others]), sleep(90_000)]);
   for (const a of agents) a.agent.events.close();
   if (!crashed) await forgetEverything(control, [...agentScopes, ...observerScopes]);
-  const quietEnd = crashed ? { rssMB: Number.NaN, fds: Number.NaN, heapUsedMB: Number.NaN, objects: {}, resources: {} } : await quietFigures(daemon, sampler);
-  log(`quiet after the load: RSS ${quietEnd.rssMB} MB, ${quietEnd.fds} descriptors, heap ${quietEnd.heapUsedMB} MB, objects ${JSON.stringify(quietEnd.objects)}`);
+  const quietEnd = crashed ? { rssMB: Number.NaN, rssAnonMB: Number.NaN, fds: Number.NaN, heapUsedMB: Number.NaN, objects: {}, resources: {} } : await quietFigures(daemon, sampler);
+  log(`quiet after the load: RSS ${quietEnd.rssMB} MB (${quietEnd.rssAnonMB} anonymous), ${quietEnd.fds} descriptors, heap ${quietEnd.heapUsedMB} MB, objects ${JSON.stringify(quietEnd.objects)}`);
   if (!crashed && args.snapshots) {
     await args.snapshots.take(daemon.pid, control);
     log(`heap snapshots (before the load, as it ended, after it) in ${args.snapshots.dir}`);

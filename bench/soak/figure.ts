@@ -13,6 +13,7 @@ export function soakFigure(samples: Sample[], summary: Summary, subtitle: string
       unit: 'MB',
       series: [
         { label: 'RSS', color: '#1f77b4', points: pts((s) => s.rssMB) },
+        { label: 'anonymous part of RSS', color: '#aec7e8', points: pts((s) => s.rssAnonMB), dashed: true },
         { label: `heap used after a full GC (every ${diagSec} s)`, color: '#2ca02c', points: pts((s) => s.heapUsedMB), dots: true },
         ...(summary.guardianRssMB ? [{ label: 'guardian helper RSS', color: '#9467bd', points: pts((s) => s.guardianRssMB), dashed: true }] : []),
       ],

@@ -106,7 +106,7 @@ export function stackedCharts(title: string, subtitle: string, charts: Chart[], 
       const x0 = sx(Math.max(0, band.from));
       const x1 = sx(Math.min(xMax, band.to));
       out.push(`<rect x="${x0.toFixed(1)}" y="${top}" width="${(x1 - x0).toFixed(1)}" height="${CHART_H}" fill="#e8eef7"/>`);
-      if (i === 0) out.push(`<text x="${((x0 + x1) / 2).toFixed(1)}" y="${top + CHART_H - 6}" text-anchor="middle" fill="#667" font-size="11">${esc(band.label)}</text>`);
+      if (i === 0) out.push(`<text x="${((x0 + x1) / 2).toFixed(1)}" y="${top + 12}" text-anchor="middle" fill="#667" font-size="11">${esc(band.label)}</text>`);
     }
     for (const v of yTicks) {
       const y = sy(v).toFixed(1);
@@ -125,7 +125,7 @@ export function stackedCharts(title: string, subtitle: string, charts: Chart[], 
     for (const mark of marks) {
       const x = sx(mark.x).toFixed(1);
       out.push(`<line x1="${x}" x2="${x}" y1="${top}" y2="${bottom}" stroke="#888" stroke-dasharray="2 3"/>`);
-      if (i === 0) out.push(`<text x="${Number(x) + 4}" y="${top + 12}" fill="#666" font-size="11">${esc(mark.label)}</text>`);
+      if (i === 0) out.push(`<text x="${Number(x) + 4}" y="${top + 26}" fill="#666" font-size="11">${esc(mark.label)}</text>`);
     }
     for (const ref of chart.refs ?? []) {
       const y = sy(ref.y).toFixed(1);

@@ -11,6 +11,7 @@ export const WINDOW_S = 300;
 /** The daemon with no session and every soak connection open, before the load and after it. */
 export interface Quiet {
   rssMB: number;
+  rssAnonMB: number;
   fds: number;
   heapUsedMB: number;
   objects: Record<string, number>;
@@ -246,6 +247,8 @@ export function text(summary: Summary, quiet: { start: Quiet; end: Quiet }, task
       `the soak in all (daemon, sessions, guardian, clients) ${s.cpu.totalMeanPct}% (max ${s.cpu.totalMaxPct}%)`,
     `machine      ${s.cpu.machineBusyMeanPct}% busy on average (100 = every core), load average ${s.cpu.load1Mean} (max ${s.cpu.load1Max})`,
     `diagnostics  each daemon.diagnostics call held the daemon ${s.diagnosticsMs.median} ms (median; max ${s.diagnosticsMs.max} ms)`,
+    `quiet        before the load RSS ${quiet.start.rssMB} MB (${quiet.start.rssAnonMB} anonymous), heap ${quiet.start.heapUsedMB} MB; ` +
+      `after it RSS ${quiet.end.rssMB} MB (${quiet.end.rssAnonMB} anonymous), heap ${quiet.end.heapUsedMB} MB`,
     `left behind  ${Object.entries(quiet.end.objects).map(([name, n]) => `${name} ${n}`).join(', ')} (after every session was forgotten)`,
     '',
     'task                 runs  failed  mean ms  max ms',

@@ -18,6 +18,8 @@ export interface Sample {
   /** Seconds since the load started. */
   t: number;
   rssMB: number;
+  /** The anonymous part of RSS (heap pages, malloc arenas, buffers); the rest is file-backed (node's code, libraries). */
+  rssAnonMB: number;
   /** The daemon's guardian helper process, which tracks every session's process group. */
   guardianRssMB?: number;
   fds: number;
@@ -78,6 +80,11 @@ function soakCpu(): number {
 
 export function fdCount(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;
+}
+
+export function rssAnonMB(pid: number): number {
+  const m = /^RssAnon:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+  return m ? round(Number(m[1]) / 1024, 1) : Number.NaN;
 }
 
 export function rssMB(pid: number): number {
@@ -146,6 +153,7 @@ export class Sampler {
     const s: Sample = {
       t: round((Date.now() - this.loadStartedAt) / 1000, 1),
       rssMB: rssMB(this.pid),
+      rssAnonMB: rssAnonMB(this.pid),
       ...(this.guardianPid ? { guardianRssMB: rssMB(this.guardianPid) } : {}),
       fds: fdCount(this.pid),
       running: status.sessions.running,
