@@ -2,9 +2,11 @@ import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { packageVersion } from '../daemon/version.js';
 import { createMcpServer } from './server.js';
 import { connectOrStart } from './start.js';
-import { DaemonClient } from '../rpc/client.js';
+import { DaemonClient, hostOf } from '../rpc/client.js';
 
 export interface ServeOptions {
+  /** A daemon on another host (`ssh://…`, else $PROCCTL_HOST): reached over ssh, never started from here. */
+  host?: string;
   socket?: string;
   scope?: string;
   token?: string;
@@ -16,12 +18,13 @@ export interface ServeOptions {
 
 /**
  * `procctl mcp`: an MCP server on stdin/stdout until the client closes it. The daemon is reached
- * at start (or started, unless `spawn` is false, in which case an unreachable daemon is an
- * error before anything is served), and reached again on the next call if the connection is lost.
+ * at start (or started, unless `spawn` is false or it is on another host, in which case an
+ * unreachable daemon is an error before anything is served), and reached again on the next call
+ * if the connection is lost.
  */
 export async function serveMcp(opts: ServeOptions): Promise<void> {
   const reach = async (): Promise<DaemonClient> => {
-    if (!opts.spawn) return DaemonClient.connect({ socket: opts.socket });
+    if (!opts.spawn || hostOf({ host: opts.host }) !== undefined) return DaemonClient.connect({ host: opts.host, socket: opts.socket });
     const r = await connectOrStart(opts.socket);
     if (r.started) opts.say(`procctl mcp: no daemon was running; started procctld (pid ${r.started.pid}, log ${r.started.log})`);
     return r.client;

@@ -16,7 +16,7 @@ export function registerMcp(program: Command): void {
         const g = globalsOf(cmd);
         // Loaded only here: the MCP SDK is not needed by any other command.
         const { serveMcp } = await import('../../mcp/serve.js');
-        await serveMcp({ socket: g.socket, scope: g.scope, token: g.token, spawn: o.spawn, say: note });
+        await serveMcp({ host: g.host, socket: g.socket, scope: g.scope, token: g.token, spawn: o.spawn, say: note });
         return EXIT.ok;
       }),
     );
