@@ -1,4 +1,3 @@
-import { isUtf8 } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
 import { ChunkQueue } from './chunks.js';
 
@@ -23,7 +22,7 @@ export interface Drained {
  */
 export class SessionOutput {
   private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
-  /** The stream's last chunk was not whole, valid UTF-8: its decoder may hold part of a character. */
+  /** The stream's last chunk may have ended inside a character: its decoder may hold part of it. */
   private readonly split = { stdout: false, stderr: false };
   private readonly retained: ChunkQueue;
   private readonly pending: { stdout: ChunkQueue; stderr: ChunkQueue };
@@ -39,9 +38,10 @@ export class SessionOutput {
 
   /**
    * Decode and store a chunk; returns the text it added ('' while a character is incomplete).
-   * The sink gets the same output, decoded per stream as the text is: the bytes as they came
-   * when they are whole, valid UTF-8 (no copy), else the text. The sink holds both streams in
-   * arrival order, so raw bytes would let the other stream's output land inside a character.
+   * The sink gets the same output: the bytes as they came (no copy) when they hold whole
+   * characters, else the text. The sink holds both streams in arrival order, so a read that
+   * starts or ends inside a character must not go there as bytes: the other stream's output
+   * could land between its halves.
    */
   write(stream: Stream, bytes: Buffer | string, sink?: OutputSink): string {
     if (typeof bytes === 'string') {
@@ -51,12 +51,15 @@ export class SessionOutput {
     }
     const text = this.decoders[stream].write(bytes);
     this.add(stream, text);
-    const whole = isUtf8(bytes);
+    // Whole when nothing was carried in from the last read and nothing is held for the next:
+    // then its bytes decode alone exactly as they did here (invalid ones to the same U+FFFD).
+    const endsInside = mayEndInside(bytes);
+    const whole = !this.split[stream] && !endsInside;
+    this.split[stream] = endsInside;
     if (sink) {
-      if (whole && !this.split[stream]) sink.write(bytes);
+      if (whole) sink.write(bytes);
       else if (text) sink.write(text);
     }
-    this.split[stream] = !whole;
     return text;
   }
 
@@ -127,6 +130,19 @@ export class SessionOutput {
     this.totalChars = saved.total;
     if (saved.pending) this.pending.stdout.push(saved.pending, this.seq++);
   }
+}
+
+/**
+ * True when a chunk may end inside a character, so its decoder may hold bytes for the next
+ * chunk: a lead byte among the last four whose sequence does not fit, or no lead byte at all.
+ */
+function mayEndInside(bytes: Buffer): boolean {
+  for (let i = bytes.length - 1, back = 1; i >= 0 && back <= 4; i--, back++) {
+    const b = bytes[i];
+    if (b < 0x80) return false;
+    if (b >= 0xc0) return (b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2) > back;
+  }
+  return bytes.length > 0;
 }
 
 function merge(a: [string, number][], b: [string, number][]): string {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
 import { Scoped, sharedDaemon, type Scopes } from '../helpers/session.js';
+import { SessionOutput } from '../../src/session/output.js';
 import { sayIfDaemonDies } from './bystander.js';
 import { rng, runSeed, sha256 } from './random.js';
 
@@ -182,6 +183,49 @@ describe('output integrity', () => {
     expect(log.source).toBe('spool');
     expect(log.output).toBe(want.join('\n'));
     expect(log.totalChars).toBe(r.output.length + r.droppedChars);
+  });
+
+  it('the spool copy is each stream decoded on its own, however reads split and interleave (property, in process)', () => {
+    const bytes = fc.uint8Array({ maxLength: 60 }).chain((raw) =>
+      fc.oneof(
+        fc.constant(Buffer.from(raw)),
+        // Mostly well-formed text, so whole chunks (written as they came) are common too.
+        fc.string({ unit: fc.constantFrom('a', '\n', 'é', '€', '😀', '\uFFFD'), maxLength: 30 }).map((t) => Buffer.from(t, 'utf8')),
+      ),
+    );
+    // Each stream's bytes, cut into reads at the given points, and the order the reads arrive in.
+    const plan = fc.record({ out: bytes, err: bytes, cutsOut: fc.array(fc.nat(), { maxLength: 8 }), cutsErr: fc.array(fc.nat(), { maxLength: 8 }), order: fc.array(fc.boolean(), { maxLength: 20 }) });
+    const cut = (b: Buffer, at: number[]) => {
+      const points = [...new Set(at.map((x) => x % (b.length + 1)))].sort((x, y) => x - y);
+      return [...points, b.length].map((p, k) => b.subarray(k ? points[k - 1] : 0, p)).filter((c) => c.length > 0);
+    };
+    fc.assert(
+      fc.property(plan, ({ out, err, cutsOut, cutsErr, order }) => {
+        const o = new SessionOutput(1_000_000, 1_000_000);
+        const spooled: Buffer[] = [];
+        const sink = { write: (d: Buffer | string) => spooled.push(typeof d === 'string' ? Buffer.from(d, 'utf8') : d) };
+        const reads = { stdout: cut(out, cutsOut), stderr: cut(err, cutsErr) };
+        for (let k = 0; reads.stdout.length + reads.stderr.length > 0; k++) {
+          const stream = reads.stderr.length === 0 || (reads.stdout.length > 0 && order[k % Math.max(1, order.length)]) ? 'stdout' : 'stderr';
+          const chunk = reads[stream].shift()!;
+          o.write(stream, chunk, sink);
+        }
+        o.end('stdout', sink);
+        o.end('stderr', sink);
+        // Decoded as one (as log over the spool does), the copy is the transcript exactly.
+        expect(Buffer.concat(spooled).toString('utf8')).toBe(o.text());
+        expect(o.text().length).toBe(out.toString('utf8').length + err.toString('utf8').length);
+      }),
+      { numRuns: 20_000 },
+    );
+    // Reads of whole characters go to the spool as they came (no copy).
+    const o = new SessionOutput(1_000, 1_000);
+    const got: (Buffer | string)[] = [];
+    const reads = [Buffer.from('plain\n'), Buffer.from('€ whole\n')];
+    o.write('stdout', reads[0], { write: (d) => got.push(d) });
+    o.write('stderr', reads[1], { write: (d) => got.push(d) });
+    expect(got[0]).toBe(reads[0]);
+    expect(got[1]).toBe(reads[1]);
   });
 
   it('keeps CR and CRLF as they are; log splits lines on LF only', async () => {
