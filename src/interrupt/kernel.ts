@@ -74,18 +74,18 @@ export interface ReaderQuery {
   pty: boolean;
 }
 
-/**
- * `findStdinReader` for many sessions at once, answered in the same order. With the addon
- * (native/spawn.c) the /proc reads run on a libuv pool thread, so a crowd of quiet sessions
- * costs the event loop nothing; without it (not built, or PROCCTL_SPAWN=node) they run here,
- * synchronously, as they always did.
- */
 /** Whether findStdinReaders reads /proc off the event loop (the addon has the function). */
 export function readsOffLoop(): boolean {
   const addon = nativeSpawner();
   return !(addon instanceof Error) && addon.stdinReaders !== undefined;
 }
 
+/**
+ * `findStdinReader` for many sessions at once, answered in the same order. With the addon
+ * (native/spawn.c) the /proc reads run on a libuv pool thread, so a crowd of quiet sessions
+ * costs the event loop nothing; without it (not built, or PROCCTL_SPAWN=node) they run here,
+ * synchronously, as they always did.
+ */
 export async function findStdinReaders(queries: readonly ReaderQuery[]): Promise<(StdinReader | undefined)[]> {
   const addon = nativeSpawner();
   if (!(addon instanceof Error) && addon.stdinReaders !== undefined) {
