@@ -4,9 +4,12 @@
 // cost that does not grow with the heap. (glibc's posix_spawn does the same, but leaves its two
 // internal signals, 32 and 33, ignored in the job; a job must inherit no ignored signal.)
 //
-// spawn(file, argv, env, cwd, stdinNull) -> { pid, stdin, stdout, stderr }  (fds; stdin -1
-//   when stdinNull). The child runs in a new session (setsid) with every signal at its
+// spawn(file, argv, env, cwd, stdinNull[, steps]) -> { pid, stdin, stdout, stderr }  (fds; stdin
+//   -1 when stdinNull). The child runs in a new session (setsid) with every signal at its
 //   default disposition and an empty mask, its stdio on socketpairs as libuv would give it.
+//   `steps` (see SpawnSteps below) are done in the child before exec: signals to ignore,
+//   resource limits, a user to become. An error thrown by spawn carries `syscall`, the step
+//   that failed.
 // reap(pids) -> [{ pid, code, signal }] for the listed children that have exited.
 // exited() -> the pid of some exited child not yet reaped (left unreaped), or 0.
 // stdinReaders([[leader, input, pty], ...]) -> Promise<number[]>: off the main thread, one
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -34,7 +38,7 @@
     }                                                        \
   } while (0)
 
-static napi_value throw_errno(napi_env env, int err) {
+static napi_value errno_error(napi_env env, int err) {
   napi_value msg, error, code, number;
   napi_create_string_utf8(env, strerror(err), NAPI_AUTO_LENGTH, &msg);
   napi_create_error(env, NULL, msg, &error);
@@ -45,7 +49,11 @@ static napi_value throw_errno(napi_env env, int err) {
   napi_set_named_property(env, error, "code", code);
   napi_create_int32(env, -err, &number);
   napi_set_named_property(env, error, "errno", number);
-  napi_throw(env, error);
+  return error;
+}
+
+static napi_value throw_errno(napi_env env, int err) {
+  napi_throw(env, errno_error(env, err));
   return NULL;
 }
 
@@ -113,6 +121,21 @@ static int stdio_pair(int fds[2]) {
   return 0;
 }
 
+// SpawnSteps: what a confined job (src/sandbox/) gets between fork and exec. Limits are set
+// here rather than by a wrapper program: no extra exec, and nothing runs unlimited meanwhile.
+#define MAX_STEPS 64
+struct steps {
+  int nignore;
+  int ignore[MAX_STEPS];  // signals set to SIG_IGN (for the sandbox's own processes; see bwrap.ts)
+  int nlimits;
+  struct { int resource; struct rlimit value; } limits[8];
+  int set_user;           // become uid/gid with these supplementary groups
+  uid_t uid;
+  gid_t gid;
+  int ngroups;
+  gid_t groups[MAX_STEPS];
+};
+
 // What the child needs, all of it made before the vfork: the child allocates nothing.
 struct job {
   const char *file;
@@ -120,7 +143,9 @@ struct job {
   char **envp;
   const char *cwd;
   int in, out, err;     // the child's ends; in = -1 for /dev/null
+  const struct steps *steps;
   volatile int error;   // set by the child when it cannot exec (the memory is shared)
+  volatile const char *step;  // the step that failed
 };
 
 // The kernel's struct sigaction (x86_64, arm64): glibc's wrappers refuse its internal signals.
@@ -136,9 +161,26 @@ static void set_all_signals_blocked(int blocked, uint64_t *old) {
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, old, sizeof mask);
 }
 
-__attribute__((noreturn)) static void child_fail(struct job *job, int error) {
+__attribute__((noreturn)) static void child_fail(struct job *job, int error, const char *step) {
   job->error = error;
+  job->step = step;
   _exit(127);
+}
+
+// The confinement steps, after stdio and before the workdir (so the workdir is entered as the
+// user). Raw system calls only: glibc's setuid/setgid/setgroups would try to signal the
+// daemon's other threads, whose memory this vfork child shares.
+static void child_steps(struct job *job) {
+  const struct steps *st = job->steps;
+  struct kernel_sigaction ign = {SIG_IGN, 0, NULL, 0};
+  for (int i = 0; i < st->nignore; i++) syscall(SYS_rt_sigaction, st->ignore[i], &ign, NULL, sizeof ign.mask);
+  for (int i = 0; i < st->nlimits; i++) {
+    if (syscall(SYS_prlimit64, 0, st->limits[i].resource, &st->limits[i].value, NULL) < 0) child_fail(job, errno, "setrlimit");
+  }
+  if (!st->set_user) return;
+  if (syscall(SYS_setgroups, st->ngroups, st->groups) < 0) child_fail(job, errno, "setgroups");
+  if (syscall(SYS_setresgid, st->gid, st->gid, st->gid) < 0) child_fail(job, errno, "setgid");
+  if (syscall(SYS_setresuid, st->uid, st->uid, st->uid) < 0) child_fail(job, errno, "setuid");
 }
 
 // In the vfork child, with every signal blocked: default dispositions, a new session, stdio,
@@ -148,15 +190,16 @@ __attribute__((noreturn)) static void child(struct job *job) {
   for (int sig = 1; sig < 65; sig++) {
     if (sig != SIGKILL && sig != SIGSTOP) syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask);
   }
-  if (setsid() < 0) child_fail(job, errno);
+  if (setsid() < 0) child_fail(job, errno, "setsid");
   int in = job->in;
-  if (in < 0 && (in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) child_fail(job, errno);
-  if (dup2(in, 0) < 0 || dup2(job->out, 1) < 0 || dup2(job->err, 2) < 0) child_fail(job, errno);
-  if (chdir(job->cwd) < 0) child_fail(job, errno);
+  if (in < 0 && (in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) child_fail(job, errno, "open");
+  if (dup2(in, 0) < 0 || dup2(job->out, 1) < 0 || dup2(job->err, 2) < 0) child_fail(job, errno, "dup2");
+  if (job->steps) child_steps(job);
+  if (chdir(job->cwd) < 0) child_fail(job, errno, "chdir");
   set_all_signals_blocked(0, NULL);
   if (strchr(job->file, '/')) execve(job->file, job->argv, job->envp);
   else execvpe(job->file, job->argv, job->envp);
-  child_fail(job, errno);
+  child_fail(job, errno, "exec");
 }
 
 // The child's pid, or -1 with job->error set. Returns once the child has exec'd (or failed).
@@ -186,12 +229,94 @@ static napi_value set_int(napi_env env, napi_value obj, const char *key, int val
   return obj;
 }
 
+// A non-negative integer property of a JS value (an array element or an object key).
+static int uint_at(napi_env env, napi_value from, uint32_t index, const char *key, double max, double *out) {
+  napi_value v;
+  if ((key ? napi_get_named_property(env, from, key, &v) : napi_get_element(env, from, index, &v)) != napi_ok) return 0;
+  if (napi_get_value_double(env, v, out) != napi_ok || !(*out >= 0) || *out > max || *out != (double)(uint64_t)*out) return 0;
+  return 1;
+}
+
+// A JS array's length, or -1 when `key` is absent; -2 when it is not an array or is too long.
+static int array_at(napi_env env, napi_value from, const char *key, uint32_t max, napi_value *out) {
+  bool has = false, is_array = false;
+  uint32_t n = 0;
+  if (napi_has_named_property(env, from, key, &has) != napi_ok || !has) return -1;
+  if (napi_get_named_property(env, from, key, out) != napi_ok) return -2;
+  napi_valuetype type;
+  if (napi_typeof(env, *out, &type) == napi_ok && type == napi_undefined) return -1;
+  if (napi_is_array(env, *out, &is_array) != napi_ok || !is_array || napi_get_array_length(env, *out, &n) != napi_ok || n > max) return -2;
+  return (int)n;
+}
+
+static int limit_resource(const char *name) {
+  if (strcmp(name, "cpu") == 0) return RLIMIT_CPU;
+  if (strcmp(name, "as") == 0) return RLIMIT_AS;
+  if (strcmp(name, "nofile") == 0) return RLIMIT_NOFILE;
+  if (strcmp(name, "nproc") == 0) return RLIMIT_NPROC;
+  if (strcmp(name, "fsize") == 0) return RLIMIT_FSIZE;
+  return -1;
+}
+
+// SpawnSteps from JS: {ignore?: number[], limits?: [name, soft, hard][], user?: {uid, gid, groups}}.
+// Returns 0, or 1 when the object is malformed.
+static int parse_steps(napi_env env, napi_value from, struct steps *st) {
+  napi_value list, item, v;
+  double d, soft, hard;
+  int n = array_at(env, from, "ignore", MAX_STEPS, &list);
+  if (n == -2) return 1;
+  for (int i = 0; i < n; i++) {
+    if (!uint_at(env, list, i, NULL, 64, &d) || d < 1) return 1;
+    st->ignore[st->nignore++] = (int)d;
+  }
+  n = array_at(env, from, "limits", 8, &list);
+  if (n == -2) return 1;
+  for (int i = 0; i < n; i++) {
+    char name[16];
+    size_t len;
+    if (napi_get_element(env, list, i, &item) != napi_ok || napi_get_element(env, item, 0, &v) != napi_ok ||
+        napi_get_value_string_utf8(env, v, name, sizeof name, &len) != napi_ok) return 1;
+    int resource = limit_resource(name);
+    if (resource < 0 || !uint_at(env, item, 1, NULL, 9007199254740991.0, &soft) || !uint_at(env, item, 2, NULL, 9007199254740991.0, &hard) || soft > hard) return 1;
+    st->limits[st->nlimits].resource = resource;
+    st->limits[st->nlimits].value.rlim_cur = (rlim_t)soft;
+    st->limits[st->nlimits].value.rlim_max = (rlim_t)hard;
+    st->nlimits++;
+  }
+  bool has = false;
+  napi_valuetype type = napi_undefined;
+  if (napi_has_named_property(env, from, "user", &has) == napi_ok && has && napi_get_named_property(env, from, "user", &item) == napi_ok) {
+    napi_typeof(env, item, &type);
+  }
+  if (type == napi_undefined) return 0;
+  if (type != napi_object || !uint_at(env, item, 0, "uid", 4294967294.0, &d)) return 1;
+  st->uid = (uid_t)d;
+  if (!uint_at(env, item, 0, "gid", 4294967294.0, &d)) return 1;
+  st->gid = (gid_t)d;
+  n = array_at(env, item, "groups", MAX_STEPS, &list);
+  if (n == -2) return 1;
+  for (int i = 0; i < n; i++) {
+    if (!uint_at(env, list, i, NULL, 4294967294.0, &d)) return 1;
+    st->groups[st->ngroups++] = (gid_t)d;
+  }
+  st->set_user = 1;
+  return 0;
+}
+
 static napi_value Spawn(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
-  napi_value args[5];
+  size_t argc = 6;
+  napi_value args[6];
   CHECK(env, napi_get_cb_info(env, info, &argc, args, NULL, NULL));
   if (argc < 5) {
-    napi_throw_type_error(env, NULL, "spawn(file, argv, env, cwd, stdinNull)");
+    napi_throw_type_error(env, NULL, "spawn(file, argv, env, cwd, stdinNull[, steps])");
+    return NULL;
+  }
+  struct steps steps;
+  memset(&steps, 0, sizeof steps);
+  napi_valuetype steps_type = napi_undefined;
+  if (argc > 5) napi_typeof(env, args[5], &steps_type);
+  if (steps_type != napi_undefined && (steps_type != napi_object || parse_steps(env, args[5], &steps))) {
+    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}}");
     return NULL;
   }
   int bad = 0;
@@ -213,10 +338,13 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
     goto done;
   }
 
-  struct job job = {file, argv, envp, cwd, stdin_null ? -1 : in[1], out[1], err[1], 0};
+  struct job job = {file, argv, envp, cwd, stdin_null ? -1 : in[1], out[1], err[1], steps_type == napi_undefined ? NULL : &steps, 0, NULL};
   pid_t pid = start_job(&job);
   if (pid < 0) {
-    throw_errno(env, job.error);
+    napi_value error = errno_error(env, job.error), step;
+    napi_create_string_utf8(env, job.step ? (const char *)job.step : "vfork", NAPI_AUTO_LENGTH, &step);
+    napi_set_named_property(env, error, "syscall", step);
+    napi_throw(env, error);
     goto done;
   }
   napi_create_object(env, &result);

@@ -7,6 +7,9 @@ export const SCOPE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
 const clamp = (lo: number, hi: number) => (n: number) => Math.min(hi, Math.max(lo, n));
 const int = (min = 0) => z.number().int().min(min);
 
+const MIN_MEMORY_BYTES = 16 * 1024 * 1024;
+const MIN_OPEN_FILES = 8;
+
 export const YIELD_MS_RANGE = [10, 120_000] as const;
 export const JOB_TTL_MS_RANGE = [60_000, 10_800_000] as const;
 
@@ -93,6 +96,24 @@ export const ConfigSchema = z.strictObject({
     .default({}),
   /** With scope "*", a request carrying this token sees and acts on every scope. */
   adminToken: z.string().min(1).optional(),
+  /** How non-elevated sessions are confined (SPEC §12, src/sandbox/). */
+  sandbox: z
+    .strictObject({
+      mode: z.enum(['off', 'workspace-write', 'read-only']).default('off'),
+      network: z.boolean().default(false),
+      writable: z.array(z.string().regex(/^\//, 'must be an absolute path')).default([]),
+    })
+    .prefault({}),
+  /** Resource limits of every non-elevated session (SPEC §12); none by default. */
+  limits: z
+    .strictObject({
+      cpuSeconds: int(1).optional(),
+      memoryBytes: z.number().int().min(MIN_MEMORY_BYTES, `must be at least ${MIN_MEMORY_BYTES} (16 MiB): below that not even the shell starts`).optional(),
+      openFiles: z.number().int().min(MIN_OPEN_FILES, `must be at least ${MIN_OPEN_FILES}: stdio and the sandbox's own descriptors need them`).optional(),
+      processes: int(1).optional(),
+      fileSizeBytes: int(1).optional(),
+    })
+    .prefault({}),
   rpc: z.strictObject({ maxFrameBytes: int(1024).default(1024 * 1024) }).prefault({}),
   log: z
     .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })

@@ -29,6 +29,7 @@ import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
+import { requireSandbox } from '../sandbox/host.js';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -181,6 +182,8 @@ export class ProcctlDaemon implements Daemon {
   }
 
   async start(): Promise<void> {
+    // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
+    requireSandbox(this.current);
     this.state.init(this.socketPath);
     this.recover();
     const fds = activatedFds();
@@ -245,6 +248,7 @@ export class ProcctlDaemon implements Daemon {
       }
       if (next.log.level !== this.current.log.level) this.log.level = next.log.level;
       compileRules(next.approvals.rules);
+      requireSandbox(next);
       this.current = next;
       this.warnPlainTokens();
       this.log.info('config reloaded: caps, TTL, timeouts, interrupt settings and rules apply to new work; the socket path needs a restart');

@@ -10,6 +10,7 @@ import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { SCOPE_NAME } from '../config/schema.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
+import { sandboxStatus } from '../sandbox/host.js';
 import type { Method, RequestContext } from './connection.js';
 
 const EVENT_TYPES: EventType[] = ['started', 'output', 'waiting_input', 'approval_required', 'checkpoint', 'exited'];
@@ -126,6 +127,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     state: { dir: d.state.dir, ...d.state.status() },
     env: { withheld: daemonInheritance(d.config().env).withheld },
     spawnerReason: spawnFallbackReason(),
+    sandbox: sandboxStatus(d.config()),
   }));
   return methods;
 }

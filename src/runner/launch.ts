@@ -6,6 +6,7 @@ import type { Readable, Writable } from 'node:stream';
 import { nativeSpawner, posixSpawn, signalName, type Addon } from './native.js';
 import { fdTarget } from './procfs.js';
 import type { Stream } from '../session/output.js';
+import type { LaunchPlan } from '../sandbox/plan.js';
 
 /** What a session writes its input to: a pipe or a terminal. */
 export interface JobInput {
@@ -45,8 +46,8 @@ export interface Launched {
 }
 
 export interface LaunchSpec {
-  shell: string;
-  args: string[];
+  /** What to run and how it is confined (src/sandbox/plan.ts): the shell, or bwrap around it. */
+  plan: Pick<LaunchPlan, 'file' | 'args' | 'steps' | 'wrapped'>;
   cwd: string;
   env: NodeJS.ProcessEnv;
   stdin: 'pipe' | 'null';
@@ -69,13 +70,14 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
     if (--pending === 0) hooks.closed();
   };
   let child;
+  const { file, args, steps } = spec.plan;
   try {
-    child = posixSpawn(addon, spec.shell, [spec.shell, ...spec.args], spec.env, spec.cwd, spec.stdin === 'null', (code, signal) => {
+    child = posixSpawn(addon, file, [file, ...args], spec.env, spec.cwd, spec.stdin === 'null', (code, signal) => {
       hooks.exit(code, signal);
       settle();
-    });
+    }, steps);
   } catch (err) {
-    hooks.failed(`could not start ${spec.shell}: ${(err as Error).message}`);
+    hooks.failed(startError(file, spec, err as NodeJS.ErrnoException));
     return notStarted;
   }
   const stdout = new Socket({ fd: child.stdout, readable: true, writable: false });
@@ -86,22 +88,32 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
   return wirePipes(child.pid, { stdout, stderr, stdin }, hooks);
 }
 
+/** Why a job did not start, naming the step of the spawner that failed (native/spawn.c). */
+function startError(file: string, spec: LaunchSpec, err: NodeJS.ErrnoException): string {
+  const user = spec.plan.steps?.user;
+  if (err.syscall === 'chdir' && user) return `the workdir ${spec.cwd} is not accessible to uid ${user.uid} (sandbox.user): ${err.message}`;
+  if (err.syscall === 'setrlimit') return `could not set the session's resource limits (limits.*): ${err.message}`;
+  if (err.syscall && ['setgroups', 'setgid', 'setuid'].includes(err.syscall)) return `could not become uid ${user?.uid} (sandbox.user): ${err.message}`;
+  return `could not start ${file}: ${err.message}`;
+}
+
 /** Through Node's child_process (a fork): where the addon is not built or is turned off. */
 function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   let child;
+  const { file, args } = spec.plan.wrapped();
   try {
-    child = spawn(spec.shell, spec.args, {
+    child = spawn(file, args, {
       cwd: spec.cwd,
       env: spec.env,
       detached: true,
       stdio: [spec.stdin === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     });
   } catch (err) {
-    hooks.failed(`could not start ${spec.shell}: ${(err as Error).message}`);
+    hooks.failed(`could not start ${file}: ${(err as Error).message}`);
     return notStarted;
   }
   child.on('error', (err) => {
-    if (child.pid === undefined) hooks.failed(`could not start ${spec.shell}: ${err.message}`);
+    if (child.pid === undefined) hooks.failed(`could not start ${file}: ${err.message}`);
   });
   child.on('exit', (code, signal) => hooks.exit(code, signal));
   child.on('close', () => hooks.closed());
@@ -184,7 +196,8 @@ function loadPty(): NodePty | Error {
 export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   const pty = loadPty();
   if (pty instanceof Error) throw new Error(`node-pty is not available (${pty.message.split('\n')[0]})`);
-  const term = pty.spawn(spec.shell, spec.args, {
+  const { file, args } = spec.plan.wrapped();
+  const term = pty.spawn(file, args, {
     name: 'xterm-256color',
     cols: PTY_COLS,
     rows: PTY_ROWS,

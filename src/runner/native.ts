@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 
 /** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
 export interface Addon {
-  spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean): { pid: number; stdin: number; stdout: number; stderr: number };
+  spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean, steps?: SpawnSteps): { pid: number; stdin: number; stdout: number; stderr: number };
   reap(pids: number[]): { pid: number; code: number | null; signal: number | null }[];
   exited(): number;
   /**
@@ -15,6 +15,16 @@ export interface Addon {
    * thread. Absent from builds older than the function.
    */
   stdinReaders?(looks: [number, string, boolean][]): Promise<number[]>;
+}
+
+/** What a confined job gets between fork and exec (src/sandbox/plan.ts builds it). */
+export interface SpawnSteps {
+  /** Signal numbers set to SIG_IGN. */
+  ignore?: number[];
+  /** [resource, soft, hard]. */
+  limits?: ['cpu' | 'as' | 'nofile' | 'nproc' | 'fsize', number, number][];
+  /** Become this user, with exactly these supplementary groups. */
+  user?: { uid: number; gid: number; groups: number[] };
 }
 
 export interface NativeChild {
@@ -74,11 +84,11 @@ export function spawnFallbackReason(): string | null {
  * when `stdinNull`), every signal at its default and none blocked. Throws an Error with `code`
  * (ENOENT, EACCES, …) when it cannot start. `onExit` hears the leader's status once.
  */
-export function posixSpawn(addon: Addon, file: string, argv: string[], env: NodeJS.ProcessEnv, cwd: string, stdinNull: boolean, onExit: ExitListener): NativeChild {
+export function posixSpawn(addon: Addon, file: string, argv: string[], env: NodeJS.ProcessEnv, cwd: string, stdinNull: boolean, onExit: ExitListener, steps?: SpawnSteps): NativeChild {
   const pairs: string[] = [];
   for (const [k, v] of Object.entries(env)) if (v !== undefined) pairs.push(`${k}=${v}`);
   listen(addon);
-  const child = addon.spawn(file, argv, pairs, cwd, stdinNull);
+  const child = addon.spawn(file, argv, pairs, cwd, stdinNull, steps);
   running.set(child.pid, onExit);
   keepAlive ??= setInterval(reapExited, SAFETY_MS);
   return child;

@@ -1,9 +1,13 @@
+import type { Config } from '../config/schema.js';
+import { limitReason } from '../sandbox/limits.js';
+import { planLaunch, type LaunchPlan } from '../sandbox/plan.js';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
 import { launchPipes, launchPty, type LaunchHooks, type Launched } from './launch.js';
+import { signalName } from './native.js';
 import { shellArgs } from './shell.js';
 import { stopSession } from './stop.js';
-import { sweepAfterExit } from './sweep.js';
+import { findSessionProcesses, sweepAfterExit } from './sweep.js';
 
 export interface SpawnOptions {
   shell: string;
@@ -12,7 +16,13 @@ export interface SpawnOptions {
   timeoutSec: number;
   killGraceMs: number;
   pty: boolean;
+  /** `elevated: true` runs without sandbox and limits (SPEC §12). */
+  elevated?: boolean;
+  /** The sandbox and limits in force; none when absent. */
+  config?: Pick<Config, 'sandbox' | 'limits'>;
 }
+
+const UNCONFINED: Pick<Config, 'sandbox' | 'limits'> = { sandbox: { mode: 'off', network: false, writable: [] }, limits: {} };
 
 /** How long to wait for the output to close once every process of the group is gone. */
 const PIPE_DRAIN_MS = 250;
@@ -32,6 +42,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   let timeoutTimer: NodeJS.Timeout | undefined;
   let launched: Launched | undefined;
 
+  let plan: LaunchPlan | undefined;
   let finished = false;
   const finish = (error?: string) => {
     if (finished) return;
@@ -39,7 +50,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearTimeout(drainTimer);
     clearTimeout(timeoutTimer);
     launched?.release();
-    session.finish({ exitCode: exited?.code ?? null, signal: exited?.signal ?? null, error });
+    const signal = exited?.signal ?? null;
+    session.finish({ exitCode: exited?.code ?? null, signal, error, reason: plan && limitReason(signal, plan.limits) });
     if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
   };
   const maybeFinish = () => {
@@ -54,8 +66,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       maybeFinish();
     },
     exit: (code, signal) => {
-      exited = { code, signal };
-      void reapLeftovers(session, launched?.pid, opts.killGraceMs).then(() => {
+      exited = plan?.sandboxed ? jobStatus(code, signal) : { code, signal };
+      void reapLeftovers(session, launched?.pid, opts.killGraceMs, plan?.sandboxed ?? false).then(() => {
         groupGone = true;
         if (outputClosed) return maybeFinish();
         // Only a process that escaped the group can still hold the output open: stop waiting.
@@ -68,7 +80,16 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     },
   };
 
-  const spec = { shell: opts.shell, args: shellArgs(opts.shell, session.command), cwd: session.cwd, env: opts.env, stdin: session.stdinMode };
+  try {
+    plan = planLaunch(
+      { config: opts.config ?? UNCONFINED, elevated: opts.elevated ?? false },
+      { shell: opts.shell, args: shellArgs(opts.shell, session.command), cwd: session.cwd, scratch: session.tmpdir, socket: opts.env.PROCCTL_SOCKET },
+    );
+  } catch (err) {
+    finish(`${(err as Error).message}; nothing ran`);
+    return undefined;
+  }
+  const spec = { plan, cwd: session.cwd, env: opts.env, stdin: session.stdinMode };
   let warning: string | undefined;
   if (opts.pty) {
     try {
@@ -97,8 +118,23 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   return warning;
 }
 
-/** After the leader exits, terminate what is left of its group (unless a stop already is). */
-async function reapLeftovers(session: Session, pgid: number | undefined, graceMs: number): Promise<void> {
+/**
+ * bwrap reports a job killed by signal N as exit status 128+N, as a shell does, and nothing else
+ * tells the two apart: read it back as the signal, so a sandboxed job ends as an unsandboxed
+ * one would (docs/sandbox.md). A job that itself exits 129..192 reads as killed by that signal.
+ */
+function jobStatus(code: number | null, signal: string | null): { code: number | null; signal: string | null } {
+  if (code === null || code <= 128 || code > 128 + 64) return { code, signal };
+  const name = signalName(code - 128);
+  return name.startsWith('SIG') ? { code: null, signal: name } : { code, signal };
+}
+
+/**
+ * After the leader exits, terminate what is left of its group (unless a stop already is). In a
+ * sandbox the rest of the namespace dies with its init, which stays in the group while anything
+ * of the job lives: processes that left the group get the stop signal and the grace with it.
+ */
+async function reapLeftovers(session: Session, pgid: number | undefined, graceMs: number, sandboxed: boolean): Promise<void> {
   if (pgid === undefined || liveGroupMembers(pgid).length === 0) return;
   if (session.stopping) {
     // The stop in progress escalates on its own schedule; no process gets its signal twice.
@@ -106,5 +142,6 @@ async function reapLeftovers(session: Session, pgid: number | undefined, graceMs
     return;
   }
   session.stopping = true;
-  await terminate({ pgid, pids: [] }, 'SIGTERM', graceMs);
+  const outside = sandboxed ? (findSessionProcesses(new Set([session.id]), pgid).get(session.id) ?? []).filter((p) => p.pgrp !== pgid).map((p) => p.pid) : [];
+  await terminate({ pgid, pids: outside }, 'SIGTERM', graceMs);
 }

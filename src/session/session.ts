@@ -297,7 +297,7 @@ export class Session {
   }
 
   /** Record how the session ended; called once by the runner. */
-  finish(outcome: { exitCode: number | null; signal: string | null; error?: string }): void {
+  finish(outcome: { exitCode: number | null; signal: string | null; error?: string; reason?: FailReason }): void {
     if (!this.running) return;
     for (const stream of ['stdout', 'stderr'] as const) {
       const offset = this.output.totalChars;
@@ -308,7 +308,7 @@ export class Session {
     this.exitCode = outcome.exitCode;
     this.signal = outcome.signal;
     this.error = outcome.error;
-    const failure = this.failReason();
+    const failure = this.failReason(outcome.reason);
     this.status = failure ? 'failed' : 'completed';
     this.reason = failure;
     this.endedAt = this.now();
@@ -319,9 +319,11 @@ export class Session {
     this.wake();
   }
 
-  private failReason(): FailReason | undefined {
+  /** `known`: what the runner knows of the end (a resource limit ended it). */
+  private failReason(known?: FailReason): FailReason | undefined {
     if (this.stop) return this.stop.reason;
     if (this.error !== undefined) return 'spawn_error';
+    if (known) return known;
     if (this.signal) return 'signal';
     if (this.exitCode === 127) return 'command_not_found';
     if (this.exitCode === 126) return 'not_executable';

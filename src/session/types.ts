@@ -10,7 +10,7 @@ export type StopReason = 'user' | 'timeout' | 'replaced' | 'cancelled' | 'shutdo
 export type DenyReason = 'rule' | 'refused' | 'expired' | 'user';
 
 /** Why a session failed or was denied: a stop, something about the command itself, or a denial. */
-export type FailReason = StopReason | 'command_not_found' | 'not_executable' | 'signal' | 'spawn_error' | 'lost' | DenyReason;
+export type FailReason = StopReason | 'command_not_found' | 'not_executable' | 'signal' | 'cpu_limit' | 'file_size_limit' | 'spawn_error' | 'lost' | DenyReason;
 
 export type EventType = 'started' | 'output' | 'waiting_input' | 'approval_required' | 'checkpoint' | 'exited';
 

@@ -98,6 +98,8 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, a
     timeoutSec: p.timeout ?? cfg.timeoutSec,
     killGraceMs: cfg.killGraceMs,
     pty: p.pty ?? false,
+    elevated: p.elevated ?? false,
+    config: d.config(),
   });
   if (warning) warnings.push(warning);
   d.watch(session);

@@ -32,6 +32,10 @@ export function endLine(s: Session): string {
       return `Process exited with code ${s.exitCode}.`;
     case 'signal':
       return `Process exited with signal ${s.signal}.`;
+    case 'cpu_limit':
+      return `Process was killed by ${s.signal}: it used up its CPU time (limits.cpuSeconds).`;
+    case 'file_size_limit':
+      return `Process was killed by ${s.signal}: it wrote past the file size limit (limits.fileSizeBytes).`;
     case 'command_not_found':
       return 'Process exited with code 127: command not found (check the spelling and that it is installed).';
     case 'not_executable':

@@ -1,0 +1,149 @@
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import type { Config } from '../config/schema.js';
+import { bwrapOptions } from './bwrap.js';
+import { rlimits } from './limits.js';
+
+type SandboxConfig = Pick<Config, 'sandbox' | 'limits'>;
+
+/** The programs confinement uses, found on the daemon's PATH when the config is loaded. */
+export interface SandboxHost {
+  bwrap?: string;
+  /** coreutils env: resets the job's signals inside the sandbox, ignores them for bwrap outside. */
+  env?: string;
+  /** util-linux prlimit: limits for jobs the project's spawner does not start (terminals, the fork fallback). */
+  prlimit?: string;
+  /** The daemon runs as root (bwrap drops its capabilities). */
+  root: boolean;
+}
+
+/** `daemon.status.sandbox` (SPEC §12). */
+export interface SandboxStatus {
+  mode: Config['sandbox']['mode'];
+  available: boolean;
+  reason?: string;
+}
+
+export interface SandboxCheck {
+  host: SandboxHost;
+  status: SandboxStatus;
+  /** The config asks for something this host cannot give: the daemon must not run with it. */
+  refused?: string;
+}
+
+const INSTALL = 'install bubblewrap (Debian: apt-get install -y bubblewrap), or set sandbox.mode to "off" to run sessions unconfined';
+const PROBE_TIMEOUT_MS = 10_000;
+
+/** `cmd` as found on PATH, like a shell would. */
+export function which(cmd: string, path: string | undefined): string | undefined {
+  for (const dir of (path ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const file = join(dir, cmd);
+    try {
+      accessSync(file, constants.X_OK);
+      if (statSync(file).isFile()) return file;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** Whether bwrap can build a sandbox like a session's on this host; why not, if not. */
+function probe(host: SandboxHost, c: SandboxConfig): string | undefined {
+  if (!host.bwrap) return `bwrap is not on the daemon's PATH (${process.env.PATH ?? 'unset'}); ${INSTALL}`;
+  if (!host.env) return 'env (GNU coreutils) is not on the daemon\'s PATH; the sandbox needs it to give jobs their signals back';
+  const env = spawnSync(host.env, ['--ignore-signal=TERM', '--default-signal', 'true'], { stdio: 'ignore', timeout: PROBE_TIMEOUT_MS });
+  if (env.status !== 0) return `${host.env} does not know --ignore-signal and --default-signal (GNU coreutils 8.31 or newer has them); the sandbox needs them`;
+  const layout = {
+    mode: c.sandbox.mode === 'off' ? ('read-only' as const) : c.sandbox.mode,
+    network: c.sandbox.network,
+    workdir: '/',
+    scratch: '/tmp',
+    socket: undefined,
+    writable: c.sandbox.writable,
+    asRoot: host.root,
+  };
+  const run = spawnSync(host.bwrap, [...bwrapOptions(layout), '--', host.env, '--default-signal', 'true'], { encoding: 'utf8', timeout: PROBE_TIMEOUT_MS });
+  if (run.status === 0) return undefined;
+  const said = (run.stderr || run.error?.message || `exit ${run.status ?? run.signal}`).trim().split('\n')[0];
+  const userns = /namespace|permission|operation not permitted/i.test(said)
+    ? '; user namespaces look refused to the daemon\'s user: allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap) or run the daemon as root'
+    : '';
+  return `bwrap cannot create the sandbox on this host: ${said}${userns}`;
+}
+
+/** Problems with the config itself, found before anything runs. */
+function configProblem(c: SandboxConfig): string | undefined {
+  if (c.sandbox.mode === 'workspace-write') {
+    for (const path of c.sandbox.writable) {
+      try {
+        statSync(path);
+      } catch {
+        return `sandbox.writable path ${path} does not exist; create it or take it out of sandbox.writable`;
+      }
+    }
+  }
+  return undefined;
+}
+
+function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
+  const host: SandboxHost = {
+    bwrap: which('bwrap', path),
+    env: which('env', path),
+    prlimit: which('prlimit', path),
+    root: process.getuid?.() === 0,
+  };
+  const mode = c.sandbox.mode;
+  const why = mode === 'off' ? limitsProblem(c, host) : (configProblem(c) ?? probe(host, c) ?? limitsProblem(c, host));
+  return { host, status: { mode, available: why === undefined, ...(why ? { reason: why } : {}) }, refused: why };
+}
+
+function limitsProblem(c: SandboxConfig, host: SandboxHost): string | undefined {
+  if (rlimits(c.limits).length === 0 || host.prlimit) return undefined;
+  return 'limits are set but prlimit (util-linux) is not on the daemon\'s PATH: terminal sessions and the fork fallback set limits through it; install util-linux';
+}
+
+const checks = new Map<string, SandboxCheck>();
+
+/** The check of this config on this host, made once per distinct config (and PATH). */
+export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
+  const key = JSON.stringify([c.sandbox, c.limits, path]);
+  let found = checks.get(key);
+  if (!found) {
+    found = check(c, path);
+    // Only a few configs in a daemon's life (one per reload at most): no need to evict.
+    checks.set(key, found);
+  }
+  return found;
+}
+
+/** The daemon refuses to start (or a reload is rejected) when its confinement cannot work here. */
+export class SandboxUnavailable extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'SandboxUnavailable';
+  }
+}
+
+/** Throws when the config asks for confinement this host cannot give; never run unconfined instead. */
+export function requireSandbox(c: SandboxConfig): SandboxCheck {
+  const found = checkSandbox(c);
+  if (found.refused) {
+    const what = c.sandbox.mode === 'off' ? 'the configured limits cannot be applied' : `sandbox.mode "${c.sandbox.mode}" cannot work`;
+    throw new SandboxUnavailable(`${what}: ${found.refused}`);
+  }
+  return found;
+}
+
+/**
+ * What `daemon.status` says. With the sandbox off, whether it could be turned on: bwrap is
+ * tried once, the first time anyone asks.
+ */
+export function sandboxStatus(c: SandboxConfig): SandboxStatus {
+  const found = checkSandbox(c);
+  if (c.sandbox.mode !== 'off' || found.refused) return found.status;
+  const could = checkSandbox({ ...c, sandbox: { ...c.sandbox, mode: 'read-only', writable: [] } });
+  return { mode: 'off', available: could.status.available, ...(could.status.reason ? { reason: could.status.reason } : {}) };
+}

@@ -1,0 +1,87 @@
+import type { Config } from '../config/schema.js';
+import type { SpawnSteps } from '../runner/native.js';
+import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
+import { checkSandbox, SandboxUnavailable } from './host.js';
+import { prlimitOptions, rlimits, type Rlimit } from './limits.js';
+
+/** What decides a session's confinement: the config in force, and whether it asked for elevated. */
+export interface Confinement {
+  config: Pick<Config, 'sandbox' | 'limits'>;
+  elevated: boolean;
+}
+
+/** The job as the runner would start it unconfined. */
+export interface Job {
+  shell: string;
+  args: string[];
+  cwd: string;
+  /** PROCCTL_TMPDIR. */
+  scratch: string | undefined;
+  socket: string | undefined;
+}
+
+/** How to start a session's job: what to exec, and what to do between fork and exec. */
+export interface LaunchPlan {
+  file: string;
+  /** argv after argv[0]. */
+  args: string[];
+  /** For the project's spawner (native/spawn.c), between fork and exec; undefined when none. */
+  steps: SpawnSteps | undefined;
+  /** The same steps as programs run before `file`, for spawners that cannot do them (node-pty, the fork fallback). */
+  wrapped(): { file: string; args: string[] };
+  /** Under bwrap: it reports a job killed by signal N as exit status 128+N. */
+  sandboxed: boolean;
+  limits: readonly Rlimit[];
+}
+
+const NO_LIMITS: readonly Rlimit[] = [];
+
+/**
+ * The launch plan of a session (SPEC §12): elevated, or with nothing configured, the shell
+ * itself; else the shell inside bwrap (when `sandbox.mode` is not off) and under the limits.
+ * Throws SandboxUnavailable when the config asks for a sandbox this host cannot make: nothing
+ * the config says to confine ever runs unconfined.
+ */
+export function planLaunch(c: Confinement, job: Job): LaunchPlan {
+  const plain = { file: job.shell, args: job.args };
+  const limits = c.elevated ? NO_LIMITS : rlimits(c.config.limits);
+  const mode = c.elevated ? 'off' : c.config.sandbox.mode;
+  if (mode === 'off' && limits.length === 0) {
+    return { ...plain, steps: undefined, wrapped: () => plain, sandboxed: false, limits };
+  }
+  const check = checkSandbox(c.config);
+  if (check.refused) throw new SandboxUnavailable(check.refused);
+  const { host } = check;
+  const prlimit = limits.length > 0 ? [host.prlimit!, ...prlimitOptions(limits), '--'] : [];
+  if (mode === 'off') {
+    return {
+      ...plain,
+      steps: { limits: [...limits] },
+      wrapped: () => ({ file: prlimit[0], args: [...prlimit.slice(1), job.shell, ...job.args] }),
+      sandboxed: false,
+      limits,
+    };
+  }
+  const options = bwrapOptions({
+    mode,
+    network: c.config.sandbox.network,
+    workdir: job.cwd,
+    scratch: job.scratch,
+    socket: job.socket,
+    writable: c.config.sandbox.writable,
+    asRoot: host.root,
+  });
+  const args = [...options, '--', host.env!, '--default-signal', job.shell, ...job.args];
+  const bwrap = host.bwrap!;
+  return {
+    file: bwrap,
+    args,
+    steps: { ignore: SANDBOX_IGNORE_NUMBERS, ...(limits.length > 0 ? { limits: [...limits] } : {}) },
+    wrapped: () => {
+      const chain = [...prlimit, host.env!, `--ignore-signal=${SANDBOX_IGNORES.map((s) => s.slice(3)).join(',')}`, bwrap, ...args];
+      return { file: chain[0], args: chain.slice(1) };
+    },
+    sandboxed: true,
+    limits,
+  };
+}

@@ -1,0 +1,129 @@
+import { chmodSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { spawnProcctld, stopRawDaemons } from '../helpers/procs.js';
+import { Scoped } from '../helpers/session.js';
+import { logLines } from '../helpers/state.js';
+import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
+
+// A configured sandbox (or limits) that cannot work makes the daemon refuse to start, and a
+// reload that asks for one is rejected: never a session run unconfined (SPEC §12).
+const fs = scratchRoot('procctl-sbxs-');
+const ids = new Set<string>();
+
+afterEach(async () => {
+  await stopRawDaemons();
+  await stopAllDaemons();
+});
+afterAll(() => {
+  killMarked(ids);
+  fs.cleanup();
+});
+
+/** Start procctld with this config and PATH; resolve with how it exited. */
+async function refused(name: string, config: unknown, path: string): Promise<{ code: number | string | null; stderr: string; socket: string }> {
+  const dir = fs.dir(name);
+  const file = join(dir, 'config.json');
+  writeFileSync(file, JSON.stringify(config));
+  const socket = join(dir, 'procctl.sock');
+  const d = spawnProcctld(['--socket', socket, '--config', file], { PATH: path, PROCCTL_STATE_DIR: join(dir, 'state') });
+  const code = await d.exited;
+  return { code, stderr: d.stderr(), socket };
+}
+
+/** A directory whose only program is a bwrap that fails the way a host without user namespaces does. */
+function refusingBwrap(): string {
+  const dir = fs.dir('fake-bin');
+  const bwrap = join(dir, 'bwrap');
+  writeFileSync(bwrap, "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n");
+  chmodSync(bwrap, 0o755);
+  return dir;
+}
+
+describe('refusal to start', () => {
+  it('sandbox.mode set and bwrap not on the daemon\'s PATH: exit 1, naming bwrap and the fix; nothing listens', async () => {
+    const r = await refused('no-bwrap', { sandbox: { mode: 'workspace-write' } }, fs.dir('empty-bin'));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('sandbox.mode "workspace-write" cannot work: bwrap is not on the daemon\'s PATH');
+    expect(r.stderr).toContain('apt-get install -y bubblewrap');
+    expect(existsSync(r.socket)).toBe(false);
+  });
+
+  it('bwrap refused its namespaces: exit 1 with what bwrap said and what to allow', async () => {
+    const r = await refused('no-userns', { sandbox: { mode: 'read-only' } }, `${refusingBwrap()}:/usr/bin:/bin`);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('bwrap cannot create the sandbox on this host: bwrap: No permissions to creating new namespace');
+    expect(r.stderr).toContain('user namespaces');
+  });
+
+  it('limits set and prlimit not on the daemon\'s PATH: exit 1 (terminal sessions could not be limited)', async () => {
+    const r = await refused('no-prlimit', { limits: { cpuSeconds: 5 } }, fs.dir('empty-bin'));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('prlimit');
+  });
+
+  it.skipIf(SKIP_SANDBOX)('a sandbox.writable path that does not exist: exit 1 naming it', async () => {
+    const r = await refused('no-writable', { sandbox: { mode: 'workspace-write', writable: ['/nonexistent/procctl-writable'] } }, process.env.PATH!);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('sandbox.writable path /nonexistent/procctl-writable does not exist');
+  });
+
+  it('an invalid sandbox or limits value is a config error (exit 2) naming the key', async () => {
+    const mode = await refused('bad-mode', { sandbox: { mode: 'strict' } }, process.env.PATH!);
+    expect(mode.code).toBe(2);
+    expect(mode.stderr).toContain('sandbox.mode');
+    const mem = await refused('bad-mem', { limits: { memoryBytes: 1000 } }, process.env.PATH!);
+    expect(mem.code).toBe(2);
+    expect(mem.stderr).toContain('limits.memoryBytes');
+    const rel = await refused('bad-writable', { sandbox: { writable: ['relative/dir'] } }, process.env.PATH!);
+    expect(rel.code).toBe(2);
+    expect(rel.stderr).toContain('must be an absolute path');
+  });
+});
+
+const logged = (d: TestDaemon, msg: RegExp) => logLines(d.stdout()).filter((l) => msg.test(l.msg));
+
+async function reload(d: TestDaemon, config: unknown, msg: RegExp): Promise<any> {
+  const before = logged(d, msg).length;
+  writeFileSync(join(d.dir, 'config.json'), JSON.stringify(config));
+  d.proc.kill('SIGHUP');
+  await waitFor(() => logged(d, msg).length > before, { what: `a log line ${msg}` });
+  return logged(d, msg).at(-1);
+}
+
+describe('SIGHUP reload', () => {
+  it('a sandbox this host cannot make is rejected, the old config kept, and status still says off', async () => {
+    const d = await startDaemon({ config: {}, env: { PATH: fs.dir('empty-bin-reload'), PROCCTL_LOG_LEVEL: 'info' } });
+    const c = await d.client();
+    const line = await reload(d, { sandbox: { mode: 'workspace-write' } }, /config reload rejected/);
+    expect(line.err).toContain('bwrap is not on the daemon\'s PATH');
+    const st = (await c.request('daemon.status')).result.sandbox;
+    expect(st.mode).toBe('off');
+    expect(st.available).toBe(false);
+    expect(st.reason).toContain('bwrap is not on the daemon\'s PATH');
+    c.close();
+  });
+
+  it.skipIf(SKIP_SANDBOX)('a workable sandbox is taken: new sessions run inside it', async () => {
+    const d = await startDaemon({ config: {}, env: { PROCCTL_LOG_LEVEL: 'info' } });
+    const c = await d.client();
+    const s = new Scoped(c, 'reload');
+    expect((await c.request('daemon.status')).result.sandbox).toEqual({ mode: 'off', available: true });
+    const mark = join('/tmp', `procctl-sbxs-${process.pid}`);
+    writeFileSync(mark, '');
+    try {
+      const probe = `test -e ${mark} && echo host-tmp || echo private-tmp`;
+      const before = await s.exec({ command: probe, yieldMs: 30_000 });
+      expect(before.output).toBe('host-tmp\n');
+      await reload(d, { sandbox: { mode: 'workspace-write' } }, /config reloaded/);
+      expect((await c.request('daemon.status')).result.sandbox).toEqual({ mode: 'workspace-write', available: true });
+      const after = await s.exec({ command: probe, yieldMs: 30_000 });
+      ids.add(after.sessionId);
+      expect(after.output).toBe('private-tmp\n');
+    } finally {
+      rmSync(mark, { force: true });
+      c.close();
+    }
+  });
+});

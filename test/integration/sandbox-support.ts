@@ -1,0 +1,42 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { markedProcesses } from '../helpers/state.js';
+import { killLeftovers } from '../helpers/procs.js';
+
+/**
+ * Whether bubblewrap can make a sandbox here, and if not why: the sandbox tests need it (CI
+ * installs it from .ci/run) and say so when they skip.
+ */
+export function bwrapHere(): { ok: true } | { ok: false; why: string } {
+  const run = spawnSync('bwrap', ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--unshare-net', 'true'], { encoding: 'utf8', timeout: 10_000 });
+  if (run.error) return { ok: false, why: `bwrap is not installed (${run.error.message}); apt-get install -y bubblewrap` };
+  if (run.status !== 0) return { ok: false, why: `bwrap cannot make a sandbox here: ${run.stderr.trim()}` };
+  return { ok: true };
+}
+
+const here = bwrapHere();
+export const SKIP_SANDBOX = !here.ok;
+if (!here.ok) process.stderr.write(`skipping sandbox tests: ${here.why}\n`);
+
+/** A fresh directory for one test file (outside any daemon's), removed by `cleanup`. */
+export function scratchRoot(prefix: string): { root: string; dir: (name: string) => string; cleanup: () => void } {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  return {
+    root,
+    dir: (name) => {
+      const d = join(root, name);
+      mkdirSync(d, { recursive: true });
+      return d;
+    },
+    cleanup: () => rmSync(root, { recursive: true, force: true }),
+  };
+}
+
+/** Kill (by pid) anything still carrying these sessions' marker; return what was found. */
+export function killMarked(ids: Iterable<string>): number[] {
+  const pids = markedProcesses(ids).map((m) => m.pid);
+  killLeftovers(pids);
+  return pids;
+}
