@@ -50,8 +50,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearTimeout(drainTimer);
     clearTimeout(timeoutTimer);
     launched?.release();
-    const signal = exited?.signal ?? null;
-    session.finish({ exitCode: exited?.code ?? null, signal, error, reason: plan && limitReason(signal, plan.limits) });
+    const end = { exitCode: exited?.code ?? null, signal: exited?.signal ?? null };
+    session.finish({ ...end, error, reason: plan && limitReason(end, plan.limits) });
     if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
   };
   const maybeFinish = () => {

@@ -1,3 +1,4 @@
+import { constants } from 'node:os';
 import type { Config } from '../config/schema.js';
 import type { FailReason } from '../session/types.js';
 
@@ -30,11 +31,13 @@ export function prlimitOptions(list: readonly Rlimit[]): string[] {
 
 /**
  * Why a session ended, when a limit ended it and the kernel says so: SIGXCPU for the CPU limit,
- * SIGXFSZ for the file size limit. (Memory, open files and processes make a call fail instead:
- * the job sees ENOMEM, EMFILE or EAGAIN and ends as it chooses.)
+ * SIGXFSZ for the file size limit, on the job itself or, as a shell reports it, as exit status
+ * 128+N from a shell whose command it killed. (Memory, open files and processes make a call fail
+ * instead: the job sees ENOMEM, EMFILE or EAGAIN and ends as it chooses.)
  */
-export function limitReason(signal: string | null, list: readonly Rlimit[]): FailReason | undefined {
-  if (signal === 'SIGXCPU' && list.some(([r]) => r === 'cpu')) return 'cpu_limit';
-  if (signal === 'SIGXFSZ' && list.some(([r]) => r === 'fsize')) return 'file_size_limit';
+export function limitReason(end: { signal: string | null; exitCode: number | null }, list: readonly Rlimit[]): FailReason | undefined {
+  const hit = (name: 'SIGXCPU' | 'SIGXFSZ') => end.signal === name || end.exitCode === 128 + constants.signals[name];
+  if (hit('SIGXCPU') && list.some(([r]) => r === 'cpu')) return 'cpu_limit';
+  if (hit('SIGXFSZ') && list.some(([r]) => r === 'fsize')) return 'file_size_limit';
   return undefined;
 }

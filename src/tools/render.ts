@@ -33,9 +33,9 @@ export function endLine(s: Session): string {
     case 'signal':
       return `Process exited with signal ${s.signal}.`;
     case 'cpu_limit':
-      return `Process was killed by ${s.signal}: it used up its CPU time (limits.cpuSeconds).`;
+      return `Process used up its CPU time limit (limits.cpuSeconds) and was killed by SIGXCPU; exited with ${how}.`;
     case 'file_size_limit':
-      return `Process was killed by ${s.signal}: it wrote past the file size limit (limits.fileSizeBytes).`;
+      return `Process wrote past its file size limit (limits.fileSizeBytes) and was killed by SIGXFSZ; exited with ${how}.`;
     case 'command_not_found':
       return 'Process exited with code 127: command not found (check the spelling and that it is installed).';
     case 'not_executable':

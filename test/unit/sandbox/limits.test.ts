@@ -18,13 +18,18 @@ describe('limits', () => {
     expect(prlimitOptions(list)).toEqual(['--cpu=10:11', `--as=${1 << 30}:${1 << 30}`, '--nofile=64:64', '--nproc=100:100', '--fsize=4096:4096']);
   });
 
-  it('names the limit a signal says was hit, only when that limit is set', () => {
+  it('names the limit a signal says was hit (or a shell, as 128+N), only when that limit is set', () => {
     const cpu = rlimits({ cpuSeconds: 1 });
     const fsize = rlimits({ fileSizeBytes: 10 });
-    expect(limitReason('SIGXCPU', cpu)).toBe('cpu_limit');
-    expect(limitReason('SIGXFSZ', fsize)).toBe('file_size_limit');
-    expect(limitReason('SIGXFSZ', cpu)).toBeUndefined();
-    expect(limitReason('SIGKILL', cpu)).toBeUndefined();
-    expect(limitReason(null, cpu)).toBeUndefined();
+    const signal = (name: string) => ({ signal: name, exitCode: null });
+    const code = (n: number) => ({ signal: null, exitCode: n });
+    expect(limitReason(signal('SIGXCPU'), cpu)).toBe('cpu_limit');
+    expect(limitReason(code(128 + 24), cpu)).toBe('cpu_limit');
+    expect(limitReason(signal('SIGXFSZ'), fsize)).toBe('file_size_limit');
+    expect(limitReason(code(128 + 25), fsize)).toBe('file_size_limit');
+    expect(limitReason(signal('SIGXFSZ'), cpu)).toBeUndefined();
+    expect(limitReason(code(128 + 25), cpu)).toBeUndefined();
+    expect(limitReason(signal('SIGKILL'), cpu)).toBeUndefined();
+    expect(limitReason(code(1), cpu)).toBeUndefined();
   });
 });
