@@ -18,12 +18,13 @@ let d: TestDaemon;
 let c: TestClient;
 let scopes: Scopes;
 const ELEVATED = 'sbx-elevated';
+const ASK = 'sbx-ask';
 
 describe.skipIf(SKIP_SANDBOX)('sandbox.mode workspace-write', () => {
   sharedDaemon(
     {
       env: { PROCCTL_KILL_GRACE_MS: '1000' },
-      config: { sandbox: { mode: 'workspace-write', writable: [extra] }, scopes: { [ELEVATED]: { elevated: 'allow' } } },
+      config: { sandbox: { mode: 'workspace-write', writable: [extra] }, scopes: { [ELEVATED]: { elevated: 'allow' }, [ASK]: { elevated: 'ask' } } },
     },
     (x) => ({ d, c, scopes } = x),
   );
@@ -146,6 +147,19 @@ describe.skipIf(SKIP_SANDBOX)('sandbox.mode workspace-write', () => {
     expect(r.output).toContain('wrote');
     expect(r.output).toContain('daemon-visible');
     expect(existsSync(mark)).toBe(true);
+  });
+
+  it('elevated where the scope asks: approved, it runs outside the sandbox; the same command unelevated stays inside', async () => {
+    const s = new Scoped(c, ASK);
+    const probe = `kill -0 ${d.proc.pid} 2>/dev/null && echo on-host || echo in-sandbox`;
+    const asked = await s.exec({ command: probe, elevated: true, yieldMs: 30_000 });
+    expect(asked.status).toBe('approval_required');
+    const answered = await s.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: true } });
+    scopes.track(answered.pid);
+    const { output } = answered.status === 'running' ? await s.pollUntilEnded(asked.sessionId) : answered;
+    expect(output).toBe('on-host\n');
+    const plain = await run(s, probe);
+    expect(plain.output).toBe('in-sandbox\n');
   });
 
   it('elevated is still refused where the scope denies it', async () => {
