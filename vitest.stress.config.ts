@@ -6,8 +6,9 @@ export default defineConfig({
   test: {
     include: ['test/stress/**/*.stress.ts'],
     setupFiles: ['test/setup.ts'],
-    testTimeout: 120_000,
-    hookTimeout: 60_000,
+    // Deadlines, not expectations: they leave room for a machine loaded several times over.
+    testTimeout: 300_000,
+    hookTimeout: 180_000,
     pool: 'forks',
     // One file at a time: each loads both cores on its own, and the latency figures stay its own.
     fileParallelism: false,
