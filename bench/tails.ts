@@ -51,6 +51,10 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   const idleMs = opts.quick ? 2000 : 5000;
   const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2) });
   const client = await daemon.client();
+  // A control: a fresh daemon holding nothing, asked daemon.status between the polls. Its tail is
+  // what the machine and the transport alone add (on a loaded machine, most of the tail).
+  const control = await BenchDaemon.start();
+  const controlClient = await control.client();
   // Without the object counts: those are full garbage collections, which would clean the heap before each round.
   const diag = async (): Promise<LoopDelay | null> => (await client.call('daemon.diagnostics', { objects: false })).eventLoopDelay;
   opts.log(
@@ -59,7 +63,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   );
   const pids = new Set<number>();
   const polled: string[] = [];
-  type Round = { page: number[]; all: number[]; poll: number[]; status: number[]; busy: LoopDelay; idle: LoopDelay; idleCpu: number; idleLoopCpu: number; load: string };
+  type Round = { page: number[]; all: number[]; poll: number[]; status: number[]; control: number[]; busy: LoopDelay; idle: LoopDelay; idleCpu: number; idleLoopCpu: number; load: string };
   const rounds: Round[] = [];
   let warm = { ms: 0, rssBeforeKb: 0, rssAfterKb: 0, captureGrowthKb: 0, captureAfterKb: 0 };
   let rssHeldKb = 0;
@@ -76,7 +80,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
     opts.log(`  holding ${ids.length} sessions (${waiting} waiting for input); RSS ${mb(rssHeldKb)} MB`);
 
     for (let r = 0; r < opts.rounds; r++) {
-      const s = { page: [] as number[], all: [] as number[], poll: [] as number[], status: [] as number[], load: machine().loadavg };
+      const s = { page: [] as number[], all: [] as number[], poll: [] as number[], status: [] as number[], control: [] as number[], load: machine().loadavg };
       for (let i = 0; i < 20; i++) await client.call('process', { action: 'list', limit: PAGE });
       await diag();
       mark(opts, `round ${r + 1} list (limit ${PAGE})`);
@@ -99,6 +103,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
         if (t.result.status !== 'running' && t.result.status !== 'waiting_input') throw new Error(`poll answered ${JSON.stringify(t.result).slice(0, 200)}`);
         s.poll.push(t.receivedMs);
         s.status.push((await client.timed('daemon.status')).receivedMs);
+        s.control.push((await controlClient.timed('daemon.status')).receivedMs);
       }
       mark(opts, `round ${r + 1} idle`);
       const busy = (await diag())!;
@@ -113,14 +118,15 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       rounds.push({ ...s, busy, idle, idleCpu, idleLoopCpu });
       opts.log(
         `  round ${r + 1} (load ${s.load}): list ${PAGE} p50 ${round(median(s.page), 2)} / p99 ${round(p99(s.page), 2)} ms, list all p50 ${round(median(s.all), 2)} / p99 ${round(p99(s.all), 2)} ms, ` +
-          `poll p50 ${round(median(s.poll), 3)} / p99 ${round(p99(s.poll), 3)} ms, status p99 ${round(p99(s.status), 3)} ms; ` +
+          `poll p50 ${round(median(s.poll), 3)} / p99 ${round(p99(s.poll), 3)} ms, status p99 ${round(p99(s.status), 3)} ms (a daemon holding nothing: ${round(p99(s.control), 3)} ms); ` +
           `loop delay under requests p99 ${busy.p99} / max ${busy.max} ms, idle p99 ${idle.p99} / max ${idle.max} ms (CPU ${round(idleCpu, 1)}%, main thread ${round(idleLoopCpu, 1)}%)`,
       );
     }
     await client.call('process', { action: 'kill', all: true });
   } finally {
     client.close();
-    await daemon.stop();
+    controlClient.close();
+    await Promise.all([daemon.stop(), control.stop()]);
     const survivors = [...pids].filter(alive).concat(liveProcesses({ pgrps: pids }).map((p) => p.pid));
     for (const pid of new Set(survivors)) {
       try {
@@ -173,7 +179,15 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       value: median(per((r) => p99(r.status))),
       unit: 'ms',
       rounds: per((r) => p99(r.status)),
-      detail: `median ${round(median(rounds.map((r) => median(r.status))), 3)} ms; each poll is followed by one: what the socket, the client and the machine's scheduling add to any request`,
+      detail: `median ${round(median(rounds.map((r) => median(r.status))), 3)} ms; each poll is followed by one`,
+    },
+    {
+      bench: 'tails',
+      name: 'daemon.status p99 of a daemon holding nothing (control)',
+      value: median(per((r) => p99(r.control))),
+      unit: 'ms',
+      rounds: per((r) => p99(r.control)),
+      detail: `median ${round(median(rounds.map((r) => median(r.control))), 3)} ms; a fresh daemon in the same run, asked after each poll: what the machine, the socket and the client add to any request`,
     },
     {
       bench: 'tails',
