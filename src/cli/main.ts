@@ -1,32 +1,12 @@
 import { Command, CommanderError, Option } from 'commander';
 import { packageVersion } from '../daemon/version.js';
-import { registerAttach } from './commands/attach.js';
-import { registerCheckpoint } from './commands/checkpoint.js';
-import { registerClear } from './commands/clear.js';
-import { registerDaemon } from './commands/daemon.js';
-import { registerDialStdio } from './commands/dial-stdio.js';
-import { registerEvents } from './commands/events.js';
-import { registerExec } from './commands/exec.js';
-import { registerKill } from './commands/kill.js';
-import { registerLog } from './commands/log.js';
-import { registerPaste } from './commands/paste.js';
-import { registerPoll } from './commands/poll.js';
-import { registerPs } from './commands/ps.js';
-import { registerResume } from './commands/resume.js';
-import { registerRm } from './commands/rm.js';
-import { registerSendKeys } from './commands/send-keys.js';
-import { registerSignal } from './commands/signal.js';
-import { registerStatus } from './commands/status.js';
-import { registerSubmit } from './commands/submit.js';
-import { registerTool } from './commands/tool.js';
-import { registerTools } from './commands/tools.js';
-import { registerWrite } from './commands/write.js';
-import { EXIT } from './context.js';
 import { hostOption } from '../remote/option.js';
+import { COMMANDS } from './commands/index.js';
+import { EXIT } from './context.js';
 
-/** The `procctl` program: global options, one subcommand per file under commands/. */
-export function buildProgram(): Command {
-  const program = new Command('procctl')
+/** The `procctl` program with its global options and no commands yet. */
+function programWithGlobals(): Command {
+  return new Command('procctl')
     .description('Run and manage shell commands through the procctld daemon.')
     .version(packageVersion(), '-V, --version')
     .addOption(new Option('--socket <path>', 'the daemon socket (default: $PROCCTL_SOCKET, then $XDG_RUNTIME_DIR/procctl/procctl.sock, then <tmpdir>/procctl-<uid>/procctl.sock)'))
@@ -43,31 +23,38 @@ export function buildProgram(): Command {
       '\nExit status: 0 success; 1 a failed command or session, or an error from the daemon; 2 a usage error;\n' +
         '3 the daemon cannot be reached.',
     );
-  const commands = [
-    registerExec,
-    registerPs,
-    registerPoll,
-    registerLog,
-    registerWrite,
-    registerSendKeys,
-    registerPaste,
-    registerSubmit,
-    registerResume,
-    registerAttach,
-    registerSignal,
-    registerKill,
-    registerClear,
-    registerRm,
-    registerEvents,
-    registerCheckpoint,
-    registerTool,
-    registerTools,
-    registerStatus,
-    registerDaemon,
-    registerDialStdio,
-  ];
-  for (const register of commands) {
-    register(program);
+}
+
+/**
+ * The command `argv` runs: its first word that is neither a global option nor an option's value
+ * (`procctl --socket S ps` → `ps`); for `procctl help ps`, `ps`. undefined when there is none.
+ */
+export function commandWord(program: Command, argv: readonly string[]): string | undefined {
+  const withValue = new Set(program.options.filter((o) => o.required || o.optional).flatMap((o) => [o.long, o.short]));
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i];
+    if (word === '--') return undefined;
+    if (!word.startsWith('-') || word === '-') return word === 'help' ? argv[i + 1] : word;
+    if (withValue.has(word)) i++;
+  }
+  return undefined;
+}
+
+/**
+ * The `procctl` program, one subcommand per file under commands/. Only the command `argv` runs is
+ * loaded, alone; without one (help, a typo), every command is there by name and summary, for the
+ * list and for suggestions. Without `argv`, every command is loaded.
+ */
+export async function buildProgram(argv?: readonly string[]): Promise<Command> {
+  const program = programWithGlobals();
+  const wanted = argv === undefined ? undefined : COMMANDS.find((c) => c.name === commandWord(program, argv));
+  if (wanted) {
+    (await wanted.load())(program);
+    return program;
+  }
+  for (const entry of COMMANDS) {
+    if (argv === undefined) (await entry.load())(program);
+    else program.command(entry.name).summary(entry.summary);
   }
   return program;
 }
@@ -79,7 +66,7 @@ export async function runCli(argv: string[]): Promise<void> {
     if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
     throw err;
   });
-  const program = buildProgram();
+  const program = await buildProgram(argv);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {

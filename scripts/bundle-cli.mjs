@@ -1,0 +1,150 @@
+#!/usr/bin/env node
+// The one-file CLI: bundles the compiled CLI (dist/src/cli/main.js and the commands it loads)
+// into dist/src/cli/procctl.cjs with a V8 code cache beside it (procctl.cjs.cache), so that
+// `procctl ps` reads two files instead of some sixty modules and compiles almost nothing: most
+// of what a Node CLI costs over `node -e 0` is finding, reading and compiling modules.
+// bin/procctl runs it when it is newer than the compiled sources, else those. `npm run build`
+// runs this after tsc. docs/benchmarks.md ("CLI start-up") has the figures behind each choice.
+//
+// What a command loads with import() beyond its own file (the daemon, the MCP SDK, ssh) stays
+// outside, loaded from dist/ when that command runs; the build fails if zod, pino or the MCP SDK
+// end up inside, since every command would then pay for them at start-up.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli');
+const ENTRY = join(CLI, 'main.js');
+export const BUNDLE = join(CLI, 'procctl.cjs');
+const FORBIDDEN = [/node_modules\/zod\//, /node_modules\/pino\//, /node_modules\/@modelcontextprotocol\//];
+
+/**
+ * import() from anywhere but the command table stays a separate module, named from the bundle's
+ * folder. Such imports go through `__procctlImport`, which bin/procctl passes in: a script
+ * compiled with a code cache loses node's own import() callback (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
+ */
+const outside = new Set();
+const lazyOutside = {
+  name: 'lazy-outside',
+  setup(b) {
+    b.onResolve({ filter: /^\./, namespace: 'file' }, (args) => {
+      if (args.kind !== 'dynamic-import' || args.importer === join(CLI, 'commands', 'index.js')) return undefined;
+      const path = relative(CLI, resolve(dirname(args.importer), args.path));
+      const spec = path.startsWith('.') ? path : `./${path}`;
+      outside.add(spec);
+      return { path: spec, external: true };
+    });
+  },
+};
+
+/** The bundle's text with each outside import() calling `__procctlImport`; every one must be found. */
+function routeOutsideImports(text) {
+  let routed = text;
+  for (const spec of outside) {
+    const call = `import(${JSON.stringify(spec)})`;
+    if (!routed.includes(call)) throw new Error(`bundle-cli: cannot find ${call} in the bundle`);
+    routed = routed.replaceAll(call, `__procctlImport(${JSON.stringify(spec)})`);
+  }
+  if (/\bimport\(/.test(routed.replaceAll('__procctlImport(', ''))) throw new Error('bundle-cli: an import() is left in the bundle');
+  return routed;
+}
+
+/**
+ * Two of the libraries load more than the CLI uses, at every start: json-rpc-2.0's index loads its
+ * server half too, and commander loads child_process (with dgram) for subcommands run as separate
+ * executables, which procctl has none of. The bundle takes the client half alone, and gives
+ * commander a child_process that loads the real one on first use.
+ */
+const leaner = {
+  name: 'leaner',
+  setup(b) {
+    b.onResolve({ filter: /^json-rpc-2\.0$/ }, () => ({ path: 'json-rpc-2.0', namespace: 'leaner' }));
+    b.onResolve({ filter: /^node:child_process$/ }, (args) =>
+      args.importer.includes('/node_modules/commander/') ? { path: 'child_process', namespace: 'leaner' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'leaner' }, (args) =>
+      args.path === 'json-rpc-2.0'
+        ? {
+            contents: "export { JSONRPCClient } from 'json-rpc-2.0/dist/client.js';\nexport { JSONRPCErrorException } from 'json-rpc-2.0/dist/models.js';\n",
+            resolveDir: ROOT,
+          }
+        : { contents: "module.exports = { spawn: (...args) => require('node:child_process').spawn(...args) };\n", loader: 'js' },
+    );
+  },
+};
+
+/** Write a file aside and rename it into place, so a CLI starting meanwhile never reads half of it. */
+function replace(file, contents) {
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, contents);
+  renameSync(tmp, file);
+}
+
+/**
+ * The code cache: bin/procctl run once as `procctl ps --json` against a stand-in daemon that
+ * answers every request with an empty list, so the cache holds what that path compiles.
+ */
+async function writeCodeCache() {
+  const dir = mkdtempSync(join(tmpdir(), 'procctl-bundle-'));
+  const socket = join(dir, 'stand-in.sock');
+  const server = createServer((conn) => {
+    let buffered = '';
+    conn.setEncoding('utf8').on('data', (chunk) => {
+      buffered += chunk;
+      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+        const { id } = JSON.parse(buffered.slice(0, nl));
+        buffered = buffered.slice(nl + 1);
+        conn.write(`${JSON.stringify({ jsonrpc: '2.0', id, result: { sessions: [], total: 0, offset: 0, text: 'No sessions.' } })}\n`);
+      }
+    });
+  });
+  await new Promise((ok) => server.listen(socket, ok));
+  try {
+    const child = spawn(process.execPath, [join(ROOT, 'bin', 'procctl'), '--socket', socket, 'ps', '--json'], {
+      env: { ...process.env, PROCCTL_WRITE_CODE_CACHE: '1' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const code = await new Promise((ok) => child.on('exit', ok));
+    if (code !== 0) throw new Error(`bundle-cli: the bundled \`procctl ps --json\` exited ${code}`);
+  } finally {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const result = await build({
+  entryPoints: [ENTRY],
+  bundle: true,
+  write: false,
+  metafile: true,
+  platform: 'node',
+  // CommonJS, so bin/procctl can compile it with a code cache (node:vm), which ES modules lack.
+  format: 'cjs',
+  target: 'node20',
+  outfile: BUNDLE,
+  // The optional native modules are loaded with require() where they are used.
+  external: ['@lydell/node-pty', 'unix-dgram'],
+  plugins: [lazyOutside, leaner],
+  // The bundle sits where main.js does, so a URL relative to a module (package.json) means the same.
+  banner: { js: "const __procctlUrl = require('node:url').pathToFileURL(__filename).href;" },
+  define: { 'import.meta.url': '__procctlUrl', 'import.meta.dirname': '__dirname' },
+  legalComments: 'none',
+  logLevel: 'warning',
+});
+
+const inside = Object.keys(result.metafile.inputs);
+const heavy = inside.filter((f) => FORBIDDEN.some((re) => re.test(f)));
+if (heavy.length) {
+  process.stderr.write(`bundle-cli: these would load with every command; reach them with import() where they are needed:\n  ${heavy.join('\n  ')}\n`);
+  process.exit(1);
+}
+const text = routeOutsideImports(result.outputFiles[0].text);
+rmSync(`${BUNDLE}.cache`, { force: true });
+replace(BUNDLE, text);
+await writeCodeCache();
+process.stdout.write(`bundled ${inside.length} modules into ${relative(ROOT, BUNDLE)} (${Math.round(text.length / 1024)} KiB) with its code cache\n`);
