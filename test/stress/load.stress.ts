@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -244,6 +244,13 @@ async function runClient(i: number): Promise<void> {
   client.close();
 }
 
+/** CPU time (user + system) a process has used, in ms, from /proc/<pid>/stat. */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
 function summary(ms: number[]) {
   const sorted = [...ms].sort((a, b) => a - b);
   const round = (x: number) => Math.round(x * 100) / 100;
@@ -253,8 +260,12 @@ function summary(ms: number[]) {
 describe('load', () => {
   it(`${CLIENTS} clients × ${REQUESTS} mixed requests: every answer exact, the registry empty at the end`, async () => {
     const t = performance.now();
+    const cpu0 = { daemon: cpuMs(d.proc.pid!), clients: process.cpuUsage() };
     await Promise.all(Array.from({ length: CLIENTS }, (_, i) => runClient(i)));
     const wallMs = performance.now() - t;
+    const clientsCpu = process.cpuUsage(cpu0.clients);
+    // Who was busy: with every client keeping one request out, latency is mostly waiting in line.
+    const cpu = { daemonMs: Math.round(cpuMs(d.proc.pid!) - cpu0.daemon), clientsMs: Math.round((clientsCpu.user + clientsCpu.system) / 1000) };
     const status = await c.call('daemon.status');
     expect(status.sessions).toEqual({ running: 0, finished: 0 });
 
@@ -270,6 +281,7 @@ describe('load', () => {
       requests: all.length,
       wallMs: Math.round(wallMs),
       requestsPerSecond: Math.round((all.length / wallMs) * 1000),
+      cpu,
       latencyMs: {
         all: summary(all),
         cheap: summary(cheap),
@@ -278,7 +290,8 @@ describe('load', () => {
     };
     mkdirSync(join(ROOT, '.vitest-tmp'), { recursive: true });
     writeFileSync(join(ROOT, '.vitest-tmp', 'stress-latency.json'), `${JSON.stringify(report, null, 2)}\n`);
-    console.log(`load: ${report.requests} requests in ${report.wallMs} ms (${report.requestsPerSecond}/s) on ${report.cpus} cores`);
+    console.log(`load: ${report.requests} requests in ${report.wallMs} ms (${report.requestsPerSecond}/s) on ${report.cpus} cores, load average ${report.loadavg.map((x) => x.toFixed(1)).join(' ')}`);
+    console.log(`load: CPU used meanwhile: daemon ${cpu.daemonMs} ms, the 50 clients (one process) ${cpu.clientsMs} ms`);
     console.log(`load latency (ms): all p50 ${report.latencyMs.all.p50} p99 ${report.latencyMs.all.p99}; poll/log/list/status/write/clear p50 ${report.latencyMs.cheap.p50} p99 ${report.latencyMs.cheap.p99}`);
     for (const [op, v] of Object.entries(report.latencyMs.byRequest)) console.log(`  ${op.padEnd(9)} n=${String(v.count).padStart(6)}  p50 ${v.p50}  p99 ${v.p99}  max ${v.max}`);
     console.log('load: figures written to .vitest-tmp/stress-latency.json');
