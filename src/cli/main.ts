@@ -8,7 +8,6 @@ import { EXIT } from './context.js';
 function programWithGlobals(): Command {
   return new Command('procctl')
     .description('Run and manage shell commands through the procctld daemon.')
-    .version(packageVersion(), '-V, --version')
     .addOption(new Option('--socket <path>', 'the daemon socket (default: $PROCCTL_SOCKET, then $XDG_RUNTIME_DIR/procctl/procctl.sock, then <tmpdir>/procctl-<uid>/procctl.sock)'))
     .addOption(hostOption())
     .addOption(new Option('--scope <name>', 'the scope to act in (default "default")').env('PROCCTL_SCOPE'))
@@ -48,6 +47,8 @@ export function commandWord(program: Command, argv: readonly string[]): string |
 export async function buildProgram(argv?: readonly string[]): Promise<Command> {
   const program = programWithGlobals();
   const wanted = argv === undefined ? undefined : COMMANDS.find((c) => c.name === commandWord(program, argv));
+  // package.json is read for --version and help only.
+  if (!wanted || argv!.includes('-V') || argv!.includes('--version')) program.version(packageVersion(), '-V, --version');
   if (wanted) {
     (await wanted.load())(program);
     return program;
