@@ -35,6 +35,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   // Approval rules that match nothing cost nothing.
   approvals,
   cli: (o) => import('./cli.js').then((m) => m.cliStartup(o)),
+  sandbox: (o) => import('./sandbox.js').then((m) => m.sandboxCost(o)),
 };
 
 const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree,tails,approvals] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;

@@ -21,3 +21,12 @@ export function fdTarget(pid: number, fd: number): string | undefined {
     return undefined;
   }
 }
+
+/** The children of a single-threaded process (its main thread's), or [] when it is gone. */
+export function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'latin1').split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}

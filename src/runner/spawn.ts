@@ -4,6 +4,7 @@ import { planLaunch, type LaunchPlan } from '../sandbox/plan.js';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
 import { launchPipes, launchPty, type LaunchHooks, type Launched } from './launch.js';
+import { SandboxInit } from './namespace.js';
 import { signalName } from './native.js';
 import { shellArgs } from './shell.js';
 import { stopSession } from './stop.js';
@@ -43,6 +44,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   let launched: Launched | undefined;
 
   let plan: LaunchPlan | undefined;
+  let init: SandboxInit | undefined;
   let finished = false;
   const finish = (error?: string) => {
     if (finished) return;
@@ -50,6 +52,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearTimeout(drainTimer);
     clearTimeout(timeoutTimer);
     launched?.release();
+    init?.release();
     const end = { exitCode: exited?.code ?? null, signal: exited?.signal ?? null };
     session.finish({ ...end, error, reason: plan && limitReason(end, plan.limits) });
     if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
@@ -67,7 +70,9 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     },
     exit: (code, signal) => {
       exited = plan?.sandboxed ? jobStatus(code, signal) : { code, signal };
-      void reapLeftovers(session, launched?.pid, opts.killGraceMs, plan?.sandboxed ?? false).then(() => {
+      const reap = () => reapLeftovers(session, launched?.pid, opts.killGraceMs, plan?.sandboxed ?? false);
+      // In a sandbox, its init says at once whether anything of the job is left.
+      void (init?.gone() ? Promise.resolve() : reap()).then(() => {
         groupGone = true;
         if (outputClosed) return maybeFinish();
         // Only a process that escaped the group can still hold the output open: stop waiting.
@@ -101,6 +106,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   }
   launched ??= launchPipes(spec, hooks);
   session.pid = launched.pid;
+  if (plan.sandboxed && launched.pid !== undefined) init = new SandboxInit(launched.pid);
   session.input = launched.input;
   session.stdinId = launched.stdinId;
   if (session.pty && session.stdinMode === 'null') {

@@ -1,0 +1,136 @@
+import { spawn } from 'node:child_process';
+import type { BenchOptions } from './main.js';
+import type { BenchClient } from './lib/client.js';
+import { BenchDaemon } from './lib/daemon.js';
+import type { Metric } from './lib/report.js';
+import { daemonShell } from './lib/shell.js';
+import { median, now, p99, round } from './lib/stats.js';
+import { bwrapOptions } from '../src/sandbox/bwrap.js';
+import { which } from '../src/sandbox/host.js';
+
+/**
+ * The cost of the sandbox (SPEC §12): a foreground `exec` of `true` on a sandboxed daemon
+ * (workspace-write, no network) against the same on an unsandboxed one, and against running
+ * `bwrap <the same options> -- true` by hand from this process. Iterations alternate them, so
+ * load on a shared machine hits them alike. The sandbox should add no more than bwrap's own
+ * start-up: (sandboxed - unsandboxed) against (bwrap running the daemon's shell by hand - that
+ * shell by hand), the same command with and without bwrap around it.
+ */
+export async function sandboxCost(opts: BenchOptions): Promise<Metric[]> {
+  const bwrap = which('bwrap', process.env.PATH);
+  const env = which('env', process.env.PATH) ?? '/usr/bin/env';
+  if (!bwrap) throw new Error('bwrap is not installed (Debian: apt-get install -y bubblewrap); the sandbox bench needs it');
+  const iterations = opts.quick ? 30 : 150;
+  const warmup = opts.quick ? 5 : 20;
+  const plain = await BenchDaemon.start();
+  const boxed = await BenchDaemon.start({}, { sandbox: { mode: 'workspace-write' } });
+  const { shell, args } = daemonShell(plain.env, 'true');
+  const workdir = process.cwd();
+  const options = bwrapOptions({ mode: 'workspace-write', network: false, workdir, scratch: boxed.dir, socket: undefined, writable: [], asRoot: process.getuid?.() === 0 });
+  opts.log(`sandbox: exec of true, sandboxed vs unsandboxed daemon vs bwrap by hand; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up)`);
+  const a = await plain.client();
+  const b = await boxed.client();
+  const rounds: { plain: number[]; boxed: number[]; bwrap: number[]; bwrapShell: number[]; asDaemon: number[]; shell: number[] }[] = [];
+  try {
+    for (let r = 0; r < opts.rounds; r++) {
+      const s = { plain: [] as number[], boxed: [] as number[], bwrap: [] as number[], bwrapShell: [] as number[], asDaemon: [] as number[], shell: [] as number[] };
+      for (let i = 0; i < warmup + iterations; i++) {
+        // Rotate the order each iteration so no one of them always runs first.
+        const runs: [keyof typeof s, () => Promise<number>][] = [
+          ['plain', () => exec(a)],
+          ['boxed', () => exec(b)],
+          ['bwrap', () => byHand(bwrap, [...options, '--', 'true'])],
+          ['bwrapShell', () => byHand(bwrap, [...options, '--', shell, ...args])],
+          // Exactly what a sandboxed session runs (the job gets its signals back through env).
+          ['asDaemon', () => byHand(bwrap, [...options, '--', env, '--default-signal', shell, ...args])],
+          ['shell', () => byHand(shell, args)],
+        ];
+        for (let k = 0; k < runs.length; k++) {
+          const [name, run] = runs[(i + k) % runs.length];
+          const ms = await run();
+          if (i >= warmup) s[name].push(ms);
+        }
+      }
+      rounds.push(s);
+      opts.log(
+        `  round ${r + 1}: sandboxed ${round(median(s.boxed), 2)} ms, unsandboxed ${round(median(s.plain), 2)} ms, ` +
+          `bwrap true by hand ${round(median(s.bwrap), 2)} ms, bwrap ${shell} by hand ${round(median(s.bwrapShell), 2)} ms, ${shell} by hand ${round(median(s.shell), 2)} ms`,
+      );
+    }
+  } finally {
+    a.close();
+    b.close();
+    await plain.stop();
+    await boxed.stop();
+  }
+
+  const med = (k: keyof (typeof rounds)[number]) => median(rounds.map((s) => median(s[k])));
+  const added = rounds.map((s) => median(s.boxed) - median(s.plain));
+  const bwrapOwn = rounds.map((s) => median(s.bwrapShell) - median(s.shell));
+  const ratio = rounds.map((_, i) => added[i] / bwrapOwn[i]);
+  // What the daemon adds around the same command, with the sandbox and without it.
+  const daemonBoxed = rounds.map((s) => median(s.boxed) - median(s.asDaemon));
+  const daemonPlain = rounds.map((s) => median(s.plain) - median(s.shell));
+  return [
+    {
+      bench: 'sandbox',
+      name: 'sandboxed exec of `true`, median',
+      value: med('boxed'),
+      unit: 'ms',
+      rounds: rounds.map((s) => round(median(s.boxed), 2)),
+      detail: `p99 ${round(median(rounds.map((s) => p99(s.boxed))), 2)} ms; workspace-write, no network`,
+    },
+    {
+      bench: 'sandbox',
+      name: 'unsandboxed exec of `true`, median',
+      value: med('plain'),
+      unit: 'ms',
+      rounds: rounds.map((s) => round(median(s.plain), 2)),
+    },
+    {
+      bench: 'sandbox',
+      name: '`bwrap <same options> true` by hand, median',
+      value: med('bwrap'),
+      unit: 'ms',
+      rounds: rounds.map((s) => round(median(s.bwrap), 2)),
+      detail: `bwrap running ${shell} -c true: ${round(med('bwrapShell'), 2)} ms; ${shell} alone: ${round(med('shell'), 2)} ms`,
+    },
+    {
+      bench: 'sandbox',
+      name: 'added by the sandbox / bwrap\'s own start-up',
+      value: median(ratio),
+      unit: 'x',
+      target: { op: '<=', value: 1.25 },
+      rounds: ratio.map((x) => round(x, 3)),
+      detail: `sandboxed - unsandboxed = ${round(median(added), 2)} ms; bwrap around the shell by hand - the shell by hand = ${round(median(bwrapOwn), 2)} ms; the rest is env giving the job its signals back (${round(med('asDaemon') - med('bwrapShell'), 2)} ms)`,
+    },
+    {
+      bench: 'sandbox',
+      name: 'daemon overhead per exec, sandboxed vs unsandboxed',
+      value: median(daemonBoxed) - median(daemonPlain),
+      unit: 'ms',
+      rounds: rounds.map((_, i) => round(daemonBoxed[i] - daemonPlain[i], 2)),
+      detail: `sandboxed exec - its exact command line by hand = ${round(median(daemonBoxed), 2)} ms; unsandboxed exec - the shell by hand = ${round(median(daemonPlain), 2)} ms`,
+    },
+  ];
+}
+
+async function exec(client: BenchClient): Promise<number> {
+  const t0 = now();
+  const result = await client.call('exec', { command: 'true' });
+  const ms = now() - t0;
+  if (result.status !== 'completed' || result.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(result).slice(0, 300)}`);
+  return ms;
+}
+
+/** Spawn and wait, in a process group of its own on pipes, as the daemon would. */
+function byHand(file: string, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = now();
+    const child = spawn(file, args, { detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stdout.resume();
+    child.stderr.resume();
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve(now() - t0) : reject(new Error(`${file} exited with ${code}`))));
+  });
+}
