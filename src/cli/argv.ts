@@ -3,16 +3,13 @@
  * are an argument vector, each quoted so the daemon's shell hands the command exactly those words.
  */
 
-/** Words every POSIX shell takes literally without quotes. */
-const PLAIN = /^[A-Za-z0-9_@%+=:,./-]+$/;
+import { shellWord } from '../tools/voice.js';
+
 /** Plain words the shell still reads as syntax when they come first. */
 const RESERVED = new Set(['case', 'coproc', 'do', 'done', 'elif', 'else', 'esac', 'fi', 'for', 'function', 'if', 'in', 'select', 'then', 'time', 'until', 'while']);
 
 /** One word quoted for a POSIX shell: single quotes, each `'` written as `'\''`. */
-export function shellQuote(word: string): string {
-  if (PLAIN.test(word)) return word;
-  return `'${word.replaceAll("'", `'\\''`)}'`;
-}
+export const shellQuote = shellWord;
 
 /**
  * The shell command line for the words after `--`. The first word of a vector is quoted whenever

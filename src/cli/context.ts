@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { DaemonClient, DaemonUnreachableError, RpcCallError } from '../rpc/client.js';
+import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
 import { START_HINT } from '../rpc/unreachable.js';
 
@@ -24,14 +24,37 @@ export function globalsOf(cmd: Command): GlobalOptions {
   return cmd.optsWithGlobals<GlobalOptions>();
 }
 
-/** Params for the scoped methods (exec, process, tool, subscribe): adds scope and token when given. */
-export function scoped(g: GlobalOptions, params: Record<string, unknown>): Record<string, unknown> {
-  return { ...params, ...(g.scope !== undefined ? { scope: g.scope } : {}), ...(g.token !== undefined ? { token: g.token } : {}) };
+/**
+ * Params for the scoped methods (exec, process, tool, subscribe): adds scope and token when given,
+ * and asks for texts whose hints name procctl commands (`procctl poll ID`) instead of tool calls.
+ */
+export function scoped(g: GlobalOptions, params: Record<string, unknown>, voice: 'cli' | 'rpc' = 'cli'): Record<string, unknown> {
+  return { ...params, voice, ...(g.scope !== undefined ? { scope: g.scope } : {}), ...(g.token !== undefined ? { token: g.token } : {}) };
+}
+
+/**
+ * Connect to the daemon of `--host`/`--socket`. A daemon from before `voice` (one still running
+ * after an upgrade, or another host's) refuses it as an unknown parameter: such a call is made
+ * again without it, and that daemon's texts name tool parameters.
+ */
+export async function connect(g: GlobalOptions, onNotification?: (n: Notification) => void): Promise<DaemonClient> {
+  const client = await DaemonClient.connect({ host: g.host, socket: g.socket, onNotification });
+  const call = client.call.bind(client);
+  client.call = async (method, params, ...rest) => {
+    try {
+      return await call(method, params, ...rest);
+    } catch (err) {
+      if (params?.voice === undefined || !(err instanceof RpcCallError) || err.code !== INVALID_PARAMS || (err.data?.path as unknown[] | undefined)?.[0] !== 'voice') throw err;
+      const { voice: _voice, ...without } = params;
+      return call(method, without, ...rest);
+    }
+  };
+  return client;
 }
 
 /** Connect, run `fn`, and always close the connection afterwards. */
 export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>): Promise<T> {
-  const client = await DaemonClient.connect({ host: g.host, socket: g.socket });
+  const client = await connect(g);
   try {
     return await fn(client);
   } finally {

@@ -1,5 +1,5 @@
-import { DaemonClient } from '../rpc/client.js';
-import { scoped, type GlobalOptions } from './context.js';
+import type { DaemonClient } from '../rpc/client.js';
+import { connect, scoped, type GlobalOptions } from './context.js';
 
 export type SessionEvent = Record<string, unknown>;
 
@@ -27,14 +27,10 @@ export class EventFeed {
   static async open(g: GlobalOptions, sessionId?: string): Promise<EventFeed> {
     let feed: EventFeed | undefined;
     const early: SessionEvent[] = [];
-    const client = await DaemonClient.connect({
-      host: g.host,
-      socket: g.socket,
-      onNotification: (n) => {
-        if (n.method !== 'event') return;
-        if (feed) feed.receive(n.params);
-        else early.push(n.params);
-      },
+    const client = await connect(g, (n) => {
+      if (n.method !== 'event') return;
+      if (feed) feed.receive(n.params);
+      else early.push(n.params);
     });
     try {
       const params = { ...(sessionId !== undefined ? { sessionId } : {}), events: FOLLOWED };

@@ -4,6 +4,7 @@ import { EventFeed, OutputCursor, type SessionEvent } from './feed.js';
 import { forwardSignals } from './remote.js';
 import { endNotice } from './render.js';
 import { askAtTerminal, type Question } from './terminal.js';
+import { cliVoice } from '../tools/voice.js';
 
 export interface ForegroundOptions {
   /** Leave it running and return after this many ms; without it, wait for the end. */
@@ -24,14 +25,16 @@ export function endFooter(e: SessionEvent): string {
   return `(${String(e.text ?? endNotice(e))})`;
 }
 
-/** Tell a person a session is still running and how to reach it. */
-export function stillRunning(r: Result): void {
+/** Tell a person a session is still running and how to reach it, in the same words as the daemon's texts. */
+export function stillRunning(r: Result, scope?: string): void {
+  const v = cliVoice(scope);
+  const id = String(r.sessionId);
   const prompt = r.interrupt ? ` and waiting for input (${r.interrupt.kind}): "${r.interrupt.reason}"` : '';
-  out(`Session ${r.sessionId} is still running (pid ${r.pid ?? '-'})${prompt}: ${r.name}`);
+  out(`Session ${id} is still running (pid ${r.pid ?? '-'})${prompt}: ${r.name}`);
+  const attach = r.pty && !r.warnings?.length ? ` or \`procctl attach ${id}\`` : '';
   note(
-    `Poll it with \`procctl poll ${r.sessionId}\`, follow it with \`procctl log ${r.sessionId} -f\`` +
-      `${r.pty && !r.warnings?.length ? ` or \`procctl attach ${r.sessionId}\`` : ''}, feed it with \`procctl write ${r.sessionId} DATA\`, ` +
-      `stop it with \`procctl kill ${r.sessionId}\`.`,
+    `Poll it with ${v.call({ action: 'poll', sessionId: id })}, follow it with \`procctl log ${id} -f\`${attach}, ` +
+      `feed it with ${v.call({ action: 'write', sessionId: id })}, stop it with ${v.call({ action: 'kill', sessionId: id })}.`,
   );
 }
 
@@ -160,7 +163,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
           if (g.json) printJson({ ...r, tail: output.slice(-2000) });
           else {
             endLines();
-            stillRunning({ ...r, pty: params.pty });
+            stillRunning({ ...r, pty: params.pty }, g.scope);
           }
           finish(EXIT.ok);
         }, o.yieldMs);

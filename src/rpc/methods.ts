@@ -11,6 +11,8 @@ import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { SCOPE_NAME } from '../config/schema.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import { sandboxStatus } from '../sandbox/host.js';
+import { voiceFor } from '../tools/voice.js';
+import { sessionIn } from '../tools/process/target.js';
 import type { Method, RequestContext } from './connection.js';
 
 const EVENT_TYPES: EventType[] = ['started', 'output', 'waiting_input', 'approval_required', 'checkpoint', 'exited'];
@@ -22,11 +24,12 @@ function sameToken(a: string, b: string): boolean {
 }
 
 /**
- * Take `scope` and `token` off the params and check them against the scope's policy; the rest
- * goes to the tool. A refusal is logged with who asked (the peer's pid and uid), never the token.
+ * Take `scope`, `token` and `voice` off the params and check scope and token against the scope's
+ * policy; the rest goes to the tool. A refusal is logged with who asked (the peer's pid and uid),
+ * never the token.
  */
 function scoped(d: Daemon, params: Record<string, unknown>, rc: RequestContext): { ctx: CallContext; rest: Record<string, unknown> } {
-  const { scope = 'default', token, ...rest } = params;
+  const { scope = 'default', token, voice: voiceName, ...rest } = params;
   if (typeof scope !== 'string' || (scope !== ALL_SCOPES && !SCOPE_NAME.test(scope))) {
     throw invalid('scope must be 1-128 letters, digits or _.:@- (or "*" with the adminToken)', { path: ['scope'], schema: true });
   }
@@ -35,7 +38,10 @@ function scoped(d: Daemon, params: Record<string, unknown>, rc: RequestContext):
     d.log.warn({ scope, peer: rc.connection.peer() }, `refused a request: ${auth.why}`);
     throw forbidden(auth.why);
   }
-  return { ctx: { scope, signal: rc.signal }, rest };
+  // Who reads the text: the CLI asks for its own words (`procctl poll ID`), everyone else gets the tools'.
+  const voice = voiceFor(voiceName, scope);
+  if (!voice) throw invalid('voice must be "rpc" or "cli"', { path: ['voice'], schema: true });
+  return { ctx: { scope, signal: rc.signal, voice }, rest };
 }
 
 let nextSubscription = 1;
@@ -65,7 +71,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
       return checkpointTool(d, ctx, rest);
     }
     // A job's own key stands in for its scope's token, for its own session only.
-    const { scope = 'default', token: _token, ...rest } = withoutKey;
+    const { scope = 'default', token: _token, voice: _voice, ...rest } = withoutKey;
     const session = typeof scope === 'string' && typeof rest.sessionId === 'string' ? d.registry.find(scope, rest.sessionId) : undefined;
     if (typeof checkpointKey !== 'string' || !session?.checkpointKey || !sameToken(checkpointKey, session.checkpointKey)) {
       throw forbidden('checkpointKey is not the key of that session: a job reports only its own progress, with $PROCCTL_CHECKPOINT_KEY');
@@ -80,7 +86,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     if (unknown) throw invalid(`invalid subscribe params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
     if (sessionId !== undefined) {
       if (typeof sessionId !== 'string') throw invalid('sessionId must be a string', { path: ['sessionId'], schema: true });
-      d.registry.get(ctx.scope, sessionId);
+      sessionIn(d, ctx, sessionId);
     }
     let types: Set<EventType> | undefined;
     if (events !== undefined) {

@@ -4,6 +4,7 @@ import type { Registry } from '../session/registry.js';
 import type { ScratchDirs } from '../runner/scratch.js';
 import type { Session } from '../session/session.js';
 import type { DiskHealth, DiskState } from '../session/disk.js';
+import type { Voice } from './voice.js';
 
 /** Where a session's durable files live (the daemon's state directory). */
 export interface SessionFiles {
@@ -43,8 +44,10 @@ export interface Daemon {
   closing: boolean;
 }
 
-/** One request: who asks, and a signal that aborts when the request is cancelled. */
+/** One request: who asks, a signal that aborts when the request is cancelled, and who reads its text. */
 export interface CallContext {
   scope: string;
   signal: AbortSignal;
+  /** How hints in texts name the next step (tools/voice.ts); the tools' own words when absent. */
+  voice?: Voice;
 }

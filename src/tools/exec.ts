@@ -18,6 +18,7 @@ import { gateExec } from './approval/gate.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
+import { RPC } from './voice.js';
 
 /** The longest a timer waits (2^31-1 ms, about 24 days): "until it ends". */
 const FOREVER_MS = 2 ** 31 - 1;
@@ -43,7 +44,8 @@ async function settleKey(d: Daemon, ctx: CallContext, p: ExecParams): Promise<Se
   const mode = p.ifRunning ?? 'replace';
   if (mode === 'keep') return current;
   if (mode === 'reject') {
-    throw conflict(`key "${p.key}" already has a running session ${current.id} (${current.name}); wait for it, kill it, or pass ifRunning:"replace"`, {
+    const v = ctx.voice ?? RPC;
+    throw conflict(`key "${p.key}" already has a running session ${current.id} (${current.name}); wait for it, kill it, or pass ${v.execOption('ifRunning', 'replace')}`, {
       sessionId: current.id,
     });
   }
@@ -139,7 +141,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     return kept ? { kept } : { started: startSession(d, ctx, p, cwd, approved) };
   };
   const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();
-  if (kept) return execResult(kept);
+  if (kept) return execResult(kept, [], ctx.voice);
   const { session, warnings } = started!;
 
   // A scope without background sessions waits for the end (or its timeout, or a question).
@@ -150,13 +152,13 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
-    if (!session.running) return answer(execResult(session, warnings));
+    if (!session.running) return answer(execResult(session, warnings, ctx.voice));
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
   session.backgrounded = true;
   // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
   d.record(session);
-  return answer(execResult(session, warnings));
+  return answer(execResult(session, warnings, ctx.voice));
 
   function answer<R extends { text: string }>(r: R): R {
     return foreground ? { ...r, text: `Warning: background sessions are disabled for scope "${ctx.scope}"; ran in the foreground.\n${r.text}` } : r;

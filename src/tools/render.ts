@@ -1,5 +1,6 @@
 import { interruptView } from '../interrupt/watcher.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, Session } from '../session/session.js';
+import { ANSWER, NUMBER, RPC, SECRET, type Voice } from './voice.js';
 
 export const RUNNING_TAIL_CHARS = 2000;
 export const LIST_TAIL_CHARS = 200;
@@ -23,8 +24,8 @@ function isoOf(owner: object, slot: number, ms: number | undefined): string | un
   return text;
 }
 
-/** One line saying how a finished session ended, in words a model or a person can act on. */
-export function endLine(s: Session): string {
+/** One line saying how a finished session ended, in words a model or a person (voice) can act on. */
+export function endLine(s: Session, v: Voice = RPC): string {
   if (s.status === 'denied') return deniedLine(s);
   const how = s.signal ? `signal ${s.signal}` : `code ${s.exitCode}`;
   switch (s.reason) {
@@ -45,7 +46,7 @@ export function endLine(s: Session): string {
     case 'timeout':
       return `Process timed out and was stopped (${s.stop?.signal}, then SIGKILL after the grace); exited with ${how}.`;
     case 'lost':
-      return 'Process was lost: the daemon stopped without stopping it (a crash or SIGKILL); what survived was terminated when the daemon came back. Output up to then is in process log.';
+      return `Process was lost: the daemon stopped without stopping it (a crash or SIGKILL); what survived was terminated when the daemon came back. Output up to then is in ${v.call({ action: 'log', sessionId: s.id })}.`;
     case 'user':
       return `Process was stopped by kill (${s.stop?.signal}); exited with ${how}.`;
     default:
@@ -121,29 +122,32 @@ function pastInterruptView(i: InterruptOutcome) {
   return { ...i, createdAt: iso(i.createdAt), endedAt: iso(i.endedAt) };
 }
 
-/** How to answer a pending interrupt, in words a model can act on. */
-export function interruptText(s: Session): string {
+/** How to answer a pending interrupt, in words a model or a person (voice) can act on. */
+export function interruptText(s: Session, v: Voice = RPC): string {
   const i = s.interrupt;
   if (!i) return '';
-  if (i.kind === 'approval') return approvalText(s, i);
+  if (i.kind === 'approval') return approvalText(s, i, v);
+  const resume = (input: { confirm: boolean } | { text: string } | { eof: true }) => v.call({ action: 'resume', sessionId: s.id, input });
   const how =
     i.kind === 'confirm'
-      ? 'input:{confirm:true} or input:{confirm:false}'
+      ? `${resume({ confirm: true })} or ${resume({ confirm: false })}`
       : i.kind === 'select'
-        ? `input:{text:"<number>"} (options: ${i.fields[0]?.options?.map((o) => `${o.value}) ${o.label}`).join(', ')})`
+        ? `${resume({ text: NUMBER })} (options: ${i.fields[0]?.options?.map((o) => `${o.value}) ${o.label}`).join(', ')})`
         : i.kind === 'secret'
-          ? 'input:{text:"<secret>"} (it is not echoed)'
-          : 'input:{text:"..."}';
-  return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with process {action:"resume", sessionId:"${s.id}", ${how}}, or input:{eof:true} to close its input. It expires at ${iso(i.expiresAt)}.`;
+          ? `${resume({ text: SECRET })} (it is not echoed)`
+          : resume({ text: ANSWER });
+  return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with ${how}, or ${resume({ eof: true })} to close its input. It expires at ${iso(i.expiresAt)}.`;
 }
 
 /** How to answer a pending approval: a person decides, once (SPEC §8). */
-function approvalText(s: Session, i: Interrupt): string {
-  return (
-    `Session ${s.id} has not started: it needs approval before it runs (${i.reason}). Ask the user to approve or refuse it. ` +
-    `It is answered once, with process {action:"resume", sessionId:"${s.id}", input:{confirm:true}} to run it or input:{confirm:false} to refuse it ` +
-    `(from a shell: procctl resume ${s.id} --yes or --no). Unanswered, it is denied at ${iso(i.expiresAt)}.`
-  );
+function approvalText(s: Session, i: Interrupt, v: Voice): string {
+  const yes = v.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
+  const no = v.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
+  const head = `Session ${s.id} has not started: it needs approval before it runs (${i.reason}).`;
+  const until = `Unanswered, it is denied at ${iso(i.expiresAt)}.`;
+  // A person at the command line is the one who decides; a model asks them.
+  if (v.name === 'cli') return `${head} Nothing has run yet. Approve it with ${yes}, refuse it with ${no}. ${until}`;
+  return `${head} Ask the user to approve or refuse it. It is answered once, with ${yes} to run it or ${no} to refuse it (from a shell: procctl resume ${s.id} --yes or --no). ${until}`;
 }
 
 export function checkpointView(c: Checkpoint | undefined) {
@@ -152,19 +156,20 @@ export function checkpointView(c: Checkpoint | undefined) {
 
 export type SessionRecord = ReturnType<typeof sessionRecord>;
 
-/** The result of an exec call for a session in whatever state it is in. */
-export function execResult(s: Session, warnings: string[] = []) {
+/** The result of an exec call for a session in whatever state it is in, its text in the reader's voice. */
+export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) {
   const base = { sessionId: s.id, name: s.name, ...(warnings.length ? { warnings } : {}) };
   const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
-  if (s.awaitingApproval) return { status: s.status, ...base, interrupt: interruptView(s.interrupt), text: warningText + interruptText(s) };
-  if (s.status === 'denied') return { status: s.status, ...base, reason: s.reason, text: warningText + endLine(s) };
+  if (s.awaitingApproval) return { status: s.status, ...base, interrupt: interruptView(s.interrupt), text: warningText + interruptText(s, v) };
+  if (s.status === 'denied') return { status: s.status, ...base, reason: s.reason, text: warningText + endLine(s, v) };
   if (s.running) {
     // Still going, or waiting for an answer: what it asks (or how to follow it), then its last output.
     const tail = s.output.tail(RUNNING_TAIL_CHARS);
     const what = s.interrupt
-      ? interruptText(s)
+      ? interruptText(s, v)
       : `Command still running (session ${s.id}, pid ${s.pid}). ` +
-        `Use process with sessionId "${s.id}": poll for new output, write to send input, kill to stop it.`;
+        `${v.call({ action: 'poll', sessionId: s.id })} for new output, ${v.call({ action: 'write', sessionId: s.id })} to send input, ` +
+        `${v.call({ action: 'kill', sessionId: s.id })} to stop it.`;
     return {
       status: s.status,
       ...base,
@@ -178,7 +183,7 @@ export function execResult(s: Session, warnings: string[] = []) {
   const output = s.output.text();
   const body = output.length ? output.replace(/\n$/, '') : '(no output)';
   let footer = '';
-  if (s.status === 'failed') footer = `\n\n(${endLine(s)})`;
+  if (s.status === 'failed') footer = `\n\n(${endLine(s, v)})`;
   else if (s.exitCode !== 0) footer = `\n\n(Command exited with code ${s.exitCode})`;
   return {
     status: s.status,

@@ -22,10 +22,10 @@ describe('approvals from the CLI', () => {
   it('exec of a command that needs approval: says so in CLI words, exits 1, and ps shows approval_required', async () => {
     const r = await run(['exec', '--', 'echo needs-ok']);
     expect(r.code).toBe(1);
-    const id = /Session (\S+) waits for approval before it runs: touches production/.exec(r.stdout)?.[1];
+    const id = /Session (\S+) has not started: it needs approval before it runs \(touches production\)/.exec(r.stdout)?.[1];
     expect(id, r.stdout).toBeDefined();
-    expect(r.stderr).toContain(`procctl resume ${id} --yes`);
-    expect(r.stderr).toContain(`procctl resume ${id} --no`);
+    expect(r.stdout).toContain(`procctl resume ${id} --yes`);
+    expect(r.stdout).toContain(`procctl resume ${id} --no`);
     expect(r.stdout + r.stderr).not.toContain('sessionId');
     const ps = await run(['ps']);
     expect(psRow(ps.stdout, id!)).toMatch(/approval_required\s+-\s/);

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { DaemonClient } from '../../rpc/client.js';
-import { act, EXIT, globalsOf, hasEnded, note, out, printJsonLine, scoped, type GlobalOptions } from '../context.js';
+import { act, connect, EXIT, globalsOf, hasEnded, note, out, printJsonLine, scoped, type GlobalOptions } from '../context.js';
 import { eventLine } from '../render.js';
 
 type Event = Record<string, unknown>;
@@ -16,19 +15,15 @@ async function streamEvents(g: GlobalOptions, follow: boolean): Promise<number> 
   let listed: Set<string> | undefined;
   let done: (() => void) | undefined;
   const idle = () => listed !== undefined && [...listed, ...started].every((id) => exited.has(id));
-  const client = await DaemonClient.connect({
-    host: g.host,
-    socket: g.socket,
-    onNotification: (n) => {
-      if (n.method !== 'event') return;
-      const { subscription: _sub, ...event } = n.params;
-      if (g.json) printJsonLine(event);
-      else out(eventLine(event));
-      const id = String(event.sessionId);
-      if (event.type === 'started') started.add(id);
-      if (event.type === 'exited') exited.add(id);
-      if (!follow && idle()) done?.();
-    },
+  const client = await connect(g, (n) => {
+    if (n.method !== 'event') return;
+    const { subscription: _sub, ...event } = n.params;
+    if (g.json) printJsonLine(event);
+    else out(eventLine(event));
+    const id = String(event.sessionId);
+    if (event.type === 'started') started.add(id);
+    if (event.type === 'exited') exited.add(id);
+    if (!follow && idle()) done?.();
   });
   try {
     await client.call('subscribe', scoped(g, {}));

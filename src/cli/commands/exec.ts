@@ -37,7 +37,7 @@ function execParams(words: string[], o: ExecOptions): Record<string, unknown> {
 }
 
 /** Print an exec result for a person: output to stdout, notes to stderr; returns the exit status. */
-export function showExecResult(r: Record<string, any>, pty: boolean): number {
+export function showExecResult(r: Record<string, any>, pty: boolean, scope?: string): number {
   for (const w of (r.warnings as string[] | undefined) ?? []) note(`procctl: warning: ${w}`);
   if (hasEnded(r.status) && typeof r.output === 'string') {
     const text = String(r.text ?? '').replace(/^(\[warning: .*\]\n)+/, '');
@@ -50,13 +50,11 @@ export function showExecResult(r: Record<string, any>, pty: boolean): number {
   }
   if (r.status === 'running' || r.status === 'waiting_input') {
     if (r.tail) out(r.tail);
-    stillRunning({ ...r, pty });
+    stillRunning({ ...r, pty }, scope);
     return EXIT.ok;
   }
   if (r.status === 'approval_required') {
-    const id = String(r.sessionId);
-    out(`Session ${id} waits for approval before it runs: ${String(r.interrupt?.reason ?? '')}`);
-    note(`Nothing has run yet. Approve it with \`procctl resume ${id} --yes\`, refuse it with \`procctl resume ${id} --no\`; unanswered, it is denied at ${String(r.interrupt?.expiresAt ?? '?')}.`);
+    out(String(r.text ?? ''));
     return EXIT.failed;
   }
   if (r.status === 'denied') {
@@ -104,7 +102,7 @@ export function registerExec(program: Command): void {
         const g = globalsOf(cmd);
         const params = execParams(words, o);
         const shown = (r: Record<string, any>) => {
-          if (!g.json) return showExecResult(r, Boolean(o.pty));
+          if (!g.json) return showExecResult(r, Boolean(o.pty), g.scope);
           printJson(r);
           return outcomeExit(r);
         };

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { DaemonClient } from '../../rpc/client.js';
-import { act, EXIT, globalsOf, hasEnded, note, outcomeExit, printJson, printJsonLine, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
+import { act, connect, EXIT, globalsOf, hasEnded, note, outcomeExit, printJson, printJsonLine, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
 import { wholeNumber } from '../options.js';
 import { aroundOutput, endNotice } from '../render.js';
 
@@ -32,14 +31,10 @@ function printLog(r: Record<string, unknown>): void {
 async function follow(g: GlobalOptions, id: string, o: LogOptions): Promise<number> {
   const early: Event[] = [];
   let deliver: ((e: Event) => void) | undefined;
-  const client = await DaemonClient.connect({
-    host: g.host,
-    socket: g.socket,
-    onNotification: (n) => {
-      if (n.method !== 'event') return;
-      if (deliver) deliver(n.params);
-      else early.push(n.params);
-    },
+  const client = await connect(g, (n) => {
+    if (n.method !== 'event') return;
+    if (deliver) deliver(n.params);
+    else early.push(n.params);
   });
   try {
     await client.call('subscribe', scoped(g, { sessionId: id, events: ['output', 'exited'] }));

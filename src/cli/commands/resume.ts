@@ -53,7 +53,7 @@ export function registerResume(program: Command): void {
           out(String(r.text ?? ''));
           return EXIT.ok;
         }
-        const code = showExecResult(r, false);
+        const code = showExecResult(r, false, g.scope);
         return started ? code : EXIT.ok;
       }),
     );

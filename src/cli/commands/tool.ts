@@ -36,7 +36,8 @@ export function registerTool(program: Command): void {
           throw new UsageError(`the tool call is not valid JSON: ${(err as Error).message}`);
         }
         if (typeof call !== 'object' || call === null || Array.isArray(call)) throw new UsageError('the tool call must be a JSON object such as {"tool":"exec","command":"ls"}');
-        const params = scoped(g, call as Record<string, unknown>);
+        // The text a model would get, hints in the tools' own words.
+        const params = scoped(g, call as Record<string, unknown>, 'rpc');
         const r = await withClient(g, (c) => c.call('tool', params));
         if (g.json) printJson(r);
         else out(String(r.text ?? JSON.stringify(r, null, 2)));

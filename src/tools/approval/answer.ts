@@ -6,6 +6,7 @@ import { execTool } from '../exec.js';
 import { forget } from '../process/forget.js';
 import { endLine, execResult, sessionRecord } from '../render.js';
 import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
+import { RPC, type Voice } from '../voice.js';
 
 /**
  * A process action on a session waiting for its approval (SPEC §8), which has no process yet:
@@ -14,6 +15,9 @@ import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.
  * `conflict`. undefined for `poll`, `log` and `list`, which answer as for any session.
  */
 export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session): Promise<unknown> | unknown {
+  const v = ctx.voice ?? RPC;
+  const yes = v.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
+  const no = v.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
   switch (p.action) {
     case 'poll':
     case 'log':
@@ -22,16 +26,16 @@ export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s
     case 'resume':
       return resumeApproval(d, ctx, p, s);
     case 'kill':
-      return withdraw(d, s, false);
+      return withdraw(d, s, false, v);
     case 'remove':
-      return withdraw(d, s, true);
+      return withdraw(d, s, true, v);
     case 'clear':
       throw notFound(
-        `session ${s.id} is waiting for its approval, and clear forgets only finished sessions; refuse it with resume (confirm false), or use remove`,
+        `session ${s.id} is waiting for its approval, and clear forgets only finished sessions; refuse it with ${no}, or remove it with ${v.call({ action: 'remove', sessionId: s.id })}`,
         { sessionId: s.id, pending: true },
       );
     default:
-      throw conflict(`session ${s.id} has not started: it waits for its approval (answer it with resume, input {confirm: true} or {confirm: false})`, {
+      throw conflict(`session ${s.id} has not started: it waits for its approval (answer it with ${yes} or ${no})`, {
         sessionId: s.id,
       });
   }
@@ -41,7 +45,9 @@ export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s
 async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
   const confirm = p.input?.confirm;
   if (confirm === undefined) {
-    throw invalid(`session ${s.id} waits for an approval, answered with input {confirm: true} (run it) or {confirm: false} (refuse it)`, {
+    const v = ctx.voice ?? RPC;
+    const answer = (yes: boolean) => v.call({ action: 'resume', sessionId: s.id, input: { confirm: yes } });
+    throw invalid(`session ${s.id} waits for an approval, answered with ${answer(true)} (run it) or ${answer(false)} (refuse it)`, {
       path: ['input'],
       schema: true,
     });
@@ -51,7 +57,7 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
   if (!confirm) {
     finishAnswer(d, s, false);
     endUnstarted(d, s, 'refused', 'answered');
-    return { ...execResult(s), interruptId: approval.id };
+    return { ...execResult(s, [], ctx.voice), interruptId: approval.id };
   }
   let started = false;
   try {
@@ -59,7 +65,7 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
     const pending = s.pendingExec!;
     const history = [...s.pastInterrupts, { id: approval.id, kind: approval.kind, reason: approval.reason, createdAt: approval.createdAt, endedAt: Date.now(), outcome: 'answered' as const }];
     // Exactly the exec that was asked for, in its own scope (whoever approves it), never asking the rules again.
-    const result = await execTool(d, { scope: s.scope, signal: ctx.signal }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history });
+    const result = await execTool(d, { scope: s.scope, signal: ctx.signal, voice: ctx.voice }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history });
     started = true;
     // ifRunning "keep" found a running session of the key: exec would have started nothing, so the request is gone.
     if (result.sessionId !== s.id && d.registry.find(s.scope, s.id) === s) forgetQuietly(d, s);
@@ -70,10 +76,10 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
 }
 
 /** kill or remove: the approval is withdrawn, nothing runs; remove also forgets the session. */
-function withdraw(d: Daemon, s: Session, andForget: boolean) {
+function withdraw(d: Daemon, s: Session, andForget: boolean, v: Voice) {
   if (isAnswering(s)) throw conflict(`session ${s.id} is being started after its approval; kill it once it runs`, { sessionId: s.id });
   endUnstarted(d, s, 'user', 'ended');
-  const record = { ...sessionRecord(s), text: endLine(s) };
+  const record = { ...sessionRecord(s), text: endLine(s, v) };
   if (!andForget) return record;
   try {
     forget(d, s);

@@ -23,7 +23,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
     d.registry.add(s);
     endUnstarted(d, s, 'rule', undefined, decision.rule.reason ?? `the command matches approval rule ${decision.rule.index}`);
     d.hold(s);
-    return execResult(s);
+    return execResult(s, [], ctx.voice);
   }
   const ask = decision?.action === 'ask' || elevatedAsks;
   if (!ask || keepsRunningSession(d, ctx, p)) return undefined;
@@ -34,7 +34,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
       : `elevated mode needs an approval in scope "${ctx.scope}" (scopes.${ctx.scope}.elevated is "ask")`;
   const s = unstartedSession(d, ctx, p, cwd);
   askApproval(d, s, p, why, decision?.action === 'ask' ? decision.rule.index : undefined);
-  return execResult(s);
+  return execResult(s, [], ctx.voice);
 }
 
 /** exec would start nothing: `ifRunning: "keep"` and a session of its key runs. Nothing to approve. */

@@ -5,6 +5,7 @@ import type { CallContext, Daemon } from '../context.js';
 import { sessionRecord } from '../render.js';
 import { target } from './target.js';
 import { stopAndRecord } from './kill.js';
+import { RPC } from '../voice.js';
 
 /**
  * Forget a finished session: its record and spool (first, all or nothing: if the record cannot be
@@ -22,7 +23,11 @@ export function forget(d: Daemon, s: Session): void {
 export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   if (s.running) {
-    throw notFound(`session ${s.id} is still running, and clear forgets only finished sessions; kill it first, or use remove`, { sessionId: s.id, running: true });
+    const v = ctx.voice ?? RPC;
+    throw notFound(
+      `session ${s.id} is still running, and clear forgets only finished sessions; kill it first (${v.call({ action: 'kill', sessionId: s.id })}), or remove it (${v.call({ action: 'remove', sessionId: s.id })})`,
+      { sessionId: s.id, running: true },
+    );
   }
   forget(d, s);
   return { ...sessionRecord(s), text: `Forgot session ${s.id}.` };
@@ -30,7 +35,7 @@ export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 
 export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  const record = await stopAndRecord(d, s, p);
+  const record = await stopAndRecord(d, s, p, ctx.voice);
   try {
     forget(d, s);
   } catch (err) {

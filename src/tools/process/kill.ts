@@ -4,6 +4,7 @@ import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { endLine, sessionRecord } from '../render.js';
 import { target } from './target.js';
+import type { Voice } from '../voice.js';
 
 function stopOptions(d: Daemon, p: ProcessParams): StopOptions {
   return {
@@ -14,24 +15,24 @@ function stopOptions(d: Daemon, p: ProcessParams): StopOptions {
   };
 }
 
-function finalRecord(s: Session, wasRunning: boolean) {
-  const text = wasRunning ? endLine(s) : `Session ${s.id} had already ended. ${endLine(s)}`;
+function finalRecord(s: Session, wasRunning: boolean, v?: Voice) {
+  const text = wasRunning ? endLine(s, v) : `Session ${s.id} had already ended. ${endLine(s, v)}`;
   return { ...sessionRecord(s), text };
 }
 
 /** Stop a session through the one stop path and answer with its final record. */
-export async function stopAndRecord(d: Daemon, s: Session, p: ProcessParams) {
+export async function stopAndRecord(d: Daemon, s: Session, p: ProcessParams, v?: Voice) {
   const wasRunning = s.running;
   await stopSession(s, stopOptions(d, p));
-  return finalRecord(s, wasRunning);
+  return finalRecord(s, wasRunning, v);
 }
 
 export async function killAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   if (p.all && !p.sessionId) {
     const running = d.registry.running(ctx.scope);
     await stopSessions(running, stopOptions(d, p));
-    const sessions = running.map((s) => finalRecord(s, true));
+    const sessions = running.map((s) => finalRecord(s, true, ctx.voice));
     return { sessions, text: sessions.length ? `Stopped ${sessions.length} session(s).` : 'No running sessions to stop.' };
   }
-  return stopAndRecord(d, target(d, ctx, p), p);
+  return stopAndRecord(d, target(d, ctx, p), p, ctx.voice);
 }

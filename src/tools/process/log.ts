@@ -2,6 +2,7 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import type { Spool } from '../../session/spool.js';
 import { target } from './target.js';
+import { RPC } from '../voice.js';
 
 export const DEFAULT_LOG_LINES = 200;
 
@@ -25,7 +26,7 @@ export function splitLines(text: string): string[] {
  * The four paging cases (SPEC §6): neither → last 200 lines (with a hint when there are more);
  * limit only → last L; offset only → O to the end; both → [O, O+L).
  */
-export function pageLines(all: string[], offset: number | undefined, limit: number | undefined): LogPage {
+export function pageLines(all: string[], offset: number | undefined, limit: number | undefined, paging = 'pass offset/limit to page'): LogPage {
   const total = all.length;
   let from: number;
   let to: number;
@@ -33,7 +34,7 @@ export function pageLines(all: string[], offset: number | undefined, limit: numb
   if (offset === undefined && limit === undefined) {
     from = Math.max(0, total - DEFAULT_LOG_LINES);
     to = total;
-    if (from > 0) hint = `[showing last ${DEFAULT_LOG_LINES} of ${total} lines; pass offset/limit to page]`;
+    if (from > 0) hint = `[showing last ${DEFAULT_LOG_LINES} of ${total} lines; ${paging}]`;
   } else if (offset === undefined) {
     from = Math.max(0, total - limit!);
     to = total;
@@ -65,7 +66,7 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const fromSpool =
     spool !== undefined && (s.reason === 'lost' || (s.output.droppedChars > 0 && spool.totalBytes - spool.droppedBytes > retained));
   const text = fromSpool ? spool.read() : s.output.text();
-  const page = pageLines(splitLines(text), p.offset, p.limit);
+  const page = pageLines(splitLines(text), p.offset, p.limit, (ctx.voice ?? RPC).paging(s.id));
   const output = page.lines.join('\n');
   const parts: string[] = [];
   if (fromSpool && spool.droppedBytes > 0) {

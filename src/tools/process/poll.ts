@@ -3,6 +3,7 @@ import type { CallContext, Daemon } from '../context.js';
 import { interruptView } from '../../interrupt/watcher.js';
 import { checkpointView, endLine, interruptText } from '../render.js';
 import { target } from './target.js';
+import { RPC } from '../voice.js';
 
 const MAX_WAIT_MS = 120_000;
 
@@ -14,6 +15,7 @@ function retryInMs(lastOutputAt: number | undefined, now: number): number {
 
 export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
+  const v = ctx.voice ?? RPC;
   const wait = Math.min(p.timeout ?? 0, MAX_WAIT_MS);
   if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
 
@@ -23,7 +25,7 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   const notes: string[] = [];
   for (const stream of ['stdout', 'stderr'] as const) {
     const n = drained.dropped[stream];
-    if (n > 0) notes.push(`[${n} characters of ${stream} were dropped before this poll: more arrived than the pending cap holds; process log has the newest retained output]`);
+    if (n > 0) notes.push(`[${n} characters of ${stream} were dropped before this poll: more arrived than the pending cap holds; ${v.call({ action: 'log', sessionId: s.id })} has the newest retained output]`);
   }
   const lines = [...notes];
   if (drained.text) lines.push(drained.text.replace(/\n$/, ''));
@@ -36,14 +38,14 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   }
   if (s.interrupt) {
     result.interrupt = interruptView(s.interrupt);
-    lines.push(interruptText(s));
+    lines.push(interruptText(s, v));
   } else if (s.running) {
     if (!drained.text) lines.push('(no new output)');
     result.retryInMs = retryInMs(s.output.lastOutputAt, Date.now());
-    lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s.`);
+    lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}.`);
   } else {
     Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });
-    lines.push(endLine(s));
+    lines.push(endLine(s, v));
   }
   result.text = lines.join('\n');
   return result;

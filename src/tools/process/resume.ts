@@ -2,15 +2,17 @@ import { conflict, invalid } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { target } from './target.js';
+import { RPC } from '../voice.js';
 
 /** Answer the pending interrupt once (SPEC §7): confirm → y/n, text, or eof. */
 export function resumeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
+  const poll = (ctx.voice ?? RPC).call({ action: 'poll', sessionId: s.id });
   const pending = s.interrupt;
   if (!pending) {
     const last = s.pastInterrupts[s.pastInterrupts.length - 1];
     const why = last ? ` (the last one was ${last.outcome})` : '';
-    throw conflict(`session ${s.id} has no pending interrupt${why}; poll it to see what it is doing`);
+    throw conflict(`session ${s.id} has no pending interrupt${why}; ${poll} shows what it is doing`);
   }
   const input = p.input;
   if (!input) throw invalid('resume needs input: {confirm: true|false}, {text: "..."} or {eof: true}', { path: ['input'], schema: true });
@@ -33,5 +35,5 @@ export function resumeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   }
   s.settleInterrupt('answered');
   s.wake();
-  return { status: s.status, sessionId: s.id, interruptId: pending.id, text: `Answered "${pending.reason}" with ${answer}; session ${s.id} runs on. Poll it for what comes next.` };
+  return { status: s.status, sessionId: s.id, interruptId: pending.id, text: `Answered "${pending.reason}" with ${answer}; session ${s.id} runs on. ${poll} shows what comes next.` };
 }

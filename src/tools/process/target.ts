@@ -1,9 +1,20 @@
-import { invalid } from '../../errors.js';
+import { invalid, notFound } from '../../errors.js';
+import { RPC } from '../voice.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 
 /** The session an action is about; `sessionId` is required by every action but list and kill-all. */
 export function target(d: Daemon, ctx: CallContext, p: ProcessParams) {
-  if (!p.sessionId) throw invalid(`process ${p.action} needs sessionId; list sessions with process {action:"list"}`, { path: ['sessionId'], schema: true });
-  return d.registry.get(ctx.scope, p.sessionId);
+  if (!p.sessionId) {
+    throw invalid(`process ${p.action} needs sessionId; list sessions with ${(ctx.voice ?? RPC).call({ action: 'list' })}`, { path: ['sessionId'], schema: true });
+  }
+  return sessionIn(d, ctx, p.sessionId);
+}
+
+/** The session `id` of the caller's scope; else `not_found`, saying how to list them in the caller's words. */
+export function sessionIn(d: Daemon, ctx: CallContext, id: string) {
+  const s = d.registry.find(ctx.scope, id);
+  if (s) return s;
+  const list = (ctx.voice ?? RPC).call({ action: 'list' });
+  throw notFound(`no session "${id}" in scope "${ctx.scope}"; list sessions with ${list} (finished sessions are forgotten after their TTL)`);
 }

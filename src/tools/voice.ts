@@ -1,0 +1,98 @@
+/**
+ * Who reads a result's text, and so how its hints name the next step (SPEC §11): a model calling
+ * the tools (`process {action:"poll", sessionId:"ab12"}`) or a person at the command line
+ * (`procctl poll ab12`). Texts are rendered once, in tools/, with the hints taken from here; the
+ * front door chooses (the CLI sends `voice: "cli"`, everything else gets the tools' own words).
+ * Nothing here may import more than it needs: the CLI loads this file at every start.
+ */
+
+export type ResumeAnswer = { confirm: boolean } | { text: string } | { eof: true };
+
+/** What the reader is told to do next, in the process tool's own terms. */
+export type Call =
+  | { action: 'list' }
+  | { action: 'poll'; sessionId: string; timeout?: number }
+  | { action: 'log' | 'kill' | 'remove' | 'clear'; sessionId: string }
+  | { action: 'write'; sessionId: string; eof?: boolean }
+  | { action: 'signal'; sessionId: string; signal?: string }
+  | { action: 'resume'; sessionId: string; input: ResumeAnswer };
+
+/** A placeholder the reader fills in: `input:{text:"<number>"}`, `--text NUMBER`. */
+export const NUMBER = '<number>';
+export const SECRET = '<secret>';
+export const ANSWER = '...';
+
+export interface Voice {
+  readonly name: 'rpc' | 'cli';
+  /** The call that does `c`, written as this reader makes it. */
+  call(c: Call): string;
+  /** An exec option: `ifRunning:"replace"`, `--if-running replace`; `pty:true`, `--pty`. */
+  execOption(name: 'ifRunning' | 'pty', value: string | boolean): string;
+  /** How to page a log: `pass offset/limit to page`. */
+  paging(sessionId: string): string;
+}
+
+/** A value as the tool descriptions write params: `{confirm:true}`, `"ab12"`. */
+function literal(v: unknown): string {
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${k}:${literal(x)}`)
+      .join(', ')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+/** The tools' own words, for models (and anything else that is not the CLI). */
+export const RPC: Voice = {
+  name: 'rpc',
+  call: (c) => `process ${literal(c)}`,
+  execOption: (name, value) => `${name}:${JSON.stringify(value)}`,
+  paging: () => 'pass offset/limit to page',
+};
+
+const PLACEHOLDERS: Record<string, string> = { [NUMBER]: 'NUMBER', [SECRET]: 'SECRET', [ANSWER]: 'TEXT' };
+
+/** One word for a POSIX shell: as it is when every shell takes it literally, else in single quotes (`'` as `'\\''`). */
+export const shellWord = (w: string) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", `'\\''`)}'`);
+
+/** The words after `procctl resume ID` for an answer. */
+function resumeFlags(input: ResumeAnswer): string {
+  if ('confirm' in input) return input.confirm ? '--yes' : '--no';
+  if ('eof' in input) return '--eof';
+  return `--text ${PLACEHOLDERS[input.text] ?? shellWord(input.text)}`;
+}
+
+/** `procctl` commands, in backquotes; `--scope` is named when the session is not in the default scope. */
+export function cliVoice(scope = 'default'): Voice {
+  const procctl = (...words: string[]) => `\`procctl ${scope === 'default' ? '' : `--scope ${shellWord(scope)} `}${words.join(' ')}\``;
+  return {
+    name: 'cli',
+    call(c) {
+      switch (c.action) {
+        case 'list':
+          return procctl('ps');
+        case 'poll':
+          return procctl('poll', c.sessionId, ...(c.timeout === undefined ? [] : ['--wait', String(c.timeout)]));
+        case 'remove':
+          return procctl('rm', c.sessionId);
+        case 'write':
+          return procctl('write', c.sessionId, c.eof ? '--eof' : 'DATA');
+        case 'signal':
+          return procctl('signal', c.sessionId, c.signal ?? 'SIGNAL');
+        case 'resume':
+          return procctl('resume', c.sessionId, resumeFlags(c.input));
+        default:
+          return procctl(c.action, c.sessionId);
+      }
+    },
+    execOption: (name, value) => (name === 'pty' ? '`--pty`' : `\`--if-running ${String(value)}\``),
+    paging: (sessionId) => `page it with ${procctl('log', sessionId, '--offset N', '--limit N')}`,
+  };
+}
+
+/** The voice a request asked for (`voice: "cli"` beside scope and token); RPC when it asked none. */
+export function voiceFor(name: unknown, scope: string): Voice | undefined {
+  if (name === undefined || name === 'rpc') return RPC;
+  if (name === 'cli') return cliVoice(scope);
+  return undefined;
+}
