@@ -102,6 +102,7 @@ export const ConfigSchema = z.strictObject({
       mode: z.enum(['off', 'workspace-write', 'read-only']).default('off'),
       network: z.boolean().default(false),
       writable: z.array(z.string().regex(/^\//, 'must be an absolute path')).default([]),
+      user: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/, 'must be a user name or a numeric uid').optional(),
     })
     .prefault({}),
   /** Resource limits of every non-elevated session (SPEC §12); none by default. */

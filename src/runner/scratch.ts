@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 
 /** Directories kept ready, so starting a command creates nothing on disk while it waits. */
 const SPARE = 4;
@@ -51,4 +52,28 @@ export class ScratchDirs {
   release(dir: string | undefined): void {
     if (dir) rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Where sessions that run as sandbox.user keep their scratch directories (made on first use). */
+let usersRoot: string | undefined;
+
+/**
+ * A scratch directory for a session that runs as another user (sandbox.user), in place of the
+ * one it was given: the daemon's own sit under its socket directory (0700, SPEC §2), which that
+ * user cannot enter. This one is the user's (0700) under a root-owned directory it may pass
+ * through but not list (0711), in the system's temporary directory; removed when the session
+ * is cleared, and all of them when the daemon exits.
+ */
+export function scratchFor(user: { uid: number; gid: number }, given: string): string {
+  if (usersRoot === undefined) {
+    usersRoot = mkdtempSync(join(tmpdir(), 'procctl-users-'));
+    chmodSync(usersRoot, 0o711);
+    const root = usersRoot;
+    process.once('exit', () => rmSync(root, { recursive: true, force: true }));
+  }
+  const dir = join(usersRoot, basename(given));
+  mkdirSync(dir, { mode: 0o700 });
+  chownSync(dir, user.uid, user.gid);
+  rmSync(given, { recursive: true, force: true });
+  return dir;
 }

@@ -1,13 +1,16 @@
+import { basename, join } from 'node:path';
 import type { Config } from '../config/schema.js';
 import { limitReason } from '../sandbox/limits.js';
-import { planLaunch, type LaunchPlan } from '../sandbox/plan.js';
+import { planLaunch, sessionUser, type LaunchPlan } from '../sandbox/plan.js';
+import { accessProblem, type RunAs } from '../sandbox/user.js';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
 import { launchPipes, launchPty, type LaunchHooks, type Launched } from './launch.js';
 import { SandboxInit } from './namespace.js';
 import { signalName } from './native.js';
 import { shellArgs } from './shell.js';
-import { stopSession } from './stop.js';
+import { scratchFor } from './scratch.js';
+import { stopFileOwner, stopSession } from './stop.js';
 import { findSessionProcesses, sweepAfterExit } from './sweep.js';
 
 export interface SpawnOptions {
@@ -85,16 +88,17 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     },
   };
 
+  const confine = { config: opts.config ?? UNCONFINED, elevated: opts.elevated ?? false };
+  let env = opts.env;
   try {
-    plan = planLaunch(
-      { config: opts.config ?? UNCONFINED, elevated: opts.elevated ?? false },
-      { shell: opts.shell, args: shellArgs(opts.shell, session.command), cwd: session.cwd, scratch: session.tmpdir, socket: opts.env.PROCCTL_SOCKET },
-    );
+    const user = sessionUser(confine);
+    if (user) env = runAs(session, user, env);
+    plan = planLaunch(confine, { shell: opts.shell, args: shellArgs(opts.shell, session.command), cwd: session.cwd, scratch: session.tmpdir, socket: env.PROCCTL_SOCKET });
   } catch (err) {
     finish(`${(err as Error).message}; nothing ran`);
     return undefined;
   }
-  const spec = { plan, cwd: session.cwd, env: opts.env, stdin: session.stdinMode };
+  const spec = { plan, cwd: session.cwd, env, stdin: session.stdinMode };
   let warning: string | undefined;
   if (opts.pty) {
     try {
@@ -122,6 +126,22 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     }, opts.timeoutSec * 1000);
   }
   return warning;
+}
+
+/**
+ * Ready a session to run as sandbox.user: a workdir it can enter (or an error saying why not),
+ * a scratch directory and stop file of its own, and its HOME, USER and LOGNAME. Returns the
+ * session's environment.
+ */
+function runAs(session: Session, user: RunAs, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const refused = accessProblem(session.cwd, user);
+  if (refused) throw new Error(refused);
+  if (session.tmpdir) {
+    session.tmpdir = scratchFor(user, session.tmpdir);
+    session.stopFile = join(session.tmpdir, basename(session.stopFile ?? 'stop.json'));
+  }
+  stopFileOwner(session, user);
+  return { ...env, HOME: user.home, USER: user.name, LOGNAME: user.name, PROCCTL_TMPDIR: session.tmpdir, PROCCTL_STOP_FILE: session.stopFile };
 }
 
 /**

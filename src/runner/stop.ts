@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { closeSync, constants, fchownSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import type { Session, StopRequest } from '../session/session.js';
 import type { StopReason } from '../session/types.js';
 import { terminateAll } from './group.js';
@@ -56,16 +56,36 @@ export function stopSession(session: Session, opts: StopOptions): Promise<void> 
   return stopSessions([session], opts);
 }
 
+/** Sessions that run as another user (sandbox.user): their stop file is theirs to read. */
+const owners = new WeakMap<Session, { uid: number; gid: number }>();
+
+export function stopFileOwner(session: Session, user: { uid: number; gid: number }): void {
+  owners.set(session, user);
+}
+
 /**
  * Tell the job first, through PROCCTL_STOP_FILE, so it can stop cleanly within the grace:
  * `reason` is the text given to kill (else who stopped it), `by` who stopped it (SPEC §9).
+ * The directory is the job's: whatever it left at that name (a symlink to a file of the
+ * daemon's, a FIFO that would block the write) is replaced, never followed or opened.
  */
 function writeStopFile(session: Session, stop: StopRequest): void {
   if (!session.stopFile) return;
   const body = { sessionId: session.id, timestamp: new Date(stop.at).toISOString(), reason: stop.note ?? stop.reason, by: stop.reason, signal: stop.signal };
+  let fd: number | undefined;
   try {
-    writeFileSync(session.stopFile, `${JSON.stringify(body)}\n`, { mode: 0o600 });
+    try {
+      unlinkSync(session.stopFile);
+    } catch {
+      // none there yet
+    }
+    fd = openSync(session.stopFile, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    const owner = owners.get(session);
+    if (owner) fchownSync(fd, owner.uid, owner.gid);
+    writeSync(fd, `${JSON.stringify(body)}\n`);
   } catch {
-    // The scratch directory may be gone (removed by the job); the signal still goes out.
+    // The scratch directory may be gone (removed by the job), or the job raced us to the name; the signal still goes out.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }

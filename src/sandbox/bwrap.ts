@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { constants } from 'node:os';
 
 export type SandboxMode = 'workspace-write' | 'read-only';
@@ -17,6 +17,8 @@ export interface SandboxLayout {
   writable: readonly string[];
   /** bwrap runs as root: drop every capability, or root in the sandbox could remount `/` writable. */
   asRoot: boolean;
+  /** The job becomes sandbox.user inside (setpriv): keep just the two capabilities that takes. */
+  asUser?: boolean;
 }
 
 type Kind = 'dir' | 'file' | undefined;
@@ -70,21 +72,36 @@ function protectGit(root: string, kind: (p: string) => Kind): string[] {
  *    bwrap exits too; its namespace must live on so the leftovers get the grace, not a SIGKILL.
  */
 export function bwrapOptions(s: SandboxLayout, kind: (p: string) => Kind = kindOf): string[] {
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+  // Directories bwrap makes for a mount point under /tmp are root's 0700: make them passable first.
+  const made = new Set<string>();
+  const reach = (path: string): string[] => {
+    const out: string[] = [];
+    if (!under(path, '/tmp')) return out;
+    for (let d = dirname(path); d !== '/tmp' && d !== '/' && !made.has(d); d = dirname(d)) {
+      made.add(d);
+      out.unshift('--perms', '0755', '--dir', d);
+    }
+    return out;
+  };
+  // /tmp and /dev/shm as on a host (1777), so a job that is not root can use them too.
+  const privates = ['--dev', '/dev', '--perms', '1777', '--tmpfs', '/dev/shm', '--proc', '/proc', '--perms', '1777', '--tmpfs', '/tmp'];
+  const args = ['--ro-bind', '/', '/', ...privates];
   const writable = s.mode === 'workspace-write' ? [s.workdir, ...s.writable] : [];
-  for (const path of writable) args.push('--bind', path, path);
+  for (const path of writable) args.push(...reach(path), '--bind', path, path);
   // A read-only workdir under the private /tmp is bound in again, to be seen.
-  if (s.mode === 'read-only' && PRIVATE.some((p) => under(s.workdir, p))) args.push('--ro-bind', s.workdir, s.workdir);
+  if (s.mode === 'read-only' && PRIVATE.some((p) => under(s.workdir, p))) args.push(...reach(s.workdir), '--ro-bind', s.workdir, s.workdir);
   for (const path of writable) args.push(...protectGit(path, kind));
   // The whole filesystem was the writable one: the private mounts again, over it.
-  if (writable.some((w) => PRIVATE.some((p) => under(p, w)))) args.push('--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp');
-  if (s.scratch) args.push('--bind', s.scratch, s.scratch);
+  if (writable.some((w) => PRIVATE.some((p) => under(p, w)))) args.push(...privates);
+  if (s.scratch) args.push(...reach(s.scratch), '--bind', s.scratch, s.scratch);
   if (s.socket && PRIVATE.some((p) => under(s.socket!, p)) && !writable.some((w) => under(s.socket!, w))) {
-    args.push('--ro-bind', s.socket, s.socket);
+    args.push(...reach(s.socket), '--ro-bind', s.socket, s.socket);
   }
   args.push('--chdir', s.workdir, '--unshare-pid', '--unshare-ipc');
   if (!s.network) args.push('--unshare-net');
   if (s.asRoot) args.push('--cap-drop', 'ALL');
+  // setpriv needs these to become the user; becoming it drops them (and setpriv clears the inheritable set).
+  if (s.asRoot && s.asUser) args.push('--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID');
   return args;
 }
 

@@ -4,6 +4,7 @@ import { delimiter, join } from 'node:path';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';
+import { resolveUser, setprivOptions, type RunAs } from './user.js';
 
 type SandboxConfig = Pick<Config, 'sandbox' | 'limits'>;
 
@@ -14,8 +15,12 @@ export interface SandboxHost {
   env?: string;
   /** util-linux prlimit: limits for jobs the project's spawner does not start (terminals, the fork fallback). */
   prlimit?: string;
+  /** util-linux setpriv: becomes sandbox.user inside the sandbox, and for terminals and the fork fallback. */
+  setpriv?: string;
   /** The daemon runs as root (bwrap drops its capabilities). */
   root: boolean;
+  /** `sandbox.user`, resolved. */
+  user?: RunAs;
 }
 
 /** `daemon.status.sandbox` (SPEC §12). */
@@ -64,8 +69,10 @@ function probe(host: SandboxHost, c: SandboxConfig): string | undefined {
     socket: undefined,
     writable: c.sandbox.writable,
     asRoot: host.root,
+    asUser: host.user !== undefined,
   };
-  const run = spawnSync(host.bwrap, [...bwrapOptions(layout), '--', host.env, '--default-signal', 'true'], { encoding: 'utf8', timeout: PROBE_TIMEOUT_MS });
+  const become = host.user ? [host.setpriv!, ...setprivOptions(host.user)] : [];
+  const run = spawnSync(host.bwrap, [...bwrapOptions(layout), '--', ...become, host.env, '--default-signal', 'true'], { encoding: 'utf8', timeout: PROBE_TIMEOUT_MS });
   if (run.status === 0) return undefined;
   const said = (run.stderr || run.error?.message || `exit ${run.status ?? run.signal}`).trim().split('\n')[0];
   const userns = /namespace|permission|operation not permitted/i.test(said)
@@ -93,11 +100,25 @@ function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
     bwrap: which('bwrap', path),
     env: which('env', path),
     prlimit: which('prlimit', path),
+    setpriv: which('setpriv', path),
     root: process.getuid?.() === 0,
   };
   const mode = c.sandbox.mode;
-  const why = mode === 'off' ? limitsProblem(c, host) : (configProblem(c) ?? probe(host, c) ?? limitsProblem(c, host));
+  const who = userProblem(c, host, path);
+  const why = mode === 'off' ? (limitsProblem(c, host) ?? who) : (configProblem(c) ?? who ?? probe(host, c) ?? limitsProblem(c, host));
   return { host, status: { mode, available: why === undefined, ...(why ? { reason: why } : {}) }, refused: why };
+}
+
+/** sandbox.user: only a root daemon can run sessions as someone else; resolves host.user. */
+function userProblem(c: SandboxConfig, host: SandboxHost, path: string | undefined): string | undefined {
+  const spec = c.sandbox.user;
+  if (spec === undefined) return undefined;
+  if (!host.root) return `sandbox.user is set but the daemon runs as uid ${process.getuid?.()}, not root: only root can run sessions as another user; run the daemon as root or take sandbox.user out`;
+  if (!host.setpriv) return 'sandbox.user is set but setpriv (util-linux) is not on the daemon\'s PATH: terminal sessions, the fork fallback and the sandbox become the user through it; install util-linux';
+  const user = resolveUser(spec, which('getent', path), which('id', path));
+  if (typeof user === 'string') return user;
+  host.user = user;
+  return undefined;
 }
 
 function limitsProblem(c: SandboxConfig, host: SandboxHost): string | undefined {
@@ -131,7 +152,7 @@ export class SandboxUnavailable extends Error {
 export function requireSandbox(c: SandboxConfig): SandboxCheck {
   const found = checkSandbox(c);
   if (found.refused) {
-    const what = c.sandbox.mode === 'off' ? 'the configured limits cannot be applied' : `sandbox.mode "${c.sandbox.mode}" cannot work`;
+    const what = c.sandbox.mode === 'off' ? 'the configured limits or sandbox.user cannot be applied' : `sandbox.mode "${c.sandbox.mode}" cannot work`;
     throw new SandboxUnavailable(`${what}: ${found.refused}`);
   }
   return found;

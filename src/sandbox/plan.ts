@@ -3,6 +3,7 @@ import type { SpawnSteps } from '../runner/native.js';
 import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
 import { checkSandbox, SandboxUnavailable } from './host.js';
 import { prlimitOptions, rlimits, type Rlimit } from './limits.js';
+import { setprivOptions, type RunAs } from './user.js';
 
 /** What decides a session's confinement: the config in force, and whether it asked for elevated. */
 export interface Confinement {
@@ -34,6 +35,17 @@ export interface LaunchPlan {
   limits: readonly Rlimit[];
 }
 
+/**
+ * The user a non-elevated session runs as (`sandbox.user`), or undefined. Asked before the
+ * plan: the runner gives that user a scratch directory it can reach, and its HOME.
+ */
+export function sessionUser(c: Confinement): RunAs | undefined {
+  if (c.elevated || c.config.sandbox.user === undefined) return undefined;
+  const check = checkSandbox(c.config);
+  if (check.refused) throw new SandboxUnavailable(check.refused);
+  return check.host.user;
+}
+
 const NO_LIMITS: readonly Rlimit[] = [];
 
 /**
@@ -46,18 +58,23 @@ export function planLaunch(c: Confinement, job: Job): LaunchPlan {
   const plain = { file: job.shell, args: job.args };
   const limits = c.elevated ? NO_LIMITS : rlimits(c.config.limits);
   const mode = c.elevated ? 'off' : c.config.sandbox.mode;
-  if (mode === 'off' && limits.length === 0) {
+  const user = sessionUser(c);
+  if (mode === 'off' && limits.length === 0 && !user) {
     return { ...plain, steps: undefined, wrapped: () => plain, sandboxed: false, limits };
   }
   const check = checkSandbox(c.config);
   if (check.refused) throw new SandboxUnavailable(check.refused);
   const { host } = check;
   const prlimit = limits.length > 0 ? [host.prlimit!, ...prlimitOptions(limits), '--'] : [];
+  const become = user ? [host.setpriv!, ...setprivOptions(user)] : [];
   if (mode === 'off') {
     return {
       ...plain,
-      steps: { limits: [...limits] },
-      wrapped: () => ({ file: prlimit[0], args: [...prlimit.slice(1), job.shell, ...job.args] }),
+      steps: { limits: [...limits], ...(user ? { user: { uid: user.uid, gid: user.gid, groups: user.groups } } : {}) },
+      wrapped: () => {
+        const chain = [...prlimit, ...become, job.shell, ...job.args];
+        return { file: chain[0], args: chain.slice(1) };
+      },
       sandboxed: false,
       limits,
     };
@@ -70,8 +87,10 @@ export function planLaunch(c: Confinement, job: Job): LaunchPlan {
     socket: job.socket,
     writable: c.config.sandbox.writable,
     asRoot: host.root,
+    asUser: user !== undefined,
   });
-  const args = [...options, '--', host.env!, '--default-signal', job.shell, ...job.args];
+  // bwrap itself runs as the daemon (root binds what the user could not reach); the job becomes the user inside.
+  const args = [...options, '--', ...become, host.env!, '--default-signal', job.shell, ...job.args];
   const bwrap = host.bwrap!;
   return {
     file: bwrap,

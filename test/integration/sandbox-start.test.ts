@@ -1,7 +1,8 @@
-import { chmodSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { PROCCTLD, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { spawnProcctld, stopRawDaemons } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
 import { logLines } from '../helpers/state.js';
@@ -67,6 +68,29 @@ describe('refusal to start', () => {
     const r = await refused('no-writable', { sandbox: { mode: 'workspace-write', writable: ['/nonexistent/procctl-writable'] } }, process.env.PATH!);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('sandbox.writable path /nonexistent/procctl-writable does not exist');
+  });
+
+  it.skipIf(process.getuid?.() !== 0)('sandbox.user naming no user, or root itself: exit 1 saying which', async () => {
+    const none = await refused('no-user', { sandbox: { user: 'procctl-no-such-user' } }, process.env.PATH!);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('sandbox.user "procctl-no-such-user": no such user');
+    const root = await refused('root-user', { sandbox: { user: 'root' } }, process.env.PATH!);
+    expect(root.code).toBe(1);
+    expect(root.stderr).toContain('sandbox.user "root" is root itself');
+  });
+
+  it.skipIf(process.getuid?.() !== 0)('sandbox.user on a daemon that is not root: exit 1 (only root can run sessions as another user)', async () => {
+    const dir = fs.dir('not-root');
+    chownSync(dir, 65534, 65534);
+    chmodSync(fs.root, 0o755);
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify({ sandbox: { user: 'nobody' } }));
+    const env = { ...process.env, PROCCTL_STATE_DIR: join(dir, 'state'), HOME: dir, PROCCTL_LOG_LEVEL: 'warn' };
+    delete env.PROCCTL_SOCKET;
+    const args = ['--reuid=65534', '--regid=65534', '--clear-groups', '--', process.execPath, PROCCTLD, '--socket', join(dir, 'procctl.sock'), '--config', file];
+    const run = spawnSync('setpriv', args, { env, encoding: 'utf8', timeout: 30_000 });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('sandbox.user is set but the daemon runs as uid 65534, not root');
   });
 
   it('an invalid sandbox or limits value is a config error (exit 2) naming the key', async () => {

@@ -30,7 +30,10 @@ describe('bwrapOptions', () => {
     expect(groups(bwrapOptions(base, none))).toEqual([
       ['--ro-bind', '/', '/'],
       ['--dev', '/dev'],
+      ['--perms', '1777'],
+      ['--tmpfs', '/dev/shm'],
       ['--proc', '/proc'],
+      ['--perms', '1777'],
       ['--tmpfs', '/tmp'],
       ['--bind', '/srv/project', '/srv/project'],
       ['--bind', base.scratch!, base.scratch!],
@@ -96,6 +99,20 @@ describe('bwrapOptions', () => {
   it('a workdir of / made writable gets the private /dev, /proc and /tmp again on top', () => {
     const g = groups(bwrapOptions({ ...base, workdir: '/' }, none));
     const bind = g.findIndex((x) => x[0] === '--bind' && x[1] === '/');
-    expect(g.slice(bind + 1, bind + 4)).toEqual([['--dev', '/dev'], ['--proc', '/proc'], ['--tmpfs', '/tmp']]);
+    expect(g.slice(bind + 1).filter((x) => x[0] !== '--perms').slice(0, 4)).toEqual([['--dev', '/dev'], ['--tmpfs', '/dev/shm'], ['--proc', '/proc'], ['--tmpfs', '/tmp']]);
+  });
+
+  it('under the private /tmp, the directories above a bind are made passable (0755) first, once each', () => {
+    const g = groups(bwrapOptions({ ...base, workdir: '/tmp/a/b/work', scratch: '/tmp/a/scratch/s1' }, none));
+    const dirs = g.filter((x) => x[0] === '--dir').map((x) => x[1]);
+    expect(dirs).toEqual(['/tmp/a', '/tmp/a/b', '/tmp/a/scratch']);
+    const at = g.findIndex((x) => x[0] === '--dir' && x[1] === '/tmp/a');
+    expect(g[at - 1]).toEqual(['--perms', '0755']);
+    expect(g.findIndex((x) => x[1] === '/tmp/a/b/work')).toBeGreaterThan(g.findIndex((x) => x[1] === '/tmp/a/b'));
+  });
+
+  it('as root for sandbox.user: capabilities dropped but the two setpriv needs to become the user', () => {
+    const g = groups(bwrapOptions({ ...base, asRoot: true, asUser: true }, none));
+    expect(g.slice(-3)).toEqual([['--cap-drop', 'ALL'], ['--cap-add', 'CAP_SETUID'], ['--cap-add', 'CAP_SETGID']]);
   });
 });
