@@ -97,7 +97,17 @@ const WEIGHTS: [Op, number][] = [
 ];
 
 const latencies = new Map<Op, number[]>();
-const record = (op: Op, ms: number) => (latencies.get(op) ?? latencies.set(op, []).get(op)!).push(ms);
+/** The slowest requests, with when they were sent (ms into the run) and what they asked: tails to look into. */
+const slowest: { op: Op; ms: number; at: number; client: number; what: string }[] = [];
+let runStart = 0;
+function record(op: Op, ms: number, sentAt: number, client: number, what: string): void {
+  (latencies.get(op) ?? latencies.set(op, []).get(op)!).push(ms);
+  if (slowest.length < 8 || ms > slowest[slowest.length - 1].ms) {
+    slowest.push({ op, ms: Math.round(ms), at: Math.round(sentAt - runStart), client, what });
+    slowest.sort((a, b) => b.ms - a.ms);
+    slowest.length = Math.min(slowest.length, 8);
+  }
+}
 
 /** One client's 1,000 requests, every answer checked; the session registry of its scope ends empty. */
 async function runClient(i: number): Promise<void> {
@@ -106,17 +116,17 @@ async function runClient(i: number): Promise<void> {
   const r = rng(seed + 17 * (i + 1));
   const total = WEIGHTS.reduce((n, [, w]) => n + w, 0);
   let sent = 0;
-  const timed = async <T>(op: Op, fn: () => Promise<T>): Promise<T> => {
+  const timed = async <T>(op: Op, fn: () => Promise<T>, what = ''): Promise<T> => {
     const t = performance.now();
     const out = await fn();
-    record(op, performance.now() - t);
+    record(op, performance.now() - t, t, i, what);
     sent++;
     return out;
   };
   const created: string[] = [];
   const finished: Finished[] = [];
 
-  const cat = await timed('exec-bg', () => s.exec({ command: 'cat', background: true, name: 'cat' }));
+  const cat = await timed('exec-bg', () => s.exec({ command: 'cat', background: true, name: 'cat' }), 'cat');
   scopes.track(cat.pid);
   created.push(cat.sessionId);
   let written = '';
@@ -136,7 +146,7 @@ async function runClient(i: number): Promise<void> {
       [`cat ${p.file}; exit 3`, p.text, 'stdout', 3],
       [`tail -n ${n % 50} ${p.file}`, p.lines.slice(Math.max(0, p.lines.length - (n % 50))).map((l) => `${l}\n`).join(''), 'stdout', 0],
     ][kind] as [string, string, 'stdout' | 'stderr', number];
-    const res = await timed('exec', () => s.exec({ command, yieldMs: 120_000 }));
+    const res = await timed('exec', () => s.exec({ command, yieldMs: 120_000 }), command.replace(dir, '…').slice(0, 40));
     expect(res.status, command).toBe('completed');
     expect(res.exitCode, command).toBe(code);
     const kept = text.slice(-MAX_OUTPUT);
@@ -147,7 +157,7 @@ async function runClient(i: number): Promise<void> {
   };
 
   const kill = async () => {
-    const bg = await timed('exec-bg', () => s.exec({ command: 'sleep 30', background: true }));
+    const bg = await timed('exec-bg', () => s.exec({ command: 'sleep 30', background: true }), 'sleep 30');
     scopes.track(bg.pid);
     created.push(bg.sessionId);
     const k = await timed('kill', () => s.process({ action: 'kill', sessionId: bg.sessionId }));
@@ -260,6 +270,7 @@ function summary(ms: number[]) {
 describe('load', () => {
   it(`${CLIENTS} clients × ${REQUESTS} mixed requests: every answer exact, the registry empty at the end`, async () => {
     const t = performance.now();
+    runStart = t;
     const cpu0 = { daemon: cpuMs(d.proc.pid!), clients: process.cpuUsage() };
     await Promise.all(Array.from({ length: CLIENTS }, (_, i) => runClient(i)));
     const wallMs = performance.now() - t;
@@ -282,6 +293,7 @@ describe('load', () => {
       wallMs: Math.round(wallMs),
       requestsPerSecond: Math.round((all.length / wallMs) * 1000),
       cpu,
+      slowest,
       latencyMs: {
         all: summary(all),
         cheap: summary(cheap),
@@ -294,6 +306,7 @@ describe('load', () => {
     console.log(`load: CPU used meanwhile: daemon ${cpu.daemonMs} ms, the 50 clients (one process) ${cpu.clientsMs} ms`);
     console.log(`load latency (ms): all p50 ${report.latencyMs.all.p50} p99 ${report.latencyMs.all.p99}; poll/log/list/status/write/clear p50 ${report.latencyMs.cheap.p50} p99 ${report.latencyMs.cheap.p99}`);
     for (const [op, v] of Object.entries(report.latencyMs.byRequest)) console.log(`  ${op.padEnd(9)} n=${String(v.count).padStart(6)}  p50 ${v.p50}  p99 ${v.p99}  max ${v.max}`);
+    console.log(`load: slowest: ${slowest.map((x) => `${x.op}${x.what ? ` (${x.what})` : ''} ${x.ms} ms, sent at ${(x.at / 1000).toFixed(1)} s by client ${x.client}`).join('; ')}`);
     console.log('load: figures written to .vitest-tmp/stress-latency.json');
   }, 600_000);
 });
