@@ -18,13 +18,13 @@ import { gateExec } from './approval/gate.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
-import { RPC } from './voice.js';
+import { RPC, type Voice } from './voice.js';
 
 /** The longest a timer waits (2^31-1 ms, about 24 days): "until it ends". */
 const FOREVER_MS = 2 ** 31 - 1;
 const clampYield = (ms: number) => Math.min(YIELD_MS_RANGE[1], Math.max(YIELD_MS_RANGE[0], ms));
 
-function checkWorkdir(dir: string | undefined): string {
+function checkWorkdir(dir: string | undefined, v: Voice): string {
   const cwd = resolve(dir ?? process.cwd());
   let ok = false;
   try {
@@ -32,7 +32,7 @@ function checkWorkdir(dir: string | undefined): string {
   } catch {
     // reported below
   }
-  if (!ok) throw invalid(`workdir "${dir}" is not an existing directory; pass an absolute path to a directory that exists`, { path: ['workdir'] });
+  if (!ok) throw invalid(`${v.execOption('workdir', dir ?? '')} is not an existing directory; pass an absolute path to a directory that exists`, { path: ['workdir'] });
   return cwd;
 }
 
@@ -130,7 +130,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
       { path: ['elevated'] },
     );
   }
-  const cwd = checkWorkdir(p.workdir);
+  const cwd = checkWorkdir(p.workdir, ctx.voice ?? RPC);
   if (p.env) checkEnvOverrides(p.env);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy);
   if (gated) return gated;

@@ -26,8 +26,8 @@ export interface Voice {
   readonly name: 'rpc' | 'cli';
   /** The call that does `c`, written as this reader makes it. */
   call(c: Call): string;
-  /** An exec option: `ifRunning:"replace"`, `--if-running replace`; `pty:true`, `--pty`. */
-  execOption(name: 'ifRunning' | 'pty', value: string | boolean): string;
+  /** An exec option: `ifRunning:"replace"`, `--if-running replace`; `pty:true`, `--pty`; `workdir "/x"`, `--cwd /x`. */
+  execOption(name: 'ifRunning' | 'pty' | 'workdir', value: string | boolean): string;
   /** How to page a log: `pass offset/limit to page`. */
   paging(sessionId: string): string;
 }
@@ -46,7 +46,7 @@ function literal(v: unknown): string {
 export const RPC: Voice = {
   name: 'rpc',
   call: (c) => `process ${literal(c)}`,
-  execOption: (name, value) => `${name}:${JSON.stringify(value)}`,
+  execOption: (name, value) => (name === 'workdir' ? `workdir ${JSON.stringify(value)}` : `${name}:${JSON.stringify(value)}`),
   paging: () => 'pass offset/limit to page',
 };
 
@@ -85,7 +85,11 @@ export function cliVoice(scope = 'default'): Voice {
           return procctl(c.action, c.sessionId);
       }
     },
-    execOption: (name, value) => (name === 'pty' ? '`--pty`' : `\`--if-running ${String(value)}\``),
+    execOption(name, value) {
+      if (name === 'pty') return '`--pty`';
+      if (name === 'workdir') return `\`--cwd ${shellWord(String(value))}\``;
+      return `\`--if-running ${String(value)}\``;
+    },
     paging: (sessionId) => `page it with ${procctl('log', sessionId, '--offset N', '--limit N')}`,
   };
 }

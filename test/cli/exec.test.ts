@@ -59,7 +59,7 @@ describe('procctl exec', () => {
   it('reports an error from the daemon with exit 1', async () => {
     const r = await run(['exec', '--cwd', '/no/such/dir', '--', 'true']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^procctl: workdir "\/no\/such\/dir" is not an existing directory/);
+    expect(r.stderr).toMatch(/^procctl: `--cwd \/no\/such\/dir` is not an existing directory/);
   });
 });
 

@@ -13,7 +13,7 @@ let c: TestClient;
 cliDaemon((x) => ({ run, c } = x), { config: { approvals: { rules: [{ match: 'needs-ok', action: 'ask', reason: 'touches production' }] } } });
 
 /** What a person must never be told to type: the tools' parameter syntax. */
-const RPC_WORDS = /process \{|action:|sessionId:|input:\{|ifRunning:|pty:true|offset\/limit/;
+const RPC_WORDS = /process \{|action:|sessionId:|input:\{|ifRunning:|pty:true|offset\/limit|workdir/;
 
 /** A running session of the default scope, started directly (only the command under test pays a CLI start). */
 async function running(command = 'sleep 60', extra: Record<string, unknown> = {}): Promise<string> {
@@ -43,6 +43,7 @@ const CASES: [string, () => Promise<string>, (id: string) => string[], (id: stri
   ['send-keys to a session without a terminal', () => running(), (id) => ['send-keys', id, 'Enter'], (id) => [`procctl write ${id} DATA`, `procctl signal ${id} SIGINT`, '--pty']],
   ['exec --key of a key already running, --if-running reject', () => running('sleep 60', { key: 'k1' }), () => ['exec', '--bg', '--key', 'k1', '--if-running', 'reject', '--', 'sleep 1'], () => ['--if-running replace']],
   ['log of more lines than it shows', async () => (await c.exec({ command: 'seq 300' })).sessionId, (id) => ['log', id], (id) => [`procctl log ${id} --offset N --limit N`]],
+  ['exec --cwd of a directory that does not exist', async () => '', () => ['exec', '--cwd', '/no/such/dir', '--', 'true'], () => ['`--cwd /no/such/dir`']],
   ['exec that needs approval', async () => '', () => ['exec', '--', 'echo needs-ok'], () => ['--yes`', '--no`']],
   ['poll of a session waiting for approval', approvalPending, (id) => ['poll', id], (id) => [`procctl resume ${id} --yes`, `procctl resume ${id} --no`]],
   ['clear of a session waiting for approval', approvalPending, (id) => ['clear', id], (id) => [`procctl resume ${id} --no`, `procctl rm ${id}`]],
