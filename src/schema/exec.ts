@@ -27,7 +27,7 @@ export const ExecParamsSchema = z
       .enum(['pipe', 'null'])
       .optional()
       .describe('"pipe" (default) keeps stdin open for process write; "null" makes the command read end-of-input at once.'),
-    elevated: z.boolean().optional().describe('Run with elevated privileges; refused unless the daemon enables it.'),
+    elevated: z.boolean().optional().describe("Run outside the sandbox and resource limits; the scope's policy refuses it (the default), asks a person, or allows it."),
     key: z.string().min(1).optional().describe('Thread key: at most one running session per key and scope.'),
     ifRunning: z
       .enum(['replace', 'reject', 'keep'])
