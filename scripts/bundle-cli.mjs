@@ -24,17 +24,23 @@ export const BUNDLE = join(CLI, 'procctl.cjs');
 const FORBIDDEN = [/node_modules\/zod\//, /node_modules\/pino\//, /node_modules\/@modelcontextprotocol\//];
 
 /**
- * import() from anywhere but the command table stays a separate module, named from the bundle's
- * folder. Such imports go through `__procctlImport`, which bin/procctl passes in: a script
- * compiled with a code cache loses node's own import() callback (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
+ * What the daemon and the MCP server are made of (zod, pino, the MCP SDK) is loaded by the two
+ * commands that run them, from dist/, with import(): it stays outside the bundle. Everything
+ * else a command imports, even lazily (ssh for --host), is inside, so it shares the bundle's
+ * classes (an error from ssh is the client's own DaemonUnreachableError). The outside imports go
+ * through `__procctlImport`, which bin/procctl passes in: a script compiled with a code cache
+ * loses node's own import() callback (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
  */
+const OUTSIDE = [join(ROOT, 'dist', 'src', 'daemon') + '/', join(ROOT, 'dist', 'src', 'mcp') + '/'];
 const outside = new Set();
 const lazyOutside = {
   name: 'lazy-outside',
   setup(b) {
     b.onResolve({ filter: /^\./, namespace: 'file' }, (args) => {
-      if (args.kind !== 'dynamic-import' || args.importer === join(CLI, 'commands', 'index.js')) return undefined;
-      const path = relative(CLI, resolve(dirname(args.importer), args.path));
+      if (args.kind !== 'dynamic-import') return undefined;
+      const target = resolve(dirname(args.importer), args.path);
+      if (!OUTSIDE.some((dir) => target.startsWith(dir))) return undefined;
+      const path = relative(CLI, target);
       const spec = path.startsWith('.') ? path : `./${path}`;
       outside.add(spec);
       return { path: spec, external: true };

@@ -98,9 +98,17 @@ export function outcomeExit(r: { status?: unknown; exitCode?: unknown }): number
 
 const HINT = 'start it with `procctld` (or `npm start`) or pass --socket';
 
+/**
+ * Is `err` one of these, or by its name a copy of one? A command's own imports (the MCP server,
+ * loaded from dist/ by the one-file CLI) bring their own copy of the client's classes.
+ */
+function isA<T extends abstract new (...args: never[]) => Error>(err: unknown, type: T, name: string): err is InstanceType<T> {
+  return err instanceof type || (err instanceof Error && err.name === name);
+}
+
 /** Report an error on stderr and return the exit status it maps to. */
 export function reportError(err: unknown): number {
-  if (err instanceof DaemonUnreachableError) {
+  if (isA(err, DaemonUnreachableError, 'DaemonUnreachableError')) {
     note(`procctl: ${err.message}${err.phase === 'connect' ? `; ${err.hint === START_HINT ? HINT : err.hint}` : ''}`);
     return EXIT.unreachable;
   }
@@ -108,7 +116,7 @@ export function reportError(err: unknown): number {
     note(`procctl: ${err.message}`);
     return EXIT.usage;
   }
-  if (err instanceof RpcCallError) {
+  if (isA(err, RpcCallError, 'RpcCallError')) {
     note(`procctl: ${err.message}`);
     // Params the daemon's schema refused came from the command line: a usage error.
     return err.code === INVALID_PARAMS ? EXIT.usage : EXIT.failed;
