@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { constants as osConstants } from 'node:os';
 import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
 import { START_HINT } from '../rpc/unreachable.js';
@@ -94,6 +95,20 @@ export function outcomeExit(r: { status?: unknown; exitCode?: unknown }): number
   if (r.status === 'failed' || r.status === 'denied') return EXIT.failed;
   if (r.status === 'completed' && r.exitCode !== 0) return EXIT.failed;
   return EXIT.ok;
+}
+
+/**
+ * Exit status of `procctl exec` (and `resume --yes`, which answers as exec would): the command's
+ * own, as ssh and docker exec give it (SPEC §11: `procctl exec -- sh -c 'exit 4'` exits 4); 128 +
+ * the signal's number when a signal ended it, as a shell says; else as outcomeExit (0 while it
+ * runs, 1 when it never ran).
+ */
+export function commandExit(r: { status?: unknown; exitCode?: unknown; signal?: unknown }): number {
+  if (r.status !== 'completed' && r.status !== 'failed') return outcomeExit(r);
+  if (typeof r.exitCode === 'number' && r.exitCode > 0) return r.exitCode;
+  const signal = typeof r.signal === 'string' ? osConstants.signals[r.signal as NodeJS.Signals] : undefined;
+  if (signal !== undefined) return 128 + signal;
+  return outcomeExit(r);
 }
 
 const HINT = 'start it with `procctld` (or `npm start`) or pass --socket';

@@ -1,5 +1,5 @@
 import { RpcCallError, type DaemonClient } from '../rpc/client.js';
-import { EXIT, hasEnded, note, out, outcomeExit, printJson, scoped, type GlobalOptions } from './context.js';
+import { commandExit, EXIT, hasEnded, note, out, printJson, scoped, type GlobalOptions } from './context.js';
 import { EventFeed, OutputCursor, type SessionEvent } from './feed.js';
 import { forwardSignals } from './remote.js';
 import { endNotice } from './render.js';
@@ -101,7 +101,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
           endLines();
           note(endFooter(e));
         }
-        finish(outcomeExit(e));
+        finish(commandExit(e));
       };
 
       const onQuestion = (i: (Question & { id?: unknown }) | undefined) => {

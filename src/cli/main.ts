@@ -20,7 +20,7 @@ function programWithGlobals(): Command {
     .addHelpText(
       'after',
       '\nExit status: 0 success; 1 a failed command or session, or an error from the daemon; 2 a usage error;\n' +
-        '3 the daemon cannot be reached.',
+        "3 the daemon cannot be reached. exec (and resume --yes) exits with the command's own status.",
     );
 }
 

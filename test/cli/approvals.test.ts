@@ -38,7 +38,7 @@ describe('approvals from the CLI', () => {
     const r = await run(['resume', asked.sessionId, '--yes']);
     expect(r.stdout).toBe('needs-ok here\n');
     expect(r.stderr).toContain('(Command exited with code 4)');
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(4);
     const ok = await c.exec({ command: 'echo needs-ok fine' });
     const r2 = await run(['resume', ok.sessionId, '--yes']);
     expect(r2).toMatchObject({ code: 0, stdout: 'needs-ok fine\n' });

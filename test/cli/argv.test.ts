@@ -73,7 +73,7 @@ describe('procctl exec -- WORDS', () => {
 
   it("runs an argument vector as given: sh -c 'exit 4' exits 4 and names code 4", async () => {
     const r = await run(['exec', '--', 'sh', '-c', 'exit 4']);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(4);
     expect(r.stderr).toContain('code 4');
   });
 

@@ -65,19 +65,19 @@ describe('the signal bridge of foreground exec', () => {
     const r = await child.exited;
     expect(r.stdout).toBe('ready\ngot INT\n');
     expect(r.stderr).toContain('(Command exited with code 7)');
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(7);
     const { sessions } = await c.process({ action: 'list' });
     expect(sessions.find((s: any) => s.sessionId === session.sessionId)).toMatchObject({ status: 'completed', exitCode: 7 });
     await waitFor(() => !alive(session.pid), { what: 'the remote leader to be gone' });
   });
 
-  it('a command that does not trap SIGTERM ends with it, and procctl exits 1', async () => {
+  it('a command that does not trap SIGTERM ends with it, and procctl exits 143 (128 + 15), as a shell says', async () => {
     const command = 'echo ready; sleep 30';
     const child = spawnCli(['--socket', d.socket, 'exec', '--', command]);
     await waitForOutput(child, 'ready\n');
     process.kill(child.proc.pid!, 'SIGTERM');
     const r = await child.exited;
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(143);
     expect(r.stderr).toMatch(/signal SIGTERM/);
     expect((await sessionOf(command)).status).toBe('failed');
   });

@@ -20,16 +20,16 @@ describe('procctl exec', () => {
     expect(r.stderr).toBe('oops\n');
   });
 
-  it('exits 1 when the command exits non-zero, naming the code on stderr', async () => {
+  it("exits with the command's own status, naming the code on stderr", async () => {
     const r = await run(['exec', '--', 'echo partial; exit 3']);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(3);
     expect(r.stdout).toBe('partial\n');
     expect(r.stderr).toContain('(Command exited with code 3)');
   });
 
-  it('exits 1 when the command cannot be found', async () => {
+  it("exits 127, the shell's status, when the command cannot be found", async () => {
     const r = await run(['exec', '--', 'no-such-command-procctl-test']);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(127);
     expect(r.stderr).toContain('command not found');
   });
 

@@ -64,7 +64,7 @@ describe.skipIf(!sshd)('procctl --host ssh:// against a real sshd with a forced 
     const r = await remote(['exec', '--', 'cat; echo to-err >&2; exit 4'], { input: 'hello over ssh\n' });
     expect(r.stdout).toBe('hello over ssh\n');
     expect(r.stderr).toContain('to-err\n');
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(4);
     // It ran in the daemon behind sshd.
     expect((await sessionOf('cat; echo to-err >&2; exit 4')).exitCode).toBe(4);
   });
@@ -153,7 +153,7 @@ describe.skipIf(!sshd)('procctl --host ssh:// against a real sshd with a forced 
     await t.seen('ready');
     t.write('\x03');
     await t.seen('got-INT');
-    expect(await t.exited).toBe(1);
+    expect(await t.exited).toBe(7);
     expect((await sessionOf(command)).exitCode).toBe(7);
   });
 });

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { act, EXIT, globalsOf, hasEnded, note, out, outcomeExit, printJson, scoped, withClient } from '../context.js';
+import { act, commandExit, EXIT, globalsOf, hasEnded, note, out, printJson, scoped, withClient } from '../context.js';
 import { runForeground, stillRunning } from '../foreground.js';
 import { envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
@@ -46,7 +46,7 @@ export function showExecResult(r: Record<string, any>, pty: boolean, scope?: str
     process.stdout.write(r.output);
     if (r.output && !r.output.endsWith('\n')) process.stdout.write('\n');
     note(after.replace(/^\(no output\)\s*/, ''));
-    return outcomeExit(r);
+    return commandExit(r);
   }
   if (r.status === 'running' || r.status === 'waiting_input') {
     if (r.tail) out(r.tail);
@@ -62,7 +62,7 @@ export function showExecResult(r: Record<string, any>, pty: boolean, scope?: str
     return EXIT.failed;
   }
   out(String(r.text ?? ''));
-  return outcomeExit(r);
+  return commandExit(r);
 }
 
 export function registerExec(program: Command): void {
@@ -83,8 +83,8 @@ export function registerExec(program: Command): void {
         '--bg returns at once.\n' +
         'When an approval rule asks for approval, the session waits unstarted: procctl prints its id and how to ' +
         'answer it (`procctl resume ID --yes|--no`) and exits 1, as it does when a rule denies the command.\n' +
-        'Exit status: 0 if the command exited 0 or is still running, 1 if it failed, exited non-zero, was denied ' +
-        'or waits for approval.',
+        "Exit status: the command's own, as ssh gives it (128+N when signal N ended it); 0 while it is still " +
+        'running; 1 when it was denied or waits for approval.',
     )
     .argument('<cmd...>', 'the command (put it after --)')
     .option('--bg', 'return at once and keep the command running')
@@ -104,7 +104,7 @@ export function registerExec(program: Command): void {
         const shown = (r: Record<string, any>) => {
           if (!g.json) return showExecResult(r, Boolean(o.pty), g.scope);
           printJson(r);
-          return outcomeExit(r);
+          return commandExit(r);
         };
         if (!o.bg) return runForeground(g, params, { yieldMs: o.yield, stdinNull: o.stdinNull }, shown);
         return shown(await withClient(g, (c) => c.call('exec', scoped(g, params))));

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { act, EXIT, globalsOf, out, outcomeExit, printJson, scoped, UsageError, withClient } from '../context.js';
+import { act, commandExit, EXIT, globalsOf, out, printJson, scoped, UsageError, withClient } from '../context.js';
 import { showExecResult } from './exec.js';
 
 interface ResumeOptions {
@@ -47,7 +47,7 @@ export function registerResume(program: Command): void {
         const started = approval && input.confirm === true;
         if (g.json) {
           printJson(r);
-          return started ? outcomeExit(r) : EXIT.ok;
+          return started ? commandExit(r) : EXIT.ok;
         }
         if (!approval) {
           out(String(r.text ?? ''));
