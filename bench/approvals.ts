@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { BenchOptions } from './main.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { cpuMs } from './lib/proc.js';
@@ -37,22 +39,41 @@ const RULES: ApprovalRuleConfig[] = [
  * Approvals cost nothing when no rule matches (issue 9): the exec round trip of `true` on a
  * daemon with twenty rules, none matching, against a daemon with none, in the same run. Two
  * daemons side by side, one exec on each alternately (which goes first alternating too), so
- * load on the shared machine falls on both alike. Also the rules' own cost, timed in-process.
+ * load on the shared machine falls on both alike; the rules move from one daemon to the other
+ * between rounds (a config reload), so neither daemon's own luck counts as the rules'. Also the
+ * rules' own cost, timed in-process.
  */
 export async function approvals(opts: BenchOptions): Promise<Metric[]> {
   const iterations = opts.quick ? 60 : 300;
   const warmup = opts.quick ? 10 : 40;
-  const plain = await BenchDaemon.start();
-  const ruled = await BenchDaemon.start({}, { approvals: { rules: RULES } });
-  opts.log(`approvals: exec \`true\` with ${RULES.length} rules (none matching) vs none; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up), alternating`);
-  const a = await plain.client();
-  const b = await ruled.client();
+  const evenRounds = opts.rounds + (opts.rounds % 2);
+  const daemons = [await BenchDaemon.start({}, {}), await BenchDaemon.start({}, {})];
+  opts.log(
+    `approvals: exec \`true\` with ${RULES.length} rules (none matching) vs none; ${evenRounds} rounds x ${iterations} iterations (+${warmup} warm-up), alternating; ` +
+      'the rules change daemon at each round',
+  );
+  const clients = await Promise.all(daemons.map((d) => d.client()));
   const rounds: { plain: number[]; ruled: number[]; plainCpu: number; ruledCpu: number }[] = [];
   try {
-    const probe = await b.call('exec', { command: PROBE, yieldMs: 10_000 });
-    if (probe.status !== 'denied') throw new Error(`the rules are not loaded: ${PROBE} answered ${JSON.stringify(probe).slice(0, 200)}`);
-    await b.call('process', { action: 'clear', sessionId: probe.sessionId });
-    const exec = async (c: typeof a) => {
+    /** Give daemon `i` the rules and the other none (SIGHUP reloads the config); check with the probe. */
+    const rulesOn = async (i: number) => {
+      for (const [j, d] of daemons.entries()) {
+        writeFileSync(join(d.env.XDG_CONFIG_HOME!, 'procctl', 'config.json'), JSON.stringify(j === i ? { approvals: { rules: RULES } } : {}));
+        process.kill(d.pid, 'SIGHUP');
+      }
+      for (const [j, c] of clients.entries()) {
+        const want = j === i ? 'denied' : 'completed';
+        const deadline = Date.now() + 10_000;
+        for (;;) {
+          const probe = await c.call('exec', { command: PROBE, yieldMs: 10_000 });
+          await c.call('process', { action: 'clear', sessionId: probe.sessionId });
+          if (probe.status === want) break;
+          if (Date.now() > deadline) throw new Error(`the config reload did not take: ${PROBE} answered ${probe.status}, expected ${want}`);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }
+    };
+    const exec = async (c: (typeof clients)[number]) => {
       const t0 = now();
       const r = await c.call('exec', { command: 'true' });
       const ms = now() - t0;
@@ -60,7 +81,11 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       await c.call('process', { action: 'clear', sessionId: r.sessionId });
       return ms;
     };
-    for (let r = 0; r < opts.rounds; r++) {
+    // An even number of rounds, so each daemon has the rules as often as the other.
+    for (let r = 0; r < evenRounds; r++) {
+      await rulesOn(r % 2);
+      const [ruled, plain] = r % 2 === 0 ? daemons : [daemons[1], daemons[0]];
+      const [b, a] = r % 2 === 0 ? clients : [clients[1], clients[0]];
       const s = { plain: [] as number[], ruled: [] as number[], plainCpu: 0, ruledCpu: 0 };
       let cpuA = 0;
       let cpuB = 0;
@@ -88,9 +113,8 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       );
     }
   } finally {
-    a.close();
-    b.close();
-    await Promise.all([plain.stop(), ruled.stop()]);
+    for (const c of clients) c.close();
+    await Promise.all(daemons.map((d) => d.stop()));
   }
 
   // The rules alone: what `decide` costs for a command no rule matches, in this process.
@@ -119,7 +143,7 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       unit: 'x',
       target: { op: '<=', value: 1.05 },
       rounds: ratios.map((x) => round(x, 3)),
-      detail: `median ${round(med((s) => median(s.ruled)), 3)} vs ${round(med((s) => median(s.plain)), 3)} ms; p99 ratio ${round(median(ratiosP99), 3)} (${round(med((s) => p99(s.ruled)), 2)} vs ${round(med((s) => p99(s.plain)), 2)} ms); two daemons side by side, alternating`,
+      detail: `median ${round(med((s) => median(s.ruled)), 3)} vs ${round(med((s) => median(s.plain)), 3)} ms; p99 ratio ${round(median(ratiosP99), 3)} (${round(med((s) => p99(s.ruled)), 2)} vs ${round(med((s) => p99(s.plain)), 2)} ms); two daemons side by side, alternating, the rules moving between them at each round`,
     },
     {
       bench: 'approvals',
