@@ -163,6 +163,8 @@ describe('procctl tool, tools, status', () => {
     const r = await run(['status']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^procctld \S+ \(pid \d+\), up /);
+    expect(r.stdout).toMatch(/^sandbox: +off \(bubblewrap (works here|cannot run here: .+)\)$/m);
+    expect(r.stdout).toMatch(/^env: +\d+ inherited variable\(s\) withheld from sessions$/m);
     expect(JSON.parse((await run(['--json', 'status'])).stdout)).toMatchObject({ socket: d.socket, pid: d.proc.pid });
   });
 });

@@ -23,6 +23,11 @@ export function registerStatus(program: Command): void {
         if (r.node) lines.push(`node:     ${r.node}`);
         if (r.spawner) lines.push(`spawner:  ${r.spawner}${r.spawnerReason ? ` (${r.spawnerReason})` : ''}`);
         if (r.state) lines.push(`state:    ${r.state.dir}${r.state.writable ? '' : `, NOT WRITABLE: ${r.state.error}`}`);
+        if (r.sandbox) {
+          const can = r.sandbox.available ? 'bubblewrap works here' : `bubblewrap cannot run here: ${r.sandbox.reason ?? 'no reason given'}`;
+          lines.push(`sandbox:  ${r.sandbox.mode} (${can})`);
+        }
+        if (r.env?.withheld !== undefined) lines.push(`env:      ${r.env.withheld} inherited variable(s) withheld from sessions`);
         out(lines.join('\n'));
         return EXIT.ok;
       }),
