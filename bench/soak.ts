@@ -151,13 +151,14 @@ async function main(): Promise<number> {
   const warm = await control.call('exec', { command: 'true', pty: true, scope: 'warm-up', workdir });
   await control.call('process', { action: 'clear', sessionId: warm.sessionId, scope: 'warm-up' });
   // Measured with only the control and probe connections open, as at the end.
-  // Snapshots are taken while no sample is being made: before the load, as it ends, and after it.
-  // The first comes before the quiet figures, whose diagnostics restart the daemon's loop-delay watch.
-  if (args.snapshots) {
-    await sleep(2000);
-    await args.snapshots.take(daemon.pid, control);
-  }
   const quietStart = await quietFigures(daemon, sampler);
+  // Snapshots are taken while no sample is being made: before the load, as it ends, and after it.
+  // Each takes tens of MB in the daemon, which the allocator keeps: RSS is read before them.
+  if (args.snapshots) {
+    await args.snapshots.take(daemon.pid, control);
+    // Restart the daemon's loop-delay watch, which would count the snapshot's pause.
+    await sampler.diagnostics();
+  }
   log(`quiet before the load: RSS ${quietStart.rssMB} MB (${quietStart.rssAnonMB} anonymous), ${quietStart.fds} descriptors, heap ${quietStart.heapUsedMB} MB`);
   const subscribers = await Promise.all(agentScopes.map((scope) => subscribeAll(scope, common)));
 
