@@ -103,10 +103,11 @@ function guardianOf(pid: number): number | undefined {
   return undefined;
 }
 
-/** The report, indented, then its samples one per line (a 30-minute run has 360). */
-function reportJson(report: Record<string, unknown>, samples: Sample[]): string {
+/** The report, indented; its samples one per line (a 30-minute run has 360); every probe round trip, [s into the load, ms], on one line. */
+function reportJson(report: Record<string, unknown>, samples: Sample[], probes: [number, number][]): string {
   const head = JSON.stringify(report, null, 1);
-  return `${head.slice(0, -2)},\n "samples": [\n${samples.map((s) => `  ${JSON.stringify(s)}`).join(',\n')}\n ]\n}\n`;
+  const rows = samples.map((s) => `  ${JSON.stringify(s)}`).join(',\n');
+  return `${head.slice(0, -2)},\n "samples": [\n${rows}\n ],\n "probes": ${JSON.stringify(probes)}\n}\n`;
 }
 
 async function main(): Promise<number> {
@@ -248,7 +249,7 @@ async function main(): Promise<number> {
     failures: { count: rec.failureCount, first: rec.failures },
     daemonWarnings: daemonLog,
   };
-  writeFileSync(args.json, reportJson(report, sampler.samples));
+  writeFileSync(args.json, reportJson(report, sampler.samples, sampler.allLoop));
   const subtitle = `${startedAt.toISOString().slice(0, 10)}, ${rev}, ${round(loadSeconds / 60, 1)} min, ${args.agents} agents, ${host.cpus} cores, Node ${host.node}: ${reasons.length ? 'FAIL' : 'PASS'}`;
   writeFileSync(args.svg, soakFigure(sampler.samples, summary, subtitle, args.diagSec));
   process.stdout.write(`\n${text(summary, quiet, tasks, reasons)}\n`);

@@ -7,6 +7,9 @@ export function soakFigure(samples: Sample[], summary: Summary, subtitle: string
   const T = summary.loadSeconds;
   const pts = (f: (s: Sample) => number | undefined) => samples.filter((s) => f(s) !== undefined).map((s) => [s.t, f(s)!] as [number, number]);
   const own = summary.daemonLoopDelayMs !== undefined;
+  const minutes = (s: number) => s / 60;
+  const warmUp = minutes(0.1 * T);
+  const span = minutes(summary.first.toS - summary.first.fromS);
   const charts: Chart[] = [
     {
       title: 'Memory of the daemon',
@@ -17,7 +20,11 @@ export function soakFigure(samples: Sample[], summary: Summary, subtitle: string
         { label: `heap used after a full GC (every ${diagSec} s)`, color: '#2ca02c', points: pts((s) => s.heapUsedMB), dots: true },
         ...(summary.guardianRssMB ? [{ label: 'guardian helper RSS', color: '#9467bd', points: pts((s) => s.guardianRssMB), dashed: true }] : []),
       ],
-      refs: [{ y: summary.rssMB.at10 * (1 + RSS_SLACK), label: `limit: RSS after the warm-up + ${RSS_SLACK * 100}%`, color: '#d62728' }],
+      refs: [
+        { y: summary.rssMB.afterWarmUp * (1 + RSS_SLACK), label: `limit: median after the warm-up + ${RSS_SLACK * 100}%`, color: '#d62728' },
+        { y: summary.rssMB.afterWarmUp, label: 'median', color: '#000', from: warmUp, to: warmUp + span },
+        { y: summary.rssMB.end, label: 'median', color: '#000', from: minutes(summary.last.fromS), to: minutes(T) },
+      ],
     },
     {
       title: 'Open descriptors of the daemon, and sessions it holds',
@@ -53,17 +60,16 @@ export function soakFigure(samples: Sample[], summary: Summary, subtitle: string
       ],
     },
   ];
-  const minutes = (s: number) => s / 60;
-  const span = `${+minutes(summary.first.toS - summary.first.fromS).toFixed(1)} min`;
+  const spanText = `${+span.toFixed(1)} min`;
   return stackedCharts(
     'procctld soak',
     subtitle,
     charts,
     minutes(T),
-    [{ x: minutes(0.1 * T), label: 'warm-up ends' }],
+    [{ x: warmUp, label: 'warm-up ends' }],
     [
-      { from: minutes(summary.first.fromS), to: minutes(summary.first.toS), label: `first ${span}` },
-      { from: minutes(summary.last.fromS), to: minutes(T), label: `last ${span}` },
+      { from: minutes(summary.first.fromS), to: minutes(summary.first.toS), label: `first ${spanText}` },
+      { from: minutes(summary.last.fromS), to: minutes(T), label: `last ${spanText}` },
     ],
   );
 }

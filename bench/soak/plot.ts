@@ -16,8 +16,8 @@ export interface Chart {
   unit: string;
   series: Series[];
   log?: boolean;
-  /** Horizontal reference lines (limits). */
-  refs?: { y: number; label: string; color: string }[];
+  /** Horizontal reference lines (limits), across the chart or from one minute to another. */
+  refs?: { y: number; label: string; color: string; from?: number; to?: number }[];
 }
 
 const W = 960;
@@ -129,8 +129,10 @@ export function stackedCharts(title: string, subtitle: string, charts: Chart[], 
     }
     for (const ref of chart.refs ?? []) {
       const y = sy(ref.y).toFixed(1);
-      out.push(`<line x1="${LEFT}" x2="${LEFT + plotW}" y1="${y}" y2="${y}" stroke="${ref.color}" stroke-dasharray="6 4"/>`);
-      out.push(`<text x="${LEFT + plotW - 4}" y="${Number(y) - 4}" text-anchor="end" fill="${ref.color}" font-size="11">${esc(ref.label)}</text>`);
+      const x0 = ref.from === undefined ? LEFT : sx(ref.from);
+      const x1 = ref.to === undefined ? LEFT + plotW : sx(Math.min(xMax, ref.to));
+      out.push(`<line x1="${x0.toFixed(1)}" x2="${x1.toFixed(1)}" y1="${y}" y2="${y}" stroke="${ref.color}" stroke-width="${ref.from === undefined ? 1 : 2.5}" stroke-dasharray="6 4"/>`);
+      out.push(`<text x="${(x1 - 4).toFixed(1)}" y="${Number(y) - 4}" text-anchor="end" fill="${ref.color}" font-size="11">${esc(ref.label)}</text>`);
     }
     for (const s of chart.series) {
       const pts = finite(s.points);

@@ -3,7 +3,11 @@ import type { Sample } from './sampler.js';
 
 /** Descriptors the quiet daemon may hold more at the end than at the start before the run fails. */
 export const FD_SLACK = 5;
-/** RSS at the end may exceed RSS after the first tenth (the warm-up) by this fraction. */
+/**
+ * RSS over the last stretch may exceed RSS over the stretch after the warm-up (the first tenth)
+ * by this fraction. Medians over whole stretches: RSS saws up and down by tens of MB between
+ * major GCs, so a shorter window measures where in a cycle it ended.
+ */
 export const RSS_SLACK = 0.1;
 /** The stretches compared at the start and the end of the run: 5 minutes, less on a short run. */
 export const WINDOW_S = 300;
@@ -39,9 +43,10 @@ export interface Stretch {
 
 export interface Summary {
   loadSeconds: number;
-  rssMB: { at10: number; at50: number; end: number; max: number };
-  guardianRssMB?: { at10: number; end: number };
-  heapUsedMB: { at10: number; end: number };
+  /** Medians: over the stretch after the warm-up, around the middle, over the last stretch. */
+  rssMB: { afterWarmUp: number; middle: number; end: number; max: number };
+  guardianRssMB?: { afterWarmUp: number; end: number };
+  heapUsedMB: { afterWarmUp: number; end: number };
   fds: { min: number; max: number; quietStart: number; quietEnd: number };
   loopMs: { probes: number; p50: number; p99: number; max: number; errors: number; skippedForDiagnostics: number };
   /** Least-squares trend per hour from the end of the warm-up (the first tenth) on. */
@@ -139,15 +144,15 @@ export function summarise(
   return {
     loadSeconds: Math.round(T),
     rssMB: {
-      at10: around(samples, 0.1 * T, 0.15 * T, rss),
-      at50: around(samples, 0.5 * T, 0.55 * T, rss),
-      end: around(samples, 0.95 * T, Infinity, rss),
+      afterWarmUp: around(samples, 0.1 * T, 0.1 * T + w, rss),
+      middle: around(samples, (T - w) / 2, (T + w) / 2, rss),
+      end: around(samples, T - w, Infinity, rss),
       max: Math.max(...samples.map(rss)),
     },
     ...(samples.some((s) => s.guardianRssMB !== undefined)
-      ? { guardianRssMB: { at10: around(samples, 0.1 * T, 0.15 * T, guardian), end: around(samples, 0.95 * T, Infinity, guardian) } }
+      ? { guardianRssMB: { afterWarmUp: around(samples, 0.1 * T, 0.1 * T + w, guardian), end: around(samples, T - w, Infinity, guardian) } }
       : {}),
-    heapUsedMB: { at10: around(samples, 0.1 * T, 0.2 * T, heap), end: around(samples, 0.9 * T, Infinity, heap) },
+    heapUsedMB: { afterWarmUp: around(samples, 0.1 * T, 0.1 * T + w, heap), end: around(samples, T - w, Infinity, heap) },
     fds: { min: Math.min(...samples.map((s) => s.fds)), max: Math.max(...samples.map((s) => s.fds)), quietStart: quiet.start.fds, quietEnd: quiet.end.fds },
     loopMs: {
       probes: all.length,
@@ -204,8 +209,10 @@ export function verdict(summary: Summary, quiet: { start: Quiet; end: Quiet }, f
   if (failureCount) reasons.push(`${failureCount} failed request(s) or output mismatch(es)`);
   const grew = summary.fds.quietEnd - summary.fds.quietStart;
   if (grew > FD_SLACK) reasons.push(`the quiet daemon holds ${grew} more descriptors than before the load (${summary.fds.quietStart} -> ${summary.fds.quietEnd})`);
-  const limit = summary.rssMB.at10 * (1 + RSS_SLACK);
-  if (!(summary.rssMB.end <= limit)) reasons.push(`RSS at the end ${summary.rssMB.end} MB is over ${round(limit, 1)} MB (RSS after the first tenth ${summary.rssMB.at10} MB + ${RSS_SLACK * 100}%)`);
+  const limit = summary.rssMB.afterWarmUp * (1 + RSS_SLACK);
+  if (!(summary.rssMB.end <= limit)) {
+    reasons.push(`RSS over the last stretch ${summary.rssMB.end} MB is over ${round(limit, 1)} MB (RSS after the warm-up ${summary.rssMB.afterWarmUp} MB + ${RSS_SLACK * 100}%)`);
+  }
   const left = Object.entries(quiet.end.objects).filter(([k, n]) => n > (quiet.start.objects[k] ?? 0));
   if (left.length) {
     reasons.push(`after every session was forgotten the daemon holds more objects than before the load: ${left.map(([k, n]) => `${k} ${quiet.start.objects[k] ?? 0} -> ${n}`).join(', ')}`);
@@ -213,6 +220,12 @@ export function verdict(summary: Summary, quiet: { start: Quiet; end: Quiet }, f
   if (summary.loopMs.errors) reasons.push(`${summary.loopMs.errors} daemon.status probe(s) failed`);
   reasons.push(...survivors);
   return reasons;
+}
+
+/** A stretch's length in minutes, or the stretch of that length starting at `from` seconds. */
+function span(st: Stretch, from?: number): string {
+  const len = (st.toS - st.fromS) / 60;
+  return from === undefined ? `${round(len, 1)} min` : `${round(from / 60, 1)}-${round(from / 60 + len, 1)} min`;
 }
 
 const sign = (n: number) => (n > 0 ? `+${n}` : String(n));
@@ -231,9 +244,10 @@ export function text(summary: Summary, quiet: { start: Quiet; end: Quiet }, task
   const k = s.slopesPerHour;
   const lines = [
     `load ${round(s.loadSeconds / 60, 1)} min, ${s.sessionsStarted} sessions started`,
-    `RSS          ${s.rssMB.at10} MB at 10%, ${s.rssMB.at50} MB at 50%, ${s.rssMB.end} MB at the end (max ${s.rssMB.max})`,
-    ...(s.guardianRssMB ? [`guardian RSS ${s.guardianRssMB.at10} MB at 10%, ${s.guardianRssMB.end} MB at the end`] : []),
-    `heap used    ${s.heapUsedMB.at10} MB at 10-20%, ${s.heapUsedMB.end} MB in the last 10% (after a full GC)`,
+    `RSS          medians: ${s.rssMB.afterWarmUp} MB after the warm-up (${span(s.first, s.loadSeconds / 10)}), ${s.rssMB.middle} MB in the middle, ` +
+      `${s.rssMB.end} MB over the last ${span(s.last)} (max ${s.rssMB.max})`,
+    ...(s.guardianRssMB ? [`guardian RSS ${s.guardianRssMB.afterWarmUp} MB after the warm-up, ${s.guardianRssMB.end} MB at the end`] : []),
+    `heap used    ${s.heapUsedMB.afterWarmUp} MB after the warm-up, ${s.heapUsedMB.end} MB at the end (after a full GC)`,
     `descriptors  ${s.fds.min}-${s.fds.max} under load; quiet ${s.fds.quietStart} before, ${s.fds.quietEnd} after`,
     `loop delay   daemon.status round trip p50 ${s.loopMs.p50} ms, p99 ${s.loopMs.p99} ms, max ${s.loopMs.max} ms (${s.loopMs.probes} probes)`,
     ...(s.daemonLoopDelayMs
