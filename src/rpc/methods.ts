@@ -113,12 +113,16 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     return { subscription };
   });
   methods.set('unsubscribe', (params, rc) => {
-    const sub = subscriptions.get(String(params.subscription));
+    const { subscription } = params;
+    if (typeof subscription !== 'string') {
+      throw invalid('subscription must be a string, the one subscribe answered (e.g. "sub-1")', { path: ['subscription'], schema: true });
+    }
+    const sub = subscriptions.get(subscription);
     if (!sub || sub.conn !== rc.connection) {
-      throw invalid(`no subscription ${JSON.stringify(params.subscription)} on this connection`, { path: ['subscription'], schema: true });
+      throw invalid(`no subscription ${JSON.stringify(subscription)} on this connection`, { path: ['subscription'], schema: true });
     }
     sub.remove();
-    subscriptions.delete(String(params.subscription));
+    subscriptions.delete(subscription);
     return {};
   });
   methods.set('daemon.status', () => ({

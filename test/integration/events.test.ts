@@ -126,6 +126,17 @@ describe('subscribe', () => {
     expect(eventsOf(s, second.sessionId)).toEqual([]);
     expect(eventsOf(s, third.sessionId)).toEqual([]);
   });
+
+  it('unsubscribe with a subscription that is not a string is invalid params naming the field, and the connection goes on', async () => {
+    const s = await listener('unsub-bad');
+    // An object without a usable toString once made the daemon answer an internal error.
+    for (const subscription of [{ toString: null }, 7, null, ['sub-1']]) {
+      const r = await s.request('unsubscribe', { subscription });
+      expect(r.error?.code).toBe(-32602);
+      expect(r.error?.message).toMatch(/subscription must be a string/);
+    }
+    expect((await s.exec({ command: 'echo still' })).output).toContain('still');
+  });
 });
 
 describe('exit summaries (notifyOnExit)', () => {
