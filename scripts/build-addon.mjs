@@ -3,7 +3,8 @@
 // the install: without the addon the daemon starts jobs on pipes through Node's child_process
 // (a fork of the daemon) and says so in `daemon.status` and its log. See docs/architecture.md.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -52,6 +53,30 @@ function nodeGyp() {
   return bin ? [bin, []] : undefined;
 }
 
+/** Copies of the addons already built (build/Release/*.node), to put back when a rebuild fails. */
+function keepBuilt() {
+  const release = join(ROOT, 'build', 'Release');
+  const built = existsSync(release) ? readdirSync(release).filter((f) => f.endsWith('.node')) : [];
+  if (built.length === 0) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'procctl-addon-'));
+  for (const f of built) copyFileSync(join(release, f), join(dir, f));
+  const discard = () => rmSync(dir, { recursive: true, force: true });
+  return {
+    discard,
+    restore() {
+      try {
+        mkdirSync(release, { recursive: true });
+        for (const f of built) copyFileSync(join(dir, f), join(release, f));
+        return true;
+      } catch {
+        return false;
+      } finally {
+        discard();
+      }
+    },
+  };
+}
+
 function explain(problem, lines) {
   const text = [
     '',
@@ -78,10 +103,19 @@ function main() {
     return;
   }
   const [file, args] = gyp;
+  // `rebuild` starts by deleting build/: keep the addons built before, so that a rebuild that
+  // fails (offline, no headers) leaves the working ones in place. They are N-API: any Node 20+ loads them.
+  const kept = keepBuilt();
   const run = spawnSync(file, [...args, 'rebuild'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
   const output = `${run.stdout ?? ''}${run.stderr ?? ''}`;
   if (run.status === 0 && existsSync(join(ROOT, ADDON))) {
+    kept?.discard();
     process.stdout.write(`procctl: built ${ADDON}\n`);
+    return;
+  }
+  if (kept?.restore()) {
+    const last = output.trimEnd().split('\n').slice(-5).map((l) => `  | ${l}\n`).join('');
+    process.stderr.write(`procctl: node-gyp failed (exit ${run.status ?? run.signal}); kept the addons built before (${ADDON} and the rest), which still work.\n${last}`);
     return;
   }
   const tail = output.trimEnd().split('\n').slice(-15);

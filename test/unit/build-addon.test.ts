@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -33,5 +33,26 @@ describe('the install step without a toolchain', () => {
     const r = install(env);
     expect(r.status).toBe(0);
     expect(r.stderr).toContain('missing python3, make, a C compiler (cc), a C++ compiler to link with (g++)');
+  });
+});
+
+describe('a rebuild that fails', () => {
+  it('puts back the addons built before it (node-gyp rebuild starts by deleting build/)', () => {
+    const release = join(ROOT, 'build', 'Release');
+    const addons = ['procctl_spawn.node', 'procctl_peer.node'].filter((f) => existsSync(join(release, f)));
+    if (addons.length === 0) {
+      console.log('skipped: no addon was built in this checkout to keep');
+      return;
+    }
+    const target = join(dir, 'build', 'Release');
+    mkdirSync(target, { recursive: true });
+    for (const f of addons) cpSync(join(release, f), join(target, f));
+    // Headers that are not there: node-gyp fails at configure, after its clean, without going online.
+    const r = install({ ...process.env, npm_config_nodedir: join(dir, 'no-node-headers') });
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain('node-gyp failed');
+    expect(r.stderr).toContain('kept the addons built before');
+    for (const f of addons) expect(readFileSync(join(target, f)).equals(readFileSync(join(release, f))), f).toBe(true);
+    rmSync(join(dir, 'build'), { recursive: true, force: true });
   });
 });
