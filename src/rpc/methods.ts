@@ -125,7 +125,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     subscriptions.delete(subscription);
     return {};
   });
-  methods.set('daemon.status', () => ({
+  methods.set('daemon.status', async () => ({
     version,
     pid: process.pid,
     uptimeMs: Date.now() - startedAt,
@@ -137,7 +137,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     state: { dir: d.state.dir, ...d.state.status() },
     env: { withheld: daemonInheritance(d.config().env).withheld },
     spawnerReason: spawnFallbackReason(),
-    sandbox: sandboxStatus(d.config()),
+    sandbox: await sandboxStatus(d.config()),
   }));
   return methods;
 }

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Config } from '../config/schema.js';
@@ -55,11 +55,27 @@ export function which(cmd: string, path: string | undefined): string | undefined
   return undefined;
 }
 
-/** Whether bwrap can build a sandbox like a session's on this host; why not, if not. */
-function probe(host: SandboxHost, c: SandboxConfig): string | undefined {
+/** A program the probe runs, and how it ended. */
+interface Step {
+  file: string;
+  args: string[];
+}
+interface Ran {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  stderr: string;
+  error?: Error;
+}
+
+/**
+ * Whether bwrap can build a sandbox like a session's on this host; why not, if not. Written
+ * once as the programs to run, driven by `probe` (blocking, before the daemon serves) or by
+ * `probeAsync` (while it serves, so the loop never waits on bwrap).
+ */
+function* probeSteps(host: SandboxHost, c: SandboxConfig): Generator<Step, string | undefined, Ran> {
   if (!host.bwrap) return `bwrap is not on the daemon's PATH (${process.env.PATH ?? 'unset'}); ${INSTALL}`;
   if (!host.env) return 'env (GNU coreutils) is not on the daemon\'s PATH; the sandbox needs it to give jobs their signals back';
-  const env = spawnSync(host.env, ['--ignore-signal=TERM', '--default-signal', 'true'], { stdio: 'ignore', timeout: PROBE_TIMEOUT_MS });
+  const env = yield { file: host.env, args: ['--ignore-signal=TERM', '--default-signal', 'true'] };
   if (env.status !== 0) return `${host.env} does not know --ignore-signal and --default-signal (GNU coreutils 8.31 or newer has them); the sandbox needs them`;
   const layout = {
     mode: c.sandbox.mode === 'off' ? ('read-only' as const) : c.sandbox.mode,
@@ -72,13 +88,44 @@ function probe(host: SandboxHost, c: SandboxConfig): string | undefined {
     asUser: host.user !== undefined,
   };
   const become = host.user ? [host.setpriv!, ...setprivOptions(host.user)] : [];
-  const run = spawnSync(host.bwrap, [...bwrapOptions(layout), '--', ...become, host.env, '--default-signal', 'true'], { encoding: 'utf8', timeout: PROBE_TIMEOUT_MS });
+  const run = yield { file: host.bwrap, args: [...bwrapOptions(layout), '--', ...become, host.env, '--default-signal', 'true'] };
   if (run.status === 0) return undefined;
   const said = (run.stderr || run.error?.message || `exit ${run.status ?? run.signal}`).trim().split('\n')[0];
   const userns = /namespace|permission|operation not permitted/i.test(said)
     ? '; user namespaces look refused to the daemon\'s user: allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap) or run the daemon as root'
     : '';
   return `bwrap cannot create the sandbox on this host: ${said}${userns}`;
+}
+
+function probe(host: SandboxHost, c: SandboxConfig): string | undefined {
+  const steps = probeSteps(host, c);
+  let next = steps.next();
+  while (!next.done) {
+    const r = spawnSync(next.value.file, next.value.args, { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS });
+    next = steps.next({ status: r.status, signal: r.signal, stderr: r.stderr ?? '', error: r.error });
+  }
+  return next.value;
+}
+
+async function probeAsync(host: SandboxHost, c: SandboxConfig): Promise<string | undefined> {
+  const steps = probeSteps(host, c);
+  let next = steps.next();
+  while (!next.done) next = steps.next(await run(next.value));
+  return next.value;
+}
+
+/** One probe program, without blocking the loop; stderr kept to its first 4 KiB. */
+function run({ file, args }: Step): Promise<Ran> {
+  return new Promise((resolve) => {
+    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS });
+    let stderr = '';
+    let error: Error | undefined;
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      if (stderr.length < 4096) stderr += text;
+    });
+    child.on('error', (err) => (error = err));
+    child.on('close', (status, signal) => resolve({ status, signal, stderr, error }));
+  });
 }
 
 /** Problems with the config itself, found before anything runs. */
@@ -158,13 +205,21 @@ export function requireSandbox(c: SandboxConfig): SandboxCheck {
   return found;
 }
 
+const couldChecks = new Map<string, Promise<string | undefined>>();
+
 /**
  * What `daemon.status` says. With the sandbox off, whether it could be turned on: bwrap is
- * tried once, the first time anyone asks.
+ * tried once per config, the first time anyone asks, off the loop.
  */
-export function sandboxStatus(c: SandboxConfig): SandboxStatus {
+export async function sandboxStatus(c: SandboxConfig): Promise<SandboxStatus> {
   const found = checkSandbox(c);
   if (c.sandbox.mode !== 'off' || found.refused) return found.status;
-  const could = checkSandbox({ ...c, sandbox: { ...c.sandbox, mode: 'read-only', writable: [] } });
-  return { mode: 'off', available: could.status.available, ...(could.status.reason ? { reason: could.status.reason } : {}) };
+  const key = JSON.stringify([c.sandbox, process.env.PATH]);
+  let could = couldChecks.get(key);
+  if (!could) {
+    could = probeAsync(found.host, { ...c, sandbox: { ...c.sandbox, mode: 'read-only', writable: [] } });
+    couldChecks.set(key, could);
+  }
+  const reason = await could;
+  return { mode: 'off', available: reason === undefined, ...(reason ? { reason } : {}) };
 }

@@ -129,6 +129,18 @@ describe('SIGHUP reload', () => {
     c.close();
   });
 
+  it('with the sandbox off, status says why it could not be turned on, in what bwrap said (asked while serving)', async () => {
+    const d = await startDaemon({ config: {}, env: { PATH: `${refusingBwrap()}:/usr/bin:/bin` } });
+    const c = await d.client();
+    const [first, second] = await Promise.all([c.request('daemon.status'), c.request('daemon.status')]);
+    for (const st of [first.result.sandbox, second.result.sandbox]) {
+      expect(st).toMatchObject({ mode: 'off', available: false });
+      expect(st.reason).toContain('bwrap cannot create the sandbox on this host: bwrap: No permissions to creating new namespace');
+      expect(st.reason).toContain('user namespaces');
+    }
+    c.close();
+  });
+
   it.skipIf(SKIP_SANDBOX)('a workable sandbox is taken: new sessions run inside it', async () => {
     const d = await startDaemon({ config: {}, env: { PROCCTL_LOG_LEVEL: 'info' } });
     const c = await d.client();
