@@ -11,10 +11,10 @@ import { spawnSession } from '../runner/spawn.js';
 import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
-import { deriveName } from '../session/name.js';
-import { Session } from '../session/session.js';
+import type { Session } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { gateExec } from './approval/gate.js';
+import { execSession } from './exec-session.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
@@ -66,19 +66,8 @@ function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, a
 
   const warnings: string[] = [];
 
-  const id = approved?.id ?? d.registry.newId();
-  const session = new Session({
-    id,
-    scope: ctx.scope,
-    command: p.command,
-    name: p.name ?? deriveName(p.command),
-    cwd,
-    stdin: p.stdin ?? 'pipe',
-    maxOutputChars: cfg.maxOutputChars,
-    pendingMaxOutputChars: cfg.pendingMaxOutputChars,
-    events: d.registry.events,
-  });
-  session.key = p.key;
+  const session = execSession(d, ctx, p, cwd, approved?.id);
+  const id = session.id;
   session.spool = cfg.maxLogBytes > 0 ? new Spool(d.state.spoolPath(id), cfg.maxLogBytes, d.state.disk) : undefined;
   const sessionDir = d.scratch.take();
   session.tmpdir = sessionDir;

@@ -3,6 +3,8 @@ import { chmodSync, chownSync, existsSync, readFileSync, statSync, writeFileSync
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TestClient } from '../helpers/rpc.js';
+import { startDaemon } from '../helpers/daemon.js';
+import { waitGone } from '../helpers/procs.js';
 import { Scoped, Scopes, sharedDaemon } from '../helpers/session.js';
 import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
 
@@ -33,7 +35,7 @@ function suite(name: string, sandbox: object) {
     let scopes: Scopes;
     const ids: string[] = [];
     sharedDaemon(
-      { env: { PROCCTL_KILL_GRACE_MS: '1000' }, config: { sandbox: { user: 'nobody', ...sandbox }, limits: { processes: PROCESSES }, scopes: { [ELEVATED]: { elevated: 'allow' } } } },
+      { env: { PROCCTL_KILL_GRACE_MS: '1000' }, config: { sandbox: { user: 'nobody', ...sandbox }, scopes: { [ELEVATED]: { elevated: 'allow' } } } },
       (x) => ({ c, scopes } = x),
     );
     afterAll(() => killMarked(ids));
@@ -84,9 +86,23 @@ function suite(name: string, sandbox: object) {
     });
 
     it('limits.processes binds: past it, fork fails', async () => {
-      const r = await run(`sh -c 'i=0; while [ $i -lt ${PROCESSES * 2} ]; do sleep 2 & i=$((i+1)); done; echo all-started' 2>&1`, { workdir: userDir(`${name}-nproc`) });
-      expect(r.output).toMatch(/Cannot fork|Resource temporarily unavailable/);
-      expect(r.output).not.toContain('all-started');
+      // A daemon of its own: the sleeps this leaves outlive their shell, and until whoever
+      // adopts them reaps them they count against the user's processes. The shared daemon sets
+      // no limit, so they cannot fail a later test's fork.
+      const own = await startDaemon({ config: { sandbox: { user: 'nobody', ...sandbox }, limits: { processes: PROCESSES } } });
+      const client = await own.client();
+      const s = new Scoped(client, 'nproc');
+      let id: string | undefined;
+      try {
+        const r = await s.exec({ command: `sh -c 'i=0; while [ $i -lt ${PROCESSES * 2} ]; do sleep 2 & i=$((i+1)); done; echo all-started' 2>&1`, yieldMs: 30_000, stdin: 'null', workdir: userDir(`${name}-nproc`) });
+        id = r.sessionId;
+        expect(r.output).toMatch(/Cannot fork|Resource temporarily unavailable/);
+        expect(r.output).not.toContain('all-started');
+      } finally {
+        client.close();
+        await own.stop();
+        if (id) expect(await waitGone(killMarked([id]), 20_000)).toEqual([]);
+      }
     });
 
     it('elevated:true runs as the daemon, root', async () => {

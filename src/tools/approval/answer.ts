@@ -1,9 +1,9 @@
-import { conflict, invalid, notFound, ProcctlError, unavailable } from '../../errors.js';
+import { conflict, invalid, notFound, unavailable } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { execTool } from '../exec.js';
-import { forget } from '../process/forget.js';
+import { forget, forgetAfter } from '../process/forget.js';
 import { endLine, execResult, sessionRecord } from '../render.js';
 import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
 import { RPC, type Voice } from '../voice.js';
@@ -80,14 +80,7 @@ function withdraw(d: Daemon, s: Session, andForget: boolean, v: Voice) {
   if (isAnswering(s)) throw conflict(`session ${s.id} is being started after its approval; kill it once it runs`, { sessionId: s.id });
   endUnstarted(d, s, 'user', 'ended');
   const record = { ...sessionRecord(s), text: endLine(s, v) };
-  if (!andForget) return record;
-  try {
-    forget(d, s);
-  } catch (err) {
-    if (err instanceof ProcctlError) throw new ProcctlError(err.kind, `${record.text} But ${err.message}`, err.details);
-    throw err;
-  }
-  return { ...record, text: `${record.text} Forgot session ${s.id}.` };
+  return andForget ? forgetAfter(d, s, record) : record;
 }
 
 function forgetQuietly(d: Daemon, s: Session): void {

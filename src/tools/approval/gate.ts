@@ -3,7 +3,8 @@ import type { ScopePolicy } from '../../policy/scopes.js';
 import type { ExecParams } from '../../schema/exec.js';
 import type { CallContext, Daemon } from '../context.js';
 import { execResult } from '../render.js';
-import { askApproval, endUnstarted, unstartedSession } from './pending.js';
+import { execSession } from '../exec-session.js';
+import { askApproval, endUnstarted } from './pending.js';
 
 /**
  * Ask the approval rules about an exec before anything runs (SPEC §8). Without rules nothing is
@@ -19,7 +20,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
   if (rules.length === 0 && !elevatedAsks) return undefined;
   const decision = rules.length === 0 ? undefined : decide(compileRules(rules), p.command, ctx.scope);
   if (decision?.action === 'deny') {
-    const s = unstartedSession(d, ctx, p, cwd);
+    const s = execSession(d, ctx, p, cwd);
     d.registry.add(s);
     endUnstarted(d, s, 'rule', undefined, decision.rule.reason ?? `the command matches approval rule ${decision.rule.index}`);
     d.hold(s);
@@ -32,7 +33,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
     decision?.action === 'ask'
       ? (decision.rule.reason ?? `the command matches approval rule ${decision.rule.index}`)
       : `elevated mode needs an approval in scope "${ctx.scope}" (scopes.${ctx.scope}.elevated is "ask")`;
-  const s = unstartedSession(d, ctx, p, cwd);
+  const s = execSession(d, ctx, p, cwd);
   askApproval(d, s, p, why, decision?.action === 'ask' ? decision.rule.index : undefined);
   return execResult(s, [], ctx.voice);
 }

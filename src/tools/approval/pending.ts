@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { interruptView } from '../../interrupt/watcher.js';
 import type { ExecParams } from '../../schema/exec.js';
-import { deriveName } from '../../session/name.js';
-import { Session, type Interrupt, type InterruptOutcome, type PendingExec } from '../../session/session.js';
+import type { Interrupt, InterruptOutcome, PendingExec, Session } from '../../session/session.js';
 import type { DenyReason } from '../../session/types.js';
-import type { CallContext, Daemon } from '../context.js';
+import type { Daemon } from '../context.js';
 import { endLine } from '../render.js';
 
 /** How much of the command an approval's label quotes. */
@@ -23,24 +22,6 @@ export interface ApprovedExec {
 const expiries = new WeakMap<Session, NodeJS.Timeout>();
 /** Pending approvals whose `confirm: true` is being carried out: a second answer is a conflict. */
 const answering = new WeakSet<Session>();
-
-/** A session for an exec that is not started now: its record shows the command, and nothing runs. */
-export function unstartedSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): Session {
-  const cfg = d.config().tools.exec;
-  const s = new Session({
-    id: d.registry.newId(),
-    scope: ctx.scope,
-    command: p.command,
-    name: p.name ?? deriveName(p.command),
-    cwd,
-    stdin: p.stdin ?? 'pipe',
-    maxOutputChars: cfg.maxOutputChars,
-    pendingMaxOutputChars: cfg.pendingMaxOutputChars,
-    events: d.registry.events,
-  });
-  s.key = p.key;
-  return s;
-}
 
 /**
  * Make `s` wait for a person's approval (SPEC §8): it is listed as `approval_required` with an

@@ -35,11 +35,17 @@ export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 
 export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  const record = await stopAndRecord(d, s, p, ctx.voice);
+  return forgetAfter(d, s, await stopAndRecord(d, s, p, ctx.voice));
+}
+
+/**
+ * Forget `s` once something was done to it (stopped, its approval withdrawn): the answer says
+ * both, or, when it cannot be forgotten, what was done and then why it is still listed.
+ */
+export function forgetAfter<R extends { text: string }>(d: Daemon, s: Session, record: R): R {
   try {
     forget(d, s);
   } catch (err) {
-    // It did stop: say so, then why it is still listed.
     if (err instanceof ProcctlError) throw new ProcctlError(err.kind, `${record.text} But ${err.message}`, err.details);
     throw err;
   }
