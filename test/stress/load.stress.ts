@@ -100,6 +100,12 @@ const latencies = new Map<Op, number[]>();
 /** The slowest requests, with when they were sent (ms into the run) and what they asked: tails to look into. */
 const slowest: { op: Op; ms: number; at: number; client: number; what: string }[] = [];
 let runStart = 0;
+/**
+ * Connect to first answer, per client. The daemon takes one new connection per turn of its event
+ * loop (libuv since 1.45), so the last of 50 that connect at once waits in the listen backlog
+ * behind the traffic of those already in: kept apart, or it lands on the first request sent.
+ */
+const connectMs: number[] = [];
 function record(op: Op, ms: number, sentAt: number, client: number, what: string): void {
   (latencies.get(op) ?? latencies.set(op, []).get(op)!).push(ms);
   if (slowest.length < 8 || ms > slowest[slowest.length - 1].ms) {
@@ -111,7 +117,10 @@ function record(op: Op, ms: number, sentAt: number, client: number, what: string
 
 /** One client's 1,000 requests, every answer checked; the session registry of its scope ends empty. */
 async function runClient(i: number): Promise<void> {
+  const connecting = performance.now();
   const client = await d.client();
+  expect((await client.call('daemon.status')).pid).toBe(d.proc.pid);
+  connectMs.push(performance.now() - connecting);
   const s = scopes.next(`load${i}`, client);
   const r = rng(seed + 17 * (i + 1));
   const total = WEIGHTS.reduce((n, [, w]) => n + w, 0);
@@ -294,6 +303,7 @@ describe('load', () => {
       requestsPerSecond: Math.round((all.length / wallMs) * 1000),
       cpu,
       slowest,
+      connectMs: summary(connectMs),
       latencyMs: {
         all: summary(all),
         cheap: summary(cheap),
@@ -305,6 +315,7 @@ describe('load', () => {
     console.log(`load: ${report.requests} requests in ${report.wallMs} ms (${report.requestsPerSecond}/s) on ${report.cpus} cores, load average ${report.loadavg.map((x) => x.toFixed(1)).join(' ')}`);
     console.log(`load: CPU used meanwhile: daemon ${cpu.daemonMs} ms, the 50 clients (one process) ${cpu.clientsMs} ms`);
     console.log(`load latency (ms): all p50 ${report.latencyMs.all.p50} p99 ${report.latencyMs.all.p99}; poll/log/list/status/write/clear p50 ${report.latencyMs.cheap.p50} p99 ${report.latencyMs.cheap.p99}`);
+    console.log(`load: connect to first answer (ms): p50 ${report.connectMs.p50} max ${report.connectMs.max}`);
     for (const [op, v] of Object.entries(report.latencyMs.byRequest)) console.log(`  ${op.padEnd(9)} n=${String(v.count).padStart(6)}  p50 ${v.p50}  p99 ${v.p99}  max ${v.max}`);
     console.log(`load: slowest: ${slowest.map((x) => `${x.op}${x.what ? ` (${x.what})` : ''} ${x.ms} ms, sent at ${(x.at / 1000).toFixed(1)} s by client ${x.client}`).join('; ')}`);
     console.log('load: figures written to .vitest-tmp/stress-latency.json');
