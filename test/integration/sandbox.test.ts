@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,8 +12,13 @@ import { scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
 const fs = scratchRoot('procctl-sbx-');
 const extra = fs.dir('extra-writable');
 const outside = fs.dir('outside');
-/** Outside every writable path and outside /tmp (which the sandbox replaces): the project itself. */
-const readOnly = ROOT;
+/**
+ * Outside every writable path and outside /tmp, which the sandbox replaces (so not the project
+ * either, which may be checked out under /tmp).
+ */
+const readOnly = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-sbx-ro-'));
+writeFileSync(join(readOnly, 'probe.txt'), 'first line\nread from the host\n');
+afterAll(() => rmSync(readOnly, { recursive: true, force: true }));
 
 let d: TestDaemon;
 let c: TestClient;
@@ -55,14 +61,14 @@ describe.skipIf(SKIP_SANDBOX)('sandbox.mode workspace-write', () => {
           `echo job > /tmp/from-job && echo tmp=ok`,
           `test -e ${hostTmpMark} && echo host-tmp=seen || echo host-tmp=hidden`,
           `touch ${readOnly}/sandbox-probe 2>/dev/null && echo outside=written || echo outside=refused`,
-          `sed -n 2p ${readOnly}/package.json`,
+          `sed -n 2p ${readOnly}/probe.txt`,
           'grep NoNewPrivs /proc/self/status',
         ].join('; '),
         { workdir: work },
       );
       expect(r.status, r.text).toBe('completed');
       expect(r.output.split('\n')).toEqual(
-        expect.arrayContaining(['workdir=ok', 'scratch=ok', 'extra=ok', 'tmp=ok', 'host-tmp=hidden', 'outside=refused', '  "name": "procctl",', 'NoNewPrivs:\t1']),
+        expect.arrayContaining(['workdir=ok', 'scratch=ok', 'extra=ok', 'tmp=ok', 'host-tmp=hidden', 'outside=refused', 'read from the host', 'NoNewPrivs:\t1']),
       );
       expect(existsSync(join(work, 'in-workdir'))).toBe(true);
       expect(existsSync(join(extra, 'x'))).toBe(true);
