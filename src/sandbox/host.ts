@@ -65,6 +65,7 @@ interface Ran {
   signal: NodeJS.Signals | null;
   stderr: string;
   error?: Error;
+  timedOut?: boolean;
 }
 
 /**
@@ -90,7 +91,7 @@ function* probeSteps(host: SandboxHost, c: SandboxConfig): Generator<Step, strin
   const become = host.user ? [host.setpriv!, ...setprivOptions(host.user)] : [];
   const run = yield { file: host.bwrap, args: [...bwrapOptions(layout), '--', ...become, host.env, '--default-signal', 'true'] };
   if (run.status === 0) return undefined;
-  const said = (run.stderr || run.error?.message || `exit ${run.status ?? run.signal}`).trim().split('\n')[0];
+  const said = (run.stderr || (run.timedOut ? `it did not finish within ${PROBE_TIMEOUT_MS / 1000} s and was killed` : '') || run.error?.message || `exit ${run.status ?? run.signal}`).trim().split('\n')[0];
   const userns = /namespace|permission|operation not permitted/i.test(said)
     ? '; user namespaces look refused to the daemon\'s user: allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap) or run the daemon as root'
     : '';
@@ -101,8 +102,9 @@ function probe(host: SandboxHost, c: SandboxConfig): string | undefined {
   const steps = probeSteps(host, c);
   let next = steps.next();
   while (!next.done) {
-    const r = spawnSync(next.value.file, next.value.args, { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS });
-    next = steps.next({ status: r.status, signal: r.signal, stderr: r.stderr ?? '', error: r.error });
+    const r = spawnSync(next.value.file, next.value.args, { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
+    const timedOut = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ETIMEDOUT';
+    next = steps.next({ status: r.status, signal: r.signal, stderr: r.stderr ?? '', error: r.error, timedOut });
   }
   return next.value;
 }
@@ -117,14 +119,15 @@ async function probeAsync(host: SandboxHost, c: SandboxConfig): Promise<string |
 /** One probe program, without blocking the loop; stderr kept to its first 4 KiB. */
 function run({ file, args }: Step): Promise<Ran> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS });
+    const started = Date.now();
+    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
     let stderr = '';
     let error: Error | undefined;
     child.stderr.setEncoding('utf8').on('data', (text: string) => {
       if (stderr.length < 4096) stderr += text;
     });
     child.on('error', (err) => (error = err));
-    child.on('close', (status, signal) => resolve({ status, signal, stderr, error }));
+    child.on('close', (status, signal) => resolve({ status, signal, stderr, error, timedOut: signal === 'SIGKILL' && Date.now() - started >= PROBE_TIMEOUT_MS }));
   });
 }
 
