@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import type { Rlimit } from '../sandbox/limits.js';
 
 /** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
 export interface Addon {
@@ -22,7 +23,7 @@ export interface SpawnSteps {
   /** Signal numbers set to SIG_IGN. */
   ignore?: number[];
   /** [resource, soft, hard]. */
-  limits?: ['cpu' | 'as' | 'nofile' | 'nproc' | 'fsize', number, number][];
+  limits?: Rlimit[];
   /** Become this user, with exactly these supplementary groups. */
   user?: { uid: number; gid: number; groups: number[] };
 }

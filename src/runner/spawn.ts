@@ -93,7 +93,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   try {
     const user = sessionUser(confine);
     if (user) env = runAs(session, user, env);
-    plan = planLaunch(confine, { shell: opts.shell, args: shellArgs(opts.shell, session.command), cwd: session.cwd, scratch: session.tmpdir, socket: env.PROCCTL_SOCKET });
+    plan = planLaunch(confine, { shell: opts.shell, args: shellArgs(opts.shell, session.command), cwd: session.cwd, scratch: session.tmpdir, socket: env.PROCCTL_SOCKET }, user);
   } catch (err) {
     finish(`${(err as Error).message}; nothing ran`);
     return undefined;

@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js';
 import type { SpawnSteps } from '../runner/native.js';
 import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
-import { checkSandbox, SandboxUnavailable } from './host.js';
+import { checkSandbox, SandboxUnavailable, type SandboxHost } from './host.js';
 import { prlimitOptions, rlimits, type Rlimit } from './limits.js';
 import { setprivOptions, type RunAs } from './user.js';
 
@@ -37,13 +37,18 @@ export interface LaunchPlan {
 
 /**
  * The user a non-elevated session runs as (`sandbox.user`), or undefined. Asked before the
- * plan: the runner gives that user a scratch directory it can reach, and its HOME.
+ * plan (and handed to it): the runner gives that user a scratch directory it can reach, and its HOME.
  */
 export function sessionUser(c: Confinement): RunAs | undefined {
   if (c.elevated || c.config.sandbox.user === undefined) return undefined;
+  return hostFor(c).user;
+}
+
+/** The host's programs for this config, or SandboxUnavailable with why this host cannot confine as it says. */
+function hostFor(c: Confinement): SandboxHost {
   const check = checkSandbox(c.config);
   if (check.refused) throw new SandboxUnavailable(check.refused);
-  return check.host.user;
+  return check.host;
 }
 
 const NO_LIMITS: readonly Rlimit[] = [];
@@ -54,17 +59,14 @@ const NO_LIMITS: readonly Rlimit[] = [];
  * Throws SandboxUnavailable when the config asks for a sandbox this host cannot make: nothing
  * the config says to confine ever runs unconfined.
  */
-export function planLaunch(c: Confinement, job: Job): LaunchPlan {
+export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): LaunchPlan {
   const plain = { file: job.shell, args: job.args };
   const limits = c.elevated ? NO_LIMITS : rlimits(c.config.limits);
   const mode = c.elevated ? 'off' : c.config.sandbox.mode;
-  const user = sessionUser(c);
   if (mode === 'off' && limits.length === 0 && !user) {
     return { ...plain, steps: undefined, wrapped: () => plain, sandboxed: false, limits };
   }
-  const check = checkSandbox(c.config);
-  if (check.refused) throw new SandboxUnavailable(check.refused);
-  const { host } = check;
+  const host = hostFor(c);
   const prlimit = limits.length > 0 ? [host.prlimit!, ...prlimitOptions(limits), '--'] : [];
   const become = user ? [host.setpriv!, ...setprivOptions(user)] : [];
   if (mode === 'off') {
