@@ -11,7 +11,7 @@ import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { SCOPE_NAME } from '../config/schema.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import { sandboxStatus } from '../sandbox/host.js';
-import { voiceFor } from '../tools/voice.js';
+import { RPC, voiceFor } from '../tools/voice.js';
 import { sessionIn } from '../tools/process/target.js';
 import type { Method, RequestContext } from './connection.js';
 
@@ -76,7 +76,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     if (typeof checkpointKey !== 'string' || !session?.checkpointKey || !sameToken(checkpointKey, session.checkpointKey)) {
       throw forbidden('checkpointKey is not the key of that session: a job reports only its own progress, with $PROCCTL_CHECKPOINT_KEY');
     }
-    return checkpointTool(d, { scope: session.scope, signal: rc.signal }, rest);
+    return checkpointTool(d, { scope: session.scope, signal: rc.signal, voice: RPC }, rest);
   });
   methods.set('tools.list', () => toolDescriptions());
   methods.set('subscribe', (params, rc) => {

@@ -48,6 +48,6 @@ export interface Daemon {
 export interface CallContext {
   scope: string;
   signal: AbortSignal;
-  /** How hints in texts name the next step (tools/voice.ts); the tools' own words when absent. */
-  voice?: Voice;
+  /** How hints in texts name the next step (tools/voice.ts): the tools' own words, or procctl commands. */
+  voice: Voice;
 }

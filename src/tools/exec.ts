@@ -18,7 +18,7 @@ import { execSession } from './exec-session.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
-import { RPC, type Voice } from './voice.js';
+import type { Voice } from './voice.js';
 
 /** The longest a timer waits (2^31-1 ms, about 24 days): "until it ends". */
 const FOREVER_MS = 2 ** 31 - 1;
@@ -44,7 +44,7 @@ async function settleKey(d: Daemon, ctx: CallContext, p: ExecParams): Promise<Se
   const mode = p.ifRunning ?? 'replace';
   if (mode === 'keep') return current;
   if (mode === 'reject') {
-    const v = ctx.voice ?? RPC;
+    const v = ctx.voice;
     throw conflict(`key "${p.key}" already has a running session ${current.id} (${current.name}); wait for it, kill it, or pass ${v.execOption('ifRunning', 'replace')}`, {
       sessionId: current.id,
     });
@@ -119,7 +119,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
       { path: ['elevated'] },
     );
   }
-  const cwd = checkWorkdir(p.workdir, ctx.voice ?? RPC);
+  const cwd = checkWorkdir(p.workdir, ctx.voice);
   if (p.env) checkEnvOverrides(p.env);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy);
   if (gated) return gated;

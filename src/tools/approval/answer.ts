@@ -6,7 +6,10 @@ import { execTool } from '../exec.js';
 import { forget, forgetAfter } from '../process/forget.js';
 import { endLine, execResult, sessionRecord } from '../render.js';
 import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
-import { RPC, type Voice } from '../voice.js';
+import type { Voice } from '../voice.js';
+
+/** The call that answers the approval of `s`, yes or no, in the reader's words. */
+const answer = (v: Voice, s: Session, confirm: boolean) => v.call({ action: 'resume', sessionId: s.id, input: { confirm } });
 
 /**
  * A process action on a session waiting for its approval (SPEC §8), which has no process yet:
@@ -15,9 +18,7 @@ import { RPC, type Voice } from '../voice.js';
  * `conflict`. undefined for `poll`, `log` and `list`, which answer as for any session.
  */
 export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session): Promise<unknown> | unknown {
-  const v = ctx.voice ?? RPC;
-  const yes = v.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
-  const no = v.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
+  const v = ctx.voice;
   switch (p.action) {
     case 'poll':
     case 'log':
@@ -31,11 +32,11 @@ export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s
       return withdraw(d, s, true, v);
     case 'clear':
       throw notFound(
-        `session ${s.id} is waiting for its approval, and clear forgets only finished sessions; refuse it with ${no}, or remove it with ${v.call({ action: 'remove', sessionId: s.id })}`,
+        `session ${s.id} is waiting for its approval, and clear forgets only finished sessions; refuse it with ${answer(v, s, false)}, or remove it with ${v.call({ action: 'remove', sessionId: s.id })}`,
         { sessionId: s.id, pending: true },
       );
     default:
-      throw conflict(`session ${s.id} has not started: it waits for its approval (answer it with ${yes} or ${no})`, {
+      throw conflict(`session ${s.id} has not started: it waits for its approval (answer it with ${answer(v, s, true)} or ${answer(v, s, false)})`, {
         sessionId: s.id,
       });
   }
@@ -45,9 +46,7 @@ export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s
 async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
   const confirm = p.input?.confirm;
   if (confirm === undefined) {
-    const v = ctx.voice ?? RPC;
-    const answer = (yes: boolean) => v.call({ action: 'resume', sessionId: s.id, input: { confirm: yes } });
-    throw invalid(`session ${s.id} waits for an approval, answered with ${answer(true)} (run it) or ${answer(false)} (refuse it)`, {
+    throw invalid(`session ${s.id} waits for an approval, answered with ${answer(ctx.voice, s, true)} (run it) or ${answer(ctx.voice, s, false)} (refuse it)`, {
       path: ['input'],
       schema: true,
     });

@@ -5,7 +5,6 @@ import type { CallContext, Daemon } from '../context.js';
 import { sessionRecord } from '../render.js';
 import { target } from './target.js';
 import { stopAndRecord } from './kill.js';
-import { RPC } from '../voice.js';
 
 /**
  * Forget a finished session: its record and spool (first, all or nothing: if the record cannot be
@@ -23,7 +22,7 @@ export function forget(d: Daemon, s: Session): void {
 export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   if (s.running) {
-    const v = ctx.voice ?? RPC;
+    const v = ctx.voice;
     throw notFound(
       `session ${s.id} is still running, and clear forgets only finished sessions; kill it first (${v.call({ action: 'kill', sessionId: s.id })}), or remove it (${v.call({ action: 'remove', sessionId: s.id })})`,
       { sessionId: s.id, running: true },

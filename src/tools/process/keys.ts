@@ -4,14 +4,13 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { target } from './target.js';
-import { RPC } from '../voice.js';
 
 /** The session, if its input is open; terminal-only actions also need a pty. */
 function writable(d: Daemon, ctx: CallContext, p: ProcessParams, needsPty: boolean): Session {
   const s = target(d, ctx, p);
   if (!s.running) throw conflict(`session ${s.id} has ended (${s.status}); there is nothing to type into`);
   if (needsPty && !s.pty) {
-    const v = ctx.voice ?? RPC;
+    const v = ctx.voice;
     throw conflict(
       `session ${s.id} does not run under a terminal; use ${v.call({ action: 'write', sessionId: s.id })} for its stdin, or ${v.call({ action: 'signal', sessionId: s.id, signal: 'SIGINT' })} to interrupt it (start it with ${v.execOption('pty', true)} for keys)`,
     );

@@ -15,13 +15,13 @@ function stopOptions(d: Daemon, p: ProcessParams): StopOptions {
   };
 }
 
-function finalRecord(s: Session, wasRunning: boolean, v?: Voice) {
+function finalRecord(s: Session, wasRunning: boolean, v: Voice) {
   const text = wasRunning ? endLine(s, v) : `Session ${s.id} had already ended. ${endLine(s, v)}`;
   return { ...sessionRecord(s), text };
 }
 
 /** Stop a session through the one stop path and answer with its final record. */
-export async function stopAndRecord(d: Daemon, s: Session, p: ProcessParams, v?: Voice) {
+export async function stopAndRecord(d: Daemon, s: Session, p: ProcessParams, v: Voice) {
   const wasRunning = s.running;
   await stopSession(s, stopOptions(d, p));
   return finalRecord(s, wasRunning, v);

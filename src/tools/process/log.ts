@@ -2,7 +2,6 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import type { Spool } from '../../session/spool.js';
 import { target } from './target.js';
-import { RPC } from '../voice.js';
 
 export const DEFAULT_LOG_LINES = 200;
 
@@ -66,7 +65,7 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const fromSpool =
     spool !== undefined && (s.reason === 'lost' || (s.output.droppedChars > 0 && spool.totalBytes - spool.droppedBytes > retained));
   const text = fromSpool ? spool.read() : s.output.text();
-  const page = pageLines(splitLines(text), p.offset, p.limit, (ctx.voice ?? RPC).paging(s.id));
+  const page = pageLines(splitLines(text), p.offset, p.limit, ctx.voice.paging(s.id));
   const output = page.lines.join('\n');
   const parts: string[] = [];
   if (fromSpool && spool.droppedBytes > 0) {

@@ -3,7 +3,6 @@ import type { CallContext, Daemon } from '../context.js';
 import { interruptView } from '../../interrupt/watcher.js';
 import { checkpointView, endLine, interruptText } from '../render.js';
 import { target } from './target.js';
-import { RPC } from '../voice.js';
 
 const MAX_WAIT_MS = 120_000;
 
@@ -15,7 +14,7 @@ function retryInMs(lastOutputAt: number | undefined, now: number): number {
 
 export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  const v = ctx.voice ?? RPC;
+  const v = ctx.voice;
   const wait = Math.min(p.timeout ?? 0, MAX_WAIT_MS);
   if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
 

@@ -2,12 +2,11 @@ import { conflict, invalid } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { target } from './target.js';
-import { RPC } from '../voice.js';
 
 /** Answer the pending interrupt once (SPEC §7): confirm → y/n, text, or eof. */
 export function resumeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  const poll = (ctx.voice ?? RPC).call({ action: 'poll', sessionId: s.id });
+  const poll = ctx.voice.call({ action: 'poll', sessionId: s.id });
   const pending = s.interrupt;
   if (!pending) {
     const last = s.pastInterrupts[s.pastInterrupts.length - 1];

@@ -1,12 +1,11 @@
 import { invalid, notFound } from '../../errors.js';
-import { RPC } from '../voice.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 
 /** The session an action is about; `sessionId` is required by every action but list and kill-all. */
 export function target(d: Daemon, ctx: CallContext, p: ProcessParams) {
   if (!p.sessionId) {
-    throw invalid(`process ${p.action} needs sessionId; list sessions with ${(ctx.voice ?? RPC).call({ action: 'list' })}`, { path: ['sessionId'], schema: true });
+    throw invalid(`process ${p.action} needs sessionId; list sessions with ${ctx.voice.call({ action: 'list' })}`, { path: ['sessionId'], schema: true });
   }
   return sessionIn(d, ctx, p.sessionId);
 }
@@ -15,6 +14,6 @@ export function target(d: Daemon, ctx: CallContext, p: ProcessParams) {
 export function sessionIn(d: Daemon, ctx: CallContext, id: string) {
   const s = d.registry.find(ctx.scope, id);
   if (s) return s;
-  const list = (ctx.voice ?? RPC).call({ action: 'list' });
+  const list = ctx.voice.call({ action: 'list' });
   throw notFound(`no session "${id}" in scope "${ctx.scope}"; list sessions with ${list} (finished sessions are forgotten after their TTL)`);
 }

@@ -2,7 +2,6 @@ import { conflict, invalid, limit } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { target } from './target.js';
-import { RPC } from '../voice.js';
 
 /** Bytes queued to a stdin the job is not reading before further writes are refused. */
 const MAX_QUEUED_STDIN = 8 * 1024 * 1024;
@@ -15,7 +14,7 @@ export function writeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   if (!s.stdinOpen || !s.input) throw conflict(`the stdin of session ${s.id} is closed (eof was sent or the job closed it)`);
   const input = s.input;
   if (input.queued > MAX_QUEUED_STDIN) {
-    const v = ctx.voice ?? RPC;
+    const v = ctx.voice;
     throw limit(`session ${s.id} is not reading its stdin: ${input.queued} bytes are already queued; ${v.call({ action: 'poll', sessionId: s.id })} shows what it does, ${v.call({ action: 'kill', sessionId: s.id })} stops it`);
   }
   const bytes = p.data === undefined ? 0 : Buffer.byteLength(p.data);

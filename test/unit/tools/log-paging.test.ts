@@ -5,6 +5,7 @@ import { Registry } from '../../../src/session/registry.js';
 import { Session } from '../../../src/session/session.js';
 import type { CallContext, Daemon } from '../../../src/tools/context.js';
 import { DEFAULT_LOG_LINES, logAction, pageLines, splitLines } from '../../../src/tools/process/log.js';
+import { RPC } from '../../../src/tools/voice.js';
 
 const numbered = (n: number) => Array.from({ length: n }, (_, i) => `line ${i}`);
 
@@ -160,7 +161,7 @@ describe('logAction', () => {
     });
     registry.add(s);
     const d = { registry } as unknown as Daemon;
-    const ctx: CallContext = { scope: 'default', signal: new AbortController().signal };
+    const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
     return { s, log: (p: { offset?: number; limit?: number }) => logAction(d, ctx, { action: 'log', sessionId: 'sess', ...p }) };
   }
 
