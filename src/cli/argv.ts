@@ -3,13 +3,10 @@
  * are an argument vector, each quoted so the daemon's shell hands the command exactly those words.
  */
 
-import { shellWord } from '../tools/voice.js';
+import { shellQuote, singleQuoted } from '../shell-quote.js';
 
 /** Plain words the shell still reads as syntax when they come first. */
 const RESERVED = new Set(['case', 'coproc', 'do', 'done', 'elif', 'else', 'esac', 'fi', 'for', 'function', 'if', 'in', 'select', 'then', 'time', 'until', 'while']);
-
-/** One word quoted for a POSIX shell: single quotes, each `'` written as `'\''`. */
-export const shellQuote = shellWord;
 
 /**
  * The shell command line for the words after `--`. The first word of a vector is quoted whenever
@@ -19,6 +16,6 @@ export const shellQuote = shellWord;
 export function commandLine(words: readonly string[]): string {
   if (words.length === 1) return words[0];
   return words
-    .map((w, i) => (i === 0 && (w.includes('=') || RESERVED.has(w)) ? `'${w.replaceAll("'", `'\\''`)}'` : shellQuote(w)))
+    .map((w, i) => (i === 0 && (w.includes('=') || RESERVED.has(w)) ? singleQuoted(w) : shellQuote(w)))
     .join(' ');
 }

@@ -4,7 +4,8 @@ import { delimiter, join } from 'node:path';
 import type { Dial } from '../rpc/client.js';
 import { DaemonUnreachableError } from '../rpc/unreachable.js';
 import { sshFailure } from './failure.js';
-import { parseSshTarget, shellQuote, sshArgv } from './target.js';
+import { shellQuote } from '../shell-quote.js';
+import { parseSshTarget, sshArgv } from './target.js';
 import { splitWords } from './words.js';
 
 /** ssh's stderr kept for the error message: the end of it is what says what went wrong. */

@@ -1,3 +1,5 @@
+import { shellQuote } from '../shell-quote.js';
+
 /** A daemon's host as `--host ssh://[user@]host[:port]` names it. */
 export interface SshTarget {
   user?: string;
@@ -28,12 +30,6 @@ export function parseSshTarget(value: string): SshTarget {
   if (host.startsWith('-') || user?.startsWith('-')) throw bad('starts a host or user with "-"');
   if (user !== undefined && /[\s@]/.test(user)) throw bad('has a space or "@" in the user');
   return { ...(user !== undefined ? { user } : {}), host, ...(url.port ? { port: Number(url.port) } : {}), url: value };
-}
-
-/** A word for a POSIX shell: as is when it is plainly safe, else in single quotes. */
-export function shellQuote(word: string): string {
-  if (/^[A-Za-z0-9_\/.,:=@%+-]+$/.test(word)) return word;
-  return `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /**

@@ -6,6 +6,8 @@
  * Nothing here may import more than it needs: the CLI loads this file at every start.
  */
 
+import { shellQuote } from '../shell-quote.js';
+
 export type ResumeAnswer = { confirm: boolean } | { text: string } | { eof: true };
 
 /** What the reader is told to do next, in the process tool's own terms. */
@@ -52,19 +54,16 @@ export const RPC: Voice = {
 
 const PLACEHOLDERS: Record<string, string> = { [NUMBER]: 'NUMBER', [SECRET]: 'SECRET', [ANSWER]: 'TEXT' };
 
-/** One word for a POSIX shell: as it is when every shell takes it literally, else in single quotes (`'` as `'\\''`). */
-export const shellWord = (w: string) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", `'\\''`)}'`);
-
 /** The words after `procctl resume ID` for an answer. */
 function resumeFlags(input: ResumeAnswer): string {
   if ('confirm' in input) return input.confirm ? '--yes' : '--no';
   if ('eof' in input) return '--eof';
-  return `--text ${PLACEHOLDERS[input.text] ?? shellWord(input.text)}`;
+  return `--text ${PLACEHOLDERS[input.text] ?? shellQuote(input.text)}`;
 }
 
 /** `procctl` commands, in backquotes; `--scope` is named when the session is not in the default scope. */
 export function cliVoice(scope = 'default'): Voice {
-  const procctl = (...words: string[]) => `\`procctl ${scope === 'default' ? '' : `--scope ${shellWord(scope)} `}${words.join(' ')}\``;
+  const procctl = (...words: string[]) => `\`procctl ${scope === 'default' ? '' : `--scope ${shellQuote(scope)} `}${words.join(' ')}\``;
   return {
     name: 'cli',
     call(c) {
@@ -87,7 +86,7 @@ export function cliVoice(scope = 'default'): Voice {
     },
     execOption(name, value) {
       if (name === 'pty') return '`--pty`';
-      if (name === 'workdir') return `\`--cwd ${shellWord(String(value))}\``;
+      if (name === 'workdir') return `\`--cwd ${shellQuote(String(value))}\``;
       return `\`--if-running ${String(value)}\``;
     },
     paging: (sessionId) => `page it with ${procctl('log', sessionId, '--offset N', '--limit N')}`,
