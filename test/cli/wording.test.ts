@@ -90,6 +90,12 @@ describe('the two voices', () => {
     expect(cliVoice().call(call)).toBe(cli);
   });
 
+  it('a voice the daemon does not know is invalid params naming the field, as an older daemon refuses any voice', async () => {
+    const r = await c.request('process', { action: 'list', voice: 'shouty' });
+    expect(r.error).toMatchObject({ code: -32602, data: { kind: 'invalid', path: ['voice'] } });
+    expect(r.error?.message).toMatch(/voice must be "rpc" or "cli"/);
+  });
+
   it('name the scope when it is not the default one', () => {
     expect(cliVoice('team a').call({ action: 'list' })).toBe("`procctl --scope 'team a' ps`");
   });
