@@ -1,6 +1,6 @@
 import { interruptView } from '../interrupt/watcher.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, Session } from '../session/session.js';
-import { ANSWER, NUMBER, RPC, SECRET, type Voice } from './voice.js';
+import { ANSWER, NUMBER, RPC, SECRET, type ResumeAnswer, type Voice } from './voice.js';
 
 export const RUNNING_TAIL_CHARS = 2000;
 export const LIST_TAIL_CHARS = 200;
@@ -127,7 +127,7 @@ export function interruptText(s: Session, v: Voice = RPC): string {
   const i = s.interrupt;
   if (!i) return '';
   if (i.kind === 'approval') return approvalText(s, i, v);
-  const resume = (input: { confirm: boolean } | { text: string } | { eof: true }) => v.call({ action: 'resume', sessionId: s.id, input });
+  const resume = (input: ResumeAnswer) => v.call({ action: 'resume', sessionId: s.id, input });
   const how =
     i.kind === 'confirm'
       ? `${resume({ confirm: true })} or ${resume({ confirm: false })}`
