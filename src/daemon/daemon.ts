@@ -10,20 +10,15 @@ import { setStragglerListener } from '../runner/sweep.js';
 import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
-import type { Session } from '../session/session.js';
 import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
 import { join } from 'node:path';
 import { ScratchDirs } from '../runner/scratch.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
-import { isPendingApproval, snapshot, restoreSession } from '../session/persist.js';
+import { Records } from './records.js';
 import { compileRules } from '../policy/approvals.js';
 import { restorePending } from '../tools/approval/pending.js';
-import { Spool } from '../session/spool.js';
-import { terminate } from '../runner/group.js';
-import { readStat } from '../runner/procfs.js';
-import { findSessionProcesses } from '../runner/sweep.js';
 import { nativeSpawner } from '../runner/native.js';
 import { activatedFds, Notifier } from './systemd.js';
 import { packageVersion } from './version.js';
@@ -37,9 +32,6 @@ export interface DaemonOptions {
   loaded: LoadedConfig;
   logLevel?: string;
 }
-
-/** A running session's first record is written this long after it starts, if it still runs. */
-const FIRST_RECORD_MS = 100;
 
 /** How often finished sessions are checked against their TTL. */
 const REAP_EVERY_MS = 10_000;
@@ -62,11 +54,10 @@ export class ProcctlDaemon implements Daemon {
   private reaper: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
   private readonly guardian: GuardianLink;
-  /** Running sessions whose first record is not written yet. */
-  private readonly records = new Map<Session, () => void>();
   private readonly interrupts: InterruptWatcher;
   private readonly notifier: Notifier;
   readonly state: StateStore;
+  readonly keeper: Records;
   private statusTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: DaemonOptions) {
@@ -82,6 +73,7 @@ export class ProcctlDaemon implements Daemon {
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
     this.guardian = new GuardianLink(this.log);
+    this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
@@ -100,92 +92,11 @@ export class ProcctlDaemon implements Daemon {
     return this.current;
   }
 
-  watch(session: Session): void {
-    const startTime = session.pid === undefined ? undefined : readStat(session.pid)?.startTime;
-    const save = () => this.state.save(snapshot(session, startTime));
-    if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
-    // A command that is over in a moment needs only its final record; one that runs on is written
-    // soon, and before any exec answers that it is still running (see record()).
-    const early = setTimeout(save, FIRST_RECORD_MS);
-    early.unref();
-    session.onChange = save;
-    this.records.set(session, () => {
-      clearTimeout(early);
-      save();
-    });
-    void session.finished.then(async () => {
-      clearTimeout(early);
-      this.records.delete(session);
-      this.guardian.remove(session.id);
-      // Finished: the record is written off the main thread, and exec answers without waiting.
-      const saveLater = () => this.state.saveLater(snapshot(session, startTime));
-      session.onChange = saveLater;
-      saveLater();
-      // A rotation still in flight can change what the spool dropped: then say so once more,
-      // unless the session was forgotten meanwhile (its files are gone and must stay gone).
-      const dropped = session.spool?.droppedBytes;
-      await session.spool?.close();
-      if (session.spool?.droppedBytes !== dropped && this.registry.has(session.id)) saveLater();
-    });
-  }
-
-  /** Put a running session's record on disk now (before an exec answers that it runs on). */
-  record(session: Session): void {
-    const write = this.records.get(session);
-    this.records.delete(session);
-    write?.();
-  }
-
-  hold(session: Session): void {
-    const save = () => (session.endedAt === undefined ? this.state.save(snapshot(session)) : this.state.saveLater(snapshot(session)));
-    session.onChange = save;
-    save();
-  }
-
-  /**
-   * Load the records of the last run: finished sessions answer as before; sessions that were
-   * running are terminated (only if their recorded leader is still the same process) and
-   * marked failed with reason "lost". Sessions waiting for their approval still wait (their
-   * expiry counts on from when they were asked).
-   */
-  private recover(): void {
-    const { snapshots, corrupt } = this.state.loadAll();
-    const caps = this.current.tools.exec;
-    const lost: Session[] = [];
-    for (const snap of snapshots) {
-      const pending = isPendingApproval(snap);
-      const ended = snap.endedAt !== undefined && (snap.status === 'completed' || snap.status === 'failed' || snap.status === 'denied');
-      let s: Session;
-      try {
-        s = restoreSession(ended || pending ? snap : { ...snap, status: 'failed', reason: 'lost', endedAt: Date.now() }, this.registry.events, caps);
-      } catch (err) {
-        this.state.setAside(snap.id, (err as Error).message);
-        continue;
-      }
-      s.spool = Spool.restore(this.state.spoolPath(s.id), snap.spool);
-      s.onChange = () => this.state.save(snapshot(s));
-      this.registry.add(s);
-      if (pending) restorePending(this, s);
-      else if (!ended) {
-        lost.push(s);
-        if (snap.pid !== undefined && snap.pidStartTime !== undefined && readStat(snap.pid)?.startTime === snap.pidStartTime) {
-          void terminate({ pgid: snap.pid, pids: [] }, 'SIGTERM', caps.killGraceMs);
-        }
-        this.state.save(snapshot(s));
-      }
-    }
-    const survivors = findSessionProcesses(new Set(lost.map((s) => s.id)));
-    for (const list of survivors.values()) void terminate({ pgid: undefined, pids: list.map((p) => p.pid) }, 'SIGTERM', caps.killGraceMs);
-    if (snapshots.length || corrupt) {
-      this.log.info({ restored: snapshots.length - lost.length, lost: lost.length, corrupt }, 'state recovered');
-    }
-  }
-
   async start(): Promise<void> {
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
     this.state.init(this.socketPath);
-    this.recover();
+    this.keeper.recover(this.current, (s) => restorePending(this, s));
     const fds = activatedFds();
     if (fds.length > 0) {
       // Socket activation: systemd owns the socket file, its mode and its lifetime.

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { readStat } from '../runner/procfs.js';
 import { unavailable } from '../errors.js';
 import { DiskHealth, type DiskState } from '../session/disk.js';
-import { isSnapshot, type SessionSnapshot } from '../session/persist.js';
+import { parseRecord, type SessionRecord } from '../session/persist.js';
 
 /** While records wait to be written (the directory refused them), they are tried again this often. */
 const RETRY_MS = 2000;
@@ -33,7 +33,7 @@ export class StateStore {
   /** Every write to the directory reports here: daemon.status tells it, the log says it once. */
   readonly disk: DiskHealth;
   /** Records the directory refused, newest per session, to be written once it takes writes. */
-  private readonly unsaved = new Map<string, SessionSnapshot>();
+  private readonly unsaved = new Map<string, SessionRecord>();
   private retry: NodeJS.Timeout | undefined;
 
   constructor(
@@ -96,7 +96,7 @@ export class StateStore {
     return join(this.sessionsDir, `${id}.log`);
   }
 
-  save(snap: SessionSnapshot): void {
+  save(snap: SessionRecord): void {
     const file = this.recordPath(snap.id);
     const tmp = `${file}.tmp`;
     try {
@@ -110,7 +110,7 @@ export class StateStore {
   }
 
   /** A record the directory did not take: it waits (the newest of its session) and is tried again. */
-  private refused(snap: SessionSnapshot, err: Error): void {
+  private refused(snap: SessionRecord, err: Error): void {
     this.unsaved.set(snap.id, snap);
     this.disk.failed(err, `the record of session ${snap.id}`);
     this.retry ??= setInterval(() => this.retryUnsaved(), RETRY_MS);
@@ -130,7 +130,7 @@ export class StateStore {
    * Write a record off the main thread (a finished session's: nothing waits for it). Writes of
    * one session stay in order, and a session removed meanwhile is not written back.
    */
-  saveLater(snap: SessionSnapshot): void {
+  saveLater(snap: SessionRecord): void {
     const id = snap.id;
     const body = JSON.stringify(snap);
     const file = this.recordPath(id);
@@ -218,20 +218,20 @@ export class StateStore {
   }
 
   /** Every readable record; corrupt ones are renamed `*.corrupt` and counted. */
-  loadAll(): { snapshots: SessionSnapshot[]; corrupt: number } {
-    const snapshots: SessionSnapshot[] = [];
+  loadAll(): { records: SessionRecord[]; corrupt: number } {
+    const records: SessionRecord[] = [];
     let corrupt = 0;
     let names: string[];
     try {
       names = readdirSync(this.sessionsDir);
     } catch {
-      return { snapshots, corrupt };
+      return { records, corrupt };
     }
-    const records = new Set(names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length)));
+    const recorded = new Set(names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length)));
     for (const name of names) {
       const file = join(this.sessionsDir, name);
       const spoolOf = /^([a-z0-9]+)\.log(\.1)?$/.exec(name)?.[1];
-      if (spoolOf !== undefined && !records.has(spoolOf)) {
+      if (spoolOf !== undefined && !recorded.has(spoolOf)) {
         rmSync(file, { force: true }); // the spool of a session forgotten when it could not be deleted
         continue;
       }
@@ -241,9 +241,9 @@ export class StateStore {
       }
       if (!name.endsWith('.json')) continue;
       try {
-        const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'));
-        if (!isSnapshot(parsed)) throw new Error('not a session record');
-        snapshots.push(parsed);
+        const parsed = parseRecord(JSON.parse(readFileSync(file, 'utf8')));
+        if ('problem' in parsed) throw new Error(parsed.problem);
+        records.push(parsed.record);
       } catch (err) {
         corrupt++;
         this.log.warn({ file, err: (err as Error).message }, 'skipping a corrupt session record (renamed to .corrupt)');
@@ -254,7 +254,7 @@ export class StateStore {
         }
       }
     }
-    snapshots.sort((a, b) => a.startedAt - b.startedAt);
-    return { snapshots, corrupt };
+    records.sort((a, b) => a.startedAt - b.startedAt);
+    return { records, corrupt };
   }
 }

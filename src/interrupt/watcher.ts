@@ -258,10 +258,8 @@ export class InterruptWatcher {
 
   /** Unanswered in time: close the input (the command sees end of input) and record it. */
   private expire(s: Session): void {
-    s.input?.end();
-    if (!s.pty) s.stdinOpen = false;
+    s.closeInput();
     s.settleInterrupt('expired');
-    s.wake();
     this.log.info({ sessionId: s.id }, 'interrupt expired; input closed');
   }
 }

@@ -5,17 +5,11 @@ import { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { nativeSpawner, posixSpawn, signalName, type Addon } from './native.js';
 import { fdTarget } from './procfs.js';
+import type { JobInput } from '../session/input.js';
 import type { Stream } from '../session/output.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
 
 /** What a session writes its input to: a pipe or a terminal. */
-export interface JobInput {
-  write(data: string | Buffer): void;
-  /** End of input: closes a pipe; sends ^D on a terminal. */
-  end(): void;
-  /** Bytes accepted but not yet taken by the job. */
-  readonly queued: number;
-}
 
 export interface LaunchHooks {
   output(stream: Stream, chunk: Buffer | string): void;

@@ -22,10 +22,8 @@ export async function stopSessions(sessions: Session[], opts: StopOptions): Prom
   const starting: Session[] = [];
   for (const s of sessions) {
     if (!s.running) continue;
-    s.stop ??= { reason: opts.reason, signal: opts.signal, at: Date.now(), note: opts.note };
-    if (s.stopping) continue;
-    s.stopping = true;
-    writeStopFile(s, s.stop);
+    if (!s.requestStop({ reason: opts.reason, signal: opts.signal, at: Date.now(), note: opts.note })) continue;
+    writeStopFile(s, s.stop!);
     starting.push(s);
   }
   if (starting.length > 0) {
@@ -34,18 +32,18 @@ export async function stopSessions(sessions: Session[], opts: StopOptions): Prom
       (found.get(s.id) ?? []).filter((p) => p.pgrp !== s.pid).map((p) => p.pid);
     const from = oldestLeader(starting);
     const before = findSessionProcesses(ids, from);
-    for (const s of starting) s.stop!.escalated = false;
+    for (const s of starting) s.stopEscalated(false);
     await terminateAll(
       starting.map((s) => ({ pgid: s.pid, pids: outside(before, s) })),
       opts.signal,
       opts.graceMs,
-      (i) => (starting[i].stop!.escalated = true),
+      (i) => starting[i].stopEscalated(true),
     );
     // Anything forked out of a group during the grace gets no second warning.
     const after = findSessionProcesses(ids, from);
     for (const s of starting) {
       const late = outside(after, s);
-      if (late.length > 0) s.stop!.escalated = true;
+      if (late.length > 0) s.stopEscalated(true);
       signalPids(late, 'SIGKILL');
     }
   }

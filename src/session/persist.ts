@@ -1,44 +1,12 @@
 import type { EventBus } from './events.js';
-import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, StopRequest } from './session.js';
-import { Session } from './session.js';
-import type { SpoolCounts } from './spool.js';
-import type { FailReason, SessionStatus } from './types.js';
+import type { SessionRecord } from './record.js';
+import { Session, type SessionState } from './session.js';
+import type { Spool } from './spool.js';
 
-/** A session as written to the state directory (SPEC §10). */
-export interface SessionSnapshot {
-  v: 1;
-  id: string;
-  scope: string;
-  command: string;
-  name: string;
-  cwd: string;
-  key?: string;
-  stdin: 'pipe' | 'null';
-  pty: boolean;
-  status: SessionStatus;
-  startedAt: number;
-  endedAt?: number;
-  exitCode: number | null;
-  signal: string | null;
-  reason?: FailReason;
-  error?: string;
-  /** Why a denied session never ran. */
-  denial?: string;
-  stop?: StopRequest;
-  backgrounded: boolean;
-  pid?: number;
-  /** The leader's start time (clock ticks since boot), so a reused PID is never mistaken for it. */
-  pidStartTime?: number;
-  checkpoints: Checkpoint[];
-  interrupt?: Interrupt;
-  pastInterrupts: InterruptOutcome[];
-  /** A pending approval's exec (status `approval_required`): what starts once it is given. */
-  pendingExec?: PendingExec;
-  output: { retained: string; dropped: number; total: number; pending: string };
-  spool?: SpoolCounts;
-}
+export { parseRecord, type SessionRecord } from './record.js';
 
-export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
+/** A session as its record says it (SPEC §10); the schema is session/record.ts. */
+export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
   return {
     v: 1,
     id: s.id,
@@ -61,9 +29,9 @@ export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
     backgrounded: s.backgrounded,
     pid: s.pid,
     pidStartTime,
-    checkpoints: s.checkpoints,
+    checkpoints: [...s.checkpoints],
     interrupt: s.interrupt,
-    pastInterrupts: s.pastInterrupts,
+    pastInterrupts: [...s.pastInterrupts],
     pendingExec: s.pendingExec,
     // Only a finished session's output is worth keeping: a running one is recovered as lost.
     output: s.running
@@ -73,84 +41,57 @@ export function snapshot(s: Session, pidStartTime?: number): SessionSnapshot {
   };
 }
 
-/** Is this parsed JSON a snapshot we can restore? (A torn or foreign file is not.) */
-export function isSnapshot(x: unknown): x is SessionSnapshot {
-  const s = x as SessionSnapshot;
-  const str = (v: unknown) => typeof v === 'string';
-  const num = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
-  const numOrNull = (v: unknown) => v === null || num(v);
-  return (
-    typeof s === 'object' &&
-    s !== null &&
-    !Array.isArray(s) &&
-    s.v === 1 &&
-    str(s.id) &&
-    /^[a-z0-9]{1,32}$/.test(s.id) &&
-    str(s.scope) &&
-    str(s.command) &&
-    str(s.name) &&
-    str(s.cwd) &&
-    (s.stdin === 'pipe' || s.stdin === 'null') &&
-    num(s.startedAt) &&
-    (s.endedAt === undefined || num(s.endedAt)) &&
-    str(s.status) &&
-    numOrNull(s.exitCode) &&
-    (s.signal === null || str(s.signal)) &&
-    Array.isArray(s.checkpoints) &&
-    Array.isArray(s.pastInterrupts) &&
-    typeof s.output === 'object' &&
-    s.output !== null &&
-    str(s.output.retained) &&
-    str(s.output.pending) &&
-    num(s.output.dropped) &&
-    num(s.output.total)
-  );
+/** Is this the record of a session still waiting for its approval, complete enough to be answered? */
+export function isPendingApproval(r: SessionRecord): boolean {
+  return r.status === 'approval_required' && r.endedAt === undefined && r.interrupt !== undefined && r.pendingExec !== undefined;
 }
 
-/** Is this the record of a session still waiting for its approval, complete enough to be answered? */
-export function isPendingApproval(snap: SessionSnapshot): boolean {
-  const p = snap.pendingExec;
-  return (
-    snap.status === 'approval_required' &&
-    snap.endedAt === undefined &&
-    typeof snap.interrupt === 'object' &&
-    snap.interrupt !== null &&
-    typeof snap.interrupt.expiresAt === 'number' &&
-    typeof p === 'object' &&
-    p !== null &&
-    typeof p.cwd === 'string' &&
-    typeof p.params === 'object' &&
-    p.params !== null &&
-    typeof p.params.command === 'string'
-  );
+/** Is this the record of a session that ended (as opposed to one that was running when the daemon stopped)? */
+export function isEnded(r: SessionRecord): boolean {
+  return r.endedAt !== undefined && (r.status === 'completed' || r.status === 'failed' || r.status === 'denied');
+}
+
+/** The state a record restores to: as it was, or, for a session that was running, failed and lost. */
+function restoredState(r: SessionRecord, now: number): SessionState {
+  if (isPendingApproval(r)) return { status: 'approval_required', interrupt: r.interrupt!, exec: r.pendingExec! };
+  const end = { pid: r.pid, endedAt: r.endedAt ?? now, exitCode: r.exitCode, signal: r.signal };
+  if (!isEnded(r)) return { status: 'failed', ...end, reason: 'lost' };
+  if (r.status === 'denied') {
+    const reason = r.reason === 'rule' || r.reason === 'refused' || r.reason === 'expired' || r.reason === 'user' ? r.reason : 'rule';
+    return { status: 'denied', endedAt: end.endedAt, reason, denial: r.denial ?? 'no reason given' };
+  }
+  if (r.status === 'failed') return { status: 'failed', ...end, reason: r.reason ?? 'lost', ...(r.error === undefined ? {} : { error: r.error }) };
+  return { status: 'completed', ...end };
 }
 
 /**
- * A session back from its snapshot, answering list, poll and log as before: a finished one, or
- * one still waiting for its approval (see isPendingApproval), which can then be answered.
+ * A session back from its record, answering list, poll and log as before: a finished one, one
+ * still waiting for its approval (which can then be answered), or one that was running when the
+ * daemon stopped, now failed with reason "lost".
  */
-export function restoreSession(snap: SessionSnapshot, events: EventBus, caps: { maxOutputChars: number; pendingMaxOutputChars: number }): Session {
+export function restoreSession(
+  r: SessionRecord,
+  events: EventBus,
+  caps: { maxOutputChars: number; pendingMaxOutputChars: number },
+  spool: Spool | undefined,
+  now = Date.now(),
+): Session {
   const s = new Session({
-    id: snap.id,
-    scope: snap.scope,
-    command: snap.command,
-    name: snap.name,
-    cwd: snap.cwd,
-    stdin: snap.stdin,
-    maxOutputChars: Math.max(caps.maxOutputChars, snap.output.retained.length),
-    pendingMaxOutputChars: Math.max(caps.pendingMaxOutputChars, snap.output.pending.length),
+    id: r.id,
+    scope: r.scope,
+    command: r.command,
+    name: r.name,
+    cwd: r.cwd,
+    key: r.key,
+    stdin: r.stdin,
+    maxOutputChars: Math.max(caps.maxOutputChars, r.output.retained.length),
+    pendingMaxOutputChars: Math.max(caps.pendingMaxOutputChars, r.output.pending.length),
     events,
-    startedAt: snap.startedAt,
+    startedAt: r.startedAt,
+    spool,
+    pastInterrupts: r.pastInterrupts,
+    restored: { state: restoredState(r, now), pty: r.pty, backgrounded: r.backgrounded, stop: r.stop, checkpoints: r.checkpoints },
   });
-  s.key = snap.key;
-  s.pty = snap.pty;
-  s.pid = snap.pid;
-  s.backgrounded = snap.backgrounded;
-  s.stop = snap.stop;
-  s.checkpoints.push(...(snap.checkpoints ?? []));
-  s.pastInterrupts.push(...(snap.pastInterrupts ?? []));
-  s.output.restore(snap.output);
-  if (isPendingApproval(snap)) s.awaitApproval(snap.interrupt!, snap.pendingExec!);
-  else s.restoreEnd(snap);
+  s.output.restore(r.output);
   return s;
 }

@@ -1,9 +1,34 @@
 import { updateModes, type TerminalModes } from './modes.js';
-import type { JobInput } from '../runner/launch.js';
+import type { JobInput } from './input.js';
 import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
 import type { EventBus } from './events.js';
-import type { DenyReason, EventType, FailReason, SessionStatus, StopReason } from './types.js';
+import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, StopRequest } from './record.js';
+import type { DenyReason, EventType, FailReason } from './types.js';
+
+export type { Checkpoint, Interrupt, InterruptField, InterruptOutcome, PendingExec, StopRequest } from './record.js';
+
+/**
+ * Where a session is in its life, with the data that state has and no other: a session waiting
+ * for its approval has what it will run and no process; a running one has its leader's pid; an
+ * ended one has its exit; a denied one, why it never ran.
+ */
+export type SessionState =
+  | { status: 'approval_required'; interrupt: Interrupt; exec: PendingExec }
+  | { status: 'running'; pid: number | undefined }
+  | { status: 'waiting_input'; pid: number | undefined; interrupt: Interrupt }
+  | { status: 'completed'; pid: number | undefined; endedAt: number; exitCode: number | null; signal: string | null }
+  | { status: 'failed'; pid: number | undefined; endedAt: number; exitCode: number | null; signal: string | null; reason: FailReason; error?: string }
+  | { status: 'denied'; endedAt: number; reason: DenyReason; denial: string };
+
+/** What a session restored from its record brings besides its state. */
+export interface RestoredParts {
+  state: SessionState;
+  pty: boolean;
+  backgrounded: boolean;
+  stop: StopRequest | undefined;
+  checkpoints: Checkpoint[];
+}
 
 export interface SessionInit {
   id: string;
@@ -16,84 +41,42 @@ export interface SessionInit {
   pendingMaxOutputChars: number;
   events: EventBus;
   now?: () => number;
+  /** The thread key it was started with (SPEC §5). */
+  key?: string;
+  /** Its private scratch directory (PROCCTL_TMPDIR) and stop file (PROCCTL_STOP_FILE), when it runs. */
+  scratch?: { dir: string; stopFile: string };
+  /** The job's credential for `checkpoint` (PROCCTL_CHECKPOINT_KEY). */
+  checkpointKey?: string;
+  /** The whole output on disk (SPEC §10). */
+  spool?: Spool;
+  /** Interrupts settled before this session started (its approval). */
+  pastInterrupts?: InterruptOutcome[];
   /** For a session restored from the state directory. */
   startedAt?: number;
+  restored?: RestoredParts;
 }
 
-export interface Checkpoint {
-  name: string;
-  data?: unknown;
-  at: number;
-}
-
-export interface InterruptField {
-  name: string;
-  type: 'confirm' | 'text' | 'secret' | 'select';
-  label: string;
-  required: boolean;
-  options?: { value: string; label: string }[];
-}
-
-/** A question the session is waiting on (SPEC §7), or the approval it waits for before it starts (§8). */
-export interface Interrupt {
-  id: string;
-  kind: InterruptField['type'] | 'approval';
-  reason: string;
-  fields: InterruptField[];
-  createdAt: number;
-  expiresAt: number;
-}
-
-/** What became of an interrupt. */
-export interface InterruptOutcome {
-  id: string;
-  kind: Interrupt['kind'];
-  reason: string;
-  createdAt: number;
-  endedAt: number;
-  outcome: 'answered' | 'expired' | 'ended';
-}
-
-/**
- * What an unstarted session runs once its approval is given (SPEC §8): the exec params as they
- * were checked when it was asked for, with the working directory resolved. Kept in its record,
- * so a pending approval can still be answered after a restart.
- */
-export interface PendingExec {
-  params: {
-    command: string;
-    env?: Record<string, string>;
-    yieldMs?: number;
-    background?: boolean;
-    timeout?: number;
-    pty?: boolean;
-    stdin?: 'pipe' | 'null';
-    key?: string;
-    ifRunning?: 'replace' | 'reject' | 'keep';
-    name?: string;
-    /** Run outside the sandbox: what the scope's `elevated: "ask"` asked about. */
-    elevated?: boolean;
-  };
-  cwd: string;
-  /** The rule that asked (its position in approvals.rules), for the log; absent when the scope's elevated policy asked. */
-  rule?: number;
+/** What the runner hands a session once its process exists. */
+export interface Attached {
+  pid: number | undefined;
+  input: JobInput | undefined;
+  /** What the leader's fd 0 points at (`socket:[…]`, `/dev/pts/N`). */
+  stdinId: string | undefined;
+  /** Runs under a pseudo-terminal. */
+  pty: boolean;
+  resize: ((cols: number, rows: number) => void) | undefined;
 }
 
 /** How many checkpoints a session keeps (the newest). */
 export const MAX_CHECKPOINTS = 20;
-
-export interface StopRequest {
-  reason: StopReason;
-  signal: NodeJS.Signals;
-  at: number;
-  note?: string;
-  /** True when SIGKILL was needed: the job did not stop within the grace. */
-  escalated?: boolean;
-}
+/** How many settled interrupts a session keeps (the newest). */
+const MAX_PAST_INTERRUPTS = 20;
 
 /**
- * One command run: its identity, lifecycle and captured output. The runner drives it (spawn,
- * output, exit); tools read it. Anyone may wait for its next change.
+ * One command run: its identity, lifecycle and captured output. It changes only through its own
+ * methods: the runner attaches its process and reports its output and end, the stop path
+ * records a stop, tools answer its questions; everyone else reads it. Anyone may wait for its
+ * next change.
  */
 export class Session {
   readonly id: string;
@@ -104,64 +87,39 @@ export class Session {
   readonly stdinMode: 'pipe' | 'null';
   readonly startedAt: number;
   readonly output: SessionOutput;
-
-  status: SessionStatus = 'running';
-  pid: number | undefined;
-  endedAt: number | undefined;
-  exitCode: number | null = null;
-  signal: string | null = null;
-  reason: FailReason | undefined;
-  /** A message for a spawn error. */
-  error: string | undefined;
-  /** Why a denied session never ran, in words (a rule's reason, or what its approval asked). */
-  denial: string | undefined;
-  /** Set while the session waits for its approval (status `approval_required`): what it will run. */
-  pendingExec: PendingExec | undefined;
-  /** True once an exec call returned `running` for it: its exit is then announced. */
-  backgrounded = false;
-  /** Where a stop request is written for the job to see (PROCCTL_STOP_FILE). */
-  stopFile: string | undefined;
+  /** The thread key it was started with (SPEC §5). */
+  readonly key: string | undefined;
   /** The session's private scratch directory (PROCCTL_TMPDIR). */
-  tmpdir: string | undefined;
+  readonly tmpdir: string | undefined;
+  /** Where a stop request is written for the job to see (PROCCTL_STOP_FILE). */
+  readonly stopFile: string | undefined;
   /**
    * The job's own credential for `checkpoint` (`PROCCTL_CHECKPOINT_KEY` in its environment): it
    * reports progress for this session only, in a scope whose token the job is never given.
    * Never persisted or shown.
    */
-  checkpointKey: string | undefined;
-  /** The thread key it was started with (SPEC §5). */
-  key: string | undefined;
-  stop: StopRequest | undefined;
-  /** A stop (or the clean-up after the leader exited) is in progress. */
-  stopping = false;
-
-  /** The question the session is waiting on, if any. */
-  interrupt: Interrupt | undefined;
-  /** Interrupts that were answered, expired or outlived by the session (the newest 20). */
-  readonly pastInterrupts: InterruptOutcome[] = [];
-  /** The last time anything was written to the session's input. */
-  lastInputAt: number | undefined;
+  readonly checkpointKey: string | undefined;
   /** The whole output on disk (SPEC §10), when the daemon has a state directory. */
-  spool: Spool | undefined;
-  /** Told when something a durable record keeps changes (an interrupt, a checkpoint). */
-  onChange: (() => void) | undefined;
-  /** What the leader's fd 0 points at (`socket:[…]`, `/dev/pts/N`): the input interrupts watch. */
-  stdinId: string | undefined;
-
+  readonly spool: Spool | undefined;
+  /** Interrupts that were answered, expired or outlived by the session (the newest 20). */
+  readonly pastInterrupts: readonly InterruptOutcome[];
   /** The newest checkpoints, oldest first (at most MAX_CHECKPOINTS). */
-  readonly checkpoints: Checkpoint[] = [];
-
-  /** Where input goes (a pipe or the terminal), while the job runs. */
-  input: JobInput | undefined;
-  stdinOpen: boolean;
-  /** Runs under a pseudo-terminal. */
-  pty = false;
+  readonly checkpoints: readonly Checkpoint[];
   /** Terminal modes the application set (pty sessions): they decide what some keys send. */
   readonly modes: TerminalModes = { applicationCursor: false, bracketedPaste: false };
-  /** Changes the terminal size (pty sessions). */
-  resize: ((cols: number, rows: number) => void) | undefined;
-
   readonly finished: Promise<void>;
+
+  private state: SessionState;
+  private io: Attached | undefined;
+  private inputOpen: boolean;
+  private onPty = false;
+  private stopRequest: StopRequest | undefined;
+  private stopStarted = false;
+  private announced = false;
+  private inputAt: number | undefined;
+  private recorder: (() => void) | undefined;
+  private readonly past: InterruptOutcome[];
+  private readonly kept: Checkpoint[];
   private resolveFinished!: () => void;
   private readonly waiters = new Set<() => void>();
   private readonly events: EventBus;
@@ -173,27 +131,140 @@ export class Session {
     this.command = init.command;
     this.name = init.name;
     this.cwd = init.cwd;
+    this.key = init.key;
     this.stdinMode = init.stdin;
-    this.stdinOpen = init.stdin === 'pipe';
+    this.tmpdir = init.scratch?.dir;
+    this.stopFile = init.scratch?.stopFile;
+    this.checkpointKey = init.checkpointKey;
+    this.spool = init.spool;
     this.now = init.now ?? Date.now;
     this.startedAt = init.startedAt ?? this.now();
     this.output = new SessionOutput(init.maxOutputChars, init.pendingMaxOutputChars);
     this.events = init.events;
+    this.past = this.pastInterrupts = [...(init.pastInterrupts ?? [])];
     this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
+    const r = init.restored;
+    this.kept = this.checkpoints = [...(r?.checkpoints ?? [])];
+    this.state = r?.state ?? { status: 'running', pid: undefined };
+    this.inputOpen = init.stdin === 'pipe' && this.running;
+    if (r) {
+      this.onPty = r.pty;
+      this.announced = r.backgrounded;
+      this.stopRequest = r.stop;
+      if (this.endedAt !== undefined) this.resolveFinished();
+    }
+  }
+
+  // What it is now: read by everyone, changed only below.
+
+  get status(): SessionState['status'] {
+    return this.state.status;
+  }
+
+  /** The state with its data (narrow on `status`). */
+  get current(): Readonly<SessionState> {
+    return this.state;
+  }
+
+  /** The leader's pid (the process group's id), once it was started. */
+  get pid(): number | undefined {
+    return 'pid' in this.state ? this.state.pid : undefined;
+  }
+
+  get endedAt(): number | undefined {
+    return 'endedAt' in this.state ? this.state.endedAt : undefined;
+  }
+
+  get exitCode(): number | null {
+    return 'exitCode' in this.state ? this.state.exitCode : null;
+  }
+
+  get signal(): string | null {
+    return 'signal' in this.state ? this.state.signal : null;
+  }
+
+  get reason(): FailReason | undefined {
+    return 'reason' in this.state ? this.state.reason : undefined;
+  }
+
+  /** A message for a spawn error. */
+  get error(): string | undefined {
+    return this.state.status === 'failed' ? this.state.error : undefined;
+  }
+
+  /** Why a denied session never ran, in words (a rule's reason, or what its approval asked). */
+  get denial(): string | undefined {
+    return this.state.status === 'denied' ? this.state.denial : undefined;
+  }
+
+  /** The question the session is waiting on (or the approval it waits for), if any. */
+  get interrupt(): Interrupt | undefined {
+    return 'interrupt' in this.state ? this.state.interrupt : undefined;
+  }
+
+  /** While it waits for its approval: what it will run. */
+  get pendingExec(): PendingExec | undefined {
+    return this.state.status === 'approval_required' ? this.state.exec : undefined;
+  }
+
+  /** True once an exec call returned `running` for it: its exit is then announced. */
+  get backgrounded(): boolean {
+    return this.announced;
+  }
+
+  get stop(): StopRequest | undefined {
+    return this.stopRequest;
+  }
+
+  /** A stop (or the clean-up after the leader exited) is in progress. */
+  get stopping(): boolean {
+    return this.stopStarted;
+  }
+
+  /** The last time anything was written to the session's input. */
+  get lastInputAt(): number | undefined {
+    return this.inputAt;
+  }
+
+  /** Where input goes (a pipe or the terminal), while the job runs. */
+  get input(): JobInput | undefined {
+    return this.io?.input;
+  }
+
+  get stdinOpen(): boolean {
+    return this.inputOpen;
+  }
+
+  get stdinId(): string | undefined {
+    return this.io?.stdinId;
+  }
+
+  /** Runs under a pseudo-terminal. */
+  get pty(): boolean {
+    return this.onPty;
+  }
+
+  /** Changes the terminal size (pty sessions). */
+  get resize(): ((cols: number, rows: number) => void) | undefined {
+    return this.io?.resize;
   }
 
   /** Started and not ended. A session waiting for its approval has not started: it is not running. */
   get running(): boolean {
-    return this.endedAt === undefined && this.status !== 'approval_required';
+    return this.state.status === 'running' || this.state.status === 'waiting_input';
   }
 
   /** Created, but waiting for its approval before it starts (SPEC §8). */
   get awaitingApproval(): boolean {
-    return this.status === 'approval_required';
+    return this.state.status === 'approval_required';
   }
 
   get runtimeMs(): number {
     return (this.endedAt ?? this.now()) - this.startedAt;
+  }
+
+  get lastCheckpoint(): Checkpoint | undefined {
+    return this.kept[this.kept.length - 1];
   }
 
   emit(type: EventType, fields: Record<string, unknown> = {}): void {
@@ -201,28 +272,106 @@ export class Session {
     this.events.emit({ type, sessionId: this.id, scope: this.scope, at: this.now(), ...fields });
   }
 
+  // How it changes.
+
+  /** Who keeps its durable record: told whenever something the record holds changes (undefined: no one, it was forgotten). */
+  recordWith(save: (() => void) | undefined): void {
+    this.recorder = save;
+  }
+
+  private changed(): void {
+    this.recorder?.();
+  }
+
+  /** Its process exists: where its input goes and how its terminal is resized. */
+  attach(io: Attached): void {
+    if (this.state.status !== 'running') return;
+    this.io = io;
+    this.onPty = io.pty;
+    this.state = { status: 'running', pid: io.pid };
+    // A terminal always has input; stdin "null" there means the job reads end-of-input at once.
+    if (io.pty && this.stdinMode === 'null') io.input?.end();
+    this.inputOpen = this.stdinMode === 'pipe' && io.input !== undefined;
+  }
+
+  /** The job closed its input (or writing to it failed): nothing more can be written. */
+  inputClosed(): void {
+    this.inputOpen = false;
+  }
+
+  /** Send end of input: a pipe is closed for good; a terminal gets ^D and stays open (the job may read again). */
+  closeInput(): void {
+    this.io?.input?.end();
+    if (!this.onPty) this.inputOpen = false;
+  }
+
+  /** Input was written by hand: it answers a pending question as well as resume would, and restarts the quiet period. */
+  inputSent(): void {
+    if (this.interrupt) this.settleInterrupt('answered');
+    this.inputAt = this.now();
+  }
+
+  /** An exec call answered `running` for it: its exit will be announced, and its record kept now. */
+  markBackgrounded(): void {
+    this.announced = true;
+    this.changed();
+  }
+
+  /**
+   * Record a stop request (the first one wins) and start the stop: true for the caller that
+   * starts it, false when a stop or the clean-up after the leader is already under way.
+   */
+  requestStop(stop: StopRequest): boolean {
+    if (!this.running) return false;
+    this.stopRequest ??= stop;
+    return this.beginCleanup();
+  }
+
+  /** Start terminating what is left of the job: false when that is already under way. */
+  beginCleanup(): boolean {
+    if (this.stopStarted) return false;
+    this.stopStarted = true;
+    return true;
+  }
+
+  /** Whether the stop needed SIGKILL: the job did not stop within the grace. */
+  stopEscalated(escalated: boolean): void {
+    if (this.stopRequest) this.stopRequest.escalated = escalated;
+  }
+
   addCheckpoint(name: string, data: unknown): Checkpoint {
     const checkpoint: Checkpoint = { name, at: this.now(), ...(data === undefined ? {} : { data }) };
-    this.checkpoints.push(checkpoint);
-    if (this.checkpoints.length > MAX_CHECKPOINTS) this.checkpoints.shift();
-    this.onChange?.();
+    this.kept.push(checkpoint);
+    if (this.kept.length > MAX_CHECKPOINTS) this.kept.shift();
+    this.changed();
     return checkpoint;
   }
 
   /** Start waiting on a question: pending exec/poll calls return at once. */
   raiseInterrupt(interrupt: Interrupt): void {
-    this.interrupt = interrupt;
-    this.status = 'waiting_input';
-    this.onChange?.();
+    if (!this.running) return;
+    this.state = { status: 'waiting_input', pid: this.pid, interrupt };
+    this.changed();
     this.wake();
   }
 
-  /** Wait for an approval before starting: the session holds `pending` and its interrupt says what is asked. */
-  awaitApproval(interrupt: Interrupt, pending: PendingExec): void {
-    this.status = 'approval_required';
-    this.interrupt = interrupt;
-    this.pendingExec = pending;
-    this.stdinOpen = false;
+  /** The pending interrupt is over (answered or expired); the session runs on. */
+  settleInterrupt(outcome: InterruptOutcome['outcome']): Interrupt | undefined {
+    const i = this.interrupt;
+    if (!i || this.state.status !== 'waiting_input') return undefined;
+    this.remember(i, outcome);
+    this.state = { status: 'running', pid: this.state.pid };
+    this.inputAt = this.now();
+    this.changed();
+    this.wake();
+    return i;
+  }
+
+  /** Wait for an approval before starting: the session holds what it will run and its interrupt says what is asked. */
+  awaitApproval(interrupt: Interrupt, exec: PendingExec): void {
+    if (this.state.status !== 'running' || this.io) return;
+    this.state = { status: 'approval_required', interrupt, exec };
+    this.inputOpen = false;
   }
 
   /**
@@ -230,60 +379,12 @@ export class Session {
    * withdrawn by kill. Its pending approval, if any, is settled with `outcome`.
    */
   deny(reason: DenyReason, denial: string, outcome?: InterruptOutcome['outcome']): void {
-    if (this.endedAt !== undefined) return;
+    if (this.endedAt !== undefined || this.io) return;
     const i = this.interrupt;
-    if (i && outcome) {
-      this.pastInterrupts.push({ id: i.id, kind: i.kind, reason: i.reason, createdAt: i.createdAt, endedAt: this.now(), outcome });
-      if (this.pastInterrupts.length > 20) this.pastInterrupts.shift();
-    }
-    this.interrupt = undefined;
-    this.pendingExec = undefined;
-    this.status = 'denied';
-    this.reason = reason;
-    this.denial = denial;
-    this.endedAt = this.now();
-    this.stdinOpen = false;
-    this.resolveFinished();
-    this.wake();
-    this.onChange?.();
-  }
-
-  /** End state from a durable record: a finished session, or a running one that was lost. */
-  restoreEnd(end: {
-    status: SessionStatus;
-    endedAt?: number;
-    exitCode: number | null;
-    signal: string | null;
-    reason?: FailReason;
-    error?: string;
-    denial?: string;
-  }): void {
-    this.status = end.status;
-    this.endedAt = end.endedAt ?? this.now();
-    this.exitCode = end.exitCode;
-    this.signal = end.signal;
-    this.reason = end.reason;
-    this.error = end.error;
-    this.denial = end.denial;
-    this.stdinOpen = false;
-    this.resolveFinished();
-  }
-
-  /** The pending interrupt is over (answered or expired); the session runs on. */
-  settleInterrupt(outcome: InterruptOutcome['outcome']): Interrupt | undefined {
-    const i = this.interrupt;
-    if (!i) return undefined;
-    this.pastInterrupts.push({ id: i.id, kind: i.kind, reason: i.reason, createdAt: i.createdAt, endedAt: this.now(), outcome });
-    if (this.pastInterrupts.length > 20) this.pastInterrupts.shift();
-    this.interrupt = undefined;
-    if (this.running) this.status = 'running';
-    this.lastInputAt = this.now();
-    this.onChange?.();
-    return i;
-  }
-
-  get lastCheckpoint(): Checkpoint | undefined {
-    return this.checkpoints[this.checkpoints.length - 1];
+    if (i && outcome) this.remember(i, outcome);
+    this.state = { status: 'denied', endedAt: this.now(), reason, denial };
+    this.ended();
+    this.changed();
   }
 
   /** Capture a chunk from the process; wakes waiters and streams an `output` event. */
@@ -291,12 +392,19 @@ export class Session {
     const offset = this.output.totalChars;
     const text = this.output.write(stream, bytes, this.spool);
     if (text.length === 0) return;
-    if (this.pty) updateModes(this.modes, text);
+    if (this.onPty) updateModes(this.modes, text);
     if (this.events.listening) this.emit('output', { stream, data: text, offset });
     this.wake();
   }
 
-  /** Record how the session ended; called once by the runner. */
+  /** Take the output no poll has returned yet; a finished session's record keeps what is undrained, so it changed. */
+  drain(): ReturnType<SessionOutput['drain']> {
+    const drained = this.output.drain();
+    if (!this.running && drained.text) this.changed();
+    return drained;
+  }
+
+  /** Record how the session ended; called once by the runner. `reason`: what the runner knows (a resource limit ended it). */
   finish(outcome: { exitCode: number | null; signal: string | null; error?: string; reason?: FailReason }): void {
     if (!this.running) return;
     for (const stream of ['stdout', 'stderr'] as const) {
@@ -304,30 +412,33 @@ export class Session {
       const text = this.output.end(stream, this.spool);
       if (text) this.emit('output', { stream, data: text, offset });
     }
-    this.settleInterrupt('ended');
-    this.exitCode = outcome.exitCode;
-    this.signal = outcome.signal;
-    this.error = outcome.error;
-    const failure = this.failReason(outcome.reason);
-    this.status = failure ? 'failed' : 'completed';
-    this.reason = failure;
-    this.endedAt = this.now();
-    this.stdinOpen = false;
-    this.input = undefined;
-    this.resize = undefined;
-    this.resolveFinished();
-    this.wake();
+    if (this.interrupt) this.remember(this.interrupt, 'ended');
+    const end = { pid: this.pid, endedAt: this.now(), exitCode: outcome.exitCode, signal: outcome.signal };
+    const failure = this.failReason(outcome);
+    this.state = failure ? { status: 'failed', ...end, reason: failure, ...(outcome.error === undefined ? {} : { error: outcome.error }) } : { status: 'completed', ...end };
+    this.io = undefined;
+    this.ended();
   }
 
-  /** `known`: what the runner knows of the end (a resource limit ended it). */
-  private failReason(known?: FailReason): FailReason | undefined {
-    if (this.stop) return this.stop.reason;
-    if (this.error !== undefined) return 'spawn_error';
-    if (known) return known;
-    if (this.signal) return 'signal';
-    if (this.exitCode === 127) return 'command_not_found';
-    if (this.exitCode === 126) return 'not_executable';
+  private failReason(o: { exitCode: number | null; signal: string | null; error?: string; reason?: FailReason }): FailReason | undefined {
+    if (this.stopRequest) return this.stopRequest.reason;
+    if (o.error !== undefined) return 'spawn_error';
+    if (o.reason) return o.reason;
+    if (o.signal) return 'signal';
+    if (o.exitCode === 127) return 'command_not_found';
+    if (o.exitCode === 126) return 'not_executable';
     return undefined;
+  }
+
+  private remember(i: Interrupt, outcome: InterruptOutcome['outcome']): void {
+    this.past.push({ id: i.id, kind: i.kind, reason: i.reason, createdAt: i.createdAt, endedAt: this.now(), outcome });
+    if (this.past.length > MAX_PAST_INTERRUPTS) this.past.shift();
+  }
+
+  private ended(): void {
+    this.inputOpen = false;
+    this.resolveFinished();
+    this.wake();
   }
 
   /** Wake everyone waiting for a change (output, exit, interrupt). */

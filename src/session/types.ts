@@ -1,7 +1,9 @@
-export type SessionStatus = 'running' | 'waiting_input' | 'approval_required' | 'completed' | 'failed' | 'denied';
+import type { FailReasonSchema, SessionStatusSchema, StopReason } from './record.js';
+import type { z } from 'zod';
 
-/** Who or what stopped a session (SPEC §9). */
-export type StopReason = 'user' | 'timeout' | 'replaced' | 'cancelled' | 'shutdown' | 'expired';
+export type { StopReason };
+
+export type SessionStatus = z.infer<typeof SessionStatusSchema>;
 
 /**
  * Why a session never ran (status `denied`, SPEC §8): a rule denied it, its approval was refused,
@@ -10,7 +12,7 @@ export type StopReason = 'user' | 'timeout' | 'replaced' | 'cancelled' | 'shutdo
 export type DenyReason = 'rule' | 'refused' | 'expired' | 'user';
 
 /** Why a session failed or was denied: a stop, something about the command itself, or a denial. */
-export type FailReason = StopReason | 'command_not_found' | 'not_executable' | 'signal' | 'cpu_limit' | 'file_size_limit' | 'spawn_error' | 'lost' | DenyReason;
+export type FailReason = z.infer<typeof FailReasonSchema>;
 
 export type EventType = 'started' | 'output' | 'waiting_input' | 'approval_required' | 'checkpoint' | 'exited';
 

@@ -2,24 +2,12 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Registry } from '../session/registry.js';
 import type { ScratchDirs } from '../runner/scratch.js';
-import type { Session } from '../session/session.js';
-import type { DiskHealth, DiskState } from '../session/disk.js';
+import type { LaunchContext } from '../runner/start.js';
+import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
 import type { Voice } from './voice.js';
 
-/** Where a session's durable files live (the daemon's state directory). */
-export interface SessionFiles {
-  readonly dir: string;
-  spoolPath(id: string): string;
-  /** Delete a session's record and spool, all or nothing (`unavailable` when the record cannot go). */
-  remove(id: string): void;
-  /** Told of every write's outcome (spools report here). */
-  disk: DiskHealth;
-  /** Whether the directory takes writes now (daemon.status). */
-  status(): DiskState;
-}
-
 /** What the daemon gives every tool call. */
-export interface Daemon {
+export interface Daemon extends LaunchContext {
   registry: Registry;
   /** The config in force (it may be reloaded, so read it per call). */
   config(): Config;
@@ -31,15 +19,8 @@ export interface Daemon {
   log: Logger;
   /** Durable records and output spools (SPEC §10). */
   state: SessionFiles;
-  /** Called once a session's processes exist, so the daemon can protect them against its own crash. */
-  watch(session: Session): void;
-  /** Make sure a running session's record is on disk now. */
-  record(session: Session): void;
-  /**
-   * Keep the record of a session that has no process on disk (one waiting for its approval, or
-   * denied): written now and whenever it changes; a pending one before this returns.
-   */
-  hold(session: Session): void;
+  /** Keeps sessions' records and protects their processes against the daemon's crash. */
+  keeper: RecordKeeper;
   /** True once shutdown has begun: new work is refused. */
   closing: boolean;
 }

@@ -1,20 +1,16 @@
-import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { YIELD_MS_RANGE } from '../config/schema.js';
-import { conflict, forbidden, invalid, limit, unavailable } from '../errors.js';
-import { buildEnv, checkEnvOverrides } from '../runner/env.js';
+import { conflict, forbidden, invalid, unavailable } from '../errors.js';
+import { checkEnvOverrides } from '../runner/env.js';
 import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
-import { resolveShell } from '../runner/shell.js';
-import { spawnSession } from '../runner/spawn.js';
+import { startJob } from '../runner/start.js';
 import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
 import type { Session } from '../session/session.js';
-import { Spool } from '../session/spool.js';
 import { gateExec } from './approval/gate.js';
-import { execSession } from './exec-session.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
@@ -53,55 +49,6 @@ async function settleKey(d: Daemon, ctx: CallContext, p: ExecParams): Promise<Se
   return undefined;
 }
 
-/** Create the session and spawn its command; refuses past maxSessions. */
-function startSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, approved?: ApprovedExec): { session: Session; warnings: string[] } {
-  const cfg = d.config().tools.exec;
-  const running = d.registry.running(ctx.scope).length;
-  if (running >= cfg.maxSessions) {
-    throw limit(`scope "${ctx.scope}" already has ${running} running sessions (maxSessions = ${cfg.maxSessions}); wait for some to finish or kill them`, {
-      running,
-      maxSessions: cfg.maxSessions,
-    });
-  }
-
-  const warnings: string[] = [];
-
-  const session = execSession(d, ctx, p, cwd, approved?.id);
-  const id = session.id;
-  session.spool = cfg.maxLogBytes > 0 ? new Spool(d.state.spoolPath(id), cfg.maxLogBytes, d.state.disk) : undefined;
-  const sessionDir = d.scratch.take();
-  session.tmpdir = sessionDir;
-  session.stopFile = join(sessionDir, 'stop.json');
-  session.checkpointKey = randomBytes(18).toString('base64url');
-  const env = buildEnv(daemonInheritance(d.config().env).env, p.env, {
-    PROCCTL_SESSION_ID: id,
-    PROCCTL_SCOPE: ctx.scope,
-    PROCCTL_SOCKET: d.socketPath,
-    PROCCTL_STOP_FILE: session.stopFile,
-    PROCCTL_TMPDIR: sessionDir,
-    PROCCTL_CHECKPOINT_KEY: session.checkpointKey,
-  });
-  if (approved) session.pastInterrupts.push(...approved.history);
-  d.registry.add(session);
-  const warning = spawnSession(session, {
-    shell: resolveShell(process.env),
-    env,
-    timeoutSec: p.timeout ?? cfg.timeoutSec,
-    killGraceMs: cfg.killGraceMs,
-    pty: p.pty ?? false,
-    elevated: p.elevated ?? false,
-    config: d.config(),
-  });
-  if (warning) warnings.push(warning);
-  d.watch(session);
-  // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
-  if (approved) d.record(session);
-  session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd });
-  void session.finished.then(() => announceExit(d, session));
-
-  return { session, warnings };
-}
-
 /**
  * The exec tool: start a command, wait up to the yield, answer with its result or `running`.
  * `approved`: an approval starts the exec it was asked for (SPEC §8), and the rules are not asked again.
@@ -127,7 +74,11 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   const start = async () => {
     const kept = await settleKey(d, ctx, p);
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
-    return kept ? { kept } : { started: startSession(d, ctx, p, cwd, approved) };
+    if (kept) return { kept };
+    const inherited = daemonInheritance(d.config().env).env;
+    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved });
+    void started.session.finished.then(() => announceExit(d, started.session));
+    return { started };
   };
   const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();
   if (kept) return execResult(kept, [], ctx.voice);
@@ -144,9 +95,8 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     if (!session.running) return answer(execResult(session, warnings, ctx.voice));
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
-  session.backgrounded = true;
   // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
-  d.record(session);
+  session.markBackgrounded();
   return answer(execResult(session, warnings, ctx.voice));
 
   function answer<R extends { text: string }>(r: R): R {

@@ -3,7 +3,7 @@ import type { ScopePolicy } from '../../policy/scopes.js';
 import type { ExecParams } from '../../schema/exec.js';
 import type { CallContext, Daemon } from '../context.js';
 import { execResult } from '../render.js';
-import { execSession } from '../exec-session.js';
+import { unstartedSession } from './unstarted.js';
 import { askApproval, endUnstarted } from './pending.js';
 
 /**
@@ -20,10 +20,10 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
   if (rules.length === 0 && !elevatedAsks) return undefined;
   const decision = rules.length === 0 ? undefined : decide(compileRules(rules), p.command, ctx.scope);
   if (decision?.action === 'deny') {
-    const s = execSession(d, ctx, p, cwd);
+    const s = unstartedSession(d, ctx, p, cwd);
     d.registry.add(s);
     endUnstarted(d, s, 'rule', undefined, decision.rule.reason ?? `the command matches approval rule ${decision.rule.index}`);
-    d.hold(s);
+    d.keeper.hold(s);
     return execResult(s, [], ctx.voice);
   }
   const ask = decision?.action === 'ask' || elevatedAsks;
@@ -33,7 +33,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
     decision?.action === 'ask'
       ? (decision.rule.reason ?? `the command matches approval rule ${decision.rule.index}`)
       : `elevated mode needs an approval in scope "${ctx.scope}" (scopes.${ctx.scope}.elevated is "ask")`;
-  const s = execSession(d, ctx, p, cwd);
+  const s = unstartedSession(d, ctx, p, cwd);
   askApproval(d, s, p, why, decision?.action === 'ask' ? decision.rule.index : undefined);
   return execResult(s, [], ctx.voice);
 }

@@ -40,11 +40,10 @@ export function askApproval(d: Daemon, s: Session, p: ExecParams, reason: string
     expiresAt: now + d.config().approvals.timeoutSeconds * 1000,
   };
   // What starts later is exactly this exec, in the directory it was checked in, never the rules again.
-  const { workdir: _workdir, ...params } = p;
-  const pending: PendingExec = { params, cwd: s.cwd, ...(rule === undefined ? {} : { rule }) };
+  const pending: PendingExec = { params: p, cwd: s.cwd, ...(rule === undefined ? {} : { rule }) };
   s.awaitApproval(interrupt, pending);
   d.registry.add(s);
-  d.hold(s);
+  d.keeper.hold(s);
   armExpiry(d, s);
   s.emit('approval_required', { interrupt: interruptView(interrupt), name: s.name, command: s.command, cwd: s.cwd });
   d.log.info({ sessionId: s.id, scope: s.scope, rule, expiresAt: new Date(interrupt.expiresAt).toISOString() }, 'exec waits for approval');

@@ -13,7 +13,7 @@ import { stopAndRecord } from './kill.js';
  */
 export function forget(d: Daemon, s: Session): void {
   d.state.remove(s.id);
-  s.onChange = undefined; // a forgotten session writes no record again
+  s.recordWith(undefined); // a forgotten session writes no record again
   s.spool?.remove();
   d.registry.delete(s.id);
   d.scratch.release(s.tmpdir);

@@ -21,8 +21,7 @@ function writable(d: Daemon, ctx: CallContext, p: ProcessParams, needsPty: boole
 
 /** After typing: it answers a pending question as well as resume would, and restarts the quiet period. */
 function sent(s: Session, bytes: number, what: string) {
-  if (s.interrupt) s.settleInterrupt('answered');
-  s.lastInputAt = Date.now();
+  s.inputSent();
   return { status: s.status, sessionId: s.id, bytes, text: `Sent ${what} to session ${s.id}.` };
 }
 

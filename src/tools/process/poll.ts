@@ -18,9 +18,7 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   const wait = Math.min(p.timeout ?? 0, MAX_WAIT_MS);
   if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
 
-  const drained = s.output.drain();
-  // A finished session's record keeps what is still undrained: it changed.
-  if (!s.running && drained.text) s.onChange?.();
+  const drained = s.drain();
   const notes: string[] = [];
   for (const stream of ['stdout', 'stderr'] as const) {
     const n = drained.dropped[stream];

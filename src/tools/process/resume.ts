@@ -19,8 +19,7 @@ export function resumeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const enter = s.pty ? '\r' : '\n';
   let answer: string;
   if (input.eof) {
-    s.input.end();
-    if (!s.pty) s.stdinOpen = false;
+    s.closeInput();
     answer = 'end of input';
   } else if (input.confirm !== undefined) {
     s.input.write(`${input.confirm ? 'y' : 'n'}${enter}`);
@@ -33,6 +32,5 @@ export function resumeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
     throw invalid('resume input must have one of confirm, text or eof', { path: ['input'], schema: true });
   }
   s.settleInterrupt('answered');
-  s.wake();
   return { status: s.status, sessionId: s.id, interruptId: pending.id, text: `Answered "${pending.reason}" with ${answer}; session ${s.id} runs on. ${poll} shows what comes next.` };
 }

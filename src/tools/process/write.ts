@@ -20,13 +20,8 @@ export function writeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const bytes = p.data === undefined ? 0 : Buffer.byteLength(p.data);
   if (p.data) input.write(p.data);
   // Input written by hand answers a pending question as well as resume would.
-  if (s.interrupt) s.settleInterrupt('answered');
-  s.lastInputAt = Date.now();
-  if (p.eof) {
-    input.end();
-    // A terminal stays open after ^D (the job may read again); a pipe is closed for good.
-    if (!s.pty) s.stdinOpen = false;
-  }
+  s.inputSent();
+  if (p.eof) s.closeInput();
   const what = [`Wrote ${bytes} bytes to`, p.eof ? (s.pty ? 'sent ^D (end of input) to' : 'closed') : ''].filter(Boolean).join(' and ');
   return { status: s.status, sessionId: s.id, bytes, eof: Boolean(p.eof), text: `${what} the stdin of session ${s.id}.` };
 }

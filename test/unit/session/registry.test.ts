@@ -211,7 +211,7 @@ describe('Session with a fake clock', () => {
   it('a stopped session fails with the stop reason, keeping its exit code', () => {
     const clock = fakeClock();
     const s = session('a', 's', clock.now);
-    s.stop = { reason: 'timeout', signal: 'SIGTERM', at: clock.now() };
+    s.requestStop({ reason: 'timeout', signal: 'SIGTERM', at: clock.now() });
     s.finish({ exitCode: 0, signal: null });
     expect(s.status).toBe('failed');
     expect(s.reason).toBe('timeout');

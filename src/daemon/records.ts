@@ -1,0 +1,102 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema.js';
+import { terminate } from '../runner/group.js';
+import { readStat } from '../runner/procfs.js';
+import { findSessionProcesses } from '../runner/sweep.js';
+import type { RecordKeeper } from '../session/keeper.js';
+import { isEnded, isPendingApproval, restoreSession, toRecord } from '../session/persist.js';
+import type { Registry } from '../session/registry.js';
+import type { Session } from '../session/session.js';
+import { Spool } from '../session/spool.js';
+import type { GuardianLink } from './guardian-link.js';
+import type { StateStore } from './state.js';
+
+/** A running session's first record is written this long after it starts, if it still runs. */
+const FIRST_RECORD_MS = 100;
+
+/**
+ * Sessions' records (SPEC §10): written when a session starts to matter (it runs on, it waits for
+ * an approval) and whenever it changes, off the main thread once it ended; and read back at start,
+ * where what was running is recovered as lost.
+ */
+export class Records implements RecordKeeper {
+  constructor(
+    private readonly state: StateStore,
+    private readonly registry: Registry,
+    private readonly guardian: GuardianLink,
+    private readonly log: Logger,
+  ) {}
+
+  watch(session: Session, opts: { now?: boolean } = {}): void {
+    const startTime = session.pid === undefined ? undefined : readStat(session.pid)?.startTime;
+    if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
+    // A command that is over in a moment needs only its final record; one that runs on is written
+    // soon, and at once when it changes (an exec answering that it still runs marks it backgrounded).
+    let early: NodeJS.Timeout | undefined;
+    const save = () => {
+      clearTimeout(early);
+      this.state.save(toRecord(session, startTime));
+    };
+    session.recordWith(save);
+    if (opts.now) save();
+    else {
+      early = setTimeout(save, FIRST_RECORD_MS);
+      early.unref();
+    }
+    void session.finished.then(async () => {
+      clearTimeout(early);
+      this.guardian.remove(session.id);
+      // Finished: the record is written off the main thread, and exec answers without waiting.
+      const saveLater = () => this.state.saveLater(toRecord(session, startTime));
+      session.recordWith(saveLater);
+      saveLater();
+      // A rotation still in flight can change what the spool dropped: then say so once more,
+      // unless the session was forgotten meanwhile (its files are gone and must stay gone).
+      const dropped = session.spool?.droppedBytes;
+      await session.spool?.close();
+      if (session.spool?.droppedBytes !== dropped && this.registry.has(session.id)) saveLater();
+    });
+  }
+
+  hold(session: Session): void {
+    const save = () => (session.endedAt === undefined ? this.state.save(toRecord(session)) : this.state.saveLater(toRecord(session)));
+    session.recordWith(save);
+    save();
+  }
+
+  /**
+   * Load the records of the last run: finished sessions answer as before; sessions that were
+   * running are terminated (only if their recorded leader is still the same process) and
+   * marked failed with reason "lost". Sessions waiting for their approval still wait (their
+   * expiry counts on from when they were asked): `pending` is told of each.
+   */
+  recover(config: Config, pending: (s: Session) => void): void {
+    const { records, corrupt } = this.state.loadAll();
+    const caps = config.tools.exec;
+    const lost: Session[] = [];
+    for (const r of records) {
+      let s: Session;
+      try {
+        s = restoreSession(r, this.registry.events, caps, Spool.restore(this.state.spoolPath(r.id), r.spool));
+      } catch (err) {
+        this.state.setAside(r.id, (err as Error).message);
+        continue;
+      }
+      s.recordWith(() => this.state.save(toRecord(s)));
+      this.registry.add(s);
+      if (isPendingApproval(r)) pending(s);
+      else if (!isEnded(r)) {
+        lost.push(s);
+        if (r.pid !== undefined && r.pidStartTime !== undefined && readStat(r.pid)?.startTime === r.pidStartTime) {
+          void terminate({ pgid: r.pid, pids: [] }, 'SIGTERM', caps.killGraceMs);
+        }
+        this.state.save(toRecord(s));
+      }
+    }
+    const survivors = findSessionProcesses(new Set(lost.map((s) => s.id)));
+    for (const list of survivors.values()) void terminate({ pgid: undefined, pids: list.map((p) => p.pid) }, 'SIGTERM', caps.killGraceMs);
+    if (records.length || corrupt) {
+      this.log.info({ restored: records.length - lost.length, lost: lost.length, corrupt }, 'state recovered');
+    }
+  }
+}

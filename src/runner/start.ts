@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { Config } from '../config/schema.js';
+import { limit } from '../errors.js';
+import { planLaunch, sessionUser, type Confinement, type LaunchPlan } from '../sandbox/plan.js';
+import { accessProblem, type RunAs } from '../sandbox/user.js';
+import type { ExecParams } from '../schema/exec.js';
+import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
+import { deriveName } from '../session/name.js';
+import type { Registry } from '../session/registry.js';
+import { Session, type InterruptOutcome } from '../session/session.js';
+import { Spool } from '../session/spool.js';
+import { buildEnv } from './env.js';
+import { scratchFor, type ScratchDirs } from './scratch.js';
+import { resolveShell, shellArgs } from './shell.js';
+import { spawnSession } from './spawn.js';
+import { stopFileOwner } from './stop.js';
+
+/** What a launch needs from the daemon: the config in force, where files go, who keeps records. */
+export interface LaunchContext {
+  config(): Config;
+  socketPath: string;
+  registry: Registry;
+  scratch: ScratchDirs;
+  state: Pick<SessionFiles, 'spoolPath' | 'disk'>;
+  keeper: RecordKeeper;
+}
+
+/** An exec that policy let through, as the runner starts it. */
+export interface JobRequest {
+  scope: string;
+  /** The exec's params, validated (schema/exec.ts). */
+  params: ExecParams;
+  /** The working directory, resolved and checked to exist. */
+  cwd: string;
+  /** What policy decided: the variables the session inherits from the daemon, and whether it runs elevated (no sandbox, no limits, no user change). */
+  policy: { inherited: NodeJS.ProcessEnv; elevated: boolean };
+  /** An approved exec takes the id of the session that waited for it, and its approval history. */
+  approved?: { id: string; history: InterruptOutcome[] };
+}
+
+/**
+ * Start a session, the one place a launch happens, in order: room in the scope, the launch
+ * plan (sandbox, user, limits, asked once), the scratch directory and stop file, the
+ * environment, the spool, the spawn, the watch. A plan this host cannot carry out ends the
+ * session at once as a spawn error (nothing ran); it never runs unconfined. Returns the session
+ * and any warning for the answer's text.
+ *
+ * Where the coming parts of a launch go: the job's own checkpoint channel is made with the
+ * scratch directory and handed to the spawn beside its stdio; the seccomp filter, the operator's
+ * workspaces and the network proxy's socket are parts of the plan (sandbox/plan.ts); a session's
+ * cgroup is made before the spawn and given to it, and the watch reads its end from it.
+ */
+export function startJob(ctx: LaunchContext, req: JobRequest): { session: Session; warnings: string[] } {
+  const config = ctx.config();
+  const cfg = config.tools.exec;
+  const { params: p, scope } = req;
+  roomFor(ctx.registry, scope, cfg.maxSessions);
+
+  const id = req.approved?.id ?? ctx.registry.newId();
+  const confine: Confinement = { config, elevated: req.policy.elevated };
+  let dir = ctx.scratch.take();
+  let plan: LaunchPlan | undefined;
+  let user: RunAs | undefined;
+  let refused: string | undefined;
+  try {
+    user = sessionUser(confine);
+    if (user) {
+      const problem = accessProblem(req.cwd, user);
+      if (problem) throw new Error(problem);
+      dir = scratchFor(user, dir);
+    }
+  } catch (err) {
+    refused = (err as Error).message;
+  }
+  const stopFile = join(dir, 'stop.json');
+  const checkpointKey = randomBytes(18).toString('base64url');
+  const shell = resolveShell(process.env);
+  const env = buildEnv(req.policy.inherited, p.env, {
+    PROCCTL_SESSION_ID: id,
+    PROCCTL_SCOPE: scope,
+    PROCCTL_SOCKET: ctx.socketPath,
+    PROCCTL_STOP_FILE: stopFile,
+    PROCCTL_TMPDIR: dir,
+    PROCCTL_CHECKPOINT_KEY: checkpointKey,
+    ...(user ? { HOME: user.home, USER: user.name, LOGNAME: user.name } : {}),
+  });
+  if (refused === undefined) {
+    try {
+      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, socket: ctx.socketPath }, user);
+    } catch (err) {
+      refused = (err as Error).message;
+    }
+  }
+
+  const session = new Session({
+    id,
+    scope,
+    command: p.command,
+    name: p.name ?? deriveName(p.command),
+    cwd: req.cwd,
+    key: p.key,
+    stdin: p.stdin ?? 'pipe',
+    maxOutputChars: cfg.maxOutputChars,
+    pendingMaxOutputChars: cfg.pendingMaxOutputChars,
+    events: ctx.registry.events,
+    scratch: { dir, stopFile },
+    checkpointKey,
+    spool: cfg.maxLogBytes > 0 ? new Spool(ctx.state.spoolPath(id), cfg.maxLogBytes, ctx.state.disk) : undefined,
+    pastInterrupts: req.approved?.history,
+  });
+  if (user) stopFileOwner(session, user);
+  ctx.registry.add(session);
+
+  const warnings: string[] = [];
+  if (plan) {
+    const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false });
+    if (warning) warnings.push(warning);
+  } else {
+    session.finish({ exitCode: null, signal: null, error: `${refused}; nothing ran` });
+  }
+  // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
+  ctx.keeper.watch(session, { now: req.approved !== undefined });
+  session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
+  return { session, warnings };
+}
+
+/** Refuse a session past the scope's maxSessions. */
+function roomFor(registry: Registry, scope: string, maxSessions: number): void {
+  const running = registry.running(scope).length;
+  if (running >= maxSessions) {
+    throw limit(`scope "${scope}" already has ${running} running sessions (maxSessions = ${maxSessions}); wait for some to finish or kill them`, {
+      running,
+      maxSessions,
+    });
+  }
+}

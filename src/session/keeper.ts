@@ -1,0 +1,32 @@
+import type { DiskHealth, DiskState } from './disk.js';
+import type { Session } from './session.js';
+
+/** Where sessions' durable files live (the daemon's state directory). */
+export interface SessionFiles {
+  readonly dir: string;
+  spoolPath(id: string): string;
+  /** Delete a session's record and spool, all or nothing (`unavailable` when the record cannot go). */
+  remove(id: string): void;
+  /** Told of every write's outcome (spools report here). */
+  disk: DiskHealth;
+  /** Whether the directory takes writes now (daemon.status). */
+  status(): DiskState;
+}
+
+/**
+ * Who keeps sessions' records on disk and their processes known to the guardian (the daemon,
+ * daemon/records.ts). The runner tells it of each session it starts; tools of each session that
+ * never gets a process.
+ */
+export interface RecordKeeper {
+  /**
+   * A session's processes exist: protect them against the daemon's own crash and keep its record
+   * (soon if it runs on, at once with `now`, and whenever it changes).
+   */
+  watch(session: Session, opts?: { now?: boolean }): void;
+  /**
+   * Keep the record of a session that has no process (one waiting for its approval, or denied):
+   * written now and whenever it changes; a pending one before this returns.
+   */
+  hold(session: Session): void;
+}
