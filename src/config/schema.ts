@@ -74,6 +74,8 @@ export const ConfigSchema = z.strictObject({
     .strictObject({
       rules: ApprovalRules.default([]),
       timeoutSeconds: int(1).max(2_147_483).default(300),
+      /** Who may answer an approval (SPEC §8): a request carrying this token as `approverToken`; stored as `sha256:<hex>`. */
+      approverToken: z.string().min(1).optional(),
     })
     .prefault({}),
   env: z
@@ -91,9 +93,13 @@ export const ConfigSchema = z.strictObject({
         token: z.string().min(1).optional(),
         background: z.boolean().default(true),
         elevated: z.enum(['deny', 'ask', 'allow']).default('deny'),
+        /** Approvals of this scope may be answered by its own clients, without the approver credential. */
+        selfApprove: z.boolean().default(false),
       }),
     )
     .default({}),
+  /** Refuse every scope the config does not list under `scopes` (SPEC §8). */
+  strictScopes: z.boolean().default(false),
   /** With scope "*", a request carrying this token sees and acts on every scope. */
   adminToken: z.string().min(1).optional(),
   /** How non-elevated sessions are confined (SPEC §12, src/sandbox/). */

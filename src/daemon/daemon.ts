@@ -17,6 +17,7 @@ import { ScratchDirs } from '../runner/scratch.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
 import { Records } from './records.js';
+import { makeApproverCredential, removeApproverCredential } from './approver.js';
 import { compileRules } from '../policy/approvals.js';
 import { restorePending } from '../tools/approval/pending.js';
 import { nativeSpawner } from '../runner/native.js';
@@ -46,6 +47,7 @@ export class ProcctlDaemon implements Daemon {
   readonly runtimeDir: string;
   readonly scratch: ScratchDirs;
   closing = false;
+  approverMade: string | undefined;
   private current: Config;
   private readonly configFile: string | undefined;
   private readonly loadedFrom: string | undefined;
@@ -107,6 +109,7 @@ export class ProcctlDaemon implements Daemon {
     } else {
       await listenOnPath(this.server, this.socketPath);
     }
+    this.refreshApprover();
     this.guardian.start();
     this.interrupts.start();
     this.scratch.refill();
@@ -122,6 +125,16 @@ export class ProcctlDaemon implements Daemon {
     const spawner = nativeSpawner();
     if (spawner instanceof Error && process.env.PROCCTL_SPAWN !== 'node') {
       this.log.warn({ reason: spawner.message }, `jobs start through fork, which costs more as the daemon grows: ${spawner.message}`);
+    }
+  }
+
+  /** Without approvals.approverToken in the config, the daemon makes the approver credential (SPEC §8). */
+  private refreshApprover(): void {
+    if (scopeRules(this.current).hasApproverToken) {
+      if (this.approverMade !== undefined) removeApproverCredential(this.socketPath);
+      this.approverMade = undefined;
+    } else {
+      this.approverMade ??= makeApproverCredential(this.socketPath);
     }
   }
 
@@ -161,6 +174,7 @@ export class ProcctlDaemon implements Daemon {
       compileRules(next.approvals.rules);
       requireSandbox(next);
       this.current = next;
+      this.refreshApprover();
       this.warnPlainTokens();
       this.log.info('config reloaded: caps, TTL, timeouts, interrupt settings and rules apply to new work; the socket path needs a restart');
       this.notifier.send({ STATUS: `config reloaded; ${this.statusLine()}` });
@@ -211,6 +225,7 @@ export class ProcctlDaemon implements Daemon {
     this.state.release();
     this.notifier.close();
     rmSync(this.runtimeDir, { recursive: true, force: true });
+    if (this.approverMade !== undefined) removeApproverCredential(this.socketPath);
     this.log.info('stopped');
   }
 }

@@ -2,6 +2,7 @@ import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { packageVersion } from '../daemon/version.js';
 import { createMcpServer } from './server.js';
 import { connectOrStart } from './start.js';
+import { approverCredential } from '../rpc/credential.js';
 import { DaemonClient, hostOf } from '../rpc/client.js';
 
 export interface ServeOptions {
@@ -56,7 +57,10 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
     );
     return reconnecting;
   };
-  const handle = serveStdio(() => createMcpServer(daemon, { scope: opts.scope, token: opts.token, version: packageVersion() }));
+  // A daemon on another host made its credential there: only $PROCCTL_APPROVER_TOKEN can reach it.
+  const remote = hostOf({ host: opts.host }) !== undefined;
+  const approverToken = () => (remote ? process.env.PROCCTL_APPROVER_TOKEN || undefined : approverCredential(opts.socket));
+  const handle = serveStdio(() => createMcpServer(daemon, { scope: opts.scope, token: opts.token, version: packageVersion(), approverToken }));
   await new Promise<void>((resolve) => {
     process.stdin.once('end', resolve);
     process.stdin.once('close', resolve);

@@ -31,6 +31,8 @@ export interface McpOptions {
   scope?: string;
   token?: string;
   version: string;
+  /** The approver credential, sent only with an answer the person gave through elicitation (SPEC §8, §13). */
+  approverToken?: () => string | undefined;
 }
 
 type DaemonResult = Record<string, unknown> & { text?: string; status?: string; sessionId?: string; interrupt?: InterruptView; output?: string };
@@ -69,7 +71,8 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
       instructions:
         'procctl runs shell commands on this host. exec runs one and answers with its output, or status "running" with a sessionId; ' +
         `then use process poll with a timeout (at most ${MCP_MAX_WAIT_MS} ms) rather than polling in a tight loop. ` +
-        'waiting_input and approval_required are questions for the user: answer them with process resume.',
+        'waiting_input is a question the command asks: answer it with process resume. approval_required is for the user: ' +
+        'a person approves or refuses it (their MCP client asks them, or they run procctl resume); poll to see when it starts.',
     },
   );
   const withScope = (p: Record<string, unknown>) => ({ ...p, ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
@@ -101,7 +104,9 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
     if ('problem' in input) return toolResult({ ...flow.result, text: `${input.problem}; the question is still open.\n${flow.result.text ?? ''}` });
     let r: DaemonResult;
     try {
-      r = await call('process', { action: 'resume', sessionId: flow.sessionId, input }, ctx);
+      // The person answered: an approval carries the approver credential; a model's own resume never does.
+      const approverToken = flow.interrupt.kind === 'approval' ? opts.approverToken?.() : undefined;
+      r = await call('process', { action: 'resume', sessionId: flow.sessionId, input, ...(approverToken ? { approverToken } : {}) }, ctx);
       // An answered question lets the command go on: wait for it as exec would have (poll answers
       // at each new output, so poll until it ends, asks again, or the wait is over).
       if (flow.interrupt.kind !== 'approval' && r.status === 'running') {

@@ -11,20 +11,25 @@ export interface ScopeConfig {
   token?: string;
   background: boolean;
   elevated: ElevatedPolicy;
+  selfApprove?: boolean;
 }
 
 export interface PolicyConfig {
   scopes: Record<string, ScopeConfig>;
   adminToken?: string;
+  strictScopes?: boolean;
+  approvals?: { approverToken?: string };
 }
 
 /** What a scope may do; a scope the config does not list isolates by name only. */
 export interface ScopePolicy {
   background: boolean;
   elevated: ElevatedPolicy;
+  /** Its own clients may answer its approvals without the approver credential. */
+  selfApprove?: boolean;
 }
 
-const OPEN: ScopePolicy = { background: true, elevated: 'deny' };
+const OPEN: ScopePolicy = { background: true, elevated: 'deny', selfApprove: false };
 
 /** A stored token: the sha256 of the token, from `sha256:<hex>` or, for a plain value, computed here. */
 interface Secret {
@@ -53,16 +58,36 @@ export type Authorization =
 export class ScopeRules {
   private readonly secrets = new Map<string, Secret>();
   private readonly admin: Secret | undefined;
+  private readonly approver: Secret | undefined;
 
   constructor(private readonly config: PolicyConfig) {
     for (const [name, scope] of Object.entries(config.scopes)) if (scope.token !== undefined) this.secrets.set(name, secretOf(scope.token));
     this.admin = config.adminToken === undefined ? undefined : secretOf(config.adminToken);
+    const approver = config.approvals?.approverToken;
+    this.approver = approver === undefined ? undefined : secretOf(approver);
+  }
+
+  /** The config names its own approver credential; else the daemon makes one at each start (SPEC §8). */
+  get hasApproverToken(): boolean {
+    return this.approver !== undefined;
+  }
+
+  /**
+   * Does `presented` carry the approver credential: `approvals.approverToken`, the `adminToken`,
+   * or (when the config names none) `made`, the one the daemon wrote beside its socket?
+   */
+  isApprover(presented: unknown, made: string | undefined): boolean {
+    if (typeof presented !== 'string' || presented.length === 0) return false;
+    if (this.approver) return matches(this.approver, presented) || (this.admin !== undefined && matches(this.admin, presented));
+    if (this.admin && matches(this.admin, presented)) return true;
+    return made !== undefined && matches({ digest: sha256(made), plain: false }, presented);
   }
 
   /** Config keys holding a plain token instead of its `sha256:<hex>`: the daemon warns about them. */
   plainTokens(): string[] {
     const out = [...this.secrets].filter(([, s]) => s.plain).map(([name]) => `scopes.${name}.token`);
     if (this.admin?.plain) out.push('adminToken');
+    if (this.approver?.plain) out.push('approvals.approverToken');
     return out;
   }
 
@@ -76,6 +101,13 @@ export class ScopeRules {
       if (!this.admin) return { ok: false, why: 'scope "*" (every scope) needs the daemon\'s adminToken, and this daemon has none configured' };
       if (!matches(this.admin, token)) return { ok: false, why: 'scope "*" (every scope) needs the adminToken: pass it as "token" (procctl --scope \'*\' --token ...)' };
       return { ok: true, scope, admin: true, policy: OPEN };
+    }
+    if (this.config.strictScopes && !Object.hasOwn(this.config.scopes, scope)) {
+      const listed = Object.keys(this.config.scopes);
+      return {
+        ok: false,
+        why: `scope "${scope}" is not in the config, and strictScopes refuses unlisted scopes; use one of ${listed.length ? listed.map((n) => `"${n}"`).join(', ') : '(none are listed)'}, or an operator can add scopes.${scope} to the config`,
+      };
     }
     const secret = this.secrets.get(scope);
     if (secret && !matches(secret, token)) {

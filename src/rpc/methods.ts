@@ -29,11 +29,12 @@ function sameToken(a: string, b: string): boolean {
  * never the token.
  */
 function scoped(d: Daemon, params: Record<string, unknown>, rc: RequestContext): { ctx: CallContext; rest: Record<string, unknown> } {
-  const { scope = 'default', token, voice: voiceName, ...rest } = params;
+  const { scope = 'default', token, voice: voiceName, approverToken, ...rest } = params;
   if (typeof scope !== 'string' || (scope !== ALL_SCOPES && !SCOPE_NAME.test(scope))) {
     throw invalid('scope must be 1-128 letters, digits or _.:@- (or "*" with the adminToken)', { path: ['scope'], schema: true });
   }
-  const auth = scopeRules(d.config()).authorize(scope, token);
+  const rules = scopeRules(d.config());
+  const auth = rules.authorize(scope, token);
   if (!auth.ok) {
     d.log.warn({ scope, peer: rc.connection.peer() }, `refused a request: ${auth.why}`);
     throw forbidden(auth.why);
@@ -41,7 +42,12 @@ function scoped(d: Daemon, params: Record<string, unknown>, rc: RequestContext):
   // Who reads the text: the CLI asks for its own words (`procctl poll ID`), everyone else gets the tools'.
   const voice = voiceFor(voiceName, scope);
   if (!voice) throw invalid('voice must be "rpc" or "cli"', { path: ['voice'], schema: true });
-  return { ctx: { scope, signal: rc.signal, voice }, rest };
+  const approver = approverToken !== undefined && rules.isApprover(approverToken, d.approverMade);
+  const pid = () => {
+    const peer = rc.connection.peer();
+    return 'pid' in peer ? peer.pid : peer;
+  };
+  return { ctx: { scope, signal: rc.signal, voice, caller: { pid, approver } }, rest };
 }
 
 let nextSubscription = 1;

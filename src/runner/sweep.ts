@@ -20,7 +20,7 @@ function pids(): number[] {
 }
 
 /** The session id a process inherited in its environment, if any. */
-function sessionMarker(pid: number): string | undefined {
+export function sessionMarker(pid: number): string | undefined {
   let env: string;
   try {
     env = readFileSync(`/proc/${pid}/environ`, 'latin1');

@@ -442,7 +442,7 @@ export class Session {
   }
 
   /** Wake everyone waiting for a change (output, exit, interrupt). */
-  wake(): void {
+  private wake(): void {
     // Called for every chunk of output: nothing to allocate when nobody waits.
     if (this.waiters.size === 0) return;
     const waiters = [...this.waiters];

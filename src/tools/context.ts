@@ -23,6 +23,16 @@ export interface Daemon extends LaunchContext {
   keeper: RecordKeeper;
   /** True once shutdown has begun: new work is refused. */
   closing: boolean;
+  /** The approver credential the daemon made beside its socket at start (SPEC §8), when the config names none. */
+  approverMade: string | undefined;
+}
+
+/** Who sent a request, as far as an approval needs to know (SPEC §8). */
+export interface Caller {
+  /** The peer's pid (SO_PEERCRED), or why it is not known; asked only when it matters. */
+  pid(): number | { unknown: string };
+  /** The request carried the approver credential. */
+  approver: boolean;
 }
 
 /** One request: who asks, a signal that aborts when the request is cancelled, and who reads its text. */
@@ -31,4 +41,6 @@ export interface CallContext {
   signal: AbortSignal;
   /** How hints in texts name the next step (tools/voice.ts): the tools' own words, or procctl commands. */
   voice: Voice;
+  /** Who asks; absent for calls the daemon makes itself. */
+  caller?: Caller;
 }

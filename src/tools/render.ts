@@ -1,6 +1,6 @@
 import { interruptView } from '../interrupt/watcher.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, Session } from '../session/session.js';
-import { ANSWER, NUMBER, RPC, SECRET, type ResumeAnswer, type Voice } from './voice.js';
+import { ANSWER, cliVoice, NUMBER, RPC, SECRET, type ResumeAnswer, type Voice } from './voice.js';
 
 export const RUNNING_TAIL_CHARS = 2000;
 export const LIST_TAIL_CHARS = 200;
@@ -139,15 +139,21 @@ export function interruptText(s: Session, v: Voice = RPC): string {
   return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with ${how}, or ${resume({ eof: true })} to close its input. It expires at ${iso(i.expiresAt)}.`;
 }
 
-/** How to answer a pending approval: a person decides, once (SPEC §8). */
+/** How a pending approval is answered: by a person, once (SPEC §8); a model is told to wait, not how to answer it. */
 function approvalText(s: Session, i: Interrupt, v: Voice): string {
-  const yes = v.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
-  const no = v.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
   const head = `Session ${s.id} has not started: it needs approval before it runs (${i.reason}).`;
   const until = `Unanswered, it is denied at ${iso(i.expiresAt)}.`;
-  // A person at the command line is the one who decides; a model asks them.
-  if (v.name === 'cli') return `${head} Nothing has run yet. Approve it with ${yes}, refuse it with ${no}. ${until}`;
-  return `${head} Ask the user to approve or refuse it. It is answered once, with ${yes} to run it or ${no} to refuse it (from a shell: procctl resume ${s.id} --yes or --no). ${until}`;
+  // A person at the command line is the one who decides.
+  if (v.name === 'cli') {
+    const yes = v.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
+    const no = v.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
+    return `${head} Nothing has run yet. Approve it with ${yes}, refuse it with ${no}. ${until}`;
+  }
+  const person = cliVoice(s.scope);
+  const yes = person.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
+  const no = person.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
+  const poll = v.call({ action: 'poll', sessionId: s.id });
+  return `${head} A person decides: tell the user what it is for and wait; they answer with ${yes} or ${no} (or in their MCP client). ${poll} shows when it starts. ${until}`;
 }
 
 export function checkpointView(c: Checkpoint | undefined) {

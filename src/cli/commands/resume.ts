@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { act, commandExit, EXIT, globalsOf, out, printJson, scoped, UsageError, withClient } from '../context.js';
+import { approverCredential } from '../../rpc/credential.js';
 import { showExecResult } from './exec.js';
 
 interface ResumeOptions {
@@ -40,7 +41,9 @@ export function registerResume(program: Command): void {
       act(async (id: string, o: ResumeOptions, cmd: Command) => {
         const input = answerOf(o);
         const g = globalsOf(cmd);
-        const r = await withClient(g, (c) => c.call('process', scoped(g, { action: 'resume', sessionId: id, input })));
+        // A person at the command line answers approvals: the credential goes with the answer (SPEC §8).
+        const approverToken = approverCredential(g.socket);
+        const r = await withClient(g, (c) => c.call('process', scoped(g, { action: 'resume', sessionId: id, input, ...(approverToken ? { approverToken } : {}) })));
         // An approval is answered with the result of the exec it started (or its denial), which has a name.
         const approval = typeof r.name === 'string';
         // Refusing is a successful answer; a started command's exit status is that of exec.

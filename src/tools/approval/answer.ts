@@ -6,6 +6,7 @@ import { execTool } from '../exec.js';
 import { forget, forgetAfter } from '../process/forget.js';
 import { endLine, execResult, sessionRecord } from '../render.js';
 import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
+import { checkAnswerer } from './who.js';
 import type { Voice } from '../voice.js';
 
 /** The call that answers the approval of `s`, yes or no, in the reader's words. */
@@ -32,11 +33,11 @@ export function unstartedAction(d: Daemon, ctx: CallContext, p: ProcessParams, s
       return withdraw(d, s, true, v);
     case 'clear':
       throw notFound(
-        `session ${s.id} is waiting for its approval, and clear forgets only finished sessions; refuse it with ${answer(v, s, false)}, or remove it with ${v.call({ action: 'remove', sessionId: s.id })}`,
+        `session ${s.id} is waiting for its approval, and clear forgets only finished sessions; ${v.name === 'cli' ? `refuse it with ${answer(v, s, false)}` : `withdraw it with ${v.call({ action: 'kill', sessionId: s.id })}`}, or remove it with ${v.call({ action: 'remove', sessionId: s.id })}`,
         { sessionId: s.id, pending: true },
       );
     default:
-      throw conflict(`session ${s.id} has not started: it waits for its approval (answer it with ${answer(v, s, true)} or ${answer(v, s, false)})`, {
+      throw conflict(`session ${s.id} has not started: it waits for its approval (${v.name === 'cli' ? `answer it with ${answer(v, s, true)} or ${answer(v, s, false)}` : 'a person answers it; poll it to see when it starts'})`, {
         sessionId: s.id,
       });
   }
@@ -51,6 +52,7 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
       schema: true,
     });
   }
+  checkAnswerer(d, ctx, s);
   if (!beginAnswer(s)) throw conflict(`the approval of session ${s.id} was already given; it is starting now`, { sessionId: s.id });
   const approval = s.interrupt!;
   if (!confirm) {
@@ -64,7 +66,7 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
     const pending = s.pendingExec!;
     const history = [...s.pastInterrupts, { id: approval.id, kind: approval.kind, reason: approval.reason, createdAt: approval.createdAt, endedAt: Date.now(), outcome: 'answered' as const }];
     // Exactly the exec that was asked for, in its own scope (whoever approves it), never asking the rules again.
-    const result = await execTool(d, { scope: s.scope, signal: ctx.signal, voice: ctx.voice }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history });
+    const result = await execTool(d, { scope: s.scope, signal: ctx.signal, voice: ctx.voice, caller: ctx.caller }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history });
     started = true;
     // ifRunning "keep" found a running session of the key: exec would have started nothing, so the request is gone.
     if (result.sessionId !== s.id && d.registry.find(s.scope, s.id) === s) forgetQuietly(d, s);

@@ -1,0 +1,39 @@
+import { forbidden, unavailable } from '../../errors.js';
+import { scopeRules } from '../../policy/scopes.js';
+import { insideSession } from '../../runner/inside.js';
+import type { Session } from '../../session/session.js';
+import type { CallContext, Daemon } from '../context.js';
+import { cliVoice } from '../voice.js';
+
+/**
+ * May this caller answer the approval of `s` (SPEC §8)? A person answers, not the agent that
+ * asked: the request must carry the approver credential (unless the scope trusts its clients with
+ * `selfApprove`), and it must not come from inside any session, whatever it carries, so a job
+ * cannot approve itself by running `procctl resume`. Throws `forbidden` saying who answers.
+ */
+export function checkAnswerer(d: Daemon, ctx: CallContext, s: Session): void {
+  const caller = ctx.caller;
+  // The daemon's own calls (none today) carry no caller and answer nothing.
+  if (!caller) throw forbidden(`the approval of session ${s.id} is answered by a person`);
+  const pid = caller.pid();
+  if (typeof pid !== 'number') {
+    throw unavailable(`cannot tell whether this answer comes from inside a session (${pid.unknown}), so the approval of session ${s.id} is not answered; rebuild the addon (npm rebuild) and answer again`);
+  }
+  const groups = new Set<number>();
+  for (const r of d.registry.running()) if (r.pid !== undefined) groups.add(r.pid);
+  const inside = insideSession(pid, groups);
+  if (inside) {
+    d.log.warn({ sessionId: s.id, peerPid: pid, inside }, 'refused an approval answer sent from inside a session');
+    throw forbidden(`an approval cannot be answered from inside a session (this request came from ${inside}); ${personText(s)}`, { sessionId: s.id });
+  }
+  if (caller.approver || scopeRules(d.config()).policy(s.scope).selfApprove) return;
+  throw forbidden(`the approval of session ${s.id} is answered by a person, not by the agent that asked; ${personText(s)}`, { sessionId: s.id });
+}
+
+/** What the model is told to do instead: wait, and what the person runs. */
+function personText(s: Session): string {
+  const person = cliVoice(s.scope);
+  const yes = person.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
+  const no = person.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
+  return `wait for the person: they run ${yes} or ${no} (or answer in their MCP client); poll the session to see whether it started`;
+}
