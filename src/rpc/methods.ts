@@ -5,6 +5,7 @@ import { toolDescriptions } from '../schema/tools.js';
 import type { CallContext, Daemon } from '../tools/context.js';
 import { checkpointTool } from '../tools/checkpoint.js';
 import { execTool } from '../tools/exec.js';
+import { listApprovals } from '../tools/approval/list.js';
 import { processTool } from '../tools/process/index.js';
 import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
@@ -85,6 +86,12 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     return checkpointTool(d, { scope: session.scope, signal: rc.signal, voice: RPC }, rest);
   });
   methods.set('tools.list', () => toolDescriptions());
+  methods.set('approvals.list', (params, rc) => {
+    const { ctx, rest } = scoped(d, params, rc);
+    const unknown = Object.keys(rest)[0];
+    if (unknown) throw invalid(`invalid approvals.list params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
+    return listApprovals(d, ctx);
+  });
   methods.set('subscribe', (params, rc) => {
     const { ctx, rest } = scoped(d, params, rc);
     const { sessionId, events, ...extra } = rest;

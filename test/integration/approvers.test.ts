@@ -147,6 +147,30 @@ describe('only a person answers an approval', () => {
     }));
 });
 
+describe('procctl approvals', () => {
+  it('lists, to a person, what waits in every scope; an agent without the credential sees none; a selfApprove scope sees its own', () =>
+    withDaemon({ approvals: { rules: RULES }, scopes: { trusted: { selfApprove: true } } }, async (d) => {
+      const c = await d.client();
+      const a = await asked(new Scoped(c, 'alpha'), 'echo needs-ok alpha');
+      const b = await asked(new Scoped(c, 'beta'), 'echo needs-ok beta');
+      const t = await asked(new Scoped(c, 'trusted'), 'echo needs-ok trusted');
+      const person = await cli(['--socket', d.socket, '--json', 'approvals']);
+      const listed = JSON.parse(person.stdout).approvals.map((x: any) => [x.sessionId, x.scope]);
+      expect(listed).toEqual([
+        [a.sessionId, 'alpha'],
+        [b.sessionId, 'beta'],
+        [t.sessionId, 'trusted'],
+      ]);
+      const text = await cli(['--socket', d.socket, 'approvals']);
+      expect(text.stdout).toContain(`procctl --scope beta resume ${b.sessionId} --yes`);
+      const agent = (await new Scoped(c, 'alpha').request('approvals.list')).result;
+      expect(agent.approvals).toEqual([]);
+      expect(agent.text).toContain('approver credential');
+      const own = (await new Scoped(c, 'trusted').request('approvals.list')).result;
+      expect(own.approvals.map((x: any) => x.sessionId)).toEqual([t.sessionId]);
+    }));
+});
+
 describe('strictScopes', () => {
   it('refuses a scope the config does not list, so an agent cannot leave its rules by naming another', () =>
     withDaemon({ strictScopes: true, scopes: { ci: { token: 'ci-secret' } } }, async (d) => {

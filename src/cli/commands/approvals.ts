@@ -1,0 +1,25 @@
+import type { Command } from 'commander';
+import { approverCredential } from '../../rpc/credential.js';
+import { act, EXIT, globalsOf, out, printJson, scoped, withClient } from '../context.js';
+
+export function registerApprovals(program: Command): void {
+  program
+    .command('approvals')
+    .summary('list the approvals waiting for you to answer, in every scope your credential reaches')
+    .description(
+      'List the commands waiting for a person to approve them (status approval_required), oldest first, with the ' +
+        'procctl resume command that answers each. The approver credential (the one the daemon made beside its ' +
+        'socket, or $PROCCTL_APPROVER_TOKEN) reaches every scope; without it only a scope that answers its own ' +
+        '(scopes.NAME.selfApprove) is listed.',
+    )
+    .action(
+      act(async (_o: unknown, cmd: Command) => {
+        const g = globalsOf(cmd);
+        const approverToken = approverCredential(g.socket);
+        const r = await withClient(g, (c) => c.call('approvals.list', scoped(g, approverToken ? { approverToken } : {})));
+        if (g.json) printJson(r);
+        else out(String(r.text ?? ''));
+        return EXIT.ok;
+      }),
+    );
+}
