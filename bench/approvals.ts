@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { cpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';

@@ -1,4 +1,4 @@
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { exitWaits } from './lib/sessions.js';

@@ -2,7 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon, ROOT } from './lib/daemon.js';
 import { alive } from './lib/proc.js';
 import type { Metric } from './lib/report.js';

@@ -1,4 +1,4 @@
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { cpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';

@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { startSleepers } from './lib/sessions.js';
 import { alive, cpuMs, liveProcesses, threadCpuMs } from './lib/proc.js';

@@ -13,13 +13,7 @@ import { idleCost } from './idle.js';
 import { interruptLatency } from './interrupt-latency.js';
 import { killTree } from './kill-tree.js';
 import { ptyThroughput } from './pty-throughput.js';
-
-export interface BenchOptions {
-  rounds: number;
-  /** Smaller sizes, for checking the bench itself. */
-  quick: boolean;
-  log: (line: string) => void;
-}
+import type { BenchOptions } from './lib/options.js';
 
 const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   exec: execRoundTrip,

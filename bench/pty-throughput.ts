@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { exitWaits } from './lib/sessions.js';
 import { cpuMs } from './lib/proc.js';

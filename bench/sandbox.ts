@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';

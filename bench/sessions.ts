@@ -1,4 +1,4 @@
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { startSleepers } from './lib/sessions.js';
 import { alive, liveProcesses, memoryKb } from './lib/proc.js';

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { constants as osConstants } from 'node:os';
 import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
-import { START_HINT } from '../rpc/unreachable.js';
+import { START_HINT } from '../transport/unreachable.js';
+import { dialFor } from '../remote/reach.js';
 
 /** The options every command accepts (SPEC §11). */
 export interface GlobalOptions {
@@ -39,7 +40,7 @@ export function scoped(g: GlobalOptions, params: Record<string, unknown>, voice:
  * again without it, and that daemon's texts name tool parameters.
  */
 export async function connect(g: GlobalOptions, onNotification?: (n: Notification) => void): Promise<DaemonClient> {
-  const client = await DaemonClient.connect({ host: g.host, socket: g.socket, onNotification });
+  const client = await DaemonClient.over(await dialFor({ host: g.host, socket: g.socket }), onNotification);
   const call = client.call.bind(client);
   client.call = async (method, params, ...rest) => {
     try {

@@ -4,7 +4,7 @@ import { EventFeed, OutputCursor, type SessionEvent } from './feed.js';
 import { forwardSignals } from './remote.js';
 import { endNotice } from './render.js';
 import { askAtTerminal, type Question } from './terminal.js';
-import { cliVoice } from '../tools/voice.js';
+import { cliVoice } from '../schema/voice.js';
 
 export interface ForegroundOptions {
   /** Leave it running and return after this many ms; without it, wait for the end. */

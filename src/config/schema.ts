@@ -1,8 +1,11 @@
 import { z } from 'zod';
-import { DEFAULT_EXCLUDE } from '../policy/env.js';
-import { patternError } from '../policy/approvals.js';
+import { patternError } from './pattern.js';
 
 export const SCOPE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
+/** The scope that means every scope (an operator with the adminToken). */
+export const ALL_SCOPES = '*';
+/** Inherited variables withheld from sessions by default (SPEC §8). */
+export const DEFAULT_EXCLUDE = ['*KEY*', '*SECRET*', '*TOKEN*', '*PASSWORD*', '*CREDENTIAL*', 'SSLKEYLOGFILE'];
 
 const clamp = (lo: number, hi: number) => (n: number) => Math.min(hi, Math.max(lo, n));
 const int = (min = 0) => z.number().int().min(min);

@@ -22,7 +22,7 @@ import { compileRules } from '../policy/approvals.js';
 import { restorePending } from '../tools/approval/pending.js';
 import { nativeSpawner } from '../runner/native.js';
 import { activatedFds, Notifier } from './systemd.js';
-import { packageVersion } from './version.js';
+import { packageVersion } from '../version.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox } from '../sandbox/host.js';

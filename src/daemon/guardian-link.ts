@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { bridgeSignals } from '../runner/bridge.js';
+import { bridgeSignals } from '../signal-bridge.js';
 import { readStat } from '../runner/procfs.js';
 
 /** The daemon's side of the guardian: start it, tell it of every session, say goodbye on a clean exit. */

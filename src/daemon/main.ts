@@ -4,7 +4,7 @@ import { ProcctlDaemon } from './daemon.js';
 import { resolveSocketPath } from '../config/paths.js';
 import { SocketInUseError } from './socket.js';
 import { StateDirInUseError } from './state.js';
-import { packageVersion } from './version.js';
+import { packageVersion } from '../version.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
 export async function runDaemon(argv: string[]): Promise<void> {

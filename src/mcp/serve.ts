@@ -1,9 +1,10 @@
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
-import { packageVersion } from '../daemon/version.js';
+import { packageVersion } from '../version.js';
 import { createMcpServer } from './server.js';
 import { connectOrStart } from './start.js';
 import { approverCredential } from '../rpc/credential.js';
-import { DaemonClient, hostOf } from '../rpc/client.js';
+import { DaemonClient } from '../rpc/client.js';
+import { dialFor, hostOf } from '../remote/reach.js';
 
 export interface ServeOptions {
   /** A daemon on another host (`ssh://…`, else $PROCCTL_HOST): reached over ssh, never started from here. */
@@ -25,7 +26,7 @@ export interface ServeOptions {
  */
 export async function serveMcp(opts: ServeOptions): Promise<void> {
   const reach = async (): Promise<DaemonClient> => {
-    if (!opts.spawn || hostOf({ host: opts.host }) !== undefined) return DaemonClient.connect({ host: opts.host, socket: opts.socket });
+    if (!opts.spawn || hostOf({ host: opts.host }) !== undefined) return DaemonClient.over(await dialFor({ host: opts.host, socket: opts.socket }));
     const r = await connectOrStart(opts.socket);
     if (r.started) opts.say(`procctl mcp: no daemon was running; started procctld (pid ${r.started.pid}, log ${r.started.log})`);
     return r.client;

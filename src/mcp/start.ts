@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveSocketPath } from '../config/paths.js';
 import { DaemonClient, DaemonUnreachableError } from '../rpc/client.js';
+import { dialFor } from '../remote/reach.js';
 
 /** procctld of this same install. */
 const PROCCTLD = fileURLToPath(new URL('../../../bin/procctld', import.meta.url));
@@ -24,7 +25,7 @@ export interface Reached {
  */
 export async function connectOrStart(socket: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<Reached> {
   try {
-    return { client: await DaemonClient.connect({ socket, env }) };
+    return { client: await DaemonClient.over(await dialFor({ socket, env })) };
   } catch (err) {
     if (!(err instanceof DaemonUnreachableError) || !(err.code === 'ENOENT' || err.code === 'ECONNREFUSED')) throw err;
   }
@@ -45,7 +46,7 @@ export async function connectOrStart(socket: string | undefined, env: NodeJS.Pro
   const deadline = Date.now() + START_DEADLINE_MS;
   for (let wait = 20; ; wait = Math.min(wait * 2, 250)) {
     try {
-      return { client: await DaemonClient.connect({ socket: path, env }), started: { pid: pid!, log } };
+      return { client: await DaemonClient.over(await dialFor({ socket: path, env })), started: { pid: pid!, log } };
     } catch (err) {
       if (exited !== undefined) throw new Error(`started procctld but it ended (${exited}); its log is ${log}`);
       if (Date.now() > deadline) throw new Error(`started procctld (pid ${pid}) but it did not listen on ${path} within ${START_DEADLINE_MS / 1000} s; its log is ${log}`, { cause: err });

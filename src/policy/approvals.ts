@@ -1,4 +1,7 @@
-import { RE2JS } from 're2js';
+import type { RE2JS } from 're2js';
+import { compilePattern } from '../config/pattern.js';
+
+export { compilePattern };
 
 /** An approval rule as the config holds it (SPEC §8). */
 export interface ApprovalRuleConfig {
@@ -23,24 +26,6 @@ export interface CompiledRule {
 export interface Decision {
   action: CompiledRule['action'];
   rule: CompiledRule;
-}
-
-/**
- * Compile a pattern with RE2 (linear-time matching: no pattern can make a match hang). Throws
- * the engine's syntax error, whose message names what is wrong.
- */
-export function compilePattern(source: string): RE2JS {
-  return RE2JS.compile(source);
-}
-
-/** Why a pattern does not compile, or undefined when it does. */
-export function patternError(source: string): string | undefined {
-  try {
-    compilePattern(source);
-    return undefined;
-  } catch (err) {
-    return (err as Error).message;
-  }
 }
 
 const compiled = new WeakMap<readonly ApprovalRuleConfig[], CompiledRule[]>();

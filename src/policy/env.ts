@@ -1,3 +1,6 @@
+import { DEFAULT_EXCLUDE } from '../config/schema.js';
+
+export { DEFAULT_EXCLUDE };
 /** What a session inherits of the daemon's environment (SPEC §8): secrets stay with the daemon. */
 export interface EnvPolicy {
   /** Glob patterns (`*`, `?`), case-insensitive: variables withheld from sessions. */
@@ -6,7 +9,6 @@ export interface EnvPolicy {
   include: string[];
 }
 
-export const DEFAULT_EXCLUDE = ['*KEY*', '*SECRET*', '*TOKEN*', '*PASSWORD*', '*CREDENTIAL*', 'SSLKEYLOGFILE'];
 
 /** A glob over a whole name: `*` any run of characters, `?` one, everything else literal. */
 export function globToRegExp(glob: string): RegExp {

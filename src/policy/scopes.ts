@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-import { ALL_SCOPES } from '../session/registry.js';
+import { ALL_SCOPES } from '../config/schema.js';
 
 export { ALL_SCOPES };
 

@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { describeConnectError, START_HINT } from '../rpc/unreachable.js';
+import { describeConnectError, START_HINT } from '../transport/unreachable.js';
 
 /** Exit statuses, as the CLI's (SPEC §11); not imported from cli/ so this path loads nothing else. */
 const OK = 0;

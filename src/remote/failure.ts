@@ -1,4 +1,4 @@
-import { DaemonUnreachableError } from '../rpc/unreachable.js';
+import { DaemonUnreachableError } from '../transport/unreachable.js';
 
 /** How an ssh child ended, as the transport saw it. */
 export interface SshEnd {

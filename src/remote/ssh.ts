@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
-import { delimiter, join } from 'node:path';
-import type { Dial } from '../rpc/client.js';
-import { DaemonUnreachableError } from '../rpc/unreachable.js';
+import { findProgram } from '../executable.js';
+import type { Dial } from '../transport/dial.js';
+import { DaemonUnreachableError } from '../transport/unreachable.js';
 import { sshFailure } from './failure.js';
 import { shellQuote } from '../shell-quote.js';
 import { parseSshTarget, sshArgv } from './target.js';
@@ -22,20 +21,8 @@ export interface SshOptions {
 }
 
 /** Where a program of this name would run from, or undefined. */
-function findProgram(name: string, env: NodeJS.ProcessEnv): string | undefined {
-  const runnable = (path: string) => {
-    try {
-      accessSync(path, constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  if (name.includes('/')) return runnable(name) ? name : undefined;
-  return (env.PATH ?? '/usr/bin:/bin')
-    .split(delimiter)
-    .map((dir) => join(dir || '.', name))
-    .find(runnable);
+function findProgramIn(name: string, env: NodeJS.ProcessEnv): string | undefined {
+  return findProgram(name, env.PATH ?? '/usr/bin:/bin');
 }
 
 /**
@@ -60,7 +47,7 @@ export function sshDial(address: string, opts: SshOptions = {}): Dial {
       throw unusable(`$PROCCTL_SSH_COMMAND cannot be split into words: ${(err as Error).message}`, 'fix $PROCCTL_SSH_COMMAND');
     }
     if (ssh.length === 0) ssh = ['ssh'];
-    if (!findProgram(ssh[0], env))
+    if (!findProgramIn(ssh[0], env))
       throw unusable(
         `cannot run "${ssh[0]}": not found${ssh[0].includes('/') ? '' : ' on PATH'}`,
         'install an ssh client (Debian: apt-get install openssh-client), or name one in $PROCCTL_SSH_COMMAND',

@@ -1,10 +1,9 @@
-import { connect } from 'node:net';
 import { JSONRPCClient, JSONRPCErrorException, type JSONRPCResponse } from 'json-rpc-2.0';
-import { resolveSocketPath } from '../config/paths.js';
 import type { ErrorKind } from '../errors.js';
-import { DaemonUnreachableError, describeConnectError } from './unreachable.js';
+import type { Dial, Transport } from '../transport/dial.js';
+import { DaemonUnreachableError } from '../transport/unreachable.js';
 
-export { DaemonUnreachableError } from './unreachable.js';
+export { DaemonUnreachableError } from '../transport/unreachable.js';
 
 /** The daemon answered a call with a JSON-RPC error. */
 export class RpcCallError extends Error {
@@ -28,65 +27,6 @@ export interface Notification {
   params: Record<string, unknown>;
 }
 
-export interface ClientOptions {
-  /**
-   * A daemon on another host, `ssh://[user@]host[:port]` (the `--host` flag); otherwise
-   * `$PROCCTL_HOST`; otherwise the local daemon.
-   */
-  host?: string;
-  /** An explicit socket path (the `--socket` flag); otherwise resolved as the daemon does. With a host, the socket there. */
-  socket?: string;
-  env?: NodeJS.ProcessEnv;
-  /** Called for every notification the daemon sends (subscription events). */
-  onNotification?: (n: Notification) => void;
-}
-
-/**
- * The other host the options name (`host`, else `$PROCCTL_HOST`), or undefined for this
- * host's daemon. A front door that would start a missing daemon starts none for a host.
- */
-export function hostOf(opts: Pick<ClientOptions, 'host' | 'env'>): string | undefined {
-  return opts.host ?? ((opts.env ?? process.env).PROCCTL_HOST || undefined);
-}
-
-/** What a transport hands to the client. */
-export interface TransportSink {
-  /** Bytes from the daemon. */
-  data(chunk: Buffer): void;
-  /** The transport has ended, and why; called once. */
-  end(reason: DaemonUnreachableError): void;
-}
-
-/** A byte stream to a daemon: its Unix socket, or a child's stdio (`ssh … procctl dial-stdio`). */
-export interface Transport {
-  /** Where it leads, for messages: a socket path or an `ssh://` address. */
-  readonly where: string;
-  write(data: string): void;
-  /** End it from this side; the sink's `end` follows. */
-  close(): void;
-}
-
-/** Opens a transport, rejecting with a DaemonUnreachableError when it cannot. */
-export type Dial = (sink: TransportSink) => Promise<Transport>;
-
-/** The local daemon's Unix socket. */
-export function socketDial(path: string): Dial {
-  return (sink) =>
-    new Promise((resolve, reject) => {
-      const socket = connect(path);
-      let closeReason = 'the daemon closed it';
-      const onError = (err: NodeJS.ErrnoException) => reject(new DaemonUnreachableError(path, describeConnectError(err), 'connect', err.code));
-      socket.once('error', onError);
-      socket.once('connect', () => {
-        socket.off('error', onError);
-        socket.on('error', (err: NodeJS.ErrnoException) => (closeReason = describeConnectError(err)));
-        socket.on('data', (chunk: Buffer) => sink.data(chunk));
-        socket.on('close', () => sink.end(new DaemonUnreachableError(path, closeReason, 'lost')));
-        resolve({ where: path, write: (data) => void socket.write(data), close: () => socket.destroy() });
-      });
-    });
-}
-
 /**
  * A client of procctld: NDJSON framing, request ids and error exceptions from json-rpc-2.0,
  * notifications handed to a callback. The bytes go over a Transport (socket or ssh).
@@ -106,20 +46,6 @@ export class DaemonClient {
       if (this.lost) throw this.lost;
       this.transport!.write(`${JSON.stringify(req)}\n`);
     });
-  }
-
-  /**
-   * Connect to the daemon the options name: over ssh for a host (`opts.host`, else
-   * `$PROCCTL_HOST`), else the local socket. A DaemonUnreachableError says why it failed; over
-   * ssh that may only show at the first call, since ssh has no "connected" moment to wait for.
-   */
-  static async connect(opts: ClientOptions = {}): Promise<DaemonClient> {
-    const env = opts.env ?? process.env;
-    const host = hostOf(opts);
-    if (host === undefined) return DaemonClient.over(socketDial(resolveSocketPath(opts.socket, env)), opts.onNotification);
-    // Loaded only for a remote daemon, so local commands do not pay for it.
-    const { sshDial } = await import('../remote/ssh.js');
-    return DaemonClient.over(sshDial(host, { env, socket: opts.socket, fromEnv: opts.host === undefined }), opts.onNotification);
   }
 
   /** A client over a transport of the caller's choosing. */

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { loadBuilt } from '../runner/built.js';
+import { loadBuilt } from '../addon.js';
 
 /** Who connected: the kernel's record of the peer process when it connected. */
 export interface PeerCredentials {

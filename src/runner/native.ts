@@ -1,9 +1,8 @@
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
 import { constants as os } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import type { Rlimit } from '../sandbox/limits.js';
+import { loadBuilt } from '../addon.js';
+import type { SpawnSteps } from '../sandbox/plan.js';
+
+export type { SpawnSteps };
 
 /** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
 export interface Addon {
@@ -18,16 +17,6 @@ export interface Addon {
   stdinReaders?(looks: [number, string, boolean][]): Promise<number[]>;
 }
 
-/** What a confined job gets between fork and exec (src/sandbox/plan.ts builds it). */
-export interface SpawnSteps {
-  /** Signal numbers set to SIG_IGN. */
-  ignore?: number[];
-  /** [resource, soft, hard]. */
-  limits?: Rlimit[];
-  /** Become this user, with exactly these supplementary groups. */
-  user?: { uid: number; gid: number; groups: number[] };
-}
-
 export interface NativeChild {
   pid: number;
   /** -1 when stdin is /dev/null. */
@@ -38,10 +27,6 @@ export interface NativeChild {
 
 export type ExitListener = (code: number | null, signal: string | null) => void;
 
-const ADDON = join('build', 'Release', 'procctl_spawn.node');
-const HERE = dirname(fileURLToPath(import.meta.url)); // import.meta.dirname needs Node 20.11
-/** The project root: two levels up from src/runner, three from dist/src/runner. */
-const ROOTS = [resolve(HERE, '..', '..', '..'), resolve(HERE, '..', '..')];
 /** What to do about a missing addon; scripts/build-addon.mjs says the same when the install cannot build it. */
 const FIX = 'to build it, install python3, make and a C compiler (Debian: apt-get install -y python3 make g++), run `node scripts/build-addon.mjs` in the procctl directory and restart the daemon';
 
@@ -56,14 +41,8 @@ export function nativeSpawner(): Addon | Error {
   if (addon === undefined) {
     if (process.env.PROCCTL_SPAWN === 'node') addon = new Error('PROCCTL_SPAWN=node is set in the daemon\'s environment');
     else {
-      const file = ROOTS.map((root) => join(root, ADDON)).find((f) => existsSync(f));
-      try {
-        if (!file) throw new Error('no such file');
-        addon = createRequire(import.meta.url)(file) as Addon;
-      } catch (err) {
-        const cause = (err as Error).message.split('\n')[0];
-        addon = new Error(`${ADDON} ${file ? `cannot be loaded (${cause})` : 'is not built'}; ${FIX}`);
-      }
+      const loaded = loadBuilt<Addon>('procctl_spawn');
+      addon = loaded instanceof Error ? new Error(`${loaded.message}; ${FIX}`) : loaded;
     }
   }
   return addon;

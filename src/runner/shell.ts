@@ -1,14 +1,5 @@
-import { accessSync, constants } from 'node:fs';
 import { basename } from 'node:path';
-
-function executable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { isExecutable as executable } from '../executable.js';
 
 /**
  * The shell commands run with (SPEC §5): `$SHELL`, but bash for fish (whose syntax agents do

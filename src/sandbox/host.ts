@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, statSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { statSync } from 'node:fs';
+import { delimiter } from 'node:path';
+import { findProgram } from '../executable.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';
@@ -42,17 +43,7 @@ const PROBE_TIMEOUT_MS = 10_000;
 
 /** `cmd` as found on PATH, like a shell would. */
 export function which(cmd: string, path: string | undefined): string | undefined {
-  for (const dir of (path ?? '').split(delimiter)) {
-    if (!dir) continue;
-    const file = join(dir, cmd);
-    try {
-      accessSync(file, constants.X_OK);
-      if (statSync(file).isFile()) return file;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
+  return cmd.includes('/') ? undefined : findProgram(cmd, (path ?? '').split(delimiter).filter(Boolean).join(delimiter));
 }
 
 /** A program the probe runs, and how it ended. */

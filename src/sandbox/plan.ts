@@ -1,9 +1,18 @@
 import type { Config } from '../config/schema.js';
-import type { SpawnSteps } from '../runner/native.js';
 import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
 import { checkSandbox, SandboxUnavailable, type SandboxHost } from './host.js';
 import { prlimitOptions, rlimits, type Rlimit } from './limits.js';
 import { setprivOptions, type RunAs } from './user.js';
+
+/** What a confined job gets between fork and exec (the project's spawner, native/spawn.c, does it). */
+export interface SpawnSteps {
+  /** Signal numbers set to SIG_IGN. */
+  ignore?: number[];
+  /** [resource, soft, hard]. */
+  limits?: Rlimit[];
+  /** Become this user, with exactly these supplementary groups. */
+  user?: { uid: number; gid: number; groups: number[] };
+}
 
 /** What decides a session's confinement: the config in force, and whether it asked for elevated. */
 export interface Confinement {

@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { notFound } from '../errors.js';
 import { EventBus } from './events.js';
 import type { Session } from './session.js';
+import { ALL_SCOPES } from '../config/schema.js';
 
-/** The scope of an operator's requests (with the admin token): every session, whatever its scope. */
-export const ALL_SCOPES = '*';
+export { ALL_SCOPES };
+
 const inScope = (s: Session, scope: string) => scope === ALL_SCOPES || s.scope === scope;
 
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';

@@ -4,7 +4,7 @@ import type { Registry } from '../session/registry.js';
 import type { ScratchDirs } from '../runner/scratch.js';
 import type { LaunchContext } from '../runner/start.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
-import type { Voice } from './voice.js';
+import type { Voice } from '../schema/voice.js';
 
 /** What the daemon gives every tool call. */
 export interface Daemon extends LaunchContext {
@@ -33,6 +33,20 @@ export interface Caller {
   pid(): number | { unknown: string };
   /** The request carried the approver credential. */
   approver: boolean;
+}
+
+/** The client a request came from, as the tools see it (rpc/ makes it from its connection). */
+export interface Requester {
+  /** Aborts when the request is cancelled or the connection closes. */
+  signal: AbortSignal;
+  /** The peer process (SO_PEERCRED), or why it is not known; asked only when it matters. */
+  peer(): { pid: number } | { unknown: string };
+  /** Send a notification on this client's connection (events of a subscription). */
+  notify(method: string, params: Record<string, unknown>): void;
+  /** Run `fn` when the connection closes; returns a function that unhooks it. */
+  onClosed(fn: () => void): () => void;
+  /** Which connection it came on: equal for requests of the same connection, opaque otherwise. */
+  readonly client: object;
 }
 
 /** One request: who asks, a signal that aborts when the request is cancelled, and who reads its text. */

@@ -14,7 +14,7 @@ import { gateExec } from './approval/gate.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
-import type { Voice } from './voice.js';
+import type { Voice } from '../schema/voice.js';
 
 /** The longest a timer waits (2^31-1 ms, about 24 days): "until it ends". */
 const FOREVER_MS = 2 ** 31 - 1;

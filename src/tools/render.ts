@@ -1,6 +1,6 @@
 import { interruptView } from '../interrupt/watcher.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, Session } from '../session/session.js';
-import { ANSWER, cliVoice, NUMBER, RPC, SECRET, type ResumeAnswer, type Voice } from './voice.js';
+import { ANSWER, cliVoice, NUMBER, RPC, SECRET, type ResumeAnswer, type Voice } from '../schema/voice.js';
 
 export const RUNNING_TAIL_CHARS = 2000;
 export const LIST_TAIL_CHARS = 200;

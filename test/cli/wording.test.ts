@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { cliVoice, RPC, type Call } from '../../src/tools/voice.js';
+import { cliVoice, RPC, type Call } from '../../src/schema/voice.js';
 import { cli, cliDaemon, type CliDaemon } from './run.js';
 
 let run: CliDaemon['run'];

@@ -117,3 +117,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
 export async function stopAllDaemons(): Promise<void> {
   await Promise.all([...started].map((d) => d.stop()));
 }
+
+/** What a person's client sends with an approval's answer (SPEC §8): the credential the daemon made beside its socket. */
+export function asPerson(d: { socket: string }): { approverToken: string } {
+  return { approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() };
+}

@@ -1,8 +1,8 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { asPerson, startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { killLeftovers, spawnProcctld, stopRawDaemons } from '../helpers/procs.js';
 import type { TestClient } from '../helpers/rpc.js';
 import { Scoped, Scopes, sharedDaemon, within } from '../helpers/session.js';
@@ -42,9 +42,6 @@ async function asked(s: Scoped, p: Record<string, unknown>): Promise<any> {
   expect(r.status, JSON.stringify(r).slice(0, 400)).toBe('approval_required');
   return r;
 }
-
-/** What a person's client sends with an answer (SPEC §8): the credential the daemon made beside its socket. */
-const person = (daemon: TestDaemon) => ({ approverToken: readFileSync(`${daemon.socket}.approver`, 'utf8').trim() });
 
 const listed = async (s: Scoped, id: string) => (await s.list()).find((x) => x.sessionId === id);
 
@@ -137,7 +134,7 @@ describe('ask', () => {
       expect((await s.error('process', { action: 'signal', sessionId: r.sessionId, signal: 'SIGINT' })).data.kind).toBe('conflict');
       expect((await s.error('process', { action: 'clear', sessionId: r.sessionId })).data.kind).toBe('not_found');
       expect((await s.error('process', { action: 'resume', sessionId: r.sessionId, input: { text: 'yes' } })).data.kind).toBe('invalid');
-      await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: false }, ...person(d) });
+      await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: false }, ...asPerson(d) });
       await listener.until(() => listener.notifications.some((n) => n.params?.type === 'exited' && n.params.sessionId === r.sessionId));
       const exited = listener.notifications.find((n) => n.params?.type === 'exited' && n.params.sessionId === r.sessionId).params;
       expect(exited).toMatchObject({ status: 'denied', reason: 'refused' });
@@ -150,7 +147,7 @@ describe('ask', () => {
     const s = scopes.next('confirm');
     const r = await asked(s, { command: 'echo needs-ok; echo to-stderr >&2; exit 3', name: 'the job' });
     const rec0 = await listed(s, r.sessionId);
-    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...person(d) });
+    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...asPerson(d) });
     expect(res).toMatchObject({ status: 'completed', sessionId: r.sessionId, name: 'the job', exitCode: 3, output: 'needs-ok\nto-stderr\n' });
     expect(res.text).toContain('(Command exited with code 3)');
     const rec = await listed(s, r.sessionId);
@@ -166,7 +163,7 @@ describe('ask', () => {
   it('confirm honours the exec own background:true: running at once', async () => {
     const s = scopes.next('bg');
     const r = await asked(s, { command: 'echo needs-ok; sleep 30', background: true });
-    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...person(d) });
+    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...asPerson(d) });
     started.add(res.pid);
     expect(res).toMatchObject({ status: 'running', sessionId: r.sessionId });
     expect(typeof res.pid).toBe('number');
@@ -178,7 +175,7 @@ describe('ask', () => {
   it('confirm honours the exec own short yieldMs: running at the yield, then it ends by itself', async () => {
     const s = scopes.next('yield');
     const r = await asked(s, { command: 'sleep 2; echo needs-ok done', yieldMs: 100 });
-    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...person(d) });
+    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...asPerson(d) });
     started.add(res.pid);
     expect(res.status).toBe('running');
     const { last, output } = await s.pollUntilEnded(r.sessionId);
@@ -189,7 +186,7 @@ describe('ask', () => {
   it('refuse: denied with reason refused, nothing ran, and a second answer is a conflict', async () => {
     const s = scopes.next('refuse');
     const r = await asked(s, { command: `touch ${mark('refused')}; echo needs-ok` });
-    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: false }, ...person(d) });
+    const res = await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: false }, ...asPerson(d) });
     expect(res).toMatchObject({ status: 'denied', sessionId: r.sessionId, reason: 'refused', interruptId: r.interrupt.id });
     expect(res.text).toContain('refused');
     expect(existsSync(mark('refused'))).toBe(false);
@@ -236,7 +233,7 @@ describe('ask', () => {
     const r = await asked(s, { command: 'echo needs-ok' });
     const err = await other.error('process', { action: 'resume', sessionId: r.sessionId, input: { confirm: true } });
     expect(err.data.kind).toBe('not_found');
-    await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: false }, ...person(d) });
+    await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: false }, ...asPerson(d) });
   });
 });
 
@@ -287,9 +284,9 @@ describe('a restart', () => {
     const s2 = new Scoped(await d2.client(), 'crash');
     const rec = await listed(s2, r.sessionId);
     expect(rec).toMatchObject({ status: 'approval_required', interrupt: r.interrupt });
-    const res = await s2.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...person(d2) });
+    const res = await s2.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...asPerson(d2) });
     expect(res).toMatchObject({ status: 'completed', sessionId: r.sessionId, exitCode: 0, output: 'needs-ok after the crash\n' });
-    const refused = await s2.process({ action: 'resume', sessionId: kept.sessionId, input: { confirm: false }, ...person(d2) });
+    const refused = await s2.process({ action: 'resume', sessionId: kept.sessionId, input: { confirm: false }, ...asPerson(d2) });
     expect(refused).toMatchObject({ status: 'denied', reason: 'refused' });
     expect(existsSync(mark('refused-after'))).toBe(false);
     await d1.stop();
@@ -345,7 +342,7 @@ describe('the config', () => {
     const now = await s.exec({ command: 'echo deploy two' });
     expect(now).toMatchObject({ status: 'denied', reason: 'rule' });
     expect(now.text).toContain('frozen');
-    const res = await s.process({ action: 'resume', sessionId: pending.sessionId, input: { confirm: true }, ...person(rd) });
+    const res = await s.process({ action: 'resume', sessionId: pending.sessionId, input: { confirm: true }, ...asPerson(rd) });
     expect(res).toMatchObject({ status: 'completed', output: 'deploy one\n' });
     expect(await rd.stop()).toBe(0);
   });

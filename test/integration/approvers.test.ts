@@ -1,8 +1,8 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PROCCTL, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { asPerson, PROCCTL, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
 import { makeStateDir, removeStateDirs } from '../helpers/state.js';
 import { cli } from '../cli/run.js';
@@ -22,7 +22,7 @@ afterAll(() => {
   rmSync(marks, { recursive: true, force: true });
 });
 
-const credential = (d: TestDaemon) => readFileSync(`${d.socket}.approver`, 'utf8').trim();
+const credential = (d: TestDaemon) => asPerson(d).approverToken;
 
 async function asked(s: Scoped, command: string): Promise<any> {
   const r = await s.exec({ command });

@@ -3,7 +3,7 @@ import { homedir } from 'node:os';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, type TestDaemon } from '../helpers/daemon.js';
+import { asPerson, ROOT, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
 import { Scoped, Scopes, sharedDaemon } from '../helpers/session.js';
 import { scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
@@ -160,7 +160,7 @@ describe.skipIf(SKIP_SANDBOX)('sandbox.mode workspace-write', () => {
     const probe = `kill -0 ${d.proc.pid} 2>/dev/null && echo on-host || echo in-sandbox`;
     const asked = await s.exec({ command: probe, elevated: true, yieldMs: 30_000 });
     expect(asked.status).toBe('approval_required');
-    const answered = await s.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: true } });
+    const answered = await s.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: true }, ...asPerson(d) });
     scopes.track(answered.pid);
     const { output } = answered.status === 'running' ? await s.pollUntilEnded(asked.sessionId) : answered;
     expect(output).toBe('on-host\n');

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logLines } from '../helpers/state.js';
-import { alive, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import { alive, asPerson, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
 import { Scoped, Scopes } from '../helpers/session.js';
 
@@ -223,12 +223,12 @@ describe('per-scope policy', () => {
     const asked = await s.exec({ command: 'echo elevated', elevated: true });
     expect(asked).toMatchObject({ status: 'approval_required', interrupt: { kind: 'approval' } });
     expect(asked.interrupt.reason).toContain('scopes.asks.elevated');
-    const ran = await s.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: true } });
+    const ran = await s.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: true }, ...asPerson(d) });
     expect(ran).toMatchObject({ sessionId: asked.sessionId, status: 'completed', output: 'elevated\n' });
 
     const marker = join(d.dir, 'elevated-ran');
     const refused = await s.exec({ command: `touch ${marker}`, elevated: true });
-    const no = await s.process({ action: 'resume', sessionId: refused.sessionId, input: { confirm: false } });
+    const no = await s.process({ action: 'resume', sessionId: refused.sessionId, input: { confirm: false }, ...asPerson(d) });
     expect(no).toMatchObject({ status: 'denied', reason: 'refused' });
     expect(existsSync(marker)).toBe(false);
   });

@@ -431,7 +431,7 @@ describe('scopes and tokens', () => {
   });
 
   it('a scope defaults to background sessions allowed and elevated denied', () => {
-    expect(parseConfig({ scopes: { ci: { token: 'sha256:' + 'a'.repeat(64) } } }).scopes.ci).toEqual({ token: 'sha256:' + 'a'.repeat(64), background: true, elevated: 'deny' });
+    expect(parseConfig({ scopes: { ci: { token: 'sha256:' + 'a'.repeat(64) } } }).scopes.ci).toEqual({ token: 'sha256:' + 'a'.repeat(64), background: true, elevated: 'deny', selfApprove: false });
   });
 
   it('refuses a bad scope name, an unknown policy value and an unknown key, naming them', () => {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { act, EXIT, globalsOf, out, printJson, scoped, withClient } from '../context.js';
+import { act, globalsOf, runAction } from '../context.js';
 
 export function registerRm(program: Command): void {
   program
@@ -8,12 +8,6 @@ export function registerRm(program: Command): void {
     .description('Remove session ID: stop it first if it is still running (SIGTERM, then SIGKILL after the grace), then forget it.')
     .argument('<id>', 'session id')
     .action(
-      act(async (id: string, _o: unknown, cmd: Command) => {
-        const g = globalsOf(cmd);
-        const r = await withClient(g, (c) => c.call('process', scoped(g, { action: 'remove', sessionId: id })));
-        if (g.json) printJson(r);
-        else out(String(r.text ?? ''));
-        return EXIT.ok;
-      }),
+      act((id: string, _o: unknown, cmd: Command) => runAction(globalsOf(cmd), { action: 'remove', sessionId: id })),
     );
 }

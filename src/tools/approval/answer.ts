@@ -7,7 +7,7 @@ import { forget, forgetAfter } from '../process/forget.js';
 import { endLine, execResult, sessionRecord } from '../render.js';
 import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
 import { checkAnswerer } from './who.js';
-import type { Voice } from '../voice.js';
+import type { Voice } from '../../schema/voice.js';
 
 /** The call that answers the approval of `s`, yes or no, in the reader's words. */
 const answer = (v: Voice, s: Session, confirm: boolean) => v.call({ action: 'resume', sessionId: s.id, input: { confirm } });

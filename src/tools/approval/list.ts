@@ -1,7 +1,7 @@
 import { interruptView } from '../../interrupt/watcher.js';
 import { ALL_SCOPES, scopeRules } from '../../policy/scopes.js';
 import type { CallContext, Daemon } from '../context.js';
-import { cliVoice } from '../voice.js';
+import { cliVoice } from '../../schema/voice.js';
 
 /**
  * The pending approvals the caller may answer (SPEC §8, `procctl approvals`): with the approver

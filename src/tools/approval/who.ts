@@ -3,7 +3,7 @@ import { scopeRules } from '../../policy/scopes.js';
 import { insideSession } from '../../runner/inside.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
-import { cliVoice } from '../voice.js';
+import { cliVoice } from '../../schema/voice.js';
 
 /**
  * May this caller answer the approval of `s` (SPEC §8)? A person answers, not the agent that

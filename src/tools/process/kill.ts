@@ -4,7 +4,7 @@ import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { endLine, sessionRecord } from '../render.js';
 import { target } from './target.js';
-import type { Voice } from '../voice.js';
+import type { Voice } from '../../schema/voice.js';
 
 function stopOptions(d: Daemon, p: ProcessParams): StopOptions {
   return {

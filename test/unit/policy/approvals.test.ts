@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../../src/config/load.js';
-import { compileRules, decide, patternError, type ApprovalRuleConfig } from '../../../src/policy/approvals.js';
+import { compileRules, decide, type ApprovalRuleConfig } from '../../../src/policy/approvals.js';
+import { patternError } from '../../../src/config/pattern.js';
 
 const rules = (list: ApprovalRuleConfig[]) => compileRules(list);
 

@@ -5,7 +5,7 @@ import { Registry } from '../../../src/session/registry.js';
 import { Session } from '../../../src/session/session.js';
 import type { CallContext, Daemon } from '../../../src/tools/context.js';
 import { DEFAULT_LOG_LINES, logAction, pageLines, splitLines } from '../../../src/tools/process/log.js';
-import { RPC } from '../../../src/tools/voice.js';
+import { RPC } from '../../../src/schema/voice.js';
 
 const numbered = (n: number) => Array.from({ length: n }, (_, i) => `line ${i}`);
 

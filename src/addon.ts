@@ -4,8 +4,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // import.meta.dirname needs Node 20.11
-/** The project root: two levels up from src/runner, three from dist/src/runner. */
-const ROOTS = [resolve(HERE, '..', '..', '..'), resolve(HERE, '..', '..')];
+/** The project root: one level up from src, two from dist/src. */
+const ROOTS = [resolve(HERE, '..', '..'), resolve(HERE, '..')];
 
 /**
  * One of the project's own addons (build/Release/NAME.node, built at install by
