@@ -23,10 +23,10 @@ export async function sandboxCost(opts: BenchOptions): Promise<Metric[]> {
   const iterations = opts.quick ? 30 : 150;
   const warmup = opts.quick ? 5 : 20;
   const plain = await BenchDaemon.start();
-  const boxed = await BenchDaemon.start({}, { sandbox: { mode: 'workspace-write' } });
+  const boxed = await BenchDaemon.start({}, { sandbox: { mode: 'workspace-write', workspaces: [process.cwd()] } });
   const { shell, args } = daemonShell(plain.env, 'true');
   const workdir = process.cwd();
-  const options = bwrapOptions({ mode: 'workspace-write', network: false, workdir, scratch: boxed.dir, socket: undefined, writable: [], asRoot: process.getuid?.() === 0 });
+  const options = bwrapOptions({ mode: 'workspace-write', network: false, workdir, scratch: boxed.dir, hidden: [], writable: [workdir], protect: [], tmpBytes: 1024 ** 3, asRoot: process.getuid?.() === 0 });
   opts.log(`sandbox: exec of true, sandboxed vs unsandboxed daemon vs bwrap by hand; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up)`);
   const a = await plain.client();
   const b = await boxed.client();

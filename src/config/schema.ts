@@ -4,6 +4,8 @@ import { patternError } from './pattern.js';
 export const SCOPE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
 /** The scope that means every scope (an operator with the adminToken). */
 export const ALL_SCOPES = '*';
+/** What `sandbox.protect` keeps read-only by default (SPEC §12): what a person's later git, shell or editor would run. */
+export const DEFAULT_PROTECT = ['.git/**/config', '.git/**/hooks', '.gitmodules', '.envrc', '.vscode', '.idea', '.bashrc', '.profile', '.zshrc', '.gitconfig', '.npmrc', '.mcp.json'];
 /** Inherited variables withheld from sessions by default (SPEC §8). */
 export const DEFAULT_EXCLUDE = ['*KEY*', '*SECRET*', '*TOKEN*', '*PASSWORD*', '*CREDENTIAL*', 'SSLKEYLOGFILE'];
 
@@ -96,6 +98,8 @@ export const ConfigSchema = z.strictObject({
         token: z.string().min(1).optional(),
         background: z.boolean().default(true),
         elevated: z.enum(['deny', 'ask', 'allow']).default('deny'),
+        /** The trees this scope's sessions may write (workspace-write), replacing sandbox.workspaces. */
+        workspaces: z.array(z.string().regex(/^\//, 'must be an absolute path')).optional(),
         /** Approvals of this scope may be answered by its own clients, without the approver credential. */
         selfApprove: z.boolean().default(false),
       }),
@@ -111,6 +115,12 @@ export const ConfigSchema = z.strictObject({
       mode: z.enum(['off', 'workspace-write', 'read-only']).default('off'),
       network: z.boolean().default(false),
       writable: z.array(z.string().regex(/^\//, 'must be an absolute path')).default([]),
+      /** The trees sessions may write in workspace-write, set by the operator (SPEC §12); a scope's list replaces it. */
+      workspaces: z.array(z.string().regex(/^\//, 'must be an absolute path')).default([]),
+      /** Kept read-only at any depth of every writable tree: names, or `.git/**\/NAME` inside any git directory. */
+      protect: z.array(z.string().min(1)).default(DEFAULT_PROTECT),
+      /** Size of each session's private /tmp and /dev/shm. */
+      tmpBytes: int(1024 * 1024).default(1024 * 1024 * 1024),
       user: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/, 'must be a user name or a numeric uid').optional(),
     })
     .prefault({}),

@@ -12,12 +12,13 @@ import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
 import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ScratchDirs } from '../runner/scratch.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
 import { Records } from './records.js';
-import { makeApproverCredential, removeApproverCredential } from './approver.js';
+import { approverFile, makeApproverCredential, removeApproverCredential } from './approver.js';
+import { Channels } from './channel.js';
 import { compileRules } from '../policy/approvals.js';
 import { restorePending } from '../tools/approval/pending.js';
 import { nativeSpawner } from '../runner/native.js';
@@ -60,6 +61,7 @@ export class ProcctlDaemon implements Daemon {
   private readonly notifier: Notifier;
   readonly state: StateStore;
   readonly keeper: Records;
+  readonly channels: Channels;
   private statusTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: DaemonOptions) {
@@ -76,6 +78,7 @@ export class ProcctlDaemon implements Daemon {
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
     this.guardian = new GuardianLink(this.log);
     this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
+    this.channels = new Channels(this, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
@@ -92,6 +95,13 @@ export class ProcctlDaemon implements Daemon {
 
   config(): Config {
     return this.current;
+  }
+
+  /** The daemon's own paths, hidden from a sandboxed job (SPEC §12): its socket and runtime directory, the log a detached start writes beside them, its approver credential, state directory and config file. */
+  controls(): string[] {
+    const paths = [this.socketPath, this.runtimeDir, approverFile(this.socketPath), join(dirname(this.socketPath), 'procctld.log'), this.state.dir];
+    if (this.loadedFrom) paths.push(this.loadedFrom);
+    return paths;
   }
 
   async start(): Promise<void> {

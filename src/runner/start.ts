@@ -24,6 +24,15 @@ export interface LaunchContext {
   scratch: ScratchDirs;
   state: Pick<SessionFiles, 'spoolPath' | 'disk'>;
   keeper: RecordKeeper;
+  /** The daemon's own paths (its socket and runtime directory, state directory, config, log, approver credential): hidden from a sandboxed job. */
+  controls(): readonly string[];
+  /** A confined job's line back to the daemon: a socket of its own that takes `checkpoint` for its session only. */
+  channels: ChannelHost;
+}
+
+/** Opens a session's own channel (daemon/channel.ts): where it listens, and how to close it. */
+export interface ChannelHost {
+  open(sessionId: string, dir: string, owner?: { uid: number; gid: number }): { path: string; close(): void } | undefined;
 }
 
 /** An exec that policy let through, as the runner starts it. */
@@ -58,7 +67,9 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   roomFor(ctx.registry, scope, cfg.maxSessions);
 
   const id = req.approved?.id ?? ctx.registry.newId();
-  const confine: Confinement = { config, elevated: req.policy.elevated };
+  const confine: Confinement = { config, scope, elevated: req.policy.elevated };
+  // A confined job cannot reach the daemon's socket: it reports through a channel of its own.
+  const confined = !req.policy.elevated && (config.sandbox.mode !== 'off' || config.sandbox.user !== undefined);
   let dir = ctx.scratch.take();
   let plan: LaunchPlan | undefined;
   let user: RunAs | undefined;
@@ -75,11 +86,12 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   }
   const stopFile = join(dir, 'stop.json');
   const checkpointKey = randomBytes(18).toString('base64url');
+  const channel = confined && refused === undefined ? ctx.channels.open(id, dir, user) : undefined;
   const shell = resolveShell(process.env);
   const env = buildEnv(req.policy.inherited, p.env, {
     PROCCTL_SESSION_ID: id,
     PROCCTL_SCOPE: scope,
-    PROCCTL_SOCKET: ctx.socketPath,
+    PROCCTL_SOCKET: channel?.path ?? ctx.socketPath,
     PROCCTL_STOP_FILE: stopFile,
     PROCCTL_TMPDIR: dir,
     PROCCTL_CHECKPOINT_KEY: checkpointKey,
@@ -87,7 +99,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   });
   if (refused === undefined) {
     try {
-      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, socket: ctx.socketPath }, user);
+      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls() }, user);
     } catch (err) {
       refused = (err as Error).message;
     }
@@ -112,7 +124,8 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   if (user) stopFileOwner(session, user);
   ctx.registry.add(session);
 
-  const warnings: string[] = [];
+  const warnings: string[] = [...(plan?.notes ?? [])];
+  if (channel) void session.finished.then(() => channel.close());
   if (plan) {
     const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false });
     if (warning) warnings.push(warning);

@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { constants } from 'node:os';
+import type { Protected } from './protect.js';
 
 export type SandboxMode = 'workspace-write' | 'read-only';
 
@@ -9,12 +10,16 @@ export interface SandboxLayout {
   mode: SandboxMode;
   network: boolean;
   workdir: string;
-  /** PROCCTL_TMPDIR: the session's scratch directory, which holds its stop file. */
+  /** PROCCTL_TMPDIR: the session's scratch directory, which holds its stop file and its channel back. */
   scratch: string | undefined;
-  /** The daemon's socket, for `procctl checkpoint` from inside. */
-  socket: string | undefined;
-  /** `sandbox.writable`. */
+  /** The daemon's own paths (its socket and runtime directory, state directory, config, log, approver credential): hidden inside. */
+  hidden: readonly string[];
+  /** The trees the job may write (workspace-write): the workspaces and `sandbox.writable`, resolved. */
   writable: readonly string[];
+  /** Paths inside those trees kept read-only (`sandbox.protect`, found when the session starts; sandbox/protect.ts). */
+  protect: readonly Protected[];
+  /** Size of the private /tmp and /dev/shm. */
+  tmpBytes: number;
   /** bwrap runs as root: drop every capability, or root in the sandbox could remount `/` writable. */
   asRoot: boolean;
   /** The job becomes sandbox.user inside (setpriv): keep just the two capabilities that takes. */
@@ -41,29 +46,10 @@ export function under(path: string, root: string): boolean {
 const PRIVATE = ['/tmp', '/dev', '/proc'];
 
 /**
- * Keep a writable tree's git hooks and config read-only: a job that could write them would run
- * code outside the sandbox the next time someone runs git there. `.git` itself becomes a mount
- * point (bound onto itself, still writable), so it cannot be renamed away and replaced.
- */
-function protectGit(root: string, kind: (p: string) => Kind): string[] {
-  const git = join(root, '.git');
-  const what = kind(git);
-  // A worktree's or submodule's `.git` file names its git directory: keep it pointing there.
-  if (what === 'file') return ['--ro-bind', git, git];
-  if (what !== 'dir') return [];
-  const hooks = join(git, 'hooks');
-  const config = join(git, 'config');
-  const out = ['--bind', git, git];
-  // No hooks directory yet: an empty read-only one in its place, so none can be added.
-  out.push(...(kind(hooks) === 'dir' ? ['--ro-bind', hooks, hooks] : ['--tmpfs', hooks, '--remount-ro', hooks]));
-  if (kind(config) === 'file') out.push('--ro-bind', config, config);
-  return out;
-}
-
-/**
  * The bwrap options of a session's sandbox (SPEC §12), up to `--`. The whole filesystem is read
- * only; a private /tmp, /dev and /proc; writable: the workdir and `sandbox.writable`
- * (workspace-write), and always the scratch directory. Not used, on purpose:
+ * only; a private /tmp, /dev/shm (of `tmpBytes`), /dev and /proc; the daemon's own paths hidden
+ * (empty); writable: the workspaces and `sandbox.writable` (workspace-write) less what
+ * `sandbox.protect` keeps read-only in them, and always the scratch directory. Not used, on purpose:
  *  - `--new-session`: the job would leave the session's process group, which every stop signals.
  *    The job has no terminal to abuse (pipes have none; a pty session's terminal is its own).
  *  - `--as-pid-1`: the job's shell would be PID 1 of the namespace, which ignores SIGTERM unless
@@ -72,31 +58,43 @@ function protectGit(root: string, kind: (p: string) => Kind): string[] {
  *    bwrap exits too; its namespace must live on so the leftovers get the grace, not a SIGKILL.
  */
 export function bwrapOptions(s: SandboxLayout, kind: (p: string) => Kind = kindOf): string[] {
-  // Directories bwrap makes for a mount point under /tmp are root's 0700: make them passable first.
+  const hiddenDirs = s.hidden.filter((p) => kind(p) === 'dir');
+  // Directories bwrap makes for a mount point in a tmpfs of its own are root's 0700: make them passable first.
   const made = new Set<string>();
   const reach = (path: string): string[] => {
     const out: string[] = [];
-    if (!under(path, '/tmp')) return out;
-    for (let d = dirname(path); d !== '/tmp' && d !== '/' && !made.has(d); d = dirname(d)) {
+    const root = ['/tmp', ...hiddenDirs].find((r) => under(path, r) && path !== r);
+    if (!root) return out;
+    for (let d = dirname(path); d !== root && d !== '/' && !made.has(d); d = dirname(d)) {
       made.add(d);
       out.unshift('--perms', '0755', '--dir', d);
     }
     return out;
   };
+  const size = String(s.tmpBytes);
   // /tmp and /dev/shm as on a host (1777), so a job that is not root can use them too.
-  const privates = ['--dev', '/dev', '--perms', '1777', '--tmpfs', '/dev/shm', '--proc', '/proc', '--perms', '1777', '--tmpfs', '/tmp'];
+  const privates = ['--dev', '/dev', '--perms', '1777', '--size', size, '--tmpfs', '/dev/shm', '--proc', '/proc', '--perms', '1777', '--size', size, '--tmpfs', '/tmp'];
   const args = ['--ro-bind', '/', '/', ...privates];
-  const writable = s.mode === 'workspace-write' ? [s.workdir, ...s.writable] : [];
+  const writable = s.mode === 'workspace-write' ? s.writable : [];
   for (const path of writable) args.push(...reach(path), '--bind', path, path);
   // A read-only workdir under the private /tmp is bound in again, to be seen.
-  if (s.mode === 'read-only' && PRIVATE.some((p) => under(s.workdir, p))) args.push(...reach(s.workdir), '--ro-bind', s.workdir, s.workdir);
-  for (const path of writable) args.push(...protectGit(path, kind));
+  if (!writable.some((w) => under(s.workdir, w)) && PRIVATE.some((p) => under(s.workdir, p))) args.push(...reach(s.workdir), '--ro-bind', s.workdir, s.workdir);
+  if (writable.length > 0) {
+    for (const { path, how } of s.protect) {
+      if (how === 'pin') args.push('--bind', path, path);
+      else if (how === 'ro') args.push('--ro-bind', path, path);
+      else args.push('--tmpfs', path, '--remount-ro', path);
+    }
+  }
   // The whole filesystem was the writable one: the private mounts again, over it.
   if (writable.some((w) => PRIVATE.some((p) => under(p, w)))) args.push(...privates);
-  if (s.scratch) args.push(...reach(s.scratch), '--bind', s.scratch, s.scratch);
-  if (s.socket && PRIVATE.some((p) => under(s.socket!, p)) && !writable.some((w) => under(s.socket!, w))) {
-    args.push(...reach(s.socket), '--ro-bind', s.socket, s.socket);
+  // The daemon's controls, after everything that could expose them: an empty directory, an empty file.
+  for (const path of s.hidden) {
+    const what = kind(path);
+    if (what === 'dir') args.push('--perms', '0755', '--tmpfs', path);
+    else if (what === 'file') args.push('--ro-bind', '/dev/null', path);
   }
+  if (s.scratch) args.push(...reach(s.scratch), '--bind', s.scratch, s.scratch);
   args.push('--chdir', s.workdir, '--unshare-pid', '--unshare-ipc');
   if (!s.network) args.push('--unshare-net');
   if (s.asRoot) args.push('--cap-drop', 'ALL');

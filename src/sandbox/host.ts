@@ -74,8 +74,10 @@ function* probeSteps(host: SandboxHost, c: SandboxConfig): Generator<Step, strin
     network: c.sandbox.network,
     workdir: '/',
     scratch: '/tmp',
-    socket: undefined,
+    hidden: [],
     writable: c.sandbox.writable,
+    protect: [],
+    tmpBytes: c.sandbox.tmpBytes,
     asRoot: host.root,
     asUser: host.user !== undefined,
   };

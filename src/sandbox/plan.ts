@@ -3,6 +3,8 @@ import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.j
 import { checkSandbox, SandboxUnavailable, type SandboxHost } from './host.js';
 import { prlimitOptions, rlimits, type Rlimit } from './limits.js';
 import { setprivOptions, type RunAs } from './user.js';
+import { findProtected } from './protect.js';
+import { workspacesOf, writableTrees } from './workspaces.js';
 
 /** What a confined job gets between fork and exec (the project's spawner, native/spawn.c, does it). */
 export interface SpawnSteps {
@@ -14,9 +16,10 @@ export interface SpawnSteps {
   user?: { uid: number; gid: number; groups: number[] };
 }
 
-/** What decides a session's confinement: the config in force, and whether it asked for elevated. */
+/** What decides a session's confinement: the config in force, the scope, and whether it asked for elevated. */
 export interface Confinement {
-  config: Pick<Config, 'sandbox' | 'limits'>;
+  config: Pick<Config, 'sandbox' | 'limits' | 'scopes'>;
+  scope: string;
   elevated: boolean;
 }
 
@@ -27,7 +30,8 @@ export interface Job {
   cwd: string;
   /** PROCCTL_TMPDIR. */
   scratch: string | undefined;
-  socket: string | undefined;
+  /** The daemon's own paths, hidden from a sandboxed job (SPEC §12). */
+  hidden: readonly string[];
 }
 
 /** How to start a session's job: what to exec, and what to do between fork and exec. */
@@ -42,6 +46,8 @@ export interface LaunchPlan {
   /** Under bwrap: it reports a job killed by signal N as exit status 128+N. */
   sandboxed: boolean;
   limits: readonly Rlimit[];
+  /** What the answer's first lines say about the confinement (a read-only workdir, a walk cut short). */
+  notes: string[];
 }
 
 /**
@@ -73,7 +79,7 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
   const limits = c.elevated ? NO_LIMITS : rlimits(c.config.limits);
   const mode = c.elevated ? 'off' : c.config.sandbox.mode;
   if (mode === 'off' && limits.length === 0 && !user) {
-    return { ...plain, steps: undefined, wrapped: () => plain, sandboxed: false, limits };
+    return { ...plain, steps: undefined, wrapped: () => plain, sandboxed: false, limits, notes: [] };
   }
   const host = hostFor(c);
   const prlimit = limits.length > 0 ? [host.prlimit!, ...prlimitOptions(limits), '--'] : [];
@@ -88,15 +94,27 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
       },
       sandboxed: false,
       limits,
+      notes: [],
     };
   }
+  const notes: string[] = [];
+  let writable: string[] = [];
+  if (mode === 'workspace-write') {
+    const trees = writableTrees(workspacesOf(c.config, c.scope), c.config.sandbox.writable, job.cwd);
+    writable = trees.writable;
+    if (trees.note) notes.push(trees.note);
+  }
+  const protect = findProtected(writable, c.config.sandbox.protect);
+  if (protect.truncated) notes.push(`sandbox.protect: ${protect.truncated}`);
   const options = bwrapOptions({
     mode,
     network: c.config.sandbox.network,
     workdir: job.cwd,
     scratch: job.scratch,
-    socket: job.socket,
-    writable: c.config.sandbox.writable,
+    hidden: job.hidden,
+    writable,
+    protect: protect.paths,
+    tmpBytes: c.config.sandbox.tmpBytes,
     asRoot: host.root,
     asUser: user !== undefined,
   });
@@ -113,5 +131,6 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
     },
     sandboxed: true,
     limits,
+    notes,
   };
 }

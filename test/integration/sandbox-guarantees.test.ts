@@ -13,7 +13,7 @@ import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
 // with its grace and SIGKILL, escapees, the stop file, timeouts, waiting-for-input detection, a
 // terminal (send-keys, attach), and the guardian after a daemon SIGKILL.
 const fs = scratchRoot('procctl-sbxg-');
-const SANDBOX = { sandbox: { mode: 'workspace-write' } };
+const SANDBOX = { sandbox: { mode: 'workspace-write', workspaces: [fs.root] } };
 
 let d: TestDaemon;
 let c: TestClient;

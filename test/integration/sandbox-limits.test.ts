@@ -97,6 +97,6 @@ suite('limits, unsandboxed, the fork fallback (PROCCTL_SPAWN=node: through prlim
 describe.skipIf(SKIP_SANDBOX)('under the sandbox', () => {
   const ids: string[] = [];
   afterAll(() => killMarked(ids));
-  suite('limits, sandboxed', { config: config({ sandbox: { mode: 'workspace-write' } }) });
-  suite('limits, sandboxed, the fork fallback', { config: config({ sandbox: { mode: 'workspace-write' } }), env: { PROCCTL_SPAWN: 'node' } });
+  suite('limits, sandboxed', { config: config({ sandbox: { mode: 'workspace-write', workspaces: [fs.root] } }) });
+  suite('limits, sandboxed, the fork fallback', { config: config({ sandbox: { mode: 'workspace-write', workspaces: [fs.root] } }), env: { PROCCTL_SPAWN: 'node' } });
 });

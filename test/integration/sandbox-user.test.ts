@@ -133,5 +133,5 @@ function suite(name: string, sandbox: object) {
 }
 
 suite('sandbox.user without a sandbox', {});
-suite('sandbox.user in the sandbox', { mode: 'workspace-write' });
+suite('sandbox.user in the sandbox', { mode: 'workspace-write', workspaces: [fs.root] });
 

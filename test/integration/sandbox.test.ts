@@ -30,7 +30,7 @@ describe.skipIf(SKIP_SANDBOX)('sandbox.mode workspace-write', () => {
   sharedDaemon(
     {
       env: { PROCCTL_KILL_GRACE_MS: '1000' },
-      config: { sandbox: { mode: 'workspace-write', writable: [extra] }, scopes: { [ELEVATED]: { elevated: 'allow' }, [ASK]: { elevated: 'ask' } } },
+      config: { sandbox: { mode: 'workspace-write', workspaces: [fs.root], writable: [extra] }, scopes: { [ELEVATED]: { elevated: 'allow' }, [ASK]: { elevated: 'ask' } } },
     },
     (x) => ({ d, c, scopes } = x),
   );

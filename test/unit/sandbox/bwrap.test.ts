@@ -6,8 +6,10 @@ const base: SandboxLayout = {
   network: false,
   workdir: '/srv/project',
   scratch: '/run/procctl/procctl.sock.d/sessions/abc',
-  socket: '/run/procctl/procctl.sock',
-  writable: [],
+  hidden: [],
+  writable: ['/srv/project'],
+  protect: [],
+  tmpBytes: 1024,
   asRoot: false,
 };
 
@@ -31,9 +33,11 @@ describe('bwrapOptions', () => {
       ['--ro-bind', '/', '/'],
       ['--dev', '/dev'],
       ['--perms', '1777'],
+      ['--size', '1024'],
       ['--tmpfs', '/dev/shm'],
       ['--proc', '/proc'],
       ['--perms', '1777'],
+      ['--size', '1024'],
       ['--tmpfs', '/tmp'],
       ['--bind', '/srv/project', '/srv/project'],
       ['--bind', base.scratch!, base.scratch!],
@@ -51,7 +55,7 @@ describe('bwrapOptions', () => {
     expect(args).not.toContain('--die-with-parent');
   });
 
-  it('read-only: nothing but the scratch dir is bound writable; sandbox.writable is ignored', () => {
+  it('read-only: nothing but the scratch dir is bound writable, whatever trees are given', () => {
     const args = bwrapOptions({ ...base, mode: 'read-only', writable: ['/data'] }, none);
     expect(groups(args).filter((g) => g[0] === '--bind')).toEqual([['--bind', base.scratch!, base.scratch!]]);
   });
@@ -61,49 +65,57 @@ describe('bwrapOptions', () => {
     expect(groups(args)).toContainEqual(['--ro-bind', '/tmp/job', '/tmp/job']);
   });
 
-  it('sandbox.writable paths are writable after the workdir; network:true keeps the host network; as root every capability is dropped', () => {
-    const args = bwrapOptions({ ...base, writable: ['/data', '/cache'], network: true, asRoot: true }, none);
+  it('the writable trees in order, then the scratch dir; network:true keeps the host network; as root every capability is dropped', () => {
+    const args = bwrapOptions({ ...base, writable: ['/srv/project', '/data', '/cache'], network: true, asRoot: true }, none);
     const g = groups(args);
     expect(g.filter((x) => x[0] === '--bind').map((x) => x[1])).toEqual(['/srv/project', '/data', '/cache', base.scratch]);
     expect(args).not.toContain('--unshare-net');
     expect(g).toContainEqual(['--cap-drop', 'ALL']);
   });
 
-  it('protects .git under each writable root: .git pinned (bound onto itself), hooks and config read-only', () => {
-    const kind = fsOf(['/srv/project/.git/', '/srv/project/.git/hooks/', '/srv/project/.git/config']);
-    const g = groups(bwrapOptions(base, kind));
+  it('sandbox.protect: pinned paths bound onto themselves, the rest read-only or an empty read-only dir, after the writable trees', () => {
+    const protect = [
+      { path: '/srv/project/.git', how: 'pin' as const },
+      { path: '/srv/project/.git/config', how: 'ro' as const },
+      { path: '/srv/project/.git/hooks', how: 'empty' as const },
+    ];
+    const g = groups(bwrapOptions({ ...base, protect }, none));
     const at = g.findIndex((x) => x[1] === '/srv/project/.git');
-    expect(g.slice(at, at + 3)).toEqual([
+    expect(g.slice(at, at + 4)).toEqual([
       ['--bind', '/srv/project/.git', '/srv/project/.git'],
-      ['--ro-bind', '/srv/project/.git/hooks', '/srv/project/.git/hooks'],
       ['--ro-bind', '/srv/project/.git/config', '/srv/project/.git/config'],
+      ['--tmpfs', '/srv/project/.git/hooks'],
+      ['--remount-ro', '/srv/project/.git/hooks'],
     ]);
-    // After the writable workdir, so they win.
     expect(at).toBeGreaterThan(g.findIndex((x) => x[1] === '/srv/project'));
+    // Read-only: nothing is writable, nothing needs protecting.
+    expect(bwrapOptions({ ...base, mode: 'read-only', protect }, none)).not.toContain('/srv/project/.git/config');
   });
 
-  it('a .git without hooks gets an empty read-only hooks dir; a .git file (a worktree) is read-only itself', () => {
-    const noHooks = groups(bwrapOptions(base, fsOf(['/srv/project/.git/'])));
-    expect(noHooks).toContainEqual(['--tmpfs', '/srv/project/.git/hooks']);
-    expect(noHooks).toContainEqual(['--remount-ro', '/srv/project/.git/hooks']);
-    const worktree = groups(bwrapOptions(base, fsOf(['/srv/project/.git'])));
-    expect(worktree).toContainEqual(['--ro-bind', '/srv/project/.git', '/srv/project/.git']);
-  });
-
-  it('binds the daemon socket in only where the sandbox would hide it (under /tmp)', () => {
-    expect(bwrapOptions(base, none)).not.toContain(base.socket);
-    const hidden = bwrapOptions({ ...base, socket: '/tmp/procctl-0/procctl.sock' }, none);
-    expect(groups(hidden)).toContainEqual(['--ro-bind', '/tmp/procctl-0/procctl.sock', '/tmp/procctl-0/procctl.sock']);
+  it("hides the daemon's own paths after everything that could expose them: a directory as an empty tmpfs, a file (or socket) under /dev/null; the scratch dir inside is bound again, reachable", () => {
+    const hidden = ['/run/procctl/procctl.sock', '/run/procctl/procctl.sock.d', '/var/lib/procctl', '/etc/procctl/config.json', '/nowhere'];
+    const kind = fsOf(['/run/procctl/procctl.sock', '/run/procctl/procctl.sock.d/', '/var/lib/procctl/', '/etc/procctl/config.json']);
+    const g = groups(bwrapOptions({ ...base, hidden, writable: ['/'] }, kind));
+    const at = (x: string[]) => g.findIndex((y) => JSON.stringify(y) === JSON.stringify(x));
+    const sock = at(['--ro-bind', '/dev/null', '/run/procctl/procctl.sock']);
+    const runtime = at(['--tmpfs', '/run/procctl/procctl.sock.d']);
+    const state = at(['--tmpfs', '/var/lib/procctl']);
+    const config = at(['--ro-bind', '/dev/null', '/etc/procctl/config.json']);
+    for (const i of [sock, runtime, state, config]) expect(i).toBeGreaterThan(at(['--bind', '/', '/']));
+    expect(g.flat()).not.toContain('/nowhere');
+    const scratch = at(['--bind', base.scratch!, base.scratch!]);
+    expect(scratch).toBeGreaterThan(runtime);
+    expect(g.slice(runtime, scratch)).toContainEqual(['--dir', '/run/procctl/procctl.sock.d/sessions']);
   });
 
   it('a workdir of / made writable gets the private /dev, /proc and /tmp again on top', () => {
-    const g = groups(bwrapOptions({ ...base, workdir: '/' }, none));
+    const g = groups(bwrapOptions({ ...base, workdir: '/', writable: ['/'] }, none));
     const bind = g.findIndex((x) => x[0] === '--bind' && x[1] === '/');
-    expect(g.slice(bind + 1).filter((x) => x[0] !== '--perms').slice(0, 4)).toEqual([['--dev', '/dev'], ['--tmpfs', '/dev/shm'], ['--proc', '/proc'], ['--tmpfs', '/tmp']]);
+    expect(g.slice(bind + 1).filter((x) => x[0] !== '--perms' && x[0] !== '--size').slice(0, 4)).toEqual([['--dev', '/dev'], ['--tmpfs', '/dev/shm'], ['--proc', '/proc'], ['--tmpfs', '/tmp']]);
   });
 
   it('under the private /tmp, the directories above a bind are made passable (0755) first, once each', () => {
-    const g = groups(bwrapOptions({ ...base, workdir: '/tmp/a/b/work', scratch: '/tmp/a/scratch/s1' }, none));
+    const g = groups(bwrapOptions({ ...base, workdir: '/tmp/a/b/work', writable: ['/tmp/a/b/work'], scratch: '/tmp/a/scratch/s1' }, none));
     const dirs = g.filter((x) => x[0] === '--dir').map((x) => x[1]);
     expect(dirs).toEqual(['/tmp/a', '/tmp/a/b', '/tmp/a/scratch']);
     const at = g.findIndex((x) => x[0] === '--dir' && x[1] === '/tmp/a');
