@@ -51,13 +51,15 @@ export interface StartOptions {
   args?: string[];
   /** A command the daemon runs under, e.g. `['prlimit', '--nofile=256:256', '--']`. */
   launcher?: string[];
+  /** Where its temp directory (socket, state, config) is made; the system's temp dir by default. */
+  base?: string;
 }
 
 const started = new Set<TestDaemon>();
 
 /** Start a real procctld on a temp socket, with its own config and state dirs. */
 export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> {
-  const dir = mkdtempSync(join(tmpdir(), 'procctl-test-'));
+  const dir = mkdtempSync(join(opts.base ?? tmpdir(), 'procctl-test-'));
   const socket = join(dir, 'run', 'procctl.sock');
   const args = ['--socket', socket, ...(opts.args ?? [])];
   if (opts.config !== undefined) {
