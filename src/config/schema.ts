@@ -7,7 +7,13 @@ export const ALL_SCOPES = '*';
 /** What `sandbox.protect` keeps read-only by default (SPEC §12): what a person's later git, shell or editor would run. */
 export const DEFAULT_PROTECT = ['.git/**/config', '.git/**/hooks', '.gitmodules', '.envrc', '.vscode', '.idea', '.bashrc', '.profile', '.zshrc', '.gitconfig', '.npmrc', '.mcp.json'];
 /** Inherited variables withheld from sessions by default (SPEC §8). */
-export const DEFAULT_EXCLUDE = ['*KEY*', '*SECRET*', '*TOKEN*', '*PASSWORD*', '*CREDENTIAL*', 'SSLKEYLOGFILE'];
+export const DEFAULT_EXCLUDE = [
+  '*KEY*', '*SECRET*', '*TOKEN*', '*PASS*', '*_PWD', '*CREDENTIAL*', '*AUTH*', '*DSN*', '*COOKIE*', '*SESSION*', '*JWT*',
+  '*PRIVATE*', '*WEBHOOK*', '*CONNECTION_STRING*', 'SSH_AUTH_SOCK', 'GPG_AGENT_INFO', 'KUBECONFIG', 'DOCKER_AUTH_CONFIG',
+  'NETRC', 'SSLKEYLOGFILE',
+];
+/** What `env.inherit: "core"` passes (SPEC §8), plus `env.include`. */
+export const CORE_ENV = ['HOME', 'USER', 'LOGNAME', 'PATH', 'SHELL', 'LANG', 'LC_*', 'TERM', 'TZ', 'TMPDIR'];
 
 const clamp = (lo: number, hi: number) => (n: number) => Math.min(hi, Math.max(lo, n));
 const int = (min = 0) => z.number().int().min(min);
@@ -87,6 +93,8 @@ export const ConfigSchema = z.strictObject({
     .strictObject({
       exclude: z.array(Glob).default(DEFAULT_EXCLUDE),
       include: z.array(Glob).default([]),
+      /** "all": the daemon's environment less what is excluded; "core": only CORE_ENV and env.include. */
+      inherit: z.enum(['all', 'core']).default('all'),
     })
     .prefault({}),
   stateDir: z.string().min(1).optional(),

@@ -1,12 +1,26 @@
-import { DEFAULT_EXCLUDE } from '../config/schema.js';
+import { CORE_ENV, DEFAULT_EXCLUDE } from '../config/schema.js';
 
 export { DEFAULT_EXCLUDE };
 /** What a session inherits of the daemon's environment (SPEC §8): secrets stay with the daemon. */
 export interface EnvPolicy {
   /** Glob patterns (`*`, `?`), case-insensitive: variables withheld from sessions. */
   exclude: string[];
-  /** Glob patterns kept even when excluded. */
+  /** Glob patterns kept even when excluded (or outside the core set). */
   include: string[];
+  /** "core": only the core set and `include` are passed. */
+  inherit?: 'all' | 'core';
+}
+
+/**
+ * Values that are credentials whatever their variable is called: a URL with `user:password@`
+ * (a `DATABASE_URL`, an `HTTPS_PROXY` with credentials), an HTTP `Bearer`/`Basic` authorization,
+ * a PEM private key.
+ */
+const CREDENTIAL_VALUES = [/^[a-z][a-z0-9+.-]*:\/\/[^/@\s:]*:[^/@\s]+@/i, /^(bearer|basic)\s+\S{8,}/i, /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/];
+
+/** Does this value carry a credential (CREDENTIAL_VALUES)? */
+export function credentialValue(value: string): boolean {
+  return CREDENTIAL_VALUES.some((re) => re.test(value));
 }
 
 
@@ -26,10 +40,14 @@ export interface Inherited {
 export function inheritedEnv(base: NodeJS.ProcessEnv, policy: EnvPolicy): Inherited {
   const exclude = policy.exclude.map(globToRegExp);
   const include = policy.include.map(globToRegExp);
+  const core = policy.inherit === 'core' ? CORE_ENV.map(globToRegExp) : undefined;
   const env: NodeJS.ProcessEnv = {};
   let withheld = 0;
   for (const [name, value] of Object.entries(base)) {
-    if (exclude.some((re) => re.test(name)) && !include.some((re) => re.test(name))) withheld++;
+    const kept = include.some((re) => re.test(name));
+    const secret = exclude.some((re) => re.test(name)) || (value !== undefined && credentialValue(value));
+    const outsideCore = core !== undefined && !core.some((re) => re.test(name));
+    if (!kept && (secret || outsideCore)) withheld++;
     else env[name] = value;
   }
   return { env, withheld };

@@ -16,9 +16,15 @@ const SECRETS = {
   PROCCTL_TEST_HARMLESS: 'plain',
 };
 
-/** What the default exclude list withholds, written independently of the daemon's globs. */
-const withheldByDefault = (name: string, include: string[]) =>
-  (/KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL/i.test(name) || /^SSLKEYLOGFILE$/i.test(name)) && !include.includes(name);
+/** What the default policy withholds (SPEC §8), written independently of the daemon's globs: by name, or by a value that is a credential. */
+const withheldByDefault = (name: string, value: string, include: string[]) =>
+  (/KEY|SECRET|TOKEN|PASS|CREDENTIAL|AUTH|DSN|COOKIE|SESSION|JWT|PRIVATE|WEBHOOK|CONNECTION_STRING/i.test(name) ||
+    /_PWD$/i.test(name) ||
+    /^(SSH_AUTH_SOCK|GPG_AGENT_INFO|KUBECONFIG|DOCKER_AUTH_CONFIG|NETRC|SSLKEYLOGFILE)$/i.test(name) ||
+    /^\w[\w+.-]*:\/\/[^/@\s:]*:[^/@\s]+@/.test(value) ||
+    /^(bearer|basic)\s+\S{8,}/i.test(value) ||
+    value.includes('PRIVATE KEY-----')) &&
+  !include.includes(name);
 
 async function childEnv(s: Scoped, extra: Record<string, unknown> = {}): Promise<Record<string, string>> {
   const r = await s.exec({ command: 'env -0', ...extra });
@@ -47,7 +53,7 @@ describe('inherited secrets', () => {
     expect((await childEnv(s, { env: { OPENAI_API_KEY: 'given-by-the-caller' } })).OPENAI_API_KEY).toBe('given-by-the-caller');
 
     const daemonEnv = { ...process.env, ...SECRETS };
-    const expected = Object.keys(daemonEnv).filter((n) => withheldByDefault(n, ['GITHUB_TOKEN'])).length;
+    const expected = Object.entries(daemonEnv).filter(([n, v]) => withheldByDefault(n, v ?? '', ['GITHUB_TOKEN'])).length;
     const status = await s.c.call('daemon.status');
     expect(status.env).toEqual({ withheld: expected });
     expect(JSON.stringify(status)).not.toContain('sk-never-inherited');
@@ -55,7 +61,67 @@ describe('inherited secrets', () => {
     // Reload: nothing excluded any more.
     writeFileSync(join(d.dir, 'config.json'), JSON.stringify({ env: { exclude: [] } }));
     d.proc.kill('SIGHUP');
-    await waitFor(async () => (await s.c.call('daemon.status')).env.withheld === 0 || undefined, { what: 'the new env policy' });
+    const byValue = Object.entries(daemonEnv).filter(([n, v]) => withheldByDefault('', v ?? '', []) && n).length;
+    await waitFor(async () => (await s.c.call('daemon.status')).env.withheld === byValue || undefined, { what: 'the new env policy' });
     expect((await childEnv(s)).OPENAI_API_KEY).toBe('sk-never-inherited');
+  });
+
+  it('the corpus: 59 secret-bearing names and credential values are withheld by default; everyday variables are kept; env.inherit "core" passes the core set only', async () => {
+    const corpus: Record<string, string> = {};
+    const names = [
+      'DATABASE_URL', 'MYSQL_PWD', 'DB_PASSWD', 'SENTRY_DSN', 'SLACK_WEBHOOK_URL', 'HTTPS_PROXY', 'SSH_AUTH_SOCK', 'KUBECONFIG',
+      'BORG_PASSPHRASE', 'NPM_CONFIG__AUTH', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITLAB_TOKEN',
+      'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'GOOGLE_APPLICATION_CREDENTIALS', 'AZURE_CLIENT_SECRET',
+      'STRIPE_SECRET_KEY', 'TWILIO_AUTH_TOKEN', 'PGPASSWORD', 'REDIS_PASSWORD', 'MONGODB_URI', 'POSTGRES_PASSWORD',
+      'DOCKER_AUTH_CONFIG', 'NETRC', 'GPG_AGENT_INFO', 'SSLKEYLOGFILE', 'JWT_SIGNING_SECRET', 'SESSION_COOKIE_SECRET',
+      'COOKIE_SECRET', 'PRIVATE_KEY', 'SSH_PRIVATE_KEY', 'DISCORD_WEBHOOK', 'AZURE_STORAGE_CONNECTION_STRING', 'VAULT_TOKEN',
+      'CONSUL_HTTP_TOKEN', 'NPM_TOKEN', 'PYPI_PASSWORD', 'TWINE_PASSWORD', 'CARGO_REGISTRY_TOKEN', 'HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN',
+      'DIGITALOCEAN_ACCESS_TOKEN', 'CLOUDFLARE_API_TOKEN', 'HEROKU_API_KEY', 'SENDGRID_API_KEY', 'MAILGUN_API_KEY',
+      'DD_API_KEY', 'NEW_RELIC_LICENSE_KEY', 'BASIC_AUTH', 'OAUTH_CLIENT_SECRET', 'RABBITMQ_URL', 'AMQP_URL', 'CELERY_BROKER_URL',
+      'ELASTIC_PASSWORD', 'X_API_AUTHORIZATION',
+    ];
+    expect(names).toHaveLength(59);
+    for (const name of names) corpus[name] = `value-of-${name.toLowerCase()}`;
+    // Where the name says nothing, the value does.
+    Object.assign(corpus, {
+      DATABASE_URL: 'postgres://app:hunter2@db.internal:5432/app',
+      HTTPS_PROXY: 'http://proxyuser:proxypass@proxy.internal:3128',
+      RABBITMQ_URL: 'amqp://guest:guest@mq.internal:5672',
+      AMQP_URL: 'amqps://u:p@mq.internal',
+      CELERY_BROKER_URL: 'redis://:redispass@cache.internal:6379/0',
+      MONGODB_URI: 'mongodb+srv://admin:pw@cluster0.example.net',
+      X_API_AUTHORIZATION: 'Bearer abcdefghijklmnop',
+    });
+    const plain = {
+      HTTP_PROXY: 'http://proxy.internal:3128',
+      NO_PROXY: 'localhost,127.0.0.1',
+      EDITOR: 'vi',
+      PROCCTL_TEST_HARMLESS: 'plain',
+      LANG: 'C.UTF-8',
+      LC_ALL: 'C.UTF-8',
+      TZ: 'UTC',
+      PAGER: 'less',
+      HOMEPAGE_URL: 'https://example.org/',
+      PWD_HINT: 'keep',
+    };
+    const d = await startDaemon({ env: { ...corpus, ...plain } });
+    const env = await childEnv(new Scoped(await d.client(), 'corpus'));
+    const leaked = names.filter((n) => env[n] !== undefined);
+    expect(leaked).toEqual([]);
+    for (const [name, value] of Object.entries(plain)) expect(env[name], name).toBe(value);
+    for (const name of ['PATH', 'HOME']) expect(env[name], name).toBe(process.env[name]);
+    const status = await (await d.client()).call('daemon.status');
+    expect(JSON.stringify(status)).not.toContain('hunter2');
+    expect(status.env.withheld).toBeGreaterThanOrEqual(59);
+
+    const core = await startDaemon({ env: { ...corpus, ...plain }, config: { env: { inherit: 'core', include: ['EDITOR'] } } });
+    const coreEnv = await childEnv(new Scoped(await core.client(), 'core'));
+    // PWD, SHLVL and _ are the shell's own.
+    const shells = new Set(['PWD', 'OLDPWD', 'SHLVL', '_']);
+    expect(Object.keys(coreEnv).filter((n) => !n.startsWith('PROCCTL_') && !shells.has(n)).sort()).toEqual(
+      Object.keys({ ...process.env, ...plain })
+        .filter((n) => /^(HOME|USER|LOGNAME|PATH|SHELL|LANG|LC_\w+|TERM|TZ|TMPDIR|EDITOR)$/.test(n))
+        .sort(),
+    );
   });
 });
