@@ -142,7 +142,17 @@ export const ConfigSchema = z.strictObject({
       fileSizeBytes: int(1).optional(),
     })
     .prefault({}),
-  rpc: z.strictObject({ maxFrameBytes: int(1024).default(1024 * 1024) }).prefault({}),
+  rpc: z
+    .strictObject({
+      maxFrameBytes: int(1024).default(1024 * 1024),
+      /** Connections one uid may hold open at once: a flood of them cannot take every descriptor. */
+      maxConnectionsPerUid: int(1).default(256),
+      /** Bytes one uid's connections may hold in incomplete frames together. */
+      maxPartialBytesPerUid: int(1024).default(64 * 1024 * 1024),
+      /** An incomplete frame with no byte more for this long closes its connection. */
+      partialFrameTimeoutMs: int(100).default(30_000),
+    })
+    .prefault({}),
   log: z
     .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
     .prefault({}),

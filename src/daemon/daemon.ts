@@ -4,6 +4,8 @@ import pino, { type Logger } from 'pino';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { Connection } from '../rpc/connection.js';
+import { ClientBudget, type ClientLimits } from '../rpc/limits.js';
+import { peerOf } from '../rpc/peer.js';
 import { createMethods } from '../rpc/methods.js';
 import { stopSessions } from '../runner/stop.js';
 import { setStragglerListener } from '../runner/sweep.js';
@@ -27,6 +29,13 @@ import { packageVersion } from '../version.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox } from '../sandbox/host.js';
+
+/** The config's per-user budgets of connections and incomplete frames. */
+const clientLimits = (c: Config): ClientLimits => ({
+  connectionsPerUid: c.rpc.maxConnectionsPerUid,
+  partialBytesPerUid: c.rpc.maxPartialBytesPerUid,
+  partialFrameTimeoutMs: c.rpc.partialFrameTimeoutMs,
+});
 
 export interface DaemonOptions {
   socketPath: string;
@@ -54,6 +63,7 @@ export class ProcctlDaemon implements Daemon {
   private readonly loadedFrom: string | undefined;
   private readonly server: Server;
   private readonly connections = new Set<Connection>();
+  private readonly budget: ClientBudget;
   private reaper: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
   private readonly guardian: GuardianLink;
@@ -77,6 +87,7 @@ export class ProcctlDaemon implements Daemon {
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
     this.guardian = new GuardianLink(this.log);
+    this.budget = new ClientBudget(clientLimits(this.current));
     this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
     this.channels = new Channels(this, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
@@ -87,9 +98,21 @@ export class ProcctlDaemon implements Daemon {
     methods.set('daemon.diagnostics', (params) => diagnostics(diagnosticsParams(params)));
     // A client that half-closes (`socat`, `nc -N`) still gets its answers.
     this.server = createServer({ allowHalfOpen: true }, (socket) => {
-      const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log);
+      // Who connects (SO_PEERCRED): each user has a budget of connections and of incomplete frames.
+      const peer = peerOf(socket);
+      const uid = 'uid' in peer ? peer.uid : -1;
+      if (!this.budget.admit(uid)) {
+        const why = `uid ${uid} already has ${this.budget.limits.connectionsPerUid} connections open (rpc.maxConnectionsPerUid); close some and retry`;
+        this.log.warn({ peer }, `refused a connection: ${why}`);
+        socket.end(`${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`, () => socket.destroy());
+        return;
+      }
+      const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid });
       this.connections.add(conn);
-      socket.on('close', () => this.connections.delete(conn));
+      socket.on('close', () => {
+        this.connections.delete(conn);
+        this.budget.release(uid);
+      });
     });
   }
 
@@ -184,6 +207,7 @@ export class ProcctlDaemon implements Daemon {
       compileRules(next.approvals.rules);
       requireSandbox(next);
       this.current = next;
+      this.budget.limits = clientLimits(next);
       this.refreshApprover();
       this.warnPlainTokens();
       this.log.info('config reloaded: caps, TTL, timeouts, interrupt settings and rules apply to new work; the socket path needs a restart');

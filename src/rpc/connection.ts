@@ -2,6 +2,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
+import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget } from './limits.js';
 import { peerOf } from './peer.js';
 
 type Id = string | number | null;
@@ -67,6 +68,8 @@ export class Connection {
     private readonly methods: Map<string, Method>,
     private readonly maxFrameBytes: number,
     private readonly log: Logger,
+    /** The user's shared budget of incomplete frames (the daemon's socket; a session's own channel has none). */
+    private readonly budget?: { of: ClientBudget; uid: number },
   ) {
     this.splitter = new LineSplitter(maxFrameBytes);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
@@ -99,7 +102,9 @@ export class Connection {
 
   private onData(chunk: Buffer): void {
     if (this.closed || this.ending) return;
+    const before = this.splitter.partialBytes;
     const { lines, oversized } = this.splitter.push(chunk);
+    if (this.budget && !this.holdPartial(before)) return;
     for (const line of lines) if (line.trim()) this.queue.push(line);
     if (oversized) {
       // Nothing after it is read; the lines before it are still answered.
@@ -185,6 +190,10 @@ export class Connection {
         this.send(errorResponse(null, INVALID_REQUEST, 'invalid request: an empty batch'));
         return;
       }
+      if (message.length > MAX_BATCH) {
+        this.send(errorResponse(null, INVALID_REQUEST, `invalid request: a batch holds at most ${MAX_BATCH} requests, this one ${message.length}; send the rest as lines of their own (they are pipelined)`));
+        return;
+      }
       const responses = (await Promise.all(message.map((m) => this.handle(m)))).filter((r): r is Response => r !== undefined);
       if (responses.length) this.send(responses);
       return;
@@ -221,6 +230,9 @@ export class Connection {
       return hasId ? errorResponse(id, INVALID_PARAMS, 'invalid params: pass params as an object of named fields', { kind: 'invalid', path: [] }) : undefined;
     }
     const params = (r.params ?? {}) as Record<string, unknown>;
+    if (nestsDeeper(params, MAX_PARAMS_DEPTH)) {
+      return hasId ? errorResponse(id, INVALID_PARAMS, `invalid params: nested deeper than ${MAX_PARAMS_DEPTH} levels; flatten the data`, { kind: 'invalid', path: [] }) : undefined;
+    }
     const controller = new AbortController();
     const key = hasId ? JSON.stringify(id) : undefined;
     if (key !== undefined) this.pending.set(key, controller);
@@ -262,7 +274,39 @@ export class Connection {
     });
   }
 
+  /** Account for the incomplete frame now held; close a connection that puts its user over budget, or sits on one too long. */
+  private holdPartial(before: number): boolean {
+    const { of, uid } = this.budget!;
+    const now = this.splitter.partialBytes;
+    const within = of.holdPartial(uid, now - before);
+    clearTimeout(this.partialTimer);
+    if (!within) {
+      this.refuse(`the incomplete frames of uid ${uid}'s connections hold more than ${of.limits.partialBytesPerUid} bytes (rpc.maxPartialBytesPerUid); end each message with a newline`);
+      return false;
+    }
+    if (now > 0) {
+      this.partialTimer = setTimeout(
+        () => this.refuse(`an incomplete frame sat for ${of.limits.partialFrameTimeoutMs} ms without a byte more (rpc.partialFrameTimeoutMs); end each message with a newline`),
+        of.limits.partialFrameTimeoutMs,
+      );
+      this.partialTimer.unref();
+    }
+    return true;
+  }
+
+  private partialTimer: NodeJS.Timeout | undefined;
+
+  /** Say why, and close this connection at once (what it held is let go). */
+  private refuse(message: string): void {
+    if (this.closed) return;
+    this.log.warn({ peer: this.peer() }, message);
+    this.ending = true;
+    this.socket.end(`${JSON.stringify(errorResponse(null, INVALID_REQUEST, message))}\n`, () => this.socket.destroy());
+  }
+
   private onClose(): void {
+    clearTimeout(this.partialTimer);
+    if (this.budget) this.budget.of.holdPartial(this.budget.uid, -this.splitter.partialBytes);
     this.closed = true;
     this.queue.length = 0;
     for (const c of this.pending.values()) c.abort();

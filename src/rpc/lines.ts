@@ -8,6 +8,11 @@ export class LineSplitter {
 
   constructor(private readonly maxBytes: number) {}
 
+  /** Bytes of a line not yet complete. */
+  get partialBytes(): number {
+    return this.size;
+  }
+
   /** Feed a chunk; returns the complete lines, and whether a frame passed the limit after them. */
   push(chunk: Buffer): { lines: string[]; oversized: boolean } {
     const lines: string[] = [];

@@ -1,0 +1,56 @@
+/** What one user's connections may hold of the daemon together (SPEC §4: no client starves the rest). */
+export interface ClientLimits {
+  /** Connections open at once per uid. */
+  connectionsPerUid: number;
+  /** Bytes of incomplete frames held at once per uid. */
+  partialBytesPerUid: number;
+  /** A connection holding an incomplete frame this long without a byte more is closed. */
+  partialFrameTimeoutMs: number;
+}
+
+/** The requests of one batch at most: more is one -32600 for the whole batch (its requests can be sent as lines, pipelined). */
+export const MAX_BATCH = 100;
+/** How deep params may nest (objects and arrays); deeper is invalid params, never a stack overflow. */
+export const MAX_PARAMS_DEPTH = 64;
+
+/** Per-uid accounting of connections and of bytes held in incomplete frames. */
+export class ClientBudget {
+  private readonly connections = new Map<number, number>();
+  private readonly partial = new Map<number, number>();
+
+  constructor(public limits: ClientLimits) {}
+
+  /** Take a connection for `uid`; false when it already has as many as it may. */
+  admit(uid: number): boolean {
+    const n = this.connections.get(uid) ?? 0;
+    if (n >= this.limits.connectionsPerUid) return false;
+    this.connections.set(uid, n + 1);
+    return true;
+  }
+
+  release(uid: number): void {
+    const n = (this.connections.get(uid) ?? 1) - 1;
+    if (n <= 0) this.connections.delete(uid);
+    else this.connections.set(uid, n);
+  }
+
+  /** A connection of `uid` now holds `delta` more (or fewer) bytes of an incomplete frame; false when that puts the uid over its budget. */
+  holdPartial(uid: number, delta: number): boolean {
+    const n = Math.max(0, (this.partial.get(uid) ?? 0) + delta);
+    if (n === 0) this.partial.delete(uid);
+    else this.partial.set(uid, n);
+    return n <= this.limits.partialBytesPerUid;
+  }
+}
+
+/** Does `value` nest deeper than `max` (objects and arrays), walked without recursion? */
+export function nestsDeeper(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  }
+  return false;
+}

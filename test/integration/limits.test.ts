@@ -1,0 +1,127 @@
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+
+/**
+ * Protocol abuse (SPEC §4): a batch cannot get around the backpressure, one user's connections and
+ * incomplete frames are bounded, deep nesting is invalid params; each next to a client that is
+ * still served.
+ */
+
+let d: TestDaemon;
+const sockets = new Set<Socket>();
+
+afterAll(async () => {
+  for (const s of sockets) s.destroy();
+  await d?.stop();
+});
+
+/** A raw connection that collects what the daemon says, and notes when it is closed. */
+async function raw(): Promise<{ socket: Socket; text: () => string; closed: Promise<void> }> {
+  const socket = connect(d.socket);
+  sockets.add(socket);
+  let text = '';
+  socket.setEncoding('utf8').on('data', (c: string) => (text += c));
+  socket.on('error', () => {});
+  const closed = new Promise<void>((r) => socket.on('close', () => r()));
+  await new Promise<void>((r, j) => {
+    socket.once('connect', () => r());
+    socket.once('error', j);
+  });
+  return { socket, text: () => text, closed };
+}
+
+const request = (id: number, method: string, params: object) => JSON.stringify({ jsonrpc: '2.0', id, method, params });
+
+async function served(): Promise<void> {
+  const c = await d.client();
+  try {
+    expect(await c.exec({ command: 'echo still served' })).toMatchObject({ status: 'completed', output: 'still served\n' });
+  } finally {
+    c.close();
+  }
+}
+
+describe('protocol limits', () => {
+  beforeAll(async () => {
+    d = await startDaemon({ config: { rpc: { maxConnectionsPerUid: 12, maxPartialBytesPerUid: 1024 * 1024, partialFrameTimeoutMs: 1000 } } });
+  });
+
+  it('a batch of more than 100 requests is one -32600 naming the limit; 100 are answered', async () => {
+    const c = await raw();
+    const big = Array.from({ length: 10_000 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'process', params: { action: 'list' } }));
+    c.socket.write(`${JSON.stringify(big)}\n`);
+    await waitFor(() => c.text().includes('\n'), { what: 'the answer to the batch' });
+    const answer = JSON.parse(c.text().split('\n')[0]);
+    expect(answer.error.code).toBe(-32600);
+    expect(answer.error.message).toContain('at most 100');
+    const ok = await raw();
+    ok.socket.write(`${JSON.stringify(big.slice(0, 100))}\n`);
+    await waitFor(() => ok.text().includes('\n'), { what: 'the answers to 100' });
+    expect(JSON.parse(ok.text().split('\n')[0])).toHaveLength(100);
+    await served();
+  });
+
+  it('params nested 5,000 deep are invalid params, not an internal error', async () => {
+    const c = await raw();
+    const deep = `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`;
+    c.socket.write(`{"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{"sessionId":"x","name":"n","data":${deep}}}\n`);
+    await waitFor(() => c.text().includes('\n'), { what: 'the answer' });
+    const answer = JSON.parse(c.text().split('\n')[0]);
+    expect(answer.error.code).toBe(-32602);
+    expect(answer.error.data.kind).toBe('invalid');
+    expect(answer.error.message).toContain('nested deeper');
+    await served();
+  });
+
+  it("one user's connections are bounded: the one past maxConnectionsPerUid is told why and closed; sessions still run", async () => {
+    const held: Awaited<ReturnType<typeof raw>>[] = [];
+    // A few of the budget are the tests' own clients; fill the rest.
+    for (let i = 0; i < 30; i++) {
+      const c = await raw();
+      held.push(c);
+    }
+    await waitFor(() => held.some((c) => c.text().includes('maxConnectionsPerUid')), { what: 'a refusal' });
+    const refused = held.filter((c) => c.text().includes('maxConnectionsPerUid'));
+    expect(refused.length).toBeGreaterThan(0);
+    expect(JSON.parse(refused[0].text().split('\n')[0]).error.data.kind).toBe('limit');
+    await Promise.all(refused.map((c) => c.closed));
+    // An admitted one still works, and once some close, new ones are admitted again.
+    const admitted = held.find((c) => !c.text().includes('maxConnectionsPerUid'))!;
+    admitted.socket.write(`${request(7, 'exec', { command: 'echo admitted' })}\n`);
+    await waitFor(() => admitted.text().includes('admitted'), { what: 'the admitted connection to be served' });
+    for (const c of held) c.socket.destroy();
+    await Promise.all(held.map((c) => c.closed));
+    // The daemon lets go of each as it sees it close: then a new one is admitted.
+    await waitFor(
+      async () => {
+        const c = await raw();
+        c.socket.write(`${request(1, 'daemon.status', {})}\n`);
+        await waitFor(() => c.text().includes('\n'), { what: 'an answer' });
+        c.socket.destroy();
+        return c.text().includes('"result"') || undefined;
+      },
+      { what: 'a new connection to be admitted' },
+    );
+    await served();
+  });
+
+  it("incomplete frames are bounded per user, and one left sitting is closed after partialFrameTimeoutMs", async () => {
+    const a = await raw();
+    const b = await raw();
+    const c = await raw();
+    const part = `{"jsonrpc":"2.0","id":1,"method":"exec","params":{"command":"echo ${'x'.repeat(400 * 1024)}`;
+    a.socket.write(part);
+    b.socket.write(part);
+    c.socket.write(part);
+    await Promise.race([a.closed, b.closed, c.closed]);
+    const all = [a, b, c];
+    const closedOne = all.find((x) => x.text().includes('maxPartialBytesPerUid'));
+    expect(closedOne, all.map((x) => x.text()).join('|')).toBeDefined();
+    await served();
+    // Those left sitting are closed once they have been idle for the timeout.
+    await Promise.all(all.map((x) => x.closed));
+    expect(all.filter((x) => x !== closedOne).every((x) => x.text().includes('partialFrameTimeoutMs'))).toBe(true);
+    await served();
+  });
+});
