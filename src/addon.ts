@@ -4,8 +4,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // import.meta.dirname needs Node 20.11
-/** The project root: one level up from src, two from dist/src. */
-const ROOTS = [resolve(HERE, '..', '..'), resolve(HERE, '..')];
+/** Where the project root may be: up from src/, dist/src/ or the CLI bundle in dist/src/cli/. */
+const ROOTS = [1, 2, 3].map((up) => resolve(HERE, ...Array<string>(up).fill('..')));
 
 /**
  * One of the project's own addons (build/Release/NAME.node, built at install by

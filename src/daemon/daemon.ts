@@ -5,7 +5,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { Connection } from '../rpc/connection.js';
 import { ClientBudget, type ClientLimits } from '../rpc/limits.js';
-import { peerOf } from '../rpc/peer.js';
+import { peerOf } from '../transport/peer.js';
 import { createMethods } from '../rpc/methods.js';
 import { stopSessions } from '../runner/stop.js';
 import { setStragglerListener } from '../runner/sweep.js';

@@ -1,4 +1,5 @@
-import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync, type Stats } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, unlinkSync, type Stats } from 'node:fs';
+import { socketDirProblem } from '../config/paths.js';
 import { connect, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 
@@ -25,15 +26,16 @@ function probe(path: string): Promise<boolean> {
 }
 
 /**
- * Listen on the path: its directory made 0700, the socket 0600, a stale socket file replaced,
- * and a live one (another daemon) refused.
+ * Listen on the path: its directory ours (made 0700; one owned by another uid or writable by
+ * others refused, naming it), the socket 0600, a stale socket file replaced, and a live one
+ * (another daemon) refused.
  */
 export async function listenOnPath(server: Server, path: string): Promise<void> {
   const dir = dirname(path);
+  // A directory someone else owns or may write is refused: nothing in it is used or followed.
+  const problem = socketDirProblem(dir);
+  if (problem) throw new SocketInUseError(problem);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const st = statSync(dir);
-  // Tighten our own directory; never a shared one such as /tmp (sticky bit).
-  if (st.uid === process.getuid?.() && (st.mode & 0o077) !== 0 && (st.mode & 0o1000) === 0) chmodSync(dir, 0o700);
   const existing = lstatOrUndefined(path);
   if (existing && !existing.isSocket()) {
     throw new SocketInUseError(`${path} exists and is not a socket; remove it or pass another --socket PATH`);

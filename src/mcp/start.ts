@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
-import { openSync, closeSync, mkdirSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { resolveSocketPath } from '../config/paths.js';
+import { resolveSocketPath, socketDirProblem } from '../config/paths.js';
 import { DaemonClient, DaemonUnreachableError } from '../rpc/client.js';
 import { dialFor } from '../remote/reach.js';
 
@@ -30,9 +30,12 @@ export async function connectOrStart(socket: string | undefined, env: NodeJS.Pro
     if (!(err instanceof DaemonUnreachableError) || !(err.code === 'ENOENT' || err.code === 'ECONNREFUSED')) throw err;
   }
   const path = resolveSocketPath(socket, env);
+  // The log goes beside the socket: only in a directory of ours, and never through a planted symlink.
+  const problem = socketDirProblem(dirname(path));
+  if (problem) throw new Error(problem);
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const log = join(dirname(path), 'procctld.log');
-  const fd = openSync(log, 'a', 0o600);
+  const fd = openSync(log, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
   let pid: number | undefined;
   let exited: string | undefined;
   try {

@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { strangerOnSocket } from '../transport/dial.js';
 import { describeConnectError, START_HINT } from '../transport/unreachable.js';
 
 /** Exit statuses, as the CLI's (SPEC §11); not imported from cli/ so this path loads nothing else. */
@@ -24,6 +25,13 @@ export function dialStdio(socketPath: string): Promise<number> {
       status = UNREACHABLE;
     });
     socket.on('connect', () => {
+      const stranger = strangerOnSocket(socket, socketPath);
+      if (stranger) {
+        stderr.write(`procctl: ${socketPath}: ${stranger}\n`);
+        status = UNREACHABLE;
+        socket.destroy();
+        return;
+      }
       connected = true;
       stdin.on('data', (chunk: Buffer) => {
         if (!socket.write(chunk)) stdin.pause();

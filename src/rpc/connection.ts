@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget } from './limits.js';
-import { peerOf } from './peer.js';
+import { peerOf } from '../transport/peer.js';
 
 type Id = string | number | null;
 

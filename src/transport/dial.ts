@@ -1,5 +1,28 @@
 import { connect } from 'node:net';
+import { lstatSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { peerOf } from './peer.js';
 import { DaemonUnreachableError, describeConnectError } from './unreachable.js';
+
+/**
+ * Why the process listening on this socket is not to be trusted, or undefined: it must run as this
+ * user or as root (SO_PEERCRED; where that cannot be asked, the socket file's owner).
+ */
+export function strangerOnSocket(socket: Socket, path: string): string | undefined {
+  const me = process.getuid?.();
+  if (me === undefined) return undefined;
+  const peer = peerOf(socket);
+  let uid: number;
+  if ('uid' in peer) uid = peer.uid;
+  else {
+    try {
+      uid = lstatSync(path).uid;
+    } catch {
+      return undefined;
+    }
+  }
+  return uid === me || uid === 0 ? undefined : `the process listening there runs as uid ${uid}, not as you (uid ${me}) or root: nothing was sent to it`;
+}
 
 /** What a transport hands to the client. */
 export interface TransportSink {
@@ -31,6 +54,13 @@ export function socketDial(path: string): Dial {
       socket.once('error', onError);
       socket.once('connect', () => {
         socket.off('error', onError);
+        // Nothing is sent (a token above all) to a socket someone else listens on (SPEC §2).
+        const stranger = strangerOnSocket(socket, path);
+        if (stranger) {
+          socket.destroy();
+          reject(new DaemonUnreachableError(path, stranger, 'connect', 'EPERM', 'remove the socket and start procctld yourself, or pass --socket PATH'));
+          return;
+        }
         socket.on('error', (err: NodeJS.ErrnoException) => (closeReason = describeConnectError(err)));
         socket.on('data', (chunk: Buffer) => sink.data(chunk));
         socket.on('close', () => sink.end(new DaemonUnreachableError(path, closeReason, 'lost')));
