@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, mkdirSync, unlinkSync, type Stats } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync, type Stats } from 'node:fs';
 import { socketDirProblem } from '../config/paths.js';
 import { connect, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
@@ -36,6 +36,8 @@ export async function listenOnPath(server: Server, path: string): Promise<void> 
   const problem = socketDirProblem(dir);
   if (problem) throw new SocketInUseError(problem);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // Ours, and writable by nobody else: tighten it so no one else can even look in.
+  if ((statSync(dir).mode & 0o077) !== 0) chmodSync(dir, 0o700);
   const existing = lstatOrUndefined(path);
   if (existing && !existing.isSocket()) {
     throw new SocketInUseError(`${path} exists and is not a socket; remove it or pass another --socket PATH`);

@@ -38,7 +38,14 @@ describe('inheritedEnv', () => {
 
 describe('env config', () => {
   it('defaults to the list of SPEC §8', () => {
-    expect(parseConfig({}).env).toEqual({ exclude: ['*KEY*', '*SECRET*', '*TOKEN*', '*PASSWORD*', '*CREDENTIAL*', 'SSLKEYLOGFILE'], include: [] });
+    expect(parseConfig({}).env).toEqual({
+      exclude: [
+        '*KEY*', '*SECRET*', '*TOKEN*', '*PASS*', '*_PWD', '*CREDENTIAL*', '*AUTH*', '*DSN*', '*COOKIE*', '*SESSION*', '*JWT*', '*PRIVATE*',
+        '*WEBHOOK*', '*CONNECTION_STRING*', 'SSH_AUTH_SOCK', 'GPG_AGENT_INFO', 'KUBECONFIG', 'DOCKER_AUTH_CONFIG', 'NETRC', 'SSLKEYLOGFILE',
+      ],
+      include: [],
+      inherit: 'all',
+    });
   });
 
   it('refuses a pattern that is not a variable-name glob, naming the key', () => {
