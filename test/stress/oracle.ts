@@ -18,7 +18,23 @@ export const FORBIDDEN = -32004;
 /** A result, by what it is the result of; or an error code. */
 export type Outcome = 'ok:status' | 'ok:tools' | 'ok:list' | 'ok:cancel' | number;
 
-export const KNOWN_METHODS = new Set(['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscribe', 'checkpoint', 'daemon.status', '$/cancelRequest']);
+/** SPEC §4's bounds: requests per batch, and levels of nesting in params. */
+const MAX_BATCH = 100;
+const MAX_DEPTH = 64;
+
+/** Objects and arrays nested more than `max` levels below `v` (params itself is level 0). */
+function deeperThan(v: unknown, max: number): boolean {
+  let level: unknown[] = [v];
+  for (let depth = 0; level.length > 0; depth++) {
+    const next: unknown[] = [];
+    for (const x of level) if (typeof x === 'object' && x !== null) next.push(...(Array.isArray(x) ? x : Object.values(x)));
+    if (next.some((x) => typeof x === 'object' && x !== null) && depth + 1 >= max) return true;
+    level = next;
+  }
+  return false;
+}
+
+export const KNOWN_METHODS = new Set(['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscribe', 'checkpoint', 'daemon.status', 'approvals.list', '$/cancelRequest']);
 const PROCESS_ACTIONS = ['list', 'poll', 'log', 'write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'clear', 'remove'];
 const PROCESS_KEYS = new Set(['action', 'sessionId', 'timeout', 'offset', 'limit', 'data', 'eof', 'keys', 'literal', 'hex', 'text', 'bracketed', 'input', 'cols', 'rows', 'signal', 'graceMs', 'reason', 'all']);
 /** The process params the generator may send; any other schema key is a generator bug. */
@@ -124,6 +140,8 @@ export function expectRequest(req: unknown): string | undefined {
   if (!KNOWN_METHODS.has(req.method)) return hasId ? sig(id, NO_METHOD) : undefined;
   // Computed for notifications too: the exec guard must see every frame that reaches a method.
   const outcome = callOutcome(req.method, req.params);
+  // SPEC §4: nesting in params is bounded (64 levels), answered as invalid params.
+  if (!Array.isArray(req.params) && deeperThan(req.params, MAX_DEPTH)) return hasId ? sig(id, INVALID_PARAMS) : undefined;
   return hasId ? sig(id, outcome) : undefined;
 }
 
@@ -154,6 +172,8 @@ export function expectLine(bytes: Buffer): LineAnswer | undefined {
   }
   if (value.length === 0) return { single: sig(null, INVALID_REQUEST) };
   const sigs = value.map(expectRequest).filter((s): s is string => s !== undefined);
+  // SPEC §4: a batch of more than 100 requests is refused whole.
+  if (value.length > MAX_BATCH) return { single: sig(null, INVALID_REQUEST) };
   return sigs.length ? { batch: batchSig(sigs) } : undefined;
 }
 
