@@ -37,17 +37,27 @@ const Regex = z.string().refine((s) => {
 const Glob = z.string().regex(/^[A-Za-z0-9_*?]+$/, 'must be a variable-name glob: letters, digits, _, * and ?');
 
 /** An approval rule (SPEC §8); its pattern is RE2 syntax, checked here and compiled by policy/approvals. */
-const ApprovalRule = z.strictObject({
-  match: z.string(),
-  action: z.enum(['allow', 'deny', 'ask']),
-  reason: z.string().optional(),
-  scopes: z.array(z.string().regex(SCOPE_NAME, 'a scope name is 1-128 letters, digits or _.:@-')).min(1).optional(),
-});
+const Action = z.enum(['allow', 'deny', 'ask']);
+
+/**
+ * One approval rule (SPEC §8): `command`, an argument-vector prefix (globs per word; a word that
+ * starts with `-` is an option that must be present, `|` between its spellings), or `match`, an
+ * RE2 pattern tested against each simple command's text and the whole line; exactly one of them.
+ */
+const ApprovalRule = z
+  .strictObject({
+    match: z.string().optional(),
+    command: z.array(z.string().min(1)).min(1).optional(),
+    action: Action,
+    reason: z.string().optional(),
+    scopes: z.array(z.string().regex(SCOPE_NAME, 'a scope name is 1-128 letters, digits or _.:@-')).min(1).optional(),
+  })
+  .refine((r) => (r.match === undefined) !== (r.command === undefined), 'a rule has exactly one of match (a pattern) or command (an argument-vector prefix)');
 
 /** Every rule's pattern must compile; an error names the rule by its position and pattern. */
 const ApprovalRules = z.array(ApprovalRule).superRefine((rules, ctx) => {
   rules.forEach((rule, i) => {
-    const error = patternError(rule.match);
+    const error = rule.match === undefined ? undefined : patternError(rule.match);
     if (error !== undefined) {
       ctx.addIssue({ code: 'custom', path: [i, 'match'], message: `approval rule ${i} (match ${JSON.stringify(rule.match)}) is not a valid RE2 regular expression: ${error}` });
     }
@@ -84,6 +94,12 @@ export const ConfigSchema = z.strictObject({
   approvals: z
     .strictObject({
       rules: ApprovalRules.default([]),
+      /** What a simple command no rule matches gets: "ask" makes the rules an allowlist. */
+      default: Action.default('allow'),
+      /** Add the built-in list of read-only commands as allowed (policy/safe.ts). */
+      safe: z.boolean().default(false),
+      /** What a part that cannot be judged without running it gets (a name from an expansion, eval of a variable, a shell reading stdin). */
+      unanalyzable: Action.default('ask'),
       timeoutSeconds: int(1).max(2_147_483).default(300),
       /** Who may answer an approval (SPEC §8): a request carrying this token as `approverToken`; stored as `sha256:<hex>`. */
       approverToken: z.string().min(1).optional(),

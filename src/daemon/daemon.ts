@@ -22,6 +22,7 @@ import { Records } from './records.js';
 import { approverFile, makeApproverCredential, removeApproverCredential } from './approver.js';
 import { Channels } from './channel.js';
 import { compileRules } from '../policy/approvals.js';
+import { loadBash } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
 import { nativeSpawner } from '../runner/native.js';
 import { activatedFds, Notifier } from './systemd.js';
@@ -130,6 +131,8 @@ export class ProcctlDaemon implements Daemon {
   async start(): Promise<void> {
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
+    // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
+    await loadBash();
     this.state.init(this.socketPath);
     this.keeper.recover(this.current, (s) => restorePending(this, s));
     const fds = activatedFds();

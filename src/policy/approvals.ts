@@ -1,31 +1,91 @@
 import type { RE2JS } from 're2js';
 import { compilePattern } from '../config/pattern.js';
+import { safeCommand } from './safe.js';
 
 export { compilePattern };
 
-/** An approval rule as the config holds it (SPEC §8). */
+export type Action = 'allow' | 'deny' | 'ask';
+
+/** An approval rule as the config holds it (SPEC §8): a `match` pattern or a `command` prefix. */
 export interface ApprovalRuleConfig {
-  match: string;
-  action: 'allow' | 'deny' | 'ask';
+  match?: string;
+  command?: string[];
+  action: Action;
   reason?: string;
   scopes?: string[];
 }
 
-/** A rule ready to match: its pattern compiled once, its scopes as a set. */
+/** What the rules are asked with: the config's `approvals` section. */
+export interface ApprovalPolicy {
+  rules: ApprovalRuleConfig[];
+  default: Action;
+  safe: boolean;
+  unanalyzable: Action;
+}
+
+/** A rule ready to match: its pattern compiled once, its prefix split, its scopes as a set. */
 export interface CompiledRule {
   /** Position in `approvals.rules`, for logs and messages. */
   index: number;
-  match: string;
-  action: ApprovalRuleConfig['action'];
+  match: string | undefined;
+  command: CompiledPrefix | undefined;
+  action: Action;
   reason: string | undefined;
   scopes: ReadonlySet<string> | undefined;
-  pattern: RE2JS;
+  pattern: RE2JS | undefined;
 }
 
-/** What the first matching rule says about a command. */
+interface CompiledPrefix {
+  name: RegExp;
+  /** In order: a positional glob, or the spellings of an option that must be present. */
+  words: ({ glob: RegExp } | { option: string[] })[];
+}
+
+/** What the first matching rule says about a command (the whole line, `match` rules only). */
 export interface Decision {
-  action: CompiledRule['action'];
+  action: Action;
   rule: CompiledRule;
+}
+
+/** One part of a command line, as shell/ found it: a simple command with its words, or something it could not judge. */
+export interface Part {
+  text: string;
+  /** The words (wrappers stripped, the name normalised); a word that is not literal is undefined. */
+  argv?: (string | undefined)[];
+  /** The words as written (git's global options kept), for the read-only list. */
+  raw?: (string | undefined)[];
+  /** Why it cannot be judged without running it. */
+  unanalyzable?: string;
+}
+
+export interface PartDecision {
+  text: string;
+  decision: Action;
+  /** The rule that decided (its position in approvals.rules). */
+  rule?: number;
+  reason: string;
+}
+
+export interface Judgement {
+  decision: Action;
+  parts: PartDecision[];
+  /** The part whose decision is the whole's (the first of the strictest). */
+  decided: PartDecision;
+}
+
+const STRICTNESS: Record<Action, number> = { allow: 0, ask: 1, deny: 2 };
+
+/** A glob over one word: `*` any run of characters, `?` one; everything else literal, case-sensitive. */
+function wordGlob(glob: string): RegExp {
+  const body = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  return new RegExp(`^${body}$`, 's');
+}
+
+function compilePrefix(words: string[]): CompiledPrefix {
+  return {
+    name: wordGlob(words[0]),
+    words: words.slice(1).map((w) => (w.startsWith('-') ? { option: w.split('|') } : { glob: wordGlob(w) })),
+  };
 }
 
 const compiled = new WeakMap<readonly ApprovalRuleConfig[], CompiledRule[]>();
@@ -40,10 +100,11 @@ export function compileRules(rules: readonly ApprovalRuleConfig[]): CompiledRule
     out = rules.map((r, index) => ({
       index,
       match: r.match,
+      command: r.command && compilePrefix(r.command),
       action: r.action,
       reason: r.reason,
       scopes: r.scopes && new Set(r.scopes),
-      pattern: compilePattern(r.match),
+      pattern: r.match === undefined ? undefined : compilePattern(r.match),
     }));
     compiled.set(rules, out);
   }
@@ -51,14 +112,96 @@ export function compileRules(rules: readonly ApprovalRuleConfig[]): CompiledRule
 }
 
 /**
- * The first rule that applies to the scope and whose pattern matches somewhere in the command;
- * undefined when none does (the command is allowed). Pure: the same rules, command and scope
- * always give the same answer.
+ * The first `match` rule that applies to the scope and whose pattern matches somewhere in the
+ * command line; undefined when none does. Pure.
  */
 export function decide(rules: readonly CompiledRule[], command: string, scope: string): Decision | undefined {
   for (const rule of rules) {
     if (rule.scopes !== undefined && !rule.scopes.has(scope)) continue;
-    if (rule.pattern.test(command)) return { action: rule.action, rule };
+    if (rule.pattern?.test(command)) return { action: rule.action, rule };
   }
   return undefined;
+}
+
+/** Options present among a command's arguments: `-fr` holds `-f` and `-r` (and itself), `--opt=value` is `--opt`. */
+function optionsOf(args: (string | undefined)[]): { options: Set<string>; positional: (string | undefined)[]; unknown: boolean } {
+  const options = new Set<string>();
+  const positional: (string | undefined)[] = [];
+  let unknown = false;
+  let ended = false;
+  for (const a of args) {
+    if (a === undefined) {
+      unknown = true;
+      positional.push(undefined);
+    } else if (!ended && a === '--') ended = true;
+    else if (!ended && a.startsWith('--')) options.add(a.split('=')[0]);
+    else if (!ended && a.startsWith('-') && a.length > 1) {
+      options.add(a);
+      for (const ch of a.slice(1)) options.add(`-${ch}`);
+    } else positional.push(a);
+  }
+  return { options, positional, unknown };
+}
+
+/**
+ * Does a `command` rule match these words? A word that is not literal could be anything: it
+ * matches a rule that denies or asks (the strict reading), never one that allows.
+ */
+function matchesPrefix(rule: CompiledRule, argv: (string | undefined)[]): boolean {
+  const prefix = rule.command!;
+  const strict = rule.action !== 'allow';
+  if (argv[0] === undefined || !prefix.name.test(argv[0])) return false;
+  const { options, positional, unknown } = optionsOf(argv.slice(1));
+  let at = 0;
+  for (const w of prefix.words) {
+    if ('option' in w) {
+      if (!w.option.some((o) => options.has(o)) && !(strict && unknown)) return false;
+    } else {
+      const p = positional[at++];
+      if (p === undefined) {
+        if (!(strict && at <= positional.length)) return false;
+      } else if (!w.glob.test(p)) return false;
+    }
+  }
+  return true;
+}
+
+const applies = (rule: CompiledRule, scope: string) => rule.scopes === undefined || rule.scopes.has(scope);
+const why = (rule: CompiledRule) => rule.reason ?? `approval rule ${rule.index}`;
+
+/** One part's decision: the first rule that matches it, else the read-only list, else approvals.default. */
+function judgePart(policy: ApprovalPolicy, rules: readonly CompiledRule[], part: Part, scope: string): PartDecision {
+  if (part.unanalyzable !== undefined) {
+    const byText = rules.find((r) => applies(r, scope) && r.pattern?.test(part.text));
+    const own: PartDecision = { text: part.text, decision: policy.unanalyzable, reason: `cannot be judged without running it: ${part.unanalyzable} (approvals.unanalyzable)` };
+    if (byText && STRICTNESS[byText.action] > STRICTNESS[own.decision]) return { text: part.text, decision: byText.action, rule: byText.index, reason: why(byText) };
+    return own;
+  }
+  for (const rule of rules) {
+    if (!applies(rule, scope)) continue;
+    const hit = rule.command ? part.argv !== undefined && matchesPrefix(rule, part.argv) : rule.pattern!.test(part.text);
+    if (hit) return { text: part.text, decision: rule.action, rule: rule.index, reason: why(rule) };
+  }
+  if (policy.safe && part.argv && safeCommand(part.argv, part.raw ?? part.argv)) return { text: part.text, decision: 'allow', reason: 'a read-only command (approvals.safe)' };
+  return { text: part.text, decision: policy.default, reason: `no rule matches it (approvals.default is "${policy.default}")` };
+}
+
+/**
+ * How a command line is judged (SPEC §8): each part on its own, `match` rules also against the
+ * whole line, and the whole gets the strictest (deny > ask > allow). Pure.
+ */
+export function judge(policy: ApprovalPolicy, line: string, parts: readonly Part[], scope: string): Judgement {
+  const rules = compileRules(policy.rules);
+  const decisions = parts.map((p) => judgePart(policy, rules, p, scope));
+  const whole = decide(rules, line, scope);
+  if (whole) decisions.push({ text: line, decision: whole.action, rule: whole.rule.index, reason: why(whole.rule) });
+  if (decisions.length === 0) decisions.push({ text: line, decision: policy.default, reason: `nothing to run (approvals.default is "${policy.default}")` });
+  let decided = decisions[0];
+  for (const d of decisions) if (STRICTNESS[d.decision] > STRICTNESS[decided.decision]) decided = d;
+  return { decision: decided.decision, parts: decisions, decided };
+}
+
+/** Does a policy need the command parsed at all? Not with no rules and everything allowed: the exec stays as fast as before. */
+export function judges(policy: ApprovalPolicy): boolean {
+  return policy.rules.length > 0 || policy.default !== 'allow';
 }

@@ -22,7 +22,7 @@ describe('approvals from the CLI', () => {
   it('exec of a command that needs approval: says so in CLI words, exits 1, and ps shows approval_required', async () => {
     const r = await run(['exec', '--', 'echo needs-ok']);
     expect(r.code).toBe(1);
-    const id = /Session (\S+) has not started: it needs approval before it runs \(touches production\)/.exec(r.stdout)?.[1];
+    const id = /Session (\S+) has not started: it needs approval before it runs \(echo needs-ok \(rule 0: touches production\)\)/.exec(r.stdout)?.[1];
     expect(id, r.stdout).toBeDefined();
     expect(r.stdout).toContain(`procctl resume ${id} --yes`);
     expect(r.stdout).toContain(`procctl resume ${id} --no`);

@@ -109,7 +109,8 @@ describe('ask', () => {
       await l.request('subscribe', { events: ['approval_required', 'started', 'exited'] });
       const r = await asked(s, { command: `echo needs-ok > ${mark('asked')}` });
       expect(Object.keys(r.interrupt).sort()).toEqual(['createdAt', 'expiresAt', 'fields', 'id', 'kind', 'reason']);
-      expect(r.interrupt).toMatchObject({ kind: 'approval', reason: 'touches production' });
+      // The reason names the part that decided and its rule (SPEC §8).
+      expect(r.interrupt).toMatchObject({ kind: 'approval', reason: 'echo needs-ok (rule 3: touches production)' });
       expect(r.interrupt.fields).toEqual([{ name: 'confirm', type: 'confirm', label: expect.stringContaining('needs-ok'), required: true }]);
       // approvals.timeoutSeconds defaults to 300.
       expect(Date.parse(r.interrupt.expiresAt) - Date.parse(r.interrupt.createdAt)).toBe(300_000);
@@ -202,7 +203,7 @@ describe('ask', () => {
   it('without a reason in the rule, the reason names the rule', async () => {
     const s = scopes.next('noreason');
     const r = await asked(s, { command: 'echo plain-ask' });
-    expect(r.interrupt.reason).toBe('the command matches approval rule 5');
+    expect(r.interrupt.reason).toBe('echo plain-ask (rule 5)');
     await s.process({ action: 'remove', sessionId: r.sessionId });
   });
 

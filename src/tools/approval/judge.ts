@@ -1,0 +1,21 @@
+import { judge, judges, type ApprovalPolicy, type Judgement, type PartDecision } from '../../policy/approvals.js';
+import { analyze } from '../../shell/bash.js';
+
+/**
+ * Judge a command line against the approval policy (SPEC §8): parsed once (shell/bash.ts), each
+ * simple command and each part that cannot be judged decided by policy/approvals.ts. Undefined
+ * when the policy judges nothing (no rules, everything allowed): then nothing is parsed.
+ */
+export function judgeCommand(policy: ApprovalPolicy, command: string, scope: string): Judgement | undefined {
+  if (!judges(policy)) return undefined;
+  const a = analyze(command);
+  const parts = [...a.commands.map((c) => ({ text: c.text, argv: c.argv, raw: c.raw })), ...a.unanalyzable.map((u) => ({ text: u.text, unanalyzable: u.why }))];
+  return judge(policy, command, parts, scope);
+}
+
+/** The words that say which part decided and why: `rm -rf build (rule 2: recursive delete)`. */
+export function decidedBy(d: PartDecision): string {
+  const text = d.text.length > 200 ? `${d.text.slice(0, 200)}…` : d.text;
+  if (d.rule === undefined) return `${text}: ${d.reason}`;
+  return d.reason === `approval rule ${d.rule}` ? `${text} (rule ${d.rule})` : `${text} (rule ${d.rule}: ${d.reason})`;
+}
