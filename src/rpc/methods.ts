@@ -1,5 +1,6 @@
 import { invalid } from '../errors.js';
 import { toolDescriptions } from '../schema/tools.js';
+import { policyCheck } from '../tools/approval/check.js';
 import { listApprovals } from '../tools/approval/list.js';
 import { authorize, byCheckpointKey } from '../tools/call.js';
 import { checkpointTool } from '../tools/checkpoint.js';
@@ -57,6 +58,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
       return listApprovals(d, ctx);
     }),
   );
+  methods.set('policy.check', scoped((ctx, rest) => policyCheck(d, ctx, rest)));
   methods.set('subscribe', scoped((ctx, rest, from) => subscriptions.subscribe(d, ctx, rest, from)));
   methods.set('unsubscribe', (params, rc) => subscriptions.unsubscribe(params, requester(rc)));
   methods.set('daemon.status', () => daemonStatus(d, startedAt, version));
