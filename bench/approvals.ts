@@ -6,6 +6,9 @@ import { cpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round } from './lib/stats.js';
 import { compileRules, decide, type ApprovalRuleConfig } from '../src/policy/approvals.js';
+import { parseConfig } from '../src/config/load.js';
+import { loadBash } from '../src/shell/bash.js';
+import { judgeCommand } from '../src/tools/approval/judge.js';
 
 /**
  * Twenty rules of the kind a team writes, none of which matches `true` (the timed command).
@@ -132,6 +135,17 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
     decideUs[label] = ((now() - t0) / n) * 1000;
   }
 
+  // The whole judgement an exec with rules pays: parse with tree-sitter-bash, then judge each part.
+  await loadBash();
+  const policy = parseConfig({ approvals: { rules: RULES } }).approvals;
+  const judgeUs: Record<string, number> = {};
+  for (const [label, command] of Object.entries(commands)) {
+    for (let i = 0; i < n / 10; i++) judgeCommand(policy, command, 'default');
+    const t0 = now();
+    for (let i = 0; i < n; i++) judgeCommand(policy, command, 'default');
+    judgeUs[label] = ((now() - t0) / n) * 1000;
+  }
+
   const ratios = rounds.map((s) => median(s.ruled) / median(s.plain));
   const ratiosP99 = rounds.map((s) => p99(s.ruled) / p99(s.plain));
   const med = (f: (s: (typeof rounds)[number]) => number) => median(rounds.map(f));
@@ -153,6 +167,13 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       detail:
         `decide() in-process: ${Object.entries(decideUs).map(([k, us]) => `${round(us, 2)} µs for ${k}`).join(', ')}; ` +
         `daemon CPU per exec + clear ${round(med((s) => s.ruledCpu), 2)} ms with rules vs ${round(med((s) => s.plainCpu), 2)} ms without`,
+    },
+    {
+      bench: 'approvals',
+      name: `parsing and judging a command with ${RULES.length} rules, per exec`,
+      value: judgeUs['`true`'],
+      unit: 'us',
+      detail: `judgeCommand() in-process (tree-sitter-bash parse + every part judged): ${Object.entries(judgeUs).map(([k, us]) => `${round(us, 1)} µs for ${k}`).join(', ')}`,
     },
   ];
 }

@@ -21,6 +21,7 @@ import { resolveStateDir, StateStore } from './state.js';
 import { Records } from './records.js';
 import { approverFile, makeApproverCredential, removeApproverCredential } from './approver.js';
 import { Channels } from './channel.js';
+import { RememberedStore } from './remembered.js';
 import { compileRules } from '../policy/approvals.js';
 import { loadBash } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
@@ -73,6 +74,7 @@ export class ProcctlDaemon implements Daemon {
   readonly state: StateStore;
   readonly keeper: Records;
   readonly channels: Channels;
+  readonly remembered: RememberedStore;
   private statusTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: DaemonOptions) {
@@ -91,6 +93,7 @@ export class ProcctlDaemon implements Daemon {
     this.budget = new ClientBudget(clientLimits(this.current));
     this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
     this.channels = new Channels(this, this.log);
+    this.remembered = new RememberedStore(this.state.dir, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
@@ -134,6 +137,7 @@ export class ProcctlDaemon implements Daemon {
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();
     this.state.init(this.socketPath);
+    this.remembered.load();
     this.keeper.recover(this.current, (s) => restorePending(this, s));
     const fds = activatedFds();
     if (fds.length > 0) {

@@ -1,5 +1,6 @@
 import type { RE2JS } from 're2js';
 import { compilePattern } from '../config/pattern.js';
+import { remembers, type RememberedRule } from './remembered.js';
 import { safeCommand } from './safe.js';
 
 export { compilePattern };
@@ -169,19 +170,25 @@ function matchesPrefix(rule: CompiledRule, argv: (string | undefined)[]): boolea
 const applies = (rule: CompiledRule, scope: string) => rule.scopes === undefined || rule.scopes.has(scope);
 const why = (rule: CompiledRule) => rule.reason ?? `approval rule ${rule.index}`;
 
-/** One part's decision: the first rule that matches it, else the read-only list, else approvals.default. */
-function judgePart(policy: ApprovalPolicy, rules: readonly CompiledRule[], part: Part, scope: string): PartDecision {
+/**
+ * One part's decision: the first rule that matches it, else the read-only list, else
+ * approvals.default. A remembered answer allows it over a configured ask and the default, never
+ * over a configured deny.
+ */
+function judgePart(policy: ApprovalPolicy, rules: readonly CompiledRule[], part: Part, scope: string, remembered: readonly RememberedRule[]): PartDecision {
   if (part.unanalyzable !== undefined) {
     const byText = rules.find((r) => applies(r, scope) && r.pattern?.test(part.text));
     const own: PartDecision = { text: part.text, decision: policy.unanalyzable, reason: `cannot be judged without running it: ${part.unanalyzable} (approvals.unanalyzable)` };
     if (byText && STRICTNESS[byText.action] > STRICTNESS[own.decision]) return { text: part.text, decision: byText.action, rule: byText.index, reason: why(byText) };
     return own;
   }
-  for (const rule of rules) {
-    if (!applies(rule, scope)) continue;
-    const hit = rule.command ? part.argv !== undefined && matchesPrefix(rule, part.argv) : rule.pattern!.test(part.text);
-    if (hit) return { text: part.text, decision: rule.action, rule: rule.index, reason: why(rule) };
+  const hit = (rule: CompiledRule) => applies(rule, scope) && (rule.command ? part.argv !== undefined && matchesPrefix(rule, part.argv) : rule.pattern!.test(part.text));
+  const first = rules.find(hit);
+  if (first?.action !== 'deny' && part.argv && !rules.some((r) => r.action === 'deny' && hit(r))) {
+    const kept = remembered.findIndex((r) => r.scope === scope && remembers(r, part.argv!));
+    if (kept !== -1) return { text: part.text, decision: 'allow', reason: `remembered answer ${kept + 1} (${remembered[kept].kind}: ${remembered[kept].words.join(' ')})` };
   }
+  if (first) return { text: part.text, decision: first.action, rule: first.index, reason: why(first) };
   if (policy.safe && part.argv && safeCommand(part.argv, part.raw ?? part.argv)) return { text: part.text, decision: 'allow', reason: 'a read-only command (approvals.safe)' };
   return { text: part.text, decision: policy.default, reason: `no rule matches it (approvals.default is "${policy.default}")` };
 }
@@ -190,11 +197,13 @@ function judgePart(policy: ApprovalPolicy, rules: readonly CompiledRule[], part:
  * How a command line is judged (SPEC §8): each part on its own, `match` rules also against the
  * whole line, and the whole gets the strictest (deny > ask > allow). Pure.
  */
-export function judge(policy: ApprovalPolicy, line: string, parts: readonly Part[], scope: string): Judgement {
+export function judge(policy: ApprovalPolicy, line: string, parts: readonly Part[], scope: string, remembered: readonly RememberedRule[] = []): Judgement {
   const rules = compileRules(policy.rules);
-  const decisions = parts.map((p) => judgePart(policy, rules, p, scope));
+  const decisions = parts.map((p) => judgePart(policy, rules, p, scope, remembered));
   const whole = decide(rules, line, scope);
-  if (whole) decisions.push({ text: line, decision: whole.action, rule: whole.rule.index, reason: why(whole.rule) });
+  // A whole-line match that a remembered answer already settled for every part does not ask again.
+  const settled = whole && whole.action !== 'deny' && decisions.length > 0 && decisions.every((d) => d.reason.startsWith('remembered answer'));
+  if (whole && !settled) decisions.push({ text: line, decision: whole.action, rule: whole.rule.index, reason: why(whole.rule) });
   if (decisions.length === 0) decisions.push({ text: line, decision: policy.default, reason: `nothing to run (approvals.default is "${policy.default}")` });
   let decided = decisions[0];
   for (const d of decisions) if (STRICTNESS[d.decision] > STRICTNESS[decided.decision]) decided = d;

@@ -2,6 +2,7 @@ import { invalid } from '../errors.js';
 import { toolDescriptions } from '../schema/tools.js';
 import { policyCheck } from '../tools/approval/check.js';
 import { listApprovals } from '../tools/approval/list.js';
+import { listRules, removeRule } from '../tools/approval/rules.js';
 import { authorize, byCheckpointKey } from '../tools/call.js';
 import { checkpointTool } from '../tools/checkpoint.js';
 import type { Daemon, Requester } from '../tools/context.js';
@@ -58,6 +59,15 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
       return listApprovals(d, ctx);
     }),
   );
+  methods.set(
+    'rules.list',
+    scoped((ctx, rest) => {
+      const unknown = Object.keys(rest)[0];
+      if (unknown) throw invalid(`invalid rules.list params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
+      return listRules(d, ctx);
+    }),
+  );
+  methods.set('rules.remove', scoped((ctx, rest) => removeRule(d, ctx, rest)));
   methods.set('policy.check', scoped((ctx, rest) => policyCheck(d, ctx, rest)));
   methods.set('subscribe', scoped((ctx, rest, from) => subscriptions.subscribe(d, ctx, rest, from)));
   methods.set('unsubscribe', (params, rc) => subscriptions.unsubscribe(params, requester(rc)));

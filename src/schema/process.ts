@@ -42,12 +42,16 @@ export const ProcessParamsSchema = z
         confirm: z.boolean().optional(),
         text: z.string().optional(),
         eof: z.literal(true).optional(),
+        remember: z
+          .enum(['command', 'prefix'])
+          .optional()
+          .describe('with confirm:true on an approval: remember the answer as an allow rule for the scope, for this exact command or for its name and first word (e.g. git push)'),
       })
       .refine((i) => [i.confirm !== undefined, i.text !== undefined, i.eof !== undefined].filter(Boolean).length === 1, {
         message: 'give exactly one of confirm, text or eof',
       })
       .optional()
-      .describe('resume: the answer to the pending interrupt: {confirm: true|false}, {text: "..."} or {eof: true}; an approval takes {confirm: true|false}.'),
+      .describe('resume: the answer to the pending interrupt: {confirm: true|false}, {text: "..."} or {eof: true}; an approval takes {confirm: true|false}, and a person may add remember: "command" | "prefix".'),
     cols: z.number().int().min(1).max(1000).optional().describe('resize: terminal columns.'),
     rows: z.number().int().min(1).max(1000).optional().describe('resize: terminal rows.'),
     signal: z

@@ -5,6 +5,7 @@ import type { ScratchDirs } from '../runner/scratch.js';
 import type { LaunchContext } from '../runner/start.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
 import type { Voice } from '../schema/voice.js';
+import type { RememberedRule } from '../policy/remembered.js';
 
 /** What the daemon gives every tool call. */
 export interface Daemon extends LaunchContext {
@@ -25,6 +26,16 @@ export interface Daemon extends LaunchContext {
   closing: boolean;
   /** The approver credential the daemon made beside its socket at start (SPEC §8), when the config names none. */
   approverMade: string | undefined;
+  /** Answers a person chose to remember, as allow rules per scope (SPEC §8). */
+  remembered: RememberedAnswers;
+}
+
+/** The remembered answers, kept in the state directory across restarts (daemon/remembered.ts). */
+export interface RememberedAnswers {
+  list(): readonly RememberedRule[];
+  add(rules: RememberedRule[]): void;
+  /** Forget rule N (1-based, as listed); the rule, or undefined when there is none. */
+  remove(n: number): RememberedRule | undefined;
 }
 
 /** Who sent a request, as far as an approval needs to know (SPEC §8). */

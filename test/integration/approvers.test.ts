@@ -147,6 +147,60 @@ describe('only a person answers an approval', () => {
     }));
 });
 
+describe('remembered answers', () => {
+  const rules = [
+    { command: ['echo', 'deploy'], action: 'ask', reason: 'deploys' },
+    { match: 'deploy --prod', action: 'deny', reason: 'never to production from here' },
+  ];
+
+  it("a person's yes --remember prefix allows the command's name and first word in that scope, across a restart, never over a deny; procctl rules lists it, rules rm forgets it", async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state };
+    const d1 = await startDaemon({ env, config: { approvals: { rules } } });
+    const s1 = new Scoped(await d1.client(), 'rem');
+    const first = await asked(s1, 'echo deploy one');
+    const yes = await cli(['--socket', d1.socket, '--scope', 'rem', 'resume', first.sessionId, '--yes', '--remember', 'prefix']);
+    expect(yes.stdout).toBe('deploy one\n');
+    expect(await s1.exec({ command: 'echo deploy two' })).toMatchObject({ status: 'completed', output: 'deploy two\n' });
+    // Not in another scope, and never over a configured deny.
+    await asked(new Scoped(s1.c, 'elsewhere'), 'echo deploy two');
+    expect(await s1.exec({ command: 'echo deploy --prod' })).toMatchObject({ status: 'denied' });
+    // The agent cannot forget it, nor is a remembered answer made by its own resume.
+    expect((await s1.error('rules.remove', { n: 1 })).data.kind).toBe('forbidden');
+    await d1.stop();
+
+    const d2 = await startDaemon({ env, config: { approvals: { rules } } });
+    try {
+      const s2 = new Scoped(await d2.client(), 'rem');
+      expect(await s2.exec({ command: 'echo deploy three' })).toMatchObject({ status: 'completed' });
+      const listed = await cli(['--socket', d2.socket, 'rules']);
+      expect(listed.stdout).toContain('1. allow prefix "echo deploy" in scope rem');
+      expect(listed.stdout).toContain('rule 1: deny match');
+      expect((await cli(['--socket', d2.socket, 'rules', 'rm', '1'])).stdout).toContain('Forgot remembered answer 1');
+      await asked(s2, 'echo deploy four');
+    } finally {
+      await d2.stop();
+    }
+  });
+
+  it('--remember command keeps exactly that command; a yes without remember keeps nothing', () =>
+    withDaemon({ approvals: { rules } }, async (d) => {
+      const s = new Scoped(await d.client(), 'exact');
+      const a = await asked(s, 'echo deploy x');
+      expect(await s.process({ action: 'resume', sessionId: a.sessionId, input: { confirm: true, remember: 'command' }, ...asPerson(d) })).toMatchObject({ status: 'completed' });
+      expect(await s.exec({ command: 'echo deploy x' })).toMatchObject({ status: 'completed' });
+      await asked(s, 'echo deploy y');
+      const b = await asked(s, 'echo deploy z');
+      await s.process({ action: 'resume', sessionId: b.sessionId, input: { confirm: true }, ...asPerson(d) });
+      await asked(s, 'echo deploy z');
+      // remember goes with a yes only; the approval stays pending.
+      const c = await asked(s, 'echo deploy w');
+      const bad = await s.error('process', { action: 'resume', sessionId: c.sessionId, input: { confirm: false, remember: 'prefix' }, ...asPerson(d) });
+      expect(bad.data.kind).toBe('invalid');
+      expect((await s.list()).find((x) => x.sessionId === c.sessionId)?.status).toBe('approval_required');
+    }));
+});
+
 describe('procctl approvals', () => {
   it('lists, to a person, what waits in every scope; an agent without the credential sees none; a selfApprove scope sees its own', () =>
     withDaemon({ approvals: { rules: RULES }, scopes: { trusted: { selfApprove: true } } }, async (d) => {

@@ -23,6 +23,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'resume', summary: 'answer the question a session is waiting on, or its approval', load: () => import('./resume.js').then((m) => m.registerResume) },
   { name: 'approvals', summary: 'list the approvals waiting for you to answer, in every scope your credential reaches', load: () => import('./approvals.js').then((m) => m.registerApprovals) },
   { name: 'policy', summary: 'explain how the approval rules judge a command, running nothing', load: () => import('./policy.js').then((m) => m.registerPolicy) },
+  { name: 'rules', summary: "list remembered answers (numbered) and the config's approval rules", load: () => import('./rules.js').then((m) => m.registerRules) },
   { name: 'attach', summary: 'connect this terminal to a terminal (pty) session; Ctrl-] detaches', load: () => import('./attach.js').then((m) => m.registerAttach) },
   { name: 'signal', summary: "deliver one signal to a session's process group", load: () => import('./signal.js').then((m) => m.registerSignal) },
   { name: 'kill', summary: "stop a session's whole process group (or --all)", load: () => import('./kill.js').then((m) => m.registerKill) },

@@ -8,6 +8,7 @@ interface ResumeOptions {
   no?: boolean;
   text?: string;
   eof?: boolean;
+  remember?: string;
 }
 
 /** The one answer the flags give; a usage error for none or several. */
@@ -18,6 +19,11 @@ function answerOf(o: ResumeOptions): Record<string, unknown> {
   if (o.text !== undefined) given.push({ text: o.text });
   if (o.eof) given.push({ eof: true });
   if (given.length !== 1) throw new UsageError(`resume takes exactly one of --yes, --no, --text T or --eof${given.length ? ` (got ${given.length})` : ''}`);
+  if (o.remember !== undefined) {
+    if (!o.yes) throw new UsageError('--remember goes with --yes');
+    if (o.remember !== 'command' && o.remember !== 'prefix') throw new UsageError(`--remember takes command or prefix, not "${o.remember}"`);
+    return { ...given[0], remember: o.remember };
+  }
   return given[0];
 }
 
@@ -37,6 +43,7 @@ export function registerResume(program: Command): void {
     .option('--no', 'refuse')
     .option('--text <text>', 'the text to send (a secret is not echoed back)')
     .option('--eof', 'close its input instead of answering')
+    .option('--remember <what>', 'with --yes on an approval: keep the answer as an allow rule for the scope, for this exact command (command) or its name and first word (prefix)')
     .action(
       act(async (id: string, o: ResumeOptions, cmd: Command) => {
         const input = answerOf(o);

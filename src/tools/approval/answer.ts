@@ -7,6 +7,8 @@ import { forget, forgetAfter } from '../process/forget.js';
 import { endLine, execResult, sessionRecord } from '../render.js';
 import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
 import { checkAnswerer } from './who.js';
+import { judgeCommand, partsOf } from './judge.js';
+import { wordsToRemember, type RememberedRule } from '../../policy/remembered.js';
 import type { Voice } from '../../schema/voice.js';
 
 /** The call that answers the approval of `s`, yes or no, in the reader's words. */
@@ -53,6 +55,9 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
     });
   }
   checkAnswerer(d, ctx, s);
+  const remember = p.input?.remember;
+  if (remember && !confirm) throw invalid('remember goes with confirm: true: it keeps a yes as an allow rule', { path: ['input', 'remember'], schema: true });
+  const kept = remember ? rulesToRemember(d, s, remember) : [];
   if (!beginAnswer(s)) throw conflict(`the approval of session ${s.id} was already given; it is starting now`, { sessionId: s.id });
   const approval = s.interrupt!;
   if (!confirm) {
@@ -64,6 +69,8 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
   try {
     if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; the approval is still pending, answer it once the daemon is back');
     const pending = s.pendingExec!;
+    // Kept before the command starts: the answer holds for the next time whatever happens to this one.
+    if (kept.length > 0) d.remembered.add(kept);
     const history = [...s.pastInterrupts, { id: approval.id, kind: approval.kind, reason: approval.reason, createdAt: approval.createdAt, endedAt: Date.now(), outcome: 'answered' as const }];
     // Exactly the exec that was asked for, in its own scope (whoever approves it), never asking the rules again.
     const result = await execTool(d, { scope: s.scope, signal: ctx.signal, voice: ctx.voice, caller: ctx.caller }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history });
@@ -74,6 +81,26 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
   } finally {
     finishAnswer(d, s, started);
   }
+}
+
+/**
+ * The allow rules a remembered yes makes (SPEC §8): one for each part of the command that asked,
+ * the exact command or its name and first word; `invalid` (and nothing starts) when a part cannot
+ * be remembered that way, or when no rule asked (an elevated approval).
+ */
+function rulesToRemember(d: Daemon, s: Session, kind: 'command' | 'prefix'): RememberedRule[] {
+  const command = s.pendingExec!.params.command;
+  const judged = judgeCommand(d.config().approvals, command, s.scope, d.remembered.list());
+  const parts = partsOf(command);
+  const asked = judged?.parts.map((j, i) => ({ j, part: parts[i] })).filter(({ j, part }) => j.decision === 'ask' && part?.argv) ?? [];
+  if (asked.length === 0) {
+    throw invalid(`nothing of session ${s.id} can be remembered: no rule asked about a command of it (an elevated approval, or a part that cannot be judged); answer without remember`, { path: ['input', 'remember'], schema: true });
+  }
+  return asked.map(({ part }) => {
+    const words = wordsToRemember(kind, part.argv!);
+    if ('problem' in words) throw invalid(`"${part.text}" cannot be remembered as a ${kind}: ${words.problem}`, { path: ['input', 'remember'], schema: true });
+    return { scope: s.scope, kind, words, at: Date.now(), from: part.text };
+  });
 }
 
 /** kill or remove: the approval is withdrawn, nothing runs; remove also forgets the session. */

@@ -11,7 +11,7 @@ export function policyCheck(d: Daemon, ctx: CallContext, params: Record<string, 
   const unknown = Object.keys(extra)[0];
   if (unknown) throw invalid(`invalid policy.check params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
   if (typeof command !== 'string' || command.length === 0) throw invalid('policy.check needs command: the command line to judge', { path: ['command'], schema: true });
-  const j = judgeCommand(d.config().approvals, command, ctx.scope);
+  const j = judgeCommand(d.config().approvals, command, ctx.scope, d.remembered.list());
   if (!j) {
     return { decision: 'allow', parts: [], text: 'allow: there are no approval rules and approvals.default is "allow", so every command runs (nothing was parsed).' };
   }

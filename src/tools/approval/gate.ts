@@ -16,7 +16,7 @@ import { unstartedSession } from './unstarted.js';
 export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, policy: ScopePolicy): ReturnType<typeof execResult> | undefined {
   // elevated is refused before this (deny) or asked about here (ask), unless a rule denies first.
   const elevatedAsks = p.elevated === true && policy.elevated === 'ask';
-  const judgement = judgeCommand(d.config().approvals, p.command, ctx.scope);
+  const judgement = judgeCommand(d.config().approvals, p.command, ctx.scope, d.remembered.list());
   if (judgement?.decision === 'deny') {
     const s = unstartedSession(d, ctx, p, cwd);
     d.registry.add(s);

@@ -1,4 +1,5 @@
-import { judge, judges, type ApprovalPolicy, type Judgement, type PartDecision } from '../../policy/approvals.js';
+import { judge, judges, type ApprovalPolicy, type Judgement, type Part, type PartDecision } from '../../policy/approvals.js';
+import type { RememberedRule } from '../../policy/remembered.js';
 import { analyze } from '../../shell/bash.js';
 
 /**
@@ -6,11 +7,15 @@ import { analyze } from '../../shell/bash.js';
  * simple command and each part that cannot be judged decided by policy/approvals.ts. Undefined
  * when the policy judges nothing (no rules, everything allowed): then nothing is parsed.
  */
-export function judgeCommand(policy: ApprovalPolicy, command: string, scope: string): Judgement | undefined {
+export function judgeCommand(policy: ApprovalPolicy, command: string, scope: string, remembered: readonly RememberedRule[] = []): Judgement | undefined {
   if (!judges(policy)) return undefined;
+  return judge(policy, command, partsOf(command), scope, remembered);
+}
+
+/** The parts of a command line, as the policy judges them. */
+export function partsOf(command: string): Part[] {
   const a = analyze(command);
-  const parts = [...a.commands.map((c) => ({ text: c.text, argv: c.argv, raw: c.raw })), ...a.unanalyzable.map((u) => ({ text: u.text, unanalyzable: u.why }))];
-  return judge(policy, command, parts, scope);
+  return [...a.commands.map((c) => ({ text: c.text, argv: c.argv, raw: c.raw })), ...a.unanalyzable.map((u) => ({ text: u.text, unanalyzable: u.why }))];
 }
 
 /** The words that say which part decided and why: `rm -rf build (rule 2: recursive delete)`. */
