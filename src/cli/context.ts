@@ -152,9 +152,9 @@ export function act<A extends unknown[]>(fn: (...args: A) => Promise<number>): (
   };
 }
 
-/** Run one process action and print its `text` (the raw result with --json); exit 0. */
-export async function runAction(g: GlobalOptions, params: Record<string, unknown>): Promise<number> {
-  const r = await withClient(g, (c) => c.call('process', scoped(g, params)));
+/** Call one method (a process action by default) and print its `text` (the raw result with --json); exit 0. */
+export async function runAction(g: GlobalOptions, params: Record<string, unknown>, method = 'process'): Promise<number> {
+  const r = await withClient(g, (c) => c.call(method, scoped(g, params)));
   if (g.json) printJson(r);
   else out(String(r.text ?? ''));
   return EXIT.ok;

@@ -51,22 +51,15 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
     return checkpointTool(d, ctx, rest);
   });
   methods.set('tools.list', () => toolDescriptions());
-  methods.set(
-    'approvals.list',
+  /** A scoped method that takes nothing but scope, token and credential: anything else is refused by name. */
+  const bare = (name: string, fn: (ctx: ReturnType<typeof authorize>['ctx']) => unknown): Method =>
     scoped((ctx, rest) => {
       const unknown = Object.keys(rest)[0];
-      if (unknown) throw invalid(`invalid approvals.list params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
-      return listApprovals(d, ctx);
-    }),
-  );
-  methods.set(
-    'rules.list',
-    scoped((ctx, rest) => {
-      const unknown = Object.keys(rest)[0];
-      if (unknown) throw invalid(`invalid rules.list params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
-      return listRules(d, ctx);
-    }),
-  );
+      if (unknown) throw invalid(`invalid ${name} params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
+      return fn(ctx);
+    });
+  methods.set('approvals.list', bare('approvals.list', (ctx) => listApprovals(d, ctx)));
+  methods.set('rules.list', bare('rules.list', (ctx) => listRules(d, ctx)));
   methods.set('rules.remove', scoped((ctx, rest) => removeRule(d, ctx, rest)));
   methods.set('policy.check', scoped((ctx, rest) => policyCheck(d, ctx, rest)));
   methods.set('subscribe', scoped((ctx, rest, from) => subscriptions.subscribe(d, ctx, rest, from)));

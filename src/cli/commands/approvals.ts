@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { approverCredential } from '../../rpc/credential.js';
-import { act, EXIT, globalsOf, out, printJson, scoped, withClient } from '../context.js';
+import { act, globalsOf, runAction } from '../context.js';
 
 export function registerApprovals(program: Command): void {
   program
@@ -13,13 +13,10 @@ export function registerApprovals(program: Command): void {
         '(scopes.NAME.selfApprove) is listed.',
     )
     .action(
-      act(async (_o: unknown, cmd: Command) => {
+      act((_o: unknown, cmd: Command) => {
         const g = globalsOf(cmd);
         const approverToken = approverCredential(g.socket);
-        const r = await withClient(g, (c) => c.call('approvals.list', scoped(g, approverToken ? { approverToken } : {})));
-        if (g.json) printJson(r);
-        else out(String(r.text ?? ''));
-        return EXIT.ok;
+        return runAction(g, approverToken ? { approverToken } : {}, 'approvals.list');
       }),
     );
 }

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { commandLine } from '../argv.js';
-import { act, EXIT, globalsOf, out, printJson, scoped, withClient } from '../context.js';
+import { act, globalsOf, runAction } from '../context.js';
 
 export function registerPolicy(program: Command): void {
   const policy = program.command('policy').summary('explain how the approval rules judge a command, running nothing');
@@ -14,12 +14,6 @@ export function registerPolicy(program: Command): void {
     )
     .argument('<cmd...>', 'the command (put it after --)')
     .action(
-      act(async (words: string[], _o: unknown, cmd: Command) => {
-        const g = globalsOf(cmd);
-        const r = await withClient(g, (c) => c.call('policy.check', scoped(g, { command: commandLine(words) })));
-        if (g.json) printJson(r);
-        else out(String(r.text ?? ''));
-        return EXIT.ok;
-      }),
+      act((words: string[], _o: unknown, cmd: Command) => runAction(globalsOf(cmd), { command: commandLine(words) }, 'policy.check')),
     );
 }
