@@ -132,7 +132,7 @@ describe.skipIf(SKIP_SANDBOX)('sandbox.mode workspace-write', () => {
     });
   });
 
-  it('the daemon socket stays reachable: procctl checkpoint works from inside', async () => {
+  it("procctl checkpoint works from inside, through the session's own channel ($PROCCTL_SOCKET)", async () => {
     const s = scopes.next('checkpoint');
     const r = await run(s, `${process.execPath} ${join(ROOT, 'bin', 'procctl')} checkpoint halfway --data '{"n":1}' && echo reported`);
     expect(r.status, r.text).toBe('completed');
