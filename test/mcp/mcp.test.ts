@@ -206,6 +206,11 @@ describe('procctl mcp', () => {
       const a = await call(c, 'exec', { command: 'echo needs-approval plain' });
       expect(a.structuredContent.status).toBe('approval_required');
       expect(a.content[0].text).toContain('resume');
+      // The model answering its own approval through the tools is refused: only what the person says through elicitation carries the credential.
+      const own = await call(c, 'process', { action: 'resume', sessionId: a.structuredContent.sessionId, input: { confirm: true } });
+      expect(own.isError).toBe(true);
+      expect(own.content[0].text).toContain('answered by a person');
+      expect(((await rpc.call('process', { action: 'poll', sessionId: a.structuredContent.sessionId })) as any).status).toBe('approval_required');
     });
   });
 
