@@ -5,6 +5,8 @@ import { BenchDaemon } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';
 import { daemonShell } from './lib/shell.js';
 import { median, now, p99, round } from './lib/stats.js';
+import { findProtected } from '../src/sandbox/protect.js';
+import { DEFAULT_PROTECT } from '../src/config/schema.js';
 import { bwrapOptions } from '../src/sandbox/bwrap.js';
 import { which } from '../src/sandbox/host.js';
 
@@ -26,7 +28,7 @@ export async function sandboxCost(opts: BenchOptions): Promise<Metric[]> {
   const boxed = await BenchDaemon.start({}, { sandbox: { mode: 'workspace-write', workspaces: [process.cwd()] } });
   const { shell, args } = daemonShell(plain.env, 'true');
   const workdir = process.cwd();
-  const options = bwrapOptions({ mode: 'workspace-write', network: false, workdir, scratch: boxed.dir, hidden: [], writable: [workdir], protect: [], tmpBytes: 1024 ** 3, asRoot: process.getuid?.() === 0 });
+  const options = bwrapOptions({ mode: 'workspace-write', network: false, workdir, scratch: boxed.dir, hidden: [], writable: [workdir], protect: findProtected([workdir], DEFAULT_PROTECT).paths, tmpBytes: 1024 ** 3, asRoot: process.getuid?.() === 0 });
   opts.log(`sandbox: exec of true, sandboxed vs unsandboxed daemon vs bwrap by hand; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up)`);
   const a = await plain.client();
   const b = await boxed.client();

@@ -44,6 +44,8 @@ export function under(path: string, root: string): boolean {
 
 /** What the sandbox replaces with its own: anything there must be bound in again to be seen. */
 const PRIVATE = ['/tmp', '/dev', '/proc'];
+/** The private trees a file of the daemon's may sit in (its socket under /tmp, for one). */
+const PRIVATE_TMP = ['/tmp', '/dev/shm'];
 
 /**
  * The bwrap options of a session's sandbox (SPEC §12), up to `--`. The whole filesystem is read
@@ -88,8 +90,11 @@ export function bwrapOptions(s: SandboxLayout, kind: (p: string) => Kind = kindO
   }
   // The whole filesystem was the writable one: the private mounts again, over it.
   if (writable.some((w) => PRIVATE.some((p) => under(p, w)))) args.push(...privates);
-  // The daemon's controls, after everything that could expose them: an empty directory, an empty file.
+  // The daemon's controls, after everything that could expose them: an empty directory, an empty
+  // file. One already under the private /tmp is not there to hide, unless a bind brought it back.
+  const rebound = [...writable, ...(PRIVATE.some((p) => under(s.workdir, p)) ? [s.workdir] : [])];
   for (const path of s.hidden) {
+    if (PRIVATE_TMP.some((p) => under(path, p)) && !rebound.some((b) => under(path, b))) continue;
     const what = kind(path);
     if (what === 'dir') args.push('--perms', '0755', '--tmpfs', path);
     else if (what === 'file') args.push('--ro-bind', '/dev/null', path);
