@@ -63,11 +63,6 @@ export class Channels implements ChannelHost {
     };
   }
 
-  /** How many are open (daemon.diagnostics, the leak tests). */
-  get size(): number {
-    return this.open_.size;
-  }
-
   private methods(sessionId: string): Map<string, Method> {
     const methods = new Map<string, Method>();
     methods.set('checkpoint', (params, rc) => {
