@@ -10,8 +10,12 @@ async function expectNothingHeld(d: TestDaemon, c: TestClient, before: Diagnosti
   expect((await c.process({ action: 'list' })).sessions).toEqual([]);
   const KINDS = ['Timeout', 'PipeWrap', 'TTYWrap', 'ProcessWrap'];
   const settled = (now: Diagnostics) =>
-    now.fds <= before.fds && now.objects.Session === 0 && KINDS.every((k) => (now.resources[k] ?? 0) <= (before.resources[k] ?? 0));
-  // Handles close and timers fire a moment after a session ends: wait for that, then check it all.
+    now.fds <= before.fds &&
+    now.objects.Session === 0 &&
+    KINDS.every((k) => (now.resources[k] ?? 0) <= (before.resources[k] ?? 0)) &&
+    // A record written off the main thread when its session was forgotten is deleted once the write lands.
+    stateFiles(d.dir).length === 0;
+  // Handles close, timers fire and late record writes land a moment after a session ends: wait for that, then check it all.
   let after = await diagnose(c);
   await waitFor(async () => settled((after = await diagnose(c))), { what: 'descriptors, handles and timers back to where they were', timeoutMs: 30_000 }).catch(
     () => undefined,

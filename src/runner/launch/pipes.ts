@@ -1,0 +1,123 @@
+import { spawn } from 'node:child_process';
+import { Socket } from 'node:net';
+import type { Readable, Writable } from 'node:stream';
+import { nativeSpawner, posixSpawn, type Addon } from '../native.js';
+import { fdTarget } from '../procfs.js';
+import type { JobInput } from '../../session/input.js';
+import { nothing, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
+
+/** Run on pipes, in a new session and process group (setsid). */
+export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  const addon = nativeSpawner();
+  return addon instanceof Error ? launchForked(spec, hooks) : launchSpawned(addon, spec, hooks);
+}
+
+const notStarted: Launched = { pid: undefined, stdinId: undefined, input: undefined, detachOutput: nothing, release: nothing };
+
+/** Through posix_spawn (native/spawn.c): no copy of the daemon's memory, whatever its size. */
+function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  // The output is complete once the leader's status is known and both streams have closed.
+  let pending = 3;
+  const settle = () => {
+    if (--pending === 0) hooks.closed();
+  };
+  let child;
+  const { file, args, steps } = spec.plan;
+  try {
+    child = posixSpawn(addon, file, [file, ...args], spec.env, spec.cwd, spec.stdin === 'null', (code, signal) => {
+      hooks.exit(code, signal);
+      settle();
+    }, steps);
+  } catch (err) {
+    hooks.failed(startError(file, spec, err as NodeJS.ErrnoException));
+    return notStarted;
+  }
+  const stdout = new Socket({ fd: child.stdout, readable: true, writable: false });
+  const stderr = new Socket({ fd: child.stderr, readable: true, writable: false });
+  stdout.once('close', settle);
+  stderr.once('close', settle);
+  const stdin = child.stdin >= 0 ? new Socket({ fd: child.stdin, readable: false, writable: true }) : undefined;
+  return wirePipes(child.pid, { stdout, stderr, stdin }, hooks);
+}
+
+/** Why a job did not start, naming the step of the spawner that failed (native/spawn.c). */
+function startError(file: string, spec: LaunchSpec, err: NodeJS.ErrnoException): string {
+  const user = spec.plan.steps?.user;
+  if (err.syscall === 'chdir' && user) return `the workdir ${spec.cwd} is not accessible to uid ${user.uid} (sandbox.user): ${err.message}`;
+  if (err.syscall === 'setrlimit') return `could not set the session's resource limits (limits.*): ${err.message}`;
+  if (err.syscall && ['setgroups', 'setgid', 'setuid'].includes(err.syscall)) return `could not become uid ${user?.uid} (sandbox.user): ${err.message}`;
+  return `could not start ${file}: ${err.message}`;
+}
+
+/** Through Node's child_process (a fork): where the addon is not built or is turned off. */
+function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  let child;
+  const { file, args } = spec.plan.wrapped();
+  try {
+    child = spawn(file, args, {
+      cwd: spec.cwd,
+      env: spec.env,
+      detached: true,
+      stdio: [spec.stdin === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+  } catch (err) {
+    hooks.failed(`could not start ${file}: ${(err as Error).message}`);
+    return notStarted;
+  }
+  child.on('error', (err) => {
+    if (child.pid === undefined) hooks.failed(`could not start ${file}: ${err.message}`);
+  });
+  child.on('exit', (code, signal) => hooks.exit(code, signal));
+  child.on('close', () => hooks.closed());
+  return wirePipes(child.pid, { stdout: child.stdout!, stderr: child.stderr!, stdin: child.stdin ?? undefined }, hooks);
+}
+
+/** Output to the session, input from it: the same for either way of starting. */
+function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks): Launched {
+  const { stdout, stderr, stdin } = pipes;
+  stdout.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
+  stderr.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
+  // A reset on an output stream ends that stream; it must never take the daemon down.
+  stdout.on('error', () => stdout.destroy());
+  stderr.on('error', () => stderr.destroy());
+  let input: JobInput | undefined;
+  if (stdin) {
+    // A job that exits or closes its stdin turns our writes into EPIPE: that only closes stdin.
+    stdin.on('error', () => hooks.inputClosed());
+    stdin.on('close', () => hooks.inputClosed());
+    input = {
+      write: (data) => void stdin.write(data),
+      end: () => stdin.end(),
+      get queued() {
+        return stdin.writableLength;
+      },
+    };
+  }
+  return {
+    pid,
+    stdinId: pid !== undefined && stdin ? pipeIdentity(pid) : undefined,
+    input,
+    detachOutput: () => {
+      stdout.destroy();
+      stderr.destroy();
+    },
+    release: () => {
+      for (const stream of [stdin, stdout, stderr]) {
+        stream?.destroy();
+        stream?.removeAllListeners();
+        // A destroyed stream still answers a late 'error' from its handle: swallow it.
+        stream?.on('error', nothing);
+      }
+    },
+  };
+}
+
+/**
+ * What the job's fd 0 is: Node gives it one end of a socketpair. A job quick enough to have
+ * redirected its own fd 0 already (`read x < fifo`) shows something else: then the input is
+ * not known, and waiting-for-input detection stays off for the session rather than guess.
+ */
+function pipeIdentity(pid: number): string | undefined {
+  const target = fdTarget(pid, 0);
+  return target?.startsWith('socket:[') ? target : undefined;
+}

@@ -1,0 +1,143 @@
+import { closeSync, constants, openSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { signalName } from '../native.js';
+import { nothing, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
+
+export const PTY_COLS = 120;
+export const PTY_ROWS = 30;
+
+type NodePty = typeof import('@lydell/node-pty');
+let nodePty: NodePty | Error | undefined;
+
+/** node-pty, loaded on first use; an Error when it is not built on this machine. */
+function loadPty(): NodePty | Error {
+  if (nodePty === undefined) {
+    try {
+      nodePty = createRequire(import.meta.url)('@lydell/node-pty') as NodePty;
+    } catch (err) {
+      nodePty = err as Error;
+    }
+  }
+  return nodePty;
+}
+
+/**
+ * Run under a pseudo-terminal (node-pty: the child is a session leader with the terminal as its
+ * controlling tty, so pid = process group). Throws when a terminal cannot be had, so the caller
+ * can fall back to pipes and say so.
+ */
+export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
+  const pty = loadPty();
+  if (pty instanceof Error) throw new Error(`node-pty is not available (${pty.message.split('\n')[0]})`);
+  const { file, args } = spec.plan.wrapped();
+  const term = pty.spawn(file, args, {
+    name: 'xterm-256color',
+    cols: PTY_COLS,
+    rows: PTY_ROWS,
+    cwd: spec.cwd,
+    env: spec.env as Record<string, string>,
+    // Raw bytes: the session decodes them (UTF-8 across chunks) and spools them without re-encoding.
+    encoding: null,
+  });
+  term.onData((data: string | Buffer) => hooks.output('stdout', data));
+  const release = holdTerminal(term);
+  term.onExit(({ exitCode, signal }) => {
+    release();
+    hooks.exit(signal ? null : exitCode, signal ? signalName(signal) : null);
+    // node-pty reports the exit once the terminal's output has been read.
+    hooks.closed();
+  });
+  return {
+    pid: term.pid,
+    stdinId: (term as unknown as { ptsName?: string }).ptsName,
+    input: {
+      write: (data) => term.write(typeof data === 'string' ? data : data.toString('utf8')),
+      end: () => term.write('\x04'),
+      queued: 0,
+    },
+    detachOutput: nothing,
+    // node-pty closes the terminal itself once the leader is gone and its output read.
+    release: nothing,
+    resize: (cols, rows) => term.resize(cols, rows),
+  };
+}
+
+/** Silence on a terminal, after its leader exited, that says all its output has been read. */
+const DRAIN_QUIET_MS = 50;
+
+/** Terminal leaders being watched for their exit, all looked at by one timer. */
+const leaders = new Map<number, () => void>();
+let leaderTimer: NodeJS.Timeout | undefined;
+const LEADER_POLL_MS = 10;
+
+function watchLeader(pid: number, onGone: () => void): () => void {
+  leaders.set(pid, onGone);
+  leaderTimer ??= setInterval(() => {
+    for (const [p, gone] of leaders) {
+      try {
+        process.kill(p, 0);
+      } catch {
+        leaders.delete(p);
+        gone();
+      }
+    }
+    if (leaders.size === 0) {
+      clearInterval(leaderTimer);
+      leaderTimer = undefined;
+    }
+  }, LEADER_POLL_MS);
+  return () => {
+    leaders.delete(pid);
+  };
+}
+
+type PtySocket = { destroy: (err?: Error) => unknown; destroyed: boolean; on: (e: 'data', fn: () => void) => void };
+
+/**
+ * Make a terminal session's output complete. When the job exits, its side of the terminal is
+ * hung up and node-pty may close its reader (and with it the terminal, hanging up processes
+ * still on it) before everything the job printed has been read (microsoft/node-pty#72). So the
+ * daemon holds the job's side of the terminal open itself, notices the leader's exit, and closes
+ * the reader only once a turn of the event loop brings no more output. Returns the release.
+ */
+function holdTerminal(term: { pid: number }): () => void {
+  const ptsName = (term as { ptsName?: string }).ptsName;
+  const socket = (term as { _socket?: PtySocket })._socket;
+  if (!ptsName || !socket || typeof socket.destroy !== 'function') return () => undefined;
+  let slave: number | undefined;
+  try {
+    slave = openSync(ptsName, constants.O_RDWR | constants.O_NOCTTY);
+  } catch {
+    return () => undefined;
+  }
+  const destroy = socket.destroy.bind(socket);
+  let chunks = 0;
+  socket.on('data', () => chunks++);
+  let draining = false;
+  socket.destroy = (err?: Error) => {
+    if (draining) return socket;
+    draining = true;
+    const deadline = Date.now() + 2000;
+    let seen = chunks;
+    // The kernel hands a terminal's output to the reading side from a worker, a moment after the
+    // writer wrote it: wait for a short silence, not only one turn of the loop.
+    const check = () => {
+      if (socket.destroyed) return;
+      if (chunks !== seen && Date.now() < deadline) {
+        seen = chunks;
+        setTimeout(() => setImmediate(check), DRAIN_QUIET_MS);
+        return;
+      }
+      destroy(err);
+    };
+    setTimeout(() => setImmediate(check), DRAIN_QUIET_MS);
+    return socket;
+  };
+  // node-pty says nothing until the reader closes, which our held side now delays: watch the leader.
+  const stopWatching = watchLeader(term.pid, () => socket.destroy());
+  return () => {
+    stopWatching();
+    if (slave !== undefined) closeSync(slave);
+    slave = undefined;
+  };
+}

@@ -1,0 +1,44 @@
+import type { JobInput } from '../../session/input.js';
+import type { Stream } from '../../session/output.js';
+import type { LaunchPlan } from '../../sandbox/plan.js';
+
+/** What a session writes its input to: a pipe or a terminal. */
+
+export interface LaunchHooks {
+  output(stream: Stream, chunk: Buffer | string): void;
+  /** The leader exited (its status is known; output may still be in flight). */
+  exit(code: number | null, signal: string | null): void;
+  /** All output has been delivered (every writer of the output closed it). */
+  closed(): void;
+  /** The command could not be started at all. */
+  failed(message: string): void;
+  /** The job closed its stdin (or writing to it failed). */
+  inputClosed(): void;
+}
+
+export interface Launched {
+  pid: number | undefined;
+  /** What the job's fd 0 is (`socket:[…]`, `/dev/pts/N`), read before the job can redirect it. */
+  stdinId: string | undefined;
+  input: JobInput | undefined;
+  /** Stop waiting for the output: close our ends. */
+  detachOutput(): void;
+  /**
+   * The session is over: close every end the daemon still holds (stdin above all, which no
+   * one closes when the job never reads to its end) and let go of the session's hooks.
+   */
+  release(): void;
+  /** For a terminal: its size changed. */
+  resize?(cols: number, rows: number): void;
+}
+
+export interface LaunchSpec {
+  /** What to run and how it is confined (src/sandbox/plan.ts): the shell, or bwrap around it. */
+  plan: Pick<LaunchPlan, 'file' | 'args' | 'steps' | 'wrapped'>;
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  stdin: 'pipe' | 'null';
+}
+
+/** A hook that does nothing (a launch that has nothing to release). */
+export const nothing = () => undefined;
