@@ -136,7 +136,9 @@ export function interruptText(s: Session, v: Voice = RPC): string {
         : i.kind === 'secret'
           ? `${resume({ text: SECRET })} (it is not echoed)`
           : resume({ text: ANSWER });
-  return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with ${how}, or ${resume({ eof: true })} to close its input. It expires at ${iso(i.expiresAt)}.`;
+  // bash's `read -p`, and others, print their prompt only on a terminal: on a pipe the question is invisible.
+  const unseen = !s.pty && i.reason.trim() === '' ? ` It printed no prompt: some programs show theirs only on a terminal; start it with ${v.execOption('pty', true)} to see the question.` : '';
+  return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with ${how}, or ${resume({ eof: true })} to close its input. It expires at ${iso(i.expiresAt)}.${unseen}`;
 }
 
 /** How a pending approval is answered: by a person, once (SPEC §8); a model is told to wait, not how to answer it. */

@@ -1,3 +1,6 @@
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PROCCTL, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
 import { cli, cliOn, killChildren } from './run.js';
@@ -13,6 +16,25 @@ afterEach(killChildren);
 afterAll(stopAllDaemons);
 
 describe('procctl exec', () => {
+  it("runs where you are: the caller's directory unless --cwd says otherwise", async () => {
+    const here = mkdtempSync(join(tmpdir(), 'procctl-here-'));
+    try {
+      const r = await cli(['--socket', d.socket, 'exec', '--', 'pwd'], { cwd: here });
+      expect(r.stdout).toBe(`${realpathSync(here)}\n`);
+      const there = await cli(['--socket', d.socket, 'exec', '--cwd', '/', '--', 'pwd'], { cwd: here });
+      expect(there.stdout).toBe('/\n');
+    } finally {
+      rmSync(here, { recursive: true, force: true });
+    }
+  });
+
+  it("a command's options before -- are refused with the hint to put the command after --", async () => {
+    const r = await run(['exec', 'ls', '-la']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("unknown option '-la'");
+    expect(r.stderr).toContain('put the command after --');
+  });
+
   it('prints the output of a finished command, stdout and stderr apart, and exits 0', async () => {
     const r = await run(['exec', '--', 'echo hello; echo oops >&2']);
     expect(r.code).toBe(0);

@@ -26,11 +26,11 @@ if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js'))) {
 }
 
 /** Start `node bin/procctl ARGS` without the caller's PROCCTL_SOCKET/SCOPE/TOKEN/SESSION_ID, plus `env`. */
-export function spawnCli(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): CliChild {
+export function spawnCli(args: string[], opts: { input?: string; env?: Record<string, string>; cwd?: string } = {}): CliChild {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of ['PROCCTL_SOCKET', 'PROCCTL_SCOPE', 'PROCCTL_TOKEN', 'PROCCTL_SESSION_ID', 'PROCCTL_HOST', 'PROCCTL_SSH_COMMAND']) delete env[name];
   Object.assign(env, opts.env);
-  const proc = spawn(process.execPath, [PROCCTL, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [PROCCTL, ...args], { env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
   children.add(proc);
   let out = '';
   let err = '';
@@ -48,7 +48,7 @@ export function spawnCli(args: string[], opts: { input?: string; env?: Record<st
 }
 
 /** Run `procctl ARGS` to completion. */
-export function cli(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Promise<CliResult> {
+export function cli(args: string[], opts: { input?: string; env?: Record<string, string>; cwd?: string } = {}): Promise<CliResult> {
   return spawnCli(args, opts).exited;
 }
 

@@ -54,6 +54,15 @@ async function answerOnTerminal(s: Scoped, sessionId: string, input: Record<stri
 const LAST_QUESTION = "read -p 'Done? ' b || true";
 
 describe('commands that ask', () => {
+  it("read -p on a pipe prints no prompt: the text says so and suggests a terminal", async () => {
+    const s = scopes.next('noprompt');
+    const r = await asks(s, `bash -c "read -p 'Continue? [y/N] ' a; echo got=\\$a"`);
+    expect(r.interrupt.reason).toBe('');
+    expect(r.text).toContain('It printed no prompt');
+    expect(r.text).toContain('pty:true');
+    await answer(s, r.sessionId, { eof: true });
+  });
+
   it('read -p with a [y/N] prompt on a terminal: a confirm', async () => {
     const s = scopes.next('confirm');
     const r = await asks(s, `read -p 'Continue? [y/N] ' a; echo got=$a; ${LAST_QUESTION}`, { pty: true });

@@ -4,6 +4,7 @@ import { runForeground, stillRunning } from '../foreground.js';
 import { envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
 import { commandLine } from '../argv.js';
+import { hostOf } from '../../remote/reach.js';
 
 interface ExecOptions {
   bg?: boolean;
@@ -22,18 +23,29 @@ interface ExecOptions {
  * The ExecParams for these flags; only what the user set is sent, so the daemon's defaults apply.
  * The yield is not among them: the CLI waits itself (see foreground.ts).
  */
-function execParams(words: string[], o: ExecOptions): Record<string, unknown> {
+function execParams(words: string[], o: ExecOptions, remote: boolean): Record<string, unknown> {
   const p: Record<string, unknown> = { command: commandLine(words) };
+  // Runs where you are (SPEC §11): this directory for a local daemon; another host's daemon keeps its own.
+  const here = o.cwd ?? (remote ? undefined : currentDir());
+  if (here !== undefined) p.workdir = here;
   if (o.bg) p.background = true;
   if (o.timeout !== undefined) p.timeout = o.timeout;
   if (o.pty) p.pty = true;
-  if (o.cwd !== undefined) p.workdir = o.cwd;
   if (o.env) p.env = o.env;
   if (o.key !== undefined) p.key = o.key;
   if (o.ifRunning !== undefined) p.ifRunning = o.ifRunning;
   if (o.name !== undefined) p.name = o.name;
   if (o.stdinNull) p.stdin = 'null';
   return p;
+}
+
+/** This process's directory, or undefined when it was deleted under it (the daemon's default then applies). */
+function currentDir(): string | undefined {
+  try {
+    return process.cwd();
+  } catch {
+    return undefined;
+  }
 }
 
 /** Print an exec result for a person: output to stdout, notes to stderr; returns the exit status. */
@@ -87,11 +99,15 @@ export function registerExec(program: Command): void {
         'running; 1 when it was denied or waits for approval.',
     )
     .argument('<cmd...>', 'the command (put it after --)')
+    .configureOutput({
+      // `procctl exec ls -la`: the command's options were read as exec's own.
+      outputError: (text, write) => write(/unknown option/.test(text) ? `${text}procctl: put the command after --, so its options stay its own: procctl exec -- CMD ARGS...\n` : text),
+    })
     .option('--bg', 'return at once and keep the command running')
     .option('--yield <ms>', 'wait this long for it to finish, then leave it running and return', wholeNumber())
     .option('--timeout <s>', 'stop the whole process group after this many seconds; 0 = none', nonNegative)
     .option('--pty', 'run under a pseudo-terminal')
-    .option('--cwd <dir>', 'working directory (must exist)')
+    .option('--cwd <dir>', 'working directory (must exist); default: this directory (another host: its daemon\'s own)')
     .option('--env <name=value>', 'set an environment variable (repeatable)', envPair)
     .option('--key <key>', 'thread key: at most one running session per key')
     .addOption(new Option('--if-running <mode>', 'with --key, when one is running').choices(['replace', 'reject', 'keep']))
@@ -100,7 +116,7 @@ export function registerExec(program: Command): void {
     .action(
       act(async (words: string[], o: ExecOptions, cmd: Command) => {
         const g = globalsOf(cmd);
-        const params = execParams(words, o);
+        const params = execParams(words, o, hostOf({ host: g.host }) !== undefined);
         const shown = (r: Record<string, any>) => {
           if (!g.json) return showExecResult(r, Boolean(o.pty), g.scope);
           printJson(r);
