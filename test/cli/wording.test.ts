@@ -35,7 +35,7 @@ const CASES: [string, () => Promise<string>, (id: string) => string[], (id: stri
   ['exec --bg', async () => '', () => ['exec', '--bg', '--', 'sleep 60'], () => ['procctl poll ', 'procctl kill ', 'procctl write ']],
   ['poll of a running session', () => running(), (id) => ['poll', id], (id) => [`\`procctl poll ${id}\``]],
   ['poll of a session waiting for input', waitingForInput, (id) => ['poll', id], (id) => [`procctl resume ${id} --yes`, `procctl resume ${id} --no`, `procctl resume ${id} --eof`]],
-  ['poll of no such session', async () => 'nosuchid', (id) => ['poll', id], () => ['`procctl ps`']],
+  ['poll of no such session', async () => 'nosuchid', (id) => ['poll', id], () => ['`procctl ps`', 'pass --scope NAME']],
   ['log -f of no such session', async () => 'nosuchid', (id) => ['log', '-f', id], () => ['`procctl ps`']],
   ['poll of no such session in another scope', async () => 'nosuchid', (id) => ['--scope', 'team', 'poll', id], () => ['`procctl --scope team ps`']],
   ['clear of a running session', () => running(), (id) => ['clear', id], (id) => [`procctl kill ${id}`, `procctl rm ${id}`]],

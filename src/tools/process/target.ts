@@ -15,5 +15,7 @@ export function sessionIn(d: Daemon, ctx: CallContext, id: string) {
   const s = d.registry.find(ctx.scope, id);
   if (s) return s;
   const list = ctx.voice.call({ action: 'list' });
-  throw notFound(`no session "${id}" in scope "${ctx.scope}"; list sessions with ${list} (finished sessions are forgotten after their TTL)`);
+  // Whether it lives in another scope is not said (scopes keep their sessions to themselves), only that it may.
+  const elsewhere = ctx.voice.name === 'cli' ? 'pass --scope NAME (and --token) if it was started in another scope' : 'if it was started in another scope, ask in that scope';
+  throw notFound(`no session "${id}" in scope "${ctx.scope}"; list sessions with ${list} (finished sessions are forgotten after their TTL), or ${elsewhere}`);
 }
