@@ -1,5 +1,5 @@
 /** What to do when a local daemon cannot be reached. */
-export const START_HINT = 'start it with `procctld` (or `npm start`) or pass --socket';
+export const START_HINT = 'start it with `procctld` (or `procctl daemon`; in a checkout, `npm start`) or pass --socket';
 
 /**
  * The daemon could not be reached, or the connection to it was lost mid-conversation. `where`
