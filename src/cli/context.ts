@@ -2,7 +2,6 @@ import type { Command } from 'commander';
 import { constants as osConstants } from 'node:os';
 import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
-import { START_HINT } from '../transport/unreachable.js';
 import { dialFor } from '../remote/reach.js';
 
 /** The options every command accepts (SPEC §11). */
@@ -112,8 +111,6 @@ export function commandExit(r: { status?: unknown; exitCode?: unknown; signal?: 
   return outcomeExit(r);
 }
 
-const HINT = 'start it with `procctld` (or `npm start`) or pass --socket';
-
 /**
  * Is `err` one of these, or by its name a copy of one? A command's own imports (the MCP server,
  * loaded from dist/ by the one-file CLI) bring their own copy of the client's classes.
@@ -125,7 +122,7 @@ function isA<T extends abstract new (...args: never[]) => Error>(err: unknown, t
 /** Report an error on stderr and return the exit status it maps to. */
 export function reportError(err: unknown): number {
   if (isA(err, DaemonUnreachableError, 'DaemonUnreachableError')) {
-    note(`procctl: ${err.message}${err.phase === 'connect' ? `; ${err.hint === START_HINT ? HINT : err.hint}` : ''}`);
+    note(`procctl: ${err.message}${err.phase === 'connect' ? `; ${err.hint}` : ''}`);
     return EXIT.unreachable;
   }
   if (err instanceof UsageError) {

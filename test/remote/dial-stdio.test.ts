@@ -58,7 +58,7 @@ describe('procctl dial-stdio', () => {
   it('says the daemon cannot be reached with the hint, and exits 3', async () => {
     const r = await cli(['--socket', join(d.dir, 'nobody.sock'), 'dial-stdio']);
     expect(r.code).toBe(3);
-    expect(r.stderr).toBe(`procctl: cannot reach procctld at ${join(d.dir, 'nobody.sock')} (no socket there); start it with \`procctld\` (or \`npm start\`) or pass --socket\n`);
+    expect(r.stderr).toBe(`procctl: cannot reach procctld at ${join(d.dir, 'nobody.sock')} (no socket there); start it with \`procctld\` (or \`procctl daemon\`; in a checkout, \`npm start\`) or pass --socket\n`);
   });
 
   it("always bridges to this host's daemon: $PROCCTL_HOST is not followed, --host is refused", async () => {
