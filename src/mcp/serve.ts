@@ -33,10 +33,12 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
   };
   let current: DaemonClient = await reach();
   let lost = false;
+  /** The client closed stdin: the server is ending, and its own close of the daemon connection is no news. */
+  let ending = false;
   let reconnecting: Promise<DaemonClient> | undefined;
   const watch = (c: DaemonClient) =>
     void c.closed.then((why) => {
-      if (current !== c) return;
+      if (current !== c || ending) return;
       lost = true;
       opts.say(`procctl mcp: ${why.message}; reconnecting at the next call`);
     });
@@ -66,6 +68,7 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
     process.stdin.once('end', resolve);
     process.stdin.once('close', resolve);
   });
+  ending = true;
   await handle.close();
   current.close();
 }

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -212,6 +213,20 @@ describe('procctl mcp', () => {
       expect(own.content[0].text).toContain('answered by a person');
       expect(((await rpc.call('process', { action: 'poll', sessionId: a.structuredContent.sessionId })) as any).status).toBe('approval_required');
     });
+  });
+
+  it('a normal close of the client (end of stdin) says nothing on stderr', async () => {
+    const child = spawn(process.execPath, [PROCCTL, '--socket', d.socket, 'mcp'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (b: string) => (out += b));
+    child.stderr.setEncoding('utf8').on('data', (b: string) => (err += b));
+    const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } })}\n`);
+    await waitFor(() => out.includes('"id":1') || undefined, { what: 'the initialize answer' });
+    child.stdin.end();
+    expect(await exited).toBe(0);
+    expect(err).toBe('');
   });
 
   describe('the daemon', () => {
