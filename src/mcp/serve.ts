@@ -20,9 +20,9 @@ export interface ServeOptions {
 
 /**
  * `procctl mcp`: an MCP server on stdin/stdout until the client closes it. The daemon is reached
- * at start (or started, unless `spawn` is false or it is on another host, in which case an
- * unreachable daemon is an error before anything is served), and reached again on the next call
- * if the connection is lost.
+ * at start (or started, unless `spawn` is false or it is on another host); one that cannot be
+ * reached is said on stderr and the server serves anyway, each tool call saying why, and reaching
+ * for it again on the next call, as after a lost connection.
  */
 export async function serveMcp(opts: ServeOptions): Promise<void> {
   const reach = async (): Promise<DaemonClient> => {
@@ -31,8 +31,15 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
     if (r.started) opts.say(`procctl mcp: no daemon was running; started procctld (pid ${r.started.pid}, log ${r.started.log})`);
     return r.client;
   };
-  let current: DaemonClient = await reach();
+  // Unreachable at start, it still serves: initialize and tools/list answer, and each tool call says why (SPEC §13).
+  let current: DaemonClient | undefined;
   let lost = false;
+  try {
+    current = await reach();
+  } catch (err) {
+    lost = true;
+    opts.say(`procctl mcp: ${(err as Error).message}; serving anyway: each tool call says why until the daemon can be reached`);
+  }
   /** The client closed stdin: the server is ending, and its own close of the daemon connection is no news. */
   let ending = false;
   let reconnecting: Promise<DaemonClient> | undefined;
@@ -42,9 +49,9 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
       lost = true;
       opts.say(`procctl mcp: ${why.message}; reconnecting at the next call`);
     });
-  watch(current);
+  if (current) watch(current);
   const daemon = async (): Promise<DaemonClient> => {
-    if (!lost) return current;
+    if (!lost && current) return current;
     reconnecting ??= reach().then(
       (c) => {
         current = c;
@@ -70,5 +77,5 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
   });
   ending = true;
   await handle.close();
-  current.close();
+  current?.close();
 }

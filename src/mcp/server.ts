@@ -211,5 +211,10 @@ function errorResult(message: string): CallToolResult {
 /** A daemon error as a tool error the model can act on; a lost daemon too (the server keeps serving). */
 function errorFrom(err: unknown): CallToolResult {
   if (err instanceof RpcCallError) return errorResult(`${err.kind ? `${err.kind}: ` : ''}${err.message}`);
+  // The daemon cannot be reached: say why and what the person does about it.
+  if (err instanceof Error && err.name === 'DaemonUnreachableError') {
+    const hint = (err as Error & { hint?: string }).hint;
+    return errorResult(`${err.message}${hint ? `; ${hint}` : ''}. This is for the user to fix; tell them, then try again.`);
+  }
   return errorResult((err as Error).message);
 }

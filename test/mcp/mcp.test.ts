@@ -230,7 +230,7 @@ describe('procctl mcp', () => {
   });
 
   describe('the daemon', () => {
-    it('--no-spawn fails when no daemon is running, and without it one is started (detached) and said on stderr', async () => {
+    it('--no-spawn with no daemon running still serves, each tool call saying why; without it one is started (detached) and said on stderr', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'procctl-mcp-'));
       const socket = join(dir, 'run', 'procctl.sock');
       const env = { XDG_CONFIG_HOME: join(dir, 'config'), PROCCTL_STATE_DIR: join(dir, 'state'), PROCCTL_LOG_LEVEL: 'warn' };
@@ -244,9 +244,16 @@ describe('procctl mcp', () => {
         });
         let errText = '';
         transport.stderr?.on('data', (b: Buffer) => (errText += b.toString()));
+        // Unreachable: it still answers initialize and tools/list, and each tool call says why (SPEC §13).
         const refused = new Client({ name: 't', version: '1' });
-        await expect(refused.connect(transport)).rejects.toThrow();
+        await refused.connect(transport);
         await waitFor(() => /cannot reach procctld/.test(errText) || undefined, { what: 'the reason on stderr' });
+        expect((await refused.listTools()).tools.map((t) => t.name).sort()).toEqual(['exec', 'process']);
+        const call = (await refused.callTool({ name: 'exec', arguments: { command: 'true' } })) as any;
+        expect(call.isError).toBe(true);
+        expect(call.content[0].text).toContain('cannot reach procctld');
+        expect(call.content[0].text).toContain('start it with');
+        await refused.close();
 
         const spawning = new StdioClientTransport({
           command: process.execPath,
