@@ -64,7 +64,7 @@ export interface Requester {
 export interface CallContext {
   scope: string;
   signal: AbortSignal;
-  /** How hints in texts name the next step (tools/voice.ts): the tools' own words, or procctl commands. */
+  /** How hints in texts name the next step (schema/voice.ts): the tools' own words, or procctl commands. */
   voice: Voice;
   /** Who asks; absent for calls the daemon makes itself. */
   caller?: Caller;
