@@ -1,13 +1,8 @@
 {
   "targets": [
     {
-      "target_name": "procctl_spawn",
-      "sources": ["native/spawn.c"],
-      "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
-    },
-    {
-      "target_name": "procctl_peer",
-      "sources": ["native/peer.c"],
+      "target_name": "procctl",
+      "sources": ["native/addon.c", "native/spawn.c", "native/peer.c", "native/notify.c"],
       "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { BenchOptions } from './lib/options.js';
@@ -36,7 +36,7 @@ export async function cliStartup(opts: BenchOptions): Promise<Metric[]> {
   const procctl = join(ROOT, 'bin', 'procctl');
   const candidates: Candidate[] = [
     { label: 'node -e 0', argv: [process.execPath, '-e', '0'] },
-    { label: 'procctl ps --json', argv: [process.execPath, procctl, '--socket', daemon.socket, 'ps', '--json'], entry: cliEntry },
+    { label: 'procctl ps --json', argv: [process.execPath, procctl, '--socket', daemon.socket, 'ps', '--json'], entry: () => cliEntry() },
     { label: 'procctl ps', argv: [process.execPath, procctl, '--socket', daemon.socket, 'ps'] },
   ];
   const missing: string[] = [];
@@ -106,13 +106,18 @@ function run(c: Candidate): number {
   return ms;
 }
 
-const BUNDLED = 'the bundle (dist/src/cli/procctl.cjs)';
+export const BUNDLED = 'the bundle (dist/src/cli/procctl.cjs)';
 
-/** What bin/procctl runs now, by its own rule. */
-function cliEntry(): string {
-  const dir = join(ROOT, 'dist', 'src', 'cli');
-  const mtime = (f: string) => statSync(join(dir, f), { throwIfNoEntry: false })?.mtimeMs ?? -1;
-  return mtime('procctl.cjs') >= mtime('main.js') ? BUNDLED : 'the compiled sources: the bundle was stale';
+/** What bin/procctl under `root` runs now, by its own rule: the bundle's stamp matches the compiled main.js. */
+export function cliEntry(root = ROOT): string {
+  const dir = join(root, 'dist', 'src', 'cli');
+  try {
+    const { sources } = JSON.parse(readFileSync(join(dir, 'procctl.cjs.json'), 'utf8')) as { sources?: string };
+    if (readFileSync(join(dir, 'main.js'), 'utf8').endsWith(`//# procctl-bundle ${sources}\n`)) return BUNDLED;
+  } catch {
+    // no stamp, or no sources
+  }
+  return 'the compiled sources: the bundle was stale';
 }
 
 function onPath(name: string, path = process.env.PATH ?? ''): string | undefined {

@@ -34,9 +34,9 @@ static napi_value PeerCredentials(napi_env env, napi_callback_info info) {
   return result;
 }
 
-NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+// Called by addon.c, the module's one init.
+void procctl_peer_init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "peerCredentials", NAPI_AUTO_LENGTH, PeerCredentials, NULL, &fn);
   napi_set_named_property(env, exports, "peerCredentials", fn);
-  return exports;
 }

@@ -609,7 +609,8 @@ static napi_value StdinReaders(napi_env env, napi_callback_info info) {
   return promise;
 }
 
-NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+// Called by addon.c, the module's one init.
+void procctl_spawn_init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "exited", NAPI_AUTO_LENGTH, Exited, NULL, &fn);
   napi_set_named_property(env, exports, "exited", fn);
@@ -619,5 +620,4 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_set_named_property(env, exports, "reap", fn);
   napi_create_function(env, "stdinReaders", NAPI_AUTO_LENGTH, StdinReaders, NULL, &fn);
   napi_set_named_property(env, exports, "stdinReaders", fn);
-  return exports;
 }

@@ -1,15 +1,19 @@
 #!/usr/bin/env node
-// The `install` step: build the project's addon (native/spawn.c) with node-gyp. It never fails
-// the install: without the addon the daemon starts jobs on pipes through Node's child_process
-// (a fork of the daemon) and says so in `daemon.status` and its log. See docs/architecture.md.
+// The `install` step: make sure the project's addon (native/*.c) loads here. A package carries it
+// prebuilt (prebuilds/<platform>-<arch>/, scripts/prebuild-addon.mjs); when that one loads there
+// is nothing to do, and an install that runs no scripts at all works the same. Else (another
+// platform, another libc, a checkout) it is built with node-gyp. It never fails the install:
+// without the addon the daemon starts jobs on pipes through Node's child_process (a fork of the
+// daemon) and says so in `daemon.status` and its log. See docs/architecture.md.
 import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { accessSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const ADDON = join('build', 'Release', 'procctl_spawn.node');
+const ADDON = join('build', 'Release', 'procctl.node');
 const DEBIAN = 'apt-get install -y python3 make g++';
 const env = process.env;
 
@@ -85,13 +89,31 @@ function explain(problem, lines) {
     '  Without it procctl still works: jobs on pipes start through Node\'s child_process, which',
     '  forks the daemon, so each start costs more as the daemon grows. `procctl status` shows',
     '  which spawner is in use. After fixing the above, build it with',
-    '  `node scripts/build-addon.mjs` (or `npm ci`) and restart the daemon.',
+    `  \`node scripts/build-addon.mjs\` in ${ROOT} and restart the daemon.`,
     '',
   ];
   process.stderr.write(text.join('\n') + '\n');
 }
 
+/** The prebuilt addon the package ships for this platform, when it loads here; else undefined. */
+function loadablePrebuild() {
+  if (env.PROCCTL_BUILD_ADDON === '1') return undefined;
+  const require = createRequire(import.meta.url);
+  try {
+    const file = require('node-gyp-build').resolve(ROOT);
+    if (!file.includes(`${join('prebuilds', '')}`)) return undefined;
+    return typeof require(file).spawn === 'function' ? file : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function main() {
+  const prebuild = loadablePrebuild();
+  if (prebuild) {
+    process.stdout.write(`procctl: using the prebuilt addon ${prebuild.slice(ROOT.length + 1)}\n`);
+    return;
+  }
   const missing = missingTools();
   if (missing.length > 0) {
     explain(`missing ${missing.join(', ')}`, [`On Debian or Ubuntu: ${DEBIAN}`, 'Elsewhere: Python 3, make and a C/C++ compiler (gcc and g++, or clang with CC and CXX set).']);
@@ -106,7 +128,11 @@ function main() {
   // `rebuild` starts by deleting build/: keep the addons built before, so that a rebuild that
   // fails (offline, no headers) leaves the working ones in place. They are N-API: any Node 20+ loads them.
   const kept = keepBuilt();
-  const run = spawnSync(file, [...args, 'rebuild'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+  // The running Node's own headers when it has them (official builds and Debian's nodejs-dev do):
+  // they match it exactly, and node-gyp then needs no download.
+  const prefix = resolve(dirname(process.execPath), '..');
+  const nodedir = !env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node', 'node_api.h')) ? [`--nodedir=${prefix}`] : [];
+  const run = spawnSync(file, [...args, 'rebuild', ...nodedir], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
   const output = `${run.stdout ?? ''}${run.stderr ?? ''}`;
   if (run.status === 0 && existsSync(join(ROOT, ADDON))) {
     kept?.discard();

@@ -3,14 +3,15 @@
 // into dist/src/cli/procctl.cjs with a V8 code cache beside it (procctl.cjs.cache), so that
 // `procctl ps` reads two files instead of some sixty modules and compiles almost nothing: most
 // of what a Node CLI costs over `node -e 0` is finding, reading and compiling modules.
-// bin/procctl runs it when it is newer than the compiled sources, else those. `npm run build`
-// runs this after tsc. docs/benchmarks.md ("CLI start-up") has the figures behind each choice.
+// bin/procctl runs it when its stamp matches the compiled sources (see writeStamp), else those.
+// `npm run build` runs this after tsc. docs/benchmarks.md ("CLI start-up") has the figures behind each choice.
 //
 // What a command loads with import() beyond its own file (the daemon, the MCP SDK, ssh) stays
 // outside, loaded from dist/ when that command runs; the build fails if zod, pino or the MCP SDK
 // end up inside, since every command would then pay for them at start-up.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -21,6 +22,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli');
 const ENTRY = join(CLI, 'main.js');
 export const BUNDLE = join(CLI, 'procctl.cjs');
+export const STAMP = join(CLI, 'procctl.cjs.json');
 const FORBIDDEN = [/node_modules\/zod\//, /node_modules\/pino\//, /node_modules\/@modelcontextprotocol\//];
 
 /**
@@ -92,6 +94,26 @@ function replace(file, contents) {
 }
 
 /**
+ * The stamp that tells bin/procctl the bundle is current, never file times (an install from a
+ * tarball sets those as it unpacks): the hash of every file the bundle was made from, written
+ * into procctl.cjs.json beside it and as the last line of the compiled main.js. tsc rewrites
+ * main.js whenever it emits, which drops that line, so after a bare `tsc` the two differ and
+ * bin/procctl runs the compiled sources; an installed package, which nothing recompiles, keeps
+ * them equal. Checking costs two small reads, no hashing at start-up.
+ */
+function writeStamp(inputs) {
+  const hash = createHash('sha256');
+  // A virtual module (`leaner:…`) is made by this script, which is hashed with the rest.
+  const files = [...inputs.filter((f) => !/^[a-z]+:/.test(f)), relative(ROOT, fileURLToPath(import.meta.url))].sort();
+  for (const file of files) hash.update(`${file}\0`).update(readFileSync(join(ROOT, file))).update('\0');
+  const sources = hash.digest('hex');
+  const main = readFileSync(ENTRY, 'utf8').replace(/\n\/\/# procctl-bundle [0-9a-f]+\n$/, '\n');
+  replace(ENTRY, `${main.endsWith('\n') ? main : `${main}\n`}//# procctl-bundle ${sources}\n`);
+  replace(STAMP, `${JSON.stringify({ sources, files: inputs.length }, null, 2)}\n`);
+  return sources;
+}
+
+/**
  * The code cache: bin/procctl run once as `procctl ps --json` against a stand-in daemon that
  * answers every request with an empty list, so the cache holds what that path compiles.
  */
@@ -125,6 +147,7 @@ async function writeCodeCache() {
 
 const result = await build({
   entryPoints: [ENTRY],
+  absWorkingDir: ROOT,
   bundle: true,
   write: false,
   metafile: true,
@@ -134,7 +157,7 @@ const result = await build({
   target: 'node20',
   outfile: BUNDLE,
   // The optional native modules are loaded with require() where they are used.
-  external: ['@lydell/node-pty', 'unix-dgram'],
+  external: ['@lydell/node-pty', 'node-gyp-build'],
   plugins: [lazyOutside, leaner],
   // The bundle sits where main.js does, so a URL relative to a module (package.json) means the same.
   banner: { js: "const __procctlUrl = require('node:url').pathToFileURL(__filename).href;" },
@@ -151,6 +174,8 @@ if (heavy.length) {
 }
 const text = routeOutsideImports(result.outputFiles[0].text);
 rmSync(`${BUNDLE}.cache`, { force: true });
+rmSync(STAMP, { force: true });
 replace(BUNDLE, text);
+writeStamp(inside);
 await writeCodeCache();
 process.stdout.write(`bundled ${inside.length} modules into ${relative(ROOT, BUNDLE)} (${Math.round(text.length / 1024)} KiB) with its code cache\n`);

@@ -1,5 +1,5 @@
-import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
+import { ADDON_FIX, loadAddon } from '../addon.js';
 
 /** The first fd systemd passes (SD_LISTEN_FDS_START). */
 const LISTEN_FDS_START = 3;
@@ -18,20 +18,17 @@ export function activatedFds(env: NodeJS.ProcessEnv = process.env): number[] {
   return Array.from({ length: count }, (_, i) => LISTEN_FDS_START + i);
 }
 
-interface DgramSocket {
-  send(buf: Buffer, offset: number, length: number, path: string, cb?: (err?: Error) => void): void;
-  on(event: 'error', fn: (err: Error) => void): void;
-  close(): void;
-}
+type NotifyAddon = { notify(path: string, message: string): void };
 
 /**
- * sd_notify: READY=1, STOPPING=1, STATUS=…, WATCHDOG=1 to $NOTIFY_SOCKET (a unix datagram
- * socket, which Node cannot send to by itself: unix-dgram does it). Without NOTIFY_SOCKET every
- * call does nothing.
+ * sd_notify: READY=1, STOPPING=1, STATUS=…, WATCHDOG=1 to $NOTIFY_SOCKET, a Unix datagram
+ * socket, which Node cannot send to by itself: the project's addon does it (native/notify.c),
+ * prebuilt in the package, so it works whether or not the install ran any script. Without
+ * NOTIFY_SOCKET every call does nothing.
  */
 export class Notifier {
   private path: string | undefined;
-  private socket: DgramSocket | undefined;
+  private addon: NotifyAddon | undefined;
   private watchdog: NodeJS.Timeout | undefined;
 
   constructor(
@@ -39,8 +36,8 @@ export class Notifier {
     env: NodeJS.ProcessEnv = process.env,
   ) {
     const path = env.NOTIFY_SOCKET;
-    // An abstract socket is written with a leading '@'.
-    this.path = path ? (path.startsWith('@') ? `\0${path.slice(1)}` : path) : undefined;
+    // An abstract socket is written with a leading '@', which the addon understands.
+    this.path = path || undefined;
     const usec = Number(env.WATCHDOG_USEC);
     const watchdogForUs = env.WATCHDOG_PID === undefined || Number(env.WATCHDOG_PID) === process.pid;
     if (this.path && usec > 0 && watchdogForUs) {
@@ -58,39 +55,24 @@ export class Notifier {
 
   send(fields: Record<string, string>): void {
     if (!this.path) return;
-    if (!this.socket) {
-      try {
-        this.socket = this.open();
-      } catch (err) {
+    if (!this.addon) {
+      const addon = loadAddon<NotifyAddon>(['notify']);
+      if (addon instanceof Error) {
         // Said once, then notification is off: repeating it every status update helps no one.
-        this.log.warn(
-          { err: (err as Error).message.split('\n')[0], socket: this.path },
-          'cannot notify systemd: the optional unix-dgram module did not install (it needs python3, make and a C compiler at npm ci); run the unit with Type=simple, or install the toolchain and run npm ci again',
-        );
+        this.log.warn({ err: addon.message, socket: this.path }, `cannot notify systemd: ${addon.message}; run the unit with Type=simple, or ${ADDON_FIX}`);
         this.path = undefined;
         return;
       }
+      this.addon = addon;
     }
     try {
-      const msg = Buffer.from(Object.entries(fields).map(([k, v]) => `${k}=${v.replace(/\n/g, ' ')}`).join('\n'));
-      this.socket.send(msg, 0, msg.length, this.path, (err) => {
-        if (err) this.log.warn({ err: err.message, socket: this.path }, 'sd_notify failed');
-      });
+      this.addon.notify(this.path, Object.entries(fields).map(([k, v]) => `${k}=${v.replace(/\n/g, ' ')}`).join('\n'));
     } catch (err) {
       this.log.warn({ err: (err as Error).message, socket: this.path }, 'sd_notify failed');
     }
   }
 
-  private open(): DgramSocket {
-    const unix = createRequire(import.meta.url)('unix-dgram') as { createSocket(type: 'unix_dgram'): DgramSocket };
-    const socket = unix.createSocket('unix_dgram');
-    socket.on('error', (err) => this.log.warn({ err: err.message }, 'sd_notify socket error'));
-    return socket;
-  }
-
   close(): void {
     clearInterval(this.watchdog);
-    this.socket?.close();
-    this.socket = undefined;
   }
 }

@@ -1,5 +1,5 @@
 import { constants as os } from 'node:os';
-import { loadBuilt } from '../addon.js';
+import { ADDON_FIX, loadAddon } from '../addon.js';
 import type { SpawnSteps } from '../sandbox/plan.js';
 
 export type { SpawnSteps };
@@ -27,22 +27,20 @@ export interface NativeChild {
 
 export type ExitListener = (code: number | null, signal: string | null) => void;
 
-/** What to do about a missing addon; scripts/build-addon.mjs says the same when the install cannot build it. */
-const FIX = 'to build it, install python3, make and a C compiler (Debian: apt-get install -y python3 make g++), run `node scripts/build-addon.mjs` in the procctl directory and restart the daemon';
-
 let addon: Addon | Error | undefined;
 
 /**
- * The addon, or why it cannot be used and what to do: not built (the install goes on without
- * it when there is no compiler), or turned off with `PROCCTL_SPAWN=node`. Then jobs start
- * through Node's child_process, which forks; see docs/architecture.md.
+ * The addon, or why it cannot be used and what to do: not built and no prebuild for this
+ * platform (the install goes on without it when there is no compiler), or turned off with
+ * `PROCCTL_SPAWN=node`. Then jobs start through Node's child_process, which forks; see
+ * docs/architecture.md.
  */
 export function nativeSpawner(): Addon | Error {
   if (addon === undefined) {
     if (process.env.PROCCTL_SPAWN === 'node') addon = new Error('PROCCTL_SPAWN=node is set in the daemon\'s environment');
     else {
-      const loaded = loadBuilt<Addon>('procctl_spawn');
-      addon = loaded instanceof Error ? new Error(`${loaded.message}; ${FIX}`) : loaded;
+      const found = loadAddon<Addon>(['spawn', 'reap', 'exited']);
+      addon = found instanceof Error ? new Error(`${found.message}; ${ADDON_FIX}`) : found;
     }
   }
   return addon;

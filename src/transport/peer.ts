@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { loadBuilt } from '../addon.js';
+import { loadAddon } from '../addon.js';
 
 /** Who connected: the kernel's record of the peer process when it connected. */
 export interface PeerCredentials {
@@ -16,7 +16,7 @@ let addon: PeerAddon | Error | undefined;
  * for the log line of a refused request, so looked up only then.
  */
 export function peerOf(socket: Socket): PeerCredentials | { unknown: string } {
-  addon ??= loadBuilt<PeerAddon>('procctl_peer');
+  addon ??= loadAddon<PeerAddon>(['peerCredentials']);
   if (addon instanceof Error) return { unknown: addon.message };
   const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
   if (typeof fd !== 'number' || fd < 0) return { unknown: 'the connection has no descriptor (closed)' };

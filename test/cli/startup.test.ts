@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -34,6 +34,13 @@ function loadedBy(args: string[]): string[] {
   return readFileSync(LOG, 'utf8').split('\n').filter((u) => u.startsWith('file:'));
 }
 
+/** What bin/procctl says it runs (PROCCTL_CLI_REPORT=1), for `procctl --version`. */
+function whichCli(bin: string): string {
+  const r = spawnSync(process.execPath, [bin, '--version'], { encoding: 'utf8', env: { ...process.env, PROCCTL_CLI_REPORT: '1' } });
+  expect(r.status, r.stderr).toBe(0);
+  return r.stderr;
+}
+
 const HEAVY = /node_modules\/(zod|pino|@modelcontextprotocol|re2js|@lydell)\//;
 
 describe('what `procctl ps --json` loads', () => {
@@ -45,8 +52,7 @@ describe('what `procctl ps --json` loads', () => {
   afterAll(stopAllDaemons);
 
   it('the one-file build: no module of dist/ (bin/procctl reads the bundle itself), no zod, no daemon', () => {
-    const mtime = (f: string) => statSync(join(CLI_DIR, f)).mtimeMs;
-    if (mtime('main.js') > mtime('procctl.cjs')) return; // a tsc ran since beforeAll: the next test covers the sources
+    if (!whichCli(PROCCTL).includes('running the bundle')) return; // a tsc ran since beforeAll: the next test covers the sources
     const loaded = loadedBy([PROCCTL, '--socket', d.socket, 'ps', '--json']);
     expect(loaded.filter((u) => HEAVY.test(u))).toEqual([]);
     expect(loaded.filter((u) => u.includes('/dist/'))).toEqual([]);
@@ -66,5 +72,49 @@ describe('what `procctl ps --json` loads', () => {
     expect(loaded.filter((u) => HEAVY.test(u))).toEqual([]);
     expect(loaded.filter((u) => u.includes('/dist/src/daemon/') && !u.endsWith('/version.js'))).toEqual([]);
     expect(loaded.filter((u) => u.includes('/dist/src/cli/commands/')).map((u) => u.split('/').pop()).sort()).toEqual(['index.js', 'ps.js']);
+  });
+});
+
+// The bundle is chosen by its stamp, never by file times: an install from a tarball sets those
+// as it unpacks, and a bare `tsc` must still make the sources run.
+describe('which CLI bin/procctl runs', () => {
+  const copy = join(dir, 'copy');
+  beforeAll(() => {
+    execFileSync(process.execPath, [join(ROOT, 'scripts', 'bundle-cli.mjs')], { stdio: 'ignore' });
+    mkdirSync(join(copy, 'dist'), { recursive: true });
+    cpSync(join(ROOT, 'bin'), join(copy, 'bin'), { recursive: true });
+    cpSync(join(ROOT, 'dist', 'src'), join(copy, 'dist', 'src'), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(copy, 'package.json'));
+    symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'));
+  });
+  afterAll(() => rmSync(copy, { recursive: true, force: true }));
+  const bin = () => join(copy, 'bin', 'procctl');
+  const copied = (f: string) => join(copy, 'dist', 'src', 'cli', f);
+
+  it('runs the bundle whatever the file times say: sources newer than it, as npm can leave them', () => {
+    const later = new Date(Date.now() + 3_600_000);
+    utimesSync(copied('main.js'), later, later);
+    const old = new Date('1985-10-26T08:15:00Z');
+    utimesSync(copied('procctl.cjs'), old, old);
+    expect(whichCli(bin())).toContain('running the bundle');
+  });
+
+  it('runs the compiled sources once a tsc has rewritten them (the stamp line is gone), and says why', () => {
+    const main = readFileSync(copied('main.js'), 'utf8');
+    writeFileSync(copied('main.js'), main.replace(/\/\/# procctl-bundle [0-9a-f]+\n$/, ''));
+    const r = whichCli(bin());
+    expect(r).toContain('running the compiled sources');
+    expect(r).toContain('npm run build');
+    writeFileSync(copied('main.js'), main);
+    expect(whichCli(bin())).toContain('running the bundle');
+  });
+
+  it('runs the compiled sources when the stamp is missing or names other sources', () => {
+    const stamp = readFileSync(copied('procctl.cjs.json'), 'utf8');
+    writeFileSync(copied('procctl.cjs.json'), JSON.stringify({ sources: '0'.repeat(64) }));
+    expect(whichCli(bin())).toContain('running the compiled sources');
+    rmSync(copied('procctl.cjs.json'));
+    expect(whichCli(bin())).toContain('the bundle has no stamp');
+    writeFileSync(copied('procctl.cjs.json'), stamp);
   });
 });

@@ -87,7 +87,7 @@ describe.each([
 });
 
 // Where the install could not build the addon (no compiler, no headers): the daemon runs from a
-// copy of the build that has no build/Release/procctl_spawn.node.
+// copy of the build that has neither build/Release/procctl.node nor a prebuilt addon.
 describe('a daemon whose addon is not built', () => {
   let root: string;
   let proc: ChildProcess;
@@ -127,7 +127,7 @@ describe('a daemon whose addon is not built', () => {
   it('daemon.status says jobs start through fork, why, and what to install', async () => {
     const status = await c.call('daemon.status');
     expect(status.spawner).toBe('fork');
-    expect(status.spawnerReason).toContain('build/Release/procctl_spawn.node is not built');
+    expect(status.spawnerReason).toContain(`the native addon is not built (no build/Release/procctl.node or prebuilds/${process.platform}-${process.arch}/)`);
     expect(status.spawnerReason).toContain('apt-get install -y python3 make g++');
     expect(status.spawnerReason).toContain('node scripts/build-addon.mjs');
   });

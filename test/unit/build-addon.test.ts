@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -18,7 +18,7 @@ describe('the install step without a toolchain', () => {
   it('names the missing compiler, says what to install and that jobs still start, and exits 0', () => {
     const r = install({ ...process.env, CC: '/nonexistent/cc', CXX: '/nonexistent/g++' });
     expect(r.status).toBe(0);
-    expect(r.stderr).toContain('procctl: the native spawner (build/Release/procctl_spawn.node) was not built');
+    expect(r.stderr).toContain('procctl: the native spawner (build/Release/procctl.node) was not built');
     expect(r.stderr).toContain('missing a C compiler (/nonexistent/cc), a C++ compiler to link with (/nonexistent/g++)');
     expect(r.stderr).toContain('apt-get install -y python3 make g++');
     expect(r.stderr).toContain("start through Node's child_process");
@@ -39,7 +39,7 @@ describe('the install step without a toolchain', () => {
 describe('a rebuild that fails', () => {
   it('puts back the addons built before it (node-gyp rebuild starts by deleting build/)', () => {
     const release = join(ROOT, 'build', 'Release');
-    const addons = ['procctl_spawn.node', 'procctl_peer.node'].filter((f) => existsSync(join(release, f)));
+    const addons = ['procctl.node'].filter((f) => existsSync(join(release, f)));
     if (addons.length === 0) {
       console.log('skipped: no addon was built in this checkout to keep');
       return;
@@ -54,5 +54,37 @@ describe('a rebuild that fails', () => {
     expect(r.stderr).toContain('kept the addons built before');
     for (const f of addons) expect(readFileSync(join(target, f)).equals(readFileSync(join(release, f))), f).toBe(true);
     rmSync(join(dir, 'build'), { recursive: true, force: true });
+  });
+});
+
+// A package carries the addon prebuilt (scripts/prebuild-addon.mjs at pack time): the install
+// step then compiles nothing, and needs no compiler.
+describe('the install step in a package with a prebuilt addon', () => {
+  it('uses the prebuild that loads here and builds nothing, even without a toolchain', () => {
+    const release = join(ROOT, 'build', 'Release', 'procctl.node');
+    if (!existsSync(release)) {
+      console.log('skipped: no addon was built in this checkout to stand in for the prebuild');
+      return;
+    }
+    const pkg = mkdtempSync(join(tmpdir(), 'procctl-prebuilt-'));
+    try {
+      for (const part of ['scripts', 'native', 'binding.gyp', 'package.json']) cpSync(join(ROOT, part), join(pkg, part), { recursive: true });
+      symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'));
+      const prebuilds = join(pkg, 'prebuilds', `${process.platform}-${process.arch}`);
+      mkdirSync(prebuilds, { recursive: true });
+      cpSync(release, join(prebuilds, 'procctl.napi.glibc.node'));
+      const r = spawnSync(process.execPath, [join(pkg, 'scripts', 'build-addon.mjs')], {
+        cwd: pkg,
+        env: { ...process.env, CC: '/nonexistent/cc', CXX: '/nonexistent/g++' },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toContain(`using the prebuilt addon prebuilds/${process.platform}-${process.arch}/procctl.napi.glibc.node`);
+      expect(r.stderr).toBe('');
+      expect(existsSync(join(pkg, 'build'))).toBe(false);
+    } finally {
+      rmSync(pkg, { recursive: true, force: true });
+    }
   });
 });

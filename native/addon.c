@@ -1,0 +1,15 @@
+// The project's one addon (build/Release/procctl.node, or prebuilds/<platform>-<arch>/ in a
+// package): one module, so one prebuilt file per platform that node-gyp-build can find.
+// Each source file adds its own functions.
+#include <node_api.h>
+
+void procctl_spawn_init(napi_env env, napi_value exports);
+void procctl_peer_init(napi_env env, napi_value exports);
+void procctl_notify_init(napi_env env, napi_value exports);
+
+NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  procctl_spawn_init(env, exports);
+  procctl_peer_init(env, exports);
+  procctl_notify_init(env, exports);
+  return exports;
+}
