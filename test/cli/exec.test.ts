@@ -1,4 +1,5 @@
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -82,6 +83,44 @@ describe('procctl exec', () => {
     const r = await run(['exec', '--cwd', '/no/such/dir', '--', 'true']);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^procctl: `--cwd \/no\/such\/dir` is not an existing directory/);
+  });
+});
+
+describe('where procctl exec runs a command (SPEC §11)', () => {
+  let here: string;
+  beforeAll(() => {
+    here = realpathSync(mkdtempSync(join(tmpdir(), 'procctl-cwd-')));
+  });
+  afterAll(() => rmSync(here, { recursive: true, force: true }));
+
+  it("runs in the caller's current directory, not the daemon's, in the foreground and with --bg", async () => {
+    expect(readlinkSync(`/proc/${d.proc.pid}/cwd`)).not.toBe(here);
+    const r = await cli(['--socket', d.socket, 'exec', '--', 'pwd'], { cwd: here });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(`${here}\n`);
+    const bg = await cli(['--socket', d.socket, '--json', 'exec', '--bg', '--', 'pwd'], { cwd: here });
+    const { sessionId } = JSON.parse(bg.stdout);
+    const c = await d.client();
+    try {
+      const polled = await c.process({ action: 'poll', sessionId, timeout: 10_000 });
+      expect(polled.output).toBe(`${here}\n`);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('--cwd overrides it', async () => {
+    mkdirSync(join(here, 'sub'), { recursive: true });
+    const r = await cli(['--socket', d.socket, 'exec', '--cwd', join(here, 'sub'), '--', 'pwd'], { cwd: '/' });
+    expect(r.stdout).toBe(`${join(here, 'sub')}\n`);
+  });
+
+  it('says so, and exits 2, when the current directory has been removed', () => {
+    const gone = join(here, 'gone');
+    mkdirSync(gone);
+    const r = spawnSync('bash', ['-c', 'cd "$1" && rmdir "$1" && exec "$2" "$3" --socket "$4" exec -- pwd', 'bash', gone, process.execPath, PROCCTL, d.socket], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr).toBe('procctl: the current directory no longer exists; cd to one that does, or pass --cwd DIR\n');
   });
 });
 

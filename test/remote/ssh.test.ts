@@ -1,5 +1,5 @@
 import pty, { type IPty } from '@lydell/node-pty';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, PROCCTL, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -67,6 +67,15 @@ describe.skipIf(!sshd)('procctl --host ssh:// against a real sshd with a forced 
     expect(r.code).toBe(4);
     // It ran in the daemon behind sshd.
     expect((await sessionOf('cat; echo to-err >&2; exit 4')).exitCode).toBe(4);
+  });
+
+  it("runs in the daemon's own directory there, not in this host's current directory, unless --cwd is given", async () => {
+    const opts = { cwd: '/proc', env: { PROCCTL_SSH_COMMAND: s.sshCommand('good') } };
+    const r = await cli(['--host', s.url, 'exec', '--', 'pwd'], opts);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`${readlinkSync(`/proc/${d.proc.pid}/cwd`)}\n`);
+    const given = await cli(['--host', s.url, 'exec', '--cwd', '/usr', '--', 'pwd'], opts);
+    expect(given.stdout).toBe('/usr\n');
   });
 
   it('lists sessions with ps, and takes the host from $PROCCTL_HOST', async () => {

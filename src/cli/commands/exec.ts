@@ -1,10 +1,11 @@
 import { Option, type Command } from 'commander';
-import { act, commandExit, EXIT, globalsOf, hasEnded, note, out, printJson, scoped, withClient } from '../context.js';
+import { RpcCallError } from '../../rpc/client.js';
+import { hostOf } from '../../remote/reach.js';
+import { act, commandExit, EXIT, globalsOf, hasEnded, note, out, printJson, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
 import { runForeground, stillRunning } from '../foreground.js';
 import { envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
 import { commandLine } from '../argv.js';
-import { hostOf } from '../../remote/reach.js';
 
 interface ExecOptions {
   bg?: boolean;
@@ -20,14 +21,27 @@ interface ExecOptions {
 }
 
 /**
- * The ExecParams for these flags; only what the user set is sent, so the daemon's defaults apply.
- * The yield is not among them: the CLI waits itself (see foreground.ts).
+ * The directory a command runs in when --cwd is not given (SPEC §11): the caller's, as a local
+ * command would run, for a daemon on this host; nothing over --host, where the daemon's own
+ * (the remote user's home, under systemd) applies, since this host's path means nothing there.
  */
-function execParams(words: string[], o: ExecOptions, remote: boolean): Record<string, unknown> {
+function defaultWorkdir(g: GlobalOptions): string | undefined {
+  if (hostOf({ host: g.host }) !== undefined) return undefined;
+  try {
+    return process.cwd();
+  } catch {
+    throw new UsageError('the current directory no longer exists; cd to one that does, or pass --cwd DIR');
+  }
+}
+
+/**
+ * The ExecParams for these flags; only what the user set is sent, so the daemon's defaults apply,
+ * except the directory (see defaultWorkdir). The yield is not among them: the CLI waits itself
+ * (see foreground.ts).
+ */
+function execParams(words: string[], o: ExecOptions, workdir: string | undefined): Record<string, unknown> {
   const p: Record<string, unknown> = { command: commandLine(words) };
-  // Runs where you are (SPEC §11): this directory for a local daemon; another host's daemon keeps its own.
-  const here = o.cwd ?? (remote ? undefined : currentDir());
-  if (here !== undefined) p.workdir = here;
+  if (workdir !== undefined) p.workdir = workdir;
   if (o.bg) p.background = true;
   if (o.timeout !== undefined) p.timeout = o.timeout;
   if (o.pty) p.pty = true;
@@ -37,15 +51,6 @@ function execParams(words: string[], o: ExecOptions, remote: boolean): Record<st
   if (o.name !== undefined) p.name = o.name;
   if (o.stdinNull) p.stdin = 'null';
   return p;
-}
-
-/** This process's directory, or undefined when it was deleted under it (the daemon's default then applies). */
-function currentDir(): string | undefined {
-  try {
-    return process.cwd();
-  } catch {
-    return undefined;
-  }
 }
 
 /** Print an exec result for a person: output to stdout, notes to stderr; returns the exit status. */
@@ -99,15 +104,11 @@ export function registerExec(program: Command): void {
         'running; 1 when it was denied or waits for approval.',
     )
     .argument('<cmd...>', 'the command (put it after --)')
-    .configureOutput({
-      // `procctl exec ls -la`: the command's options were read as exec's own.
-      outputError: (text, write) => write(/unknown option/.test(text) ? `${text}procctl: put the command after --, so its options stay its own: procctl exec -- CMD ARGS...\n` : text),
-    })
     .option('--bg', 'return at once and keep the command running')
     .option('--yield <ms>', 'wait this long for it to finish, then leave it running and return', wholeNumber())
     .option('--timeout <s>', 'stop the whole process group after this many seconds; 0 = none', nonNegative)
     .option('--pty', 'run under a pseudo-terminal')
-    .option('--cwd <dir>', 'working directory (must exist); default: this directory (another host: its daemon\'s own)')
+    .option('--cwd <dir>', 'working directory (must exist; default: the current one, or the remote home with --host)')
     .option('--env <name=value>', 'set an environment variable (repeatable)', envPair)
     .option('--key <key>', 'thread key: at most one running session per key')
     .addOption(new Option('--if-running <mode>', 'with --key, when one is running').choices(['replace', 'reject', 'keep']))
@@ -116,14 +117,21 @@ export function registerExec(program: Command): void {
     .action(
       act(async (words: string[], o: ExecOptions, cmd: Command) => {
         const g = globalsOf(cmd);
-        const params = execParams(words, o, hostOf({ host: g.host }) !== undefined);
+        const implied = o.cwd === undefined ? defaultWorkdir(g) : undefined;
+        const params = execParams(words, o, o.cwd ?? implied);
         const shown = (r: Record<string, any>) => {
           if (!g.json) return showExecResult(r, Boolean(o.pty), g.scope);
           printJson(r);
           return commandExit(r);
         };
-        if (!o.bg) return runForeground(g, params, { yieldMs: o.yield, stdinNull: o.stdinNull }, shown);
-        return shown(await withClient(g, (c) => c.call('exec', scoped(g, params))));
+        try {
+          if (!o.bg) return await runForeground(g, params, { yieldMs: o.yield, stdinNull: o.stdinNull }, shown);
+          return shown(await withClient(g, (c) => c.call('exec', scoped(g, params))));
+        } catch (err) {
+          // The daemon cannot use the caller's directory: it runs as another user, or in other mounts.
+          if (implied === undefined || !(err instanceof RpcCallError) || (err.data?.path as unknown[] | undefined)?.[0] !== 'workdir') throw err;
+          throw new UsageError(`the daemon cannot run the command in the current directory ${implied}: it does not exist where the daemon runs, or the daemon may not enter it (another user, other mounts); pass --cwd with a directory it can use`);
+        }
       }),
     );
 }
