@@ -1,17 +1,27 @@
 import type { Command } from 'commander';
-import { globalsOf } from '../context.js';
+import { act, globalsOf } from '../context.js';
 
 export function registerDaemon(program: Command): void {
   program
     .command('daemon')
-    .summary('run procctld in the foreground (same options as procctld)')
-    .description('Run the daemon in the foreground, exactly as `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`.')
+    .summary('run procctld in the foreground (same options as procctld), or install it as a systemd service')
+    .description(
+      'Run the daemon in the foreground, exactly as `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`.\n' +
+        '`procctl daemon install [--user | --system] [--dry-run]` writes the systemd units of this install ' +
+        "(ExecStart runs this package's procctld with this node), reloads systemd and enables the socket; where systemd " +
+        'is not running, or with --dry-run, it writes nothing and prints a shell script that would (docs/systemd.md). ' +
+        'Without --user or --system: --system for root, else --user.',
+    )
     .argument('[args...]', 'procctld options')
     .helpOption(false)
     .allowUnknownOption()
     .allowExcessArguments()
     .action(async (args: string[], _o: unknown, cmd: Command) => {
       const g = globalsOf(cmd);
+      if (args[0] === 'install') {
+        const { daemonInstall } = await import('./daemon-install.js');
+        return act(async () => daemonInstall(args.slice(1)))();
+      }
       if (g.host !== undefined) {
         process.stderr.write('procctl: daemon runs procctld on this host; --host does not apply (on the other host, run it there, e.g. as a service: docs/systemd.md)\n');
         process.exitCode = 2;

@@ -34,7 +34,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'tool', summary: 'send a whole tool call object, e.g. {"tool":"exec","command":"ls"}', load: () => import('./tool.js').then((m) => m.registerTool) },
   { name: 'tools', summary: 'list the tools the daemon offers (--json: with their JSON Schemas)', load: () => import('./tools.js').then((m) => m.registerTools) },
   { name: 'status', summary: 'show whether the daemon is up, and its session counts', load: () => import('./status.js').then((m) => m.registerStatus) },
-  { name: 'daemon', summary: 'run procctld in the foreground (same options as procctld)', load: () => import('./daemon.js').then((m) => m.registerDaemon) },
+  { name: 'daemon', summary: 'run procctld in the foreground (same options as procctld), or install it as a systemd service', load: () => import('./daemon.js').then((m) => m.registerDaemon) },
   { name: 'mcp', summary: 'serve the exec and process tools over the Model Context Protocol (stdio)', load: () => import('./mcp.js').then((m) => m.registerMcp) },
   { name: 'dial-stdio', summary: "connect stdin/stdout to this host's daemon, byte for byte (what --host runs over ssh)", load: () => import('./dial-stdio.js').then((m) => m.registerDialStdio) },
 ];
