@@ -25,7 +25,8 @@ export const ADDON_PLACES = `build/Release/procctl.node or prebuilds/${platform(
 /** How to build the addon where no prebuild fits; scripts/build-addon.mjs says the same. */
 export const ADDON_FIX =
   'to build it, install python3, make and a C compiler (Debian: apt-get install -y python3 make g++), ' +
-  `run \`node scripts/build-addon.mjs\` in ${PACKAGE_ROOT} and restart the daemon`;
+  `run \`node scripts/build-addon.mjs\` in ${PACKAGE_ROOT} and restart the daemon ` +
+  '(or install again letting npm run its install script, which builds it: `npm install -g --allow-scripts=procctl PACKAGE`)';
 
 let loaded: { file: string; exports: Record<string, unknown> } | Error | undefined;
 
