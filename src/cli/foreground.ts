@@ -5,6 +5,7 @@ import { forwardSignals } from './remote.js';
 import { endNotice } from './render.js';
 import { askAtTerminal, type Question } from './terminal.js';
 import { cliVoice } from '../schema/voice.js';
+import { promptShown } from '../interrupt/prompt.js';
 
 export interface ForegroundOptions {
   /** Leave it running and return after this many ms; without it, wait for the end. */
@@ -104,11 +105,13 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
         finish(commandExit(e));
       };
 
-      const onQuestion = (i: (Question & { id?: unknown }) | undefined) => {
+      const onQuestion = (i: (Question & { id?: unknown }) | undefined, tail?: unknown) => {
         if (!i || asked.has(i.id)) return;
         asked.add(i.id);
         if (!tty) {
-          note(`procctl: session ${id} is waiting for input (${String(i.kind)}): "${String(i.reason ?? '')}"; answer it with \`procctl resume ${id} --yes|--no|--text T|--eof\``);
+          // On a pipe many programs ask without a prompt (bash's read -p): say how to see it.
+          const unseen = !params.pty && typeof tail === 'string' && !promptShown(tail) ? '; it printed no prompt line (on a pipe many programs show none): run it with --pty to see its question' : '';
+          note(`procctl: session ${id} is waiting for input (${String(i.kind)}): "${String(i.reason ?? '')}"${unseen}; answer it with \`procctl resume ${id} --yes|--no|--text T|--eof\``);
           return;
         }
         stdinUsed = true;
@@ -136,7 +139,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
             process[stream].write(text);
             last[stream] = text.slice(-1);
           }
-        } else if (e.type === 'waiting_input') onQuestion(e.interrupt as Question);
+        } else if (e.type === 'waiting_input') onQuestion(e.interrupt as Question, e.tail);
         else if (e.type === 'exited') onExit(e);
         else if (e.type === 'dropped') {
           note(`procctl: ${String(e.text ?? 'events were dropped')}; the session's whole output is in \`procctl log ${id}\``);
@@ -152,7 +155,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
       };
 
       feed.follow(id, onEvent);
-      if (r.interrupt) onQuestion(r.interrupt);
+      if (r.interrupt) onQuestion(r.interrupt, r.tail ?? '');
       if (!o.stdinNull && !process.stdin.isTTY) {
         stdinUsed = true;
         void forwardStdin(feed.client, g, id, stop.signal);

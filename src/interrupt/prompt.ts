@@ -17,6 +17,16 @@ export function lastLine(text: string): string {
 }
 
 /**
+ * Did the command leave a prompt on the line it waits on? Not when its output is empty or ends
+ * with a newline: a program reading from a pipe often prints no question at all (bash's
+ * `read -p` shows its prompt only on a terminal), and under a terminal it would have.
+ */
+export function promptShown(tail: string): boolean {
+  const lines = plainText(tail).split('\n');
+  return lines[lines.length - 1].trim() !== '';
+}
+
+/**
  * The phrases agent frameworks watch for when a tool asks for confirmation (SPEC §7): a last
  * line holding one of them, as whole words and in any case, is a yes/no question.
  */

@@ -1,3 +1,4 @@
+import { promptShown } from '../interrupt/prompt.js';
 import { interruptView } from '../interrupt/watcher.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, Session } from '../session/session.js';
 import { ANSWER, cliVoice, NUMBER, RPC, SECRET, type ResumeAnswer, type Voice } from '../schema/voice.js';
@@ -136,9 +137,11 @@ export function interruptText(s: Session, v: Voice = RPC): string {
         : i.kind === 'secret'
           ? `${resume({ text: SECRET })} (it is not echoed)`
           : resume({ text: ANSWER });
-  // bash's `read -p`, and others, print their prompt only on a terminal: on a pipe the question is invisible.
-  const unseen = !s.pty && i.reason.trim() === '' ? ` It printed no prompt: some programs show theirs only on a terminal; start it with ${v.execOption('pty', true)} to see the question.` : '';
-  return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}". Answer once with ${how}, or ${resume({ eof: true })} to close its input. It expires at ${iso(i.expiresAt)}.${unseen}`;
+  // On a pipe many programs ask without a prompt: say how to see the question.
+  const unseen = !s.pty && !promptShown(s.output.tail(200))
+    ? ` It printed no prompt line: on a pipe, many programs show none (bash's read -p among them); to see its question, run it again with ${v.execOption('pty', true)}.`
+    : '';
+  return `Session ${s.id} is waiting for input (${i.kind}): "${i.reason}".${unseen} Answer once with ${how}, or ${resume({ eof: true })} to close its input. It expires at ${iso(i.expiresAt)}.`;
 }
 
 /** How a pending approval is answered: by a person, once (SPEC §8); a model is told to wait, not how to answer it. */

@@ -67,6 +67,7 @@ describe('commands that ask', () => {
     const s = scopes.next('confirm');
     const r = await asks(s, `read -p 'Continue? [y/N] ' a; echo got=$a; ${LAST_QUESTION}`, { pty: true });
     expect(r.interrupt).toMatchObject({ kind: 'confirm', reason: 'Continue? [y/N]' });
+    expect(r.text).not.toContain('no prompt line');
     expect(r.interrupt.fields).toEqual([{ name: 'confirm', type: 'confirm', label: 'Continue? [y/N]', required: true }]);
     const { output, last } = await answerOnTerminal(s, r.sessionId, { confirm: true });
     expect(last).toMatchObject({ status: 'completed', exitCode: 0 });
@@ -75,11 +76,14 @@ describe('commands that ask', () => {
 
   it('read -p on pipes (bash prints no prompt there): still found, as text', async () => {
     const s = scopes.next('pipes');
-    const r = await asks(s, "read -p 'Continue? [y/N] ' a; echo got=$a");
+    const r = await asks(s, "echo working; read -p 'Continue? [y/N] ' a; echo got=$a");
     expect(r.interrupt.kind).toBe('text');
+    // No prompt line to show: the text says how to see the question.
+    expect(r.text).toContain('It printed no prompt line');
+    expect(r.text).toContain('run it again with pty:true');
     const { last, output } = await answer(s, r.sessionId, { text: 'yes please' });
     expect(last.status).toBe('completed');
-    expect(output).toBe('got=yes please\n');
+    expect(output).toBe('working\ngot=yes please\n');
   });
 
   it('read -s for a password on a terminal: a secret that never shows in the output', async () => {
@@ -136,6 +140,7 @@ describe('commands that ask', () => {
     const s = scopes.next('nonl');
     const r = await asks(s, "printf 'ready> '; read y; echo y=$y");
     expect(r.interrupt).toMatchObject({ kind: 'text', reason: 'ready>' });
+    expect(r.text).not.toContain('pty:true');
     const { output } = await answer(s, r.sessionId, { text: 'go' });
     expect(output).toBe('ready> y=go\n');
   });

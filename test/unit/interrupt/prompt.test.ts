@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CONFIRM_PHRASES, classifyPrompt, compilePatterns, lastLine, looksLikePrompt, plainText } from '../../../src/interrupt/prompt.js';
+import { CONFIRM_PHRASES, classifyPrompt, compilePatterns, lastLine, looksLikePrompt, plainText, promptShown } from '../../../src/interrupt/prompt.js';
 
 describe('plainText', () => {
   it('strips CSI and OSC sequences and two-byte escapes', () => {
@@ -19,6 +19,16 @@ describe('plainText', () => {
 
   it('turns CRLF and lone CR into newlines', () => {
     expect(plainText('one\r\ntwo\rthree')).toBe('one\ntwo\nthree');
+  });
+});
+
+describe('promptShown', () => {
+  it('is false for no output, or output that ends a line (no prompt before the read), and true for text left on the line', () => {
+    expect(promptShown('')).toBe(false);
+    expect(promptShown('working\n')).toBe(false);
+    expect(promptShown('working\r\n  \x1b[0m')).toBe(false);
+    expect(promptShown('Name: ')).toBe(true);
+    expect(promptShown('done\n\x1b[1mContinue? [y/N] \x1b[0m')).toBe(true);
   });
 });
 
