@@ -124,6 +124,21 @@ describe('where procctl exec runs a command (SPEC §11)', () => {
   });
 });
 
+describe('procctl exec without --', () => {
+  it("suggests -- when the command's own option was taken for procctl's, keeping procctl's options in front", async () => {
+    const r = await run(['exec', '--bg', 'ls', '-la', 'a b']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("procctl: unknown option '-la'\n(to pass options to the command, put it after --: procctl exec --bg -- ls -la 'a b')\n");
+  });
+
+  it('does not for a mistyped option of its own, which gets its suggestion', async () => {
+    const r = await run(['exec', '--bgg', 'ls']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('Did you mean --bg?');
+    expect(r.stderr).not.toContain('put it after --');
+  });
+});
+
 describe('procctl global options, usage and reachability', () => {
   it('exits 2 on an unknown flag', async () => {
     const r = await run(['ps', '--no-such-flag']);

@@ -40,6 +40,15 @@ describe('procctl log -f', () => {
     expect(r.stderr).toContain('completed (exit code 0)');
   });
 
+  it('says that a finished silent session has ended, not that it has no output yet', async () => {
+    const id = await start('true');
+    await waitFor(async () => (await logOf(id)).status === 'completed', { what: 'the session to end' });
+    const r = await run(['log', id, '-f']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe(`(no output; the session has ended)\n[session ${id} completed (exit code 0)]\n`);
+  });
+
   it('streams JSON lines with --json', async () => {
     const id = await start('echo a; cat >/dev/null; echo b');
     await waitFor(async () => (await logOf(id)).output === 'a', { what: 'the first line' });

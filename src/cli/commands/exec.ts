@@ -6,6 +6,7 @@ import { runForeground, stillRunning } from '../foreground.js';
 import { envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
 import { commandLine } from '../argv.js';
+import { shellQuote } from '../../shell-quote.js';
 
 interface ExecOptions {
   bg?: boolean;
@@ -82,8 +83,31 @@ export function showExecResult(r: Record<string, any>, pty: boolean, scope?: str
   return commandExit(r);
 }
 
+/**
+ * For `procctl exec ls -la`: the command's own option was read as procctl's. When an unknown
+ * option follows the command's first word, the same line with `--` before the command, procctl's
+ * own exec options kept in front; else undefined.
+ */
+export function withDashes(exec: Command, words: readonly string[]): string | undefined {
+  const flags = new Map(exec.options.flatMap((o) => [o.long, o.short].filter(Boolean).map((f) => [f as string, o.required || o.optional] as const)));
+  const ours: string[] = [];
+  const theirs: string[] = [];
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i];
+    if (w === '--') return undefined;
+    const flag = w.split('=')[0];
+    if (theirs.length === 0 && flags.has(flag)) {
+      ours.push(w);
+      if (flags.get(flag) && !w.includes('=') && i + 1 < words.length) ours.push(words[++i]);
+    } else if (theirs.length === 0 && w.startsWith('-')) return undefined;
+    else theirs.push(w);
+  }
+  if (!theirs.slice(1).some((w) => w.startsWith('-'))) return undefined;
+  return ['procctl', 'exec', ...ours, '--', ...theirs].map(shellQuote).join(' ');
+}
+
 export function registerExec(program: Command): void {
-  program
+  const exec = program
     .command('exec')
     .summary('run a command as if locally (output, stdin, Ctrl-C), or leave it running (--bg, --yield)')
     .description(
@@ -113,7 +137,17 @@ export function registerExec(program: Command): void {
     .option('--key <key>', 'thread key: at most one running session per key')
     .addOption(new Option('--if-running <mode>', 'with --key, when one is running').choices(['replace', 'reject', 'keep']))
     .option('--name <label>', 'a label for the session')
-    .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)')
+    .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)');
+  exec.configureOutput({
+    outputError: (text, write) => {
+      write(text.replace(/^error: /, 'procctl: '));
+      // The words after `exec` as typed (after procctl's global options).
+      const argv = process.argv.slice(2);
+      const fixed = /unknown option/.test(text) ? withDashes(exec, argv.slice(argv.indexOf('exec') + 1)) : undefined;
+      if (fixed) write(`(to pass options to the command, put it after --: ${fixed})\n`);
+    },
+  });
+  exec
     .action(
       act(async (words: string[], o: ExecOptions, cmd: Command) => {
         const g = globalsOf(cmd);

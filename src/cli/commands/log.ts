@@ -73,8 +73,8 @@ async function follow(g: GlobalOptions, id: string, o: LogOptions): Promise<numb
     if (hasEnded(log.status)) {
       // It ended before the subscription: no exited event will come, so its record says how it ended.
       const { sessions } = await client.call('process', scoped(g, { action: 'list' }));
-      const record = (sessions as Event[]).find((s) => s.sessionId === id);
-      if (!record) return EXIT.ok;
+      // Its record says how; without one (gone since), the log's status says that it ended.
+      const record = (sessions as Event[]).find((s) => s.sessionId === id) ?? { sessionId: id, status: log.status };
       if (!g.json) note(endNotice(record));
       return outcomeExit(record);
     }

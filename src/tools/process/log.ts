@@ -78,7 +78,7 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   }
   if (output) parts.push(output);
   if (page.hint) parts.push(page.hint);
-  if (parts.length === 0) parts.push(page.totalLines === 0 ? '(no output yet)' : '(no lines in that range)');
+  if (parts.length === 0) parts.push(page.totalLines > 0 ? '(no lines in that range)' : s.endedAt !== undefined ? '(no output; the session has ended)' : '(no output yet)');
   return {
     status: s.status,
     sessionId: s.id,
