@@ -62,7 +62,9 @@ export class ProcctlDaemon implements Daemon {
   approverMade: string | undefined;
   private current: Config;
   private readonly configFile: string | undefined;
-  private readonly loadedFrom: string | undefined;
+  private loadedFrom: string | undefined;
+  /** How the last SIGHUP reload went (daemon.status.config). */
+  private lastReload: { at: number; ok: true } | { at: number; ok: false; error: string } | undefined;
   private readonly server: Server;
   private readonly connections = new Set<Connection>();
   private readonly budget: ClientBudget;
@@ -206,7 +208,8 @@ export class ProcctlDaemon implements Daemon {
   /** Re-read the config file; an invalid one is rejected and the old one kept. */
   reload(): void {
     try {
-      const next = loadConfig(this.configFile).config;
+      const loaded = loadConfig(this.configFile);
+      const next = loaded.config;
       if (next.rpc.maxFrameBytes !== this.current.rpc.maxFrameBytes) {
         this.log.warn('rpc.maxFrameBytes changed: it applies to new connections only');
       }
@@ -216,12 +219,21 @@ export class ProcctlDaemon implements Daemon {
       this.current = next;
       this.budget.limits = clientLimits(next);
       this.refreshApprover();
+      this.loadedFrom = loaded.file;
+      this.lastReload = { at: Date.now(), ok: true };
       this.warnPlainTokens();
       this.log.info('config reloaded: caps, TTL, timeouts, interrupt settings and rules apply to new work; the socket path needs a restart');
       this.notifier.send({ STATUS: `config reloaded; ${this.statusLine()}` });
     } catch (err) {
+      this.lastReload = { at: Date.now(), ok: false, error: (err as Error).message };
       this.log.error({ err: (err as Error).message }, 'config reload rejected; keeping the previous config');
     }
+  }
+
+  /** The config file in use (null: none, the defaults and the environment) and how the last reload went. */
+  configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } } {
+    const r = this.lastReload;
+    return { file: this.loadedFrom ?? null, ...(r ? { lastReload: { at: new Date(r.at).toISOString(), ok: r.ok, ...(r.ok ? {} : { error: r.error }) } } : {}) };
   }
 
   /** Stop accepting, stop every running session (signal, grace, SIGKILL), close clients. */

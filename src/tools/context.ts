@@ -58,6 +58,8 @@ export interface Requester {
   onClosed(fn: () => void): () => void;
   /** Which connection it came on: equal for requests of the same connection, opaque otherwise. */
   readonly client: object;
+  /** The config file in use (null: none) and how the last reload went, for daemon.status. */
+  configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } };
 }
 
 /** One request: who asks, a signal that aborts when the request is cancelled, and who reads its text. */

@@ -17,6 +17,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     state: { dir: d.state.dir, ...d.state.status() },
     env: { withheld: daemonInheritance(d.config().env).withheld },
     spawnerReason: spawnFallbackReason(),
+    config: d.configStatus(),
     sandbox: await sandboxStatus(d.config()),
   };
 }

@@ -5,6 +5,7 @@ import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helper
 import { killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
 import { logLines } from '../helpers/state.js';
+import { cli } from '../cli/run.js';
 
 const started = new Set<number>();
 
@@ -86,5 +87,26 @@ describe('SIGHUP reload', () => {
     expect(d.proc.exitCode).toBeNull();
     expect(existsSync(d.socket)).toBe(true);
     expect(await d.stop()).toBe(0);
+  });
+});
+
+describe('procctl status and the config', () => {
+  it('names the config file in use, and says when the last reload was refused and why, until one is accepted', async () => {
+    const d = await startDaemon({ config: { tools: { exec: { maxOutputChars: 50_000 } } }, env: { PROCCTL_LOG_LEVEL: 'info' } });
+    const file = join(d.dir, 'config.json');
+    const status = async () => (await cli(['--socket', d.socket, 'status'])).stdout;
+    expect(await status()).toContain(`config:   ${file}\n`);
+    await reload(d, '{"tools": {"exec": {"maxOutputChars": "lots"}}}', { level: 50, msg: /config reload rejected/ });
+    const refused = await status();
+    expect(refused).toMatch(new RegExp(`config: {3}${file}; the reload at \\S+ was REFUSED, the previous config is in use: .*maxOutputChars`));
+    const json = JSON.parse((await cli(['--socket', d.socket, '--json', 'status'])).stdout);
+    expect(json.config).toMatchObject({ file, lastReload: { ok: false } });
+    await reload(d, { tools: { exec: { maxOutputChars: 60_000 } } }, { level: 30, msg: /config reloaded/ });
+    expect(await status()).toMatch(new RegExp(`config: {3}${file}; reloaded at \\S+\\n`));
+  });
+
+  it('says when no config file is in use', async () => {
+    const d = await startDaemon();
+    expect((await cli(['--socket', d.socket, 'status'])).stdout).toContain('config:   none (defaults and the environment)\n');
   });
 });

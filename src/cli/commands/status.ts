@@ -6,7 +6,7 @@ export function registerStatus(program: Command): void {
   program
     .command('status')
     .summary('show whether the daemon is up, and its session counts')
-    .description('Show the daemon\'s version, pid, uptime, socket and session counts (all scopes).')
+    .description('Show the daemon\'s version, pid, uptime, socket and session counts (all scopes), the config file in use and whether its last reload was refused, and how jobs are started.')
     .action(
       act(async (_o: unknown, cmd: Command) => {
         const g = globalsOf(cmd);
@@ -20,6 +20,11 @@ export function registerStatus(program: Command): void {
           `socket:   ${r.socket}`,
           `sessions: ${r.sessions?.running ?? 0} running, ${r.sessions?.finished ?? 0} finished`,
         ];
+        if (r.config) {
+          const reload = r.config.lastReload;
+          const last = !reload ? '' : reload.ok ? `; reloaded at ${reload.at}` : `; the reload at ${reload.at} was REFUSED, the previous config is in use: ${reload.error}`;
+          lines.push(`config:   ${r.config.file ?? 'none (defaults and the environment)'}${last}`);
+        }
         if (r.node) lines.push(`node:     ${r.node}`);
         if (r.spawner) lines.push(`spawner:  ${r.spawner}${r.spawnerReason ? ` (${r.spawnerReason})` : ''}`);
         if (r.state) lines.push(`state:    ${r.state.dir}${r.state.writable ? '' : `, NOT WRITABLE: ${r.state.error}`}`);
