@@ -7,14 +7,16 @@ import { startDaemon } from '../helpers/daemon.js';
 import { waitGone } from '../helpers/procs.js';
 import { Scoped, Scopes, sharedDaemon } from '../helpers/session.js';
 import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
+import { cannotActAsAnotherUser } from '../helpers/caps.js';
 
 // sandbox.user (SPEC §12): a daemon running as root runs non-elevated sessions as that user,
-// sandboxed or not. Needs root (CI runs as root) and the user `nobody`.
-const ROOT = process.getuid?.() === 0;
+// sandboxed or not. Needs root with the capabilities to act as another user (CI runs as root;
+// inside a sandbox root has none) and the user `nobody`.
 const nobody = spawnSync('getent', ['passwd', 'nobody'], { encoding: 'utf8' }).stdout.trim().split(':');
 const NOBODY = nobody.length >= 7 ? { uid: Number(nobody[2]), gid: Number(nobody[3]), home: nobody[5] } : undefined;
-const SKIP = !ROOT || !NOBODY;
-if (SKIP) process.stderr.write(`skipping the sandbox.user tests: ${!ROOT ? 'they need to run as root (only root can run sessions as another user)' : 'there is no user "nobody"'}\n`);
+const CANNOT = cannotActAsAnotherUser() ?? (NOBODY ? undefined : 'there is no user "nobody"');
+const SKIP = CANNOT !== undefined;
+if (SKIP) process.stderr.write(`skipping the sandbox.user tests: ${CANNOT}\n`);
 
 const fs = scratchRoot('procctl-sbxu-');
 afterAll(() => fs.cleanup());
