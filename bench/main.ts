@@ -29,10 +29,12 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   // Approval rules that match nothing cost nothing.
   approvals,
   cli: (o) => import('./cli.js').then((m) => m.cliStartup(o)),
+  // The same from the tarball installed with npm, as a user has it.
+  'cli-installed': (o) => import('./cli-installed.js').then((m) => m.cliInstalled(o)),
   sandbox: (o) => import('./sandbox.js').then((m) => m.sandboxCost(o)),
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree,tails,approvals] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree,tails,approvals,cli,cli-installed,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };
