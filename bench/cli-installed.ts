@@ -3,7 +3,7 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLED, cliEntry } from './cli.js';
-import type { BenchOptions } from './main.js';
+import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon, ROOT } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';
 import { median, now, round } from './lib/stats.js';

@@ -157,7 +157,7 @@ const result = await build({
   target: 'node20',
   outfile: BUNDLE,
   // The optional native modules are loaded with require() where they are used.
-  external: ['@lydell/node-pty', 'node-gyp-build'],
+  external: ['@lydell/node-pty'],
   plugins: [lazyOutside, leaner],
   // The bundle sits where main.js does, so a URL relative to a module (package.json) means the same.
   banner: { js: "const __procctlUrl = require('node:url').pathToFileURL(__filename).href;" },

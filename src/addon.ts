@@ -3,6 +3,8 @@ import { createRequire } from 'node:module';
 import { arch, platform } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+// @ts-expect-error: node-gyp-build ships no type declarations; its one call is typed where it is made.
+import nodeGypBuild from 'node-gyp-build';
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // import.meta.dirname needs Node 20.11
 const require = createRequire(import.meta.url);
@@ -32,9 +34,8 @@ let loaded: { file: string; exports: Record<string, unknown> } | Error | undefin
 
 /** The addon file node-gyp-build picks, relative to the package, or an Error saying none is there. */
 function addonFile(): string | Error {
-  const loader = require('node-gyp-build') as { resolve(dir: string): string };
   try {
-    return loader.resolve(PACKAGE_ROOT);
+    return (nodeGypBuild as { resolve(dir: string): string }).resolve(PACKAGE_ROOT);
   } catch {
     return new Error(`the native addon is not built (no ${ADDON_PLACES})`);
   }

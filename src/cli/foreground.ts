@@ -5,7 +5,6 @@ import { forwardSignals } from './remote.js';
 import { endNotice } from './render.js';
 import { askAtTerminal, type Question } from './terminal.js';
 import { cliVoice } from '../schema/voice.js';
-import { promptShown } from '../interrupt/prompt.js';
 
 export interface ForegroundOptions {
   /** Leave it running and return after this many ms; without it, wait for the end. */
@@ -37,6 +36,11 @@ export function stillRunning(r: Result, scope?: string): void {
     `Poll it with ${v.call({ action: 'poll', sessionId: id })}, follow it with \`procctl log ${id} -f\`${attach}, ` +
       `feed it with ${v.call({ action: 'write', sessionId: id })}, stop it with ${v.call({ action: 'kill', sessionId: id })}.`,
   );
+}
+
+/** Did the command leave text on the line it waits on (a prompt)? As interrupt/prompt.ts's promptShown, for the CLI's own note. */
+function promptLeft(tail: string): boolean {
+  return (tail.split(/\r\n|\n|\r/).pop() ?? '').replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '').trim() !== '';
 }
 
 /** Send this process's stdin to the session as it arrives, then end-of-input; stops quietly once the session cannot take it. */
@@ -110,7 +114,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
         asked.add(i.id);
         if (!tty) {
           // On a pipe many programs ask without a prompt (bash's read -p): say how to see it.
-          const unseen = !params.pty && typeof tail === 'string' && !promptShown(tail) ? '; it printed no prompt line (on a pipe many programs show none): run it with --pty to see its question' : '';
+          const unseen = !params.pty && typeof tail === 'string' && !promptLeft(tail) ? '; it printed no prompt line (on a pipe many programs show none): run it with --pty to see its question' : '';
           note(`procctl: session ${id} is waiting for input (${String(i.kind)}): "${String(i.reason ?? '')}"${unseen}; answer it with \`procctl resume ${id} --yes|--no|--text T|--eof\``);
           return;
         }

@@ -28,6 +28,8 @@ export interface Daemon extends LaunchContext {
   approverMade: string | undefined;
   /** Answers a person chose to remember, as allow rules per scope (SPEC §8). */
   remembered: RememberedAnswers;
+  /** The config file in use (null: none) and how the last reload went, for daemon.status. */
+  configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } };
 }
 
 /** The remembered answers, kept in the state directory across restarts (daemon/remembered.ts). */
@@ -58,8 +60,6 @@ export interface Requester {
   onClosed(fn: () => void): () => void;
   /** Which connection it came on: equal for requests of the same connection, opaque otherwise. */
   readonly client: object;
-  /** The config file in use (null: none) and how the last reload went, for daemon.status. */
-  configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } };
 }
 
 /** One request: who asks, a signal that aborts when the request is cancelled, and who reads its text. */

@@ -128,7 +128,7 @@ describe('procctl exec without --', () => {
   it("suggests -- when the command's own option was taken for procctl's, keeping procctl's options in front", async () => {
     const r = await run(['exec', '--bg', 'ls', '-la', 'a b']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain("procctl: unknown option '-la'\n(to pass options to the command, put it after --: procctl exec --bg -- ls -la 'a b')\n");
+    expect(r.stderr).toContain("procctl: unknown option '-la'\n(to pass options to the command, put the command after --: procctl exec --bg -- ls -la 'a b')\n");
   });
 
   it('does not for a mistyped option of its own, which gets its suggestion', async () => {

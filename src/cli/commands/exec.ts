@@ -144,7 +144,7 @@ export function registerExec(program: Command): void {
       // The words after `exec` as typed (after procctl's global options).
       const argv = process.argv.slice(2);
       const fixed = /unknown option/.test(text) ? withDashes(exec, argv.slice(argv.indexOf('exec') + 1)) : undefined;
-      if (fixed) write(`(to pass options to the command, put it after --: ${fixed})\n`);
+      if (fixed) write(`(to pass options to the command, put the command after --: ${fixed})\n`);
     },
   });
   exec
