@@ -2,7 +2,8 @@
   "targets": [
     {
       "target_name": "procctl",
-      "sources": ["native/addon.c", "native/spawn.c", "native/peer.c", "native/notify.c"],
+      "sources": ["native/addon.c", "native/spawn.c", "native/peer.c", "native/notify.c", "native/channel.c", "native/seccomp.c"],
+      "libraries": ["-ldl"],
       "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]

@@ -6,10 +6,14 @@
 void procctl_spawn_init(napi_env env, napi_value exports);
 void procctl_peer_init(napi_env env, napi_value exports);
 void procctl_notify_init(napi_env env, napi_value exports);
+void procctl_channel_init(napi_env env, napi_value exports);
+void procctl_seccomp_init(napi_env env, napi_value exports);
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_spawn_init(env, exports);
   procctl_peer_init(env, exports);
   procctl_notify_init(env, exports);
+  procctl_channel_init(env, exports);
+  procctl_seccomp_init(env, exports);
   return exports;
 }

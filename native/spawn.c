@@ -7,7 +7,7 @@
 // spawn(file, argv, env, cwd, stdinNull[, steps]) -> { pid, stdin, stdout, stderr }  (fds; stdin
 //   -1 when stdinNull). The child runs in a new session (setsid) with every signal at its
 //   default disposition and an empty mask, its stdio on socketpairs as libuv would give it.
-//   `steps` (see SpawnSteps below) are done in the child before exec: signals to ignore,
+//   `steps` (see SpawnSteps below) are done in the child before exec: signals to ignore, descriptors to keep,
 //   resource limits, a user to become. An error thrown by spawn carries `syscall`, the step
 //   that failed.
 // reap(pids) -> [{ pid, code, signal }] for the listed children that have exited.
@@ -134,6 +134,8 @@ struct steps {
   gid_t gid;
   int ngroups;
   gid_t groups[MAX_STEPS];
+  int nkeep;
+  int keep[8];            // the daemon's descriptors the job inherits at the same numbers (its channel, bwrap's filter)
 };
 
 // What the child needs, all of it made before the vfork: the child allocates nothing.
@@ -172,6 +174,9 @@ __attribute__((noreturn)) static void child_fail(struct job *job, int error, con
 // daemon's other threads, whose memory this vfork child shares.
 static void child_steps(struct job *job) {
   const struct steps *st = job->steps;
+  for (int i = 0; i < st->nkeep; i++) {
+    if (fcntl(st->keep[i], F_SETFD, 0) < 0) child_fail(job, errno, "fcntl");
+  }
   struct kernel_sigaction ign = {SIG_IGN, 0, NULL, 0};
   for (int i = 0; i < st->nignore; i++) syscall(SYS_rt_sigaction, st->ignore[i], &ign, NULL, sizeof ign.mask);
   for (int i = 0; i < st->nlimits; i++) {
@@ -258,7 +263,7 @@ static int limit_resource(const char *name) {
   return -1;
 }
 
-// SpawnSteps from JS: {ignore?: number[], limits?: [name, soft, hard][], user?: {uid, gid, groups}}.
+// SpawnSteps from JS: {ignore?: number[], keep?: fds (above 2), limits?: [name, soft, hard][], user?: {uid, gid, groups}}.
 // Returns 0, or 1 when the object is malformed.
 static int parse_steps(napi_env env, napi_value from, struct steps *st) {
   napi_value list, item, v;
@@ -268,6 +273,12 @@ static int parse_steps(napi_env env, napi_value from, struct steps *st) {
   for (int i = 0; i < n; i++) {
     if (!uint_at(env, list, i, NULL, 64, &d) || d < 1) return 1;
     st->ignore[st->nignore++] = (int)d;
+  }
+  n = array_at(env, from, "keep", 8, &list);
+  if (n == -2) return 1;
+  for (int i = 0; i < n; i++) {
+    if (!uint_at(env, list, i, NULL, 1048576, &d) || d < 3) return 1;
+    st->keep[st->nkeep++] = (int)d;
   }
   n = array_at(env, from, "limits", 8, &list);
   if (n == -2) return 1;
@@ -316,7 +327,7 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
   napi_valuetype steps_type = napi_undefined;
   if (argc > 5) napi_typeof(env, args[5], &steps_type);
   if (steps_type != napi_undefined && (steps_type != napi_object || parse_steps(env, args[5], &steps))) {
-    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}}");
+    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, keep?: descriptors above 2, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}}");
     return NULL;
   }
   int bad = 0;

@@ -146,6 +146,8 @@ export const ConfigSchema = z.strictObject({
       /** Size of each session's private /tmp and /dev/shm. */
       tmpBytes: int(1024 * 1024).default(1024 * 1024 * 1024),
       user: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/, 'must be a user name or a numeric uid').optional(),
+      /** Let sandboxed jobs make Unix sockets (refused by a seccomp filter otherwise): for tools that need their own. */
+      allowUnixSockets: z.boolean().default(false),
     })
     .prefault({}),
   /** Resource limits of every non-elevated session (SPEC §12); none by default. */

@@ -1,64 +1,75 @@
-import { chownSync, rmSync } from 'node:fs';
-import { createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { closeSync } from 'node:fs';
+import { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { loadAddon } from '../addon.js';
 import { ALL_SCOPES } from '../config/schema.js';
 import { forbidden } from '../errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
-import type { ChannelHost } from '../runner/start.js';
+import type { Channel, ChannelHost } from '../runner/start.js';
 import { RPC } from '../schema/voice.js';
 import { checkpointTool } from '../tools/checkpoint.js';
 import type { Daemon } from '../tools/context.js';
 
-/** The longest path a Unix socket can be bound at (sun_path, less its NUL). */
-const MAX_SOCKET_PATH = 107;
 /** What a daemon's socket serves: named on the channel only to refuse it. */
 const REFUSED = ['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscribe', 'approvals.list', 'daemon.status', 'daemon.diagnostics'];
+/** Connections one session's channel keeps open at once; asks beyond them are closed unanswered. */
+const MAX_CONNECTIONS = 32;
+
+interface ChannelAddon {
+  socketPair(): [number, number];
+  sendDescriptor(socket: number, fd: number): boolean;
+}
 
 /**
- * A confined job's only line back to the daemon (SPEC §12): a socket of its own in its scratch
- * directory, bound into the sandbox as `$PROCCTL_SOCKET`, that takes `checkpoint` for its own
- * session and refuses everything else. The daemon's socket, state and credentials stay hidden.
+ * A confined job's only line back to the daemon (SPEC §12). The job inherits one end of a
+ * socket pair (it can make no Unix socket of its own: sandbox/seccomp.ts); each byte it writes
+ * there asks for a connection, and the daemon answers with a fresh connected socket
+ * (native/channel.c) on which it serves `checkpoint` for this session and refuses everything
+ * else. The daemon's socket, state and credentials stay hidden (sandbox/bwrap.ts).
  */
 export class Channels implements ChannelHost {
-  private readonly open_ = new Map<string, { server: Server; sockets: Set<Socket> }>();
+  private addon: ChannelAddon | Error | undefined;
 
   constructor(
     private readonly d: Daemon,
     private readonly log: Logger,
   ) {}
 
-  open(sessionId: string, dir: string, owner?: { uid: number; gid: number }): { path: string; close(): void } | undefined {
-    const path = join(dir, 'procctl.sock');
-    if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
-      this.log.warn({ sessionId, path }, 'the session channel path is too long for a Unix socket: its checkpoints cannot be reported');
-      return undefined;
-    }
+  open(sessionId: string): Channel | Error {
+    this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor']);
+    const addon = this.addon;
+    if (addon instanceof Error) return new Error(`procctl checkpoint cannot report from inside this session: its channel needs procctl's addon (${addon.message})`);
+    const [ours, theirs] = addon.socketPair();
+    const control = new Socket({ fd: ours, readable: true, writable: false });
     const methods = this.methods(sessionId);
-    const sockets = new Set<Socket>();
-    const server = createServer({ allowHalfOpen: true }, (socket) => {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      new Connection(socket, methods, this.d.config().rpc.maxFrameBytes, this.log);
-    });
-    server.on('error', (err) => this.log.warn({ sessionId, err: err.message }, 'the session channel failed'));
-    // Bound at once (a path listen is synchronous), before the job that connects to it starts.
-    server.listen(path);
-    if (owner) {
-      try {
-        chownSync(path, owner.uid, owner.gid);
-      } catch (err) {
-        this.log.warn({ sessionId, err: (err as Error).message }, 'the session channel could not be given to sandbox.user');
+    const open = new Set<Socket>();
+    let refused = 0;
+    control.on('error', (err) => this.log.warn({ sessionId, err: err.message }, 'the session channel failed'));
+    control.on('data', (asks: Buffer) => {
+      for (let i = 0; i < asks.length; i++) {
+        if (open.size >= MAX_CONNECTIONS) {
+          if (refused++ === 0) this.log.warn({ sessionId, max: MAX_CONNECTIONS }, 'a session asked its channel for more connections than it may hold at once: the rest are refused');
+          continue;
+        }
+        const [mine, job] = addon.socketPair();
+        const sent = addon.sendDescriptor(ours, job);
+        closeSync(job);
+        if (!sent) {
+          closeSync(mine);
+          continue;
+        }
+        const socket = new Socket({ fd: mine, readable: true, writable: true });
+        open.add(socket);
+        socket.on('close', () => open.delete(socket));
+        new Connection(socket, methods, this.d.config().rpc.maxFrameBytes, this.log);
       }
-    }
-    this.open_.set(sessionId, { server, sockets });
+    });
     return {
-      path,
+      fd: theirs,
+      handedOver: () => closeSync(theirs),
       close: () => {
-        this.open_.delete(sessionId);
-        server.close();
-        for (const s of sockets) s.destroy();
-        rmSync(path, { force: true });
+        control.destroy();
+        for (const s of open) s.destroy();
       },
     };
   }

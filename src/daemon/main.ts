@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ProcctlDaemon } from './daemon.js';
 import { resolveSocketPath } from '../config/paths.js';
+import { channelDescriptor } from '../transport/channel.js';
 import { SocketInUseError } from './socket.js';
 import { StateDirInUseError } from './state.js';
 import { packageVersion } from '../version.js';
@@ -35,6 +36,10 @@ export async function runDaemon(argv: string[]): Promise<void> {
     throw err;
   }
   const socketPath = resolveSocketPath(opts.socket);
+  if (channelDescriptor(socketPath) !== undefined) {
+    process.stderr.write(`procctld: the socket "${socketPath}" is a session's channel (PROCCTL_SOCKET inside a confined session), not a place to listen; pass --socket PATH\n`);
+    process.exit(2);
+  }
   const daemon = new ProcctlDaemon({ socketPath, configFile: opts.config, loaded, logLevel: opts.logLevel });
   // Handlers before listening: whoever can connect may also signal us, and gets a graceful stop.
   let starting: Promise<void> = Promise.resolve();

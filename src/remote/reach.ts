@@ -1,4 +1,5 @@
 import { resolveSocketPath } from '../config/paths.js';
+import { channelDial, channelDescriptor } from '../transport/channel.js';
 import { socketDial, type Dial } from '../transport/dial.js';
 
 /** Which daemon a front door (the CLI, the MCP server) talks to. */
@@ -29,7 +30,11 @@ export function hostOf(opts: Pick<ReachOptions, 'host' | 'env'>): string | undef
 export async function dialFor(opts: ReachOptions = {}): Promise<Dial> {
   const env = opts.env ?? process.env;
   const host = hostOf(opts);
-  if (host === undefined) return socketDial(resolveSocketPath(opts.socket, env));
+  if (host === undefined) {
+    const path = resolveSocketPath(opts.socket, env);
+    const channel = channelDescriptor(path);
+    return channel === undefined ? socketDial(path) : channelDial(channel);
+  }
   // Loaded only for a remote daemon, so local commands do not pay for it.
   const { sshDial } = await import('./ssh.js');
   return sshDial(host, { env, socket: opts.socket, fromEnv: opts.host === undefined });

@@ -26,13 +26,23 @@ export interface LaunchContext {
   keeper: RecordKeeper;
   /** The daemon's own paths (its socket and runtime directory, state directory, config, log, approver credential): hidden from a sandboxed job. */
   controls(): readonly string[];
-  /** A confined job's line back to the daemon: a socket of its own that takes `checkpoint` for its session only. */
+  /** A confined job's line back to the daemon: a descriptor of its own that takes `checkpoint` for its session only. */
   channels: ChannelHost;
 }
 
-/** Opens a session's own channel (daemon/channel.ts): where it listens, and how to close it. */
+/** A session's own channel back (daemon/channel.ts). */
+export interface Channel {
+  /** The job's end, a descriptor it inherits (`$PROCCTL_SOCKET` is `fd:N`). */
+  fd: number;
+  /** The job has it (or will never start): the daemon closes its copy of the job's end. */
+  handedOver(): void;
+  /** The session is over. */
+  close(): void;
+}
+
+/** Opens a session's own channel, or says why it cannot be had here. */
 export interface ChannelHost {
-  open(sessionId: string, dir: string, owner?: { uid: number; gid: number }): { path: string; close(): void } | undefined;
+  open(sessionId: string): Channel | Error;
 }
 
 /** An exec that policy let through, as the runner starts it. */
@@ -55,8 +65,8 @@ export interface JobRequest {
  * session at once as a spawn error (nothing ran); it never runs unconfined. Returns the session
  * and any warning for the answer's text.
  *
- * Where the coming parts of a launch go: the job's own checkpoint channel is made with the
- * scratch directory and handed to the spawn beside its stdio; the seccomp filter, the operator's
+ * Where the parts of a launch go: the job's own checkpoint channel is opened here and its end
+ * handed to the spawn as a descriptor the plan names; the seccomp filter, the operator's
  * workspaces and the network proxy's socket are parts of the plan (sandbox/plan.ts); a session's
  * cgroup is made before the spawn and given to it, and the watch reads its end from it.
  */
@@ -86,12 +96,13 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   }
   const stopFile = join(dir, 'stop.json');
   const checkpointKey = randomBytes(18).toString('base64url');
-  const channel = confined && refused === undefined ? ctx.channels.open(id, dir, user) : undefined;
+  const opened = confined && refused === undefined ? ctx.channels.open(id) : undefined;
+  const channel = opened instanceof Error ? undefined : opened;
   const shell = resolveShell(process.env);
   const env = buildEnv(req.policy.inherited, p.env, {
     PROCCTL_SESSION_ID: id,
     PROCCTL_SCOPE: scope,
-    PROCCTL_SOCKET: channel?.path ?? ctx.socketPath,
+    PROCCTL_SOCKET: channel ? `fd:${channel.fd}` : ctx.socketPath,
     PROCCTL_STOP_FILE: stopFile,
     PROCCTL_TMPDIR: dir,
     PROCCTL_CHECKPOINT_KEY: checkpointKey,
@@ -99,7 +110,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   });
   if (refused === undefined) {
     try {
-      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls() }, user);
+      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd }, user);
     } catch (err) {
       refused = (err as Error).message;
     }
@@ -124,14 +135,16 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   if (user) stopFileOwner(session, user);
   ctx.registry.add(session);
 
-  const warnings: string[] = [...(plan?.notes ?? [])];
+  const warnings: string[] = [...(plan?.notes ?? []), ...(opened instanceof Error ? [opened.message] : [])];
   if (channel) void session.finished.then(() => channel.close());
   if (plan) {
     const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false });
     if (warning) warnings.push(warning);
+    plan.release();
   } else {
     session.finish({ exitCode: null, signal: null, error: `${refused}; nothing ran` });
   }
+  channel?.handedOver();
   // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
   ctx.keeper.watch(session, { now: req.approved !== undefined });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });

@@ -1,10 +1,11 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { spawn, spawnSync, type StdioOptions } from 'node:child_process';
+import { closeSync, statSync } from 'node:fs';
 import { delimiter } from 'node:path';
 import { findProgram } from '../executable.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';
+import { filterProblem, unixSocketFilter } from './seccomp.js';
 import { resolveUser, setprivOptions, type RunAs } from './user.js';
 
 type SandboxConfig = Pick<Config, 'sandbox' | 'limits'>;
@@ -50,6 +51,8 @@ export function which(cmd: string, path: string | undefined): string | undefined
 interface Step {
   file: string;
   args: string[];
+  /** Given the seccomp filter as fd 3 (bwrap's `--seccomp 3`). */
+  filter?: boolean;
 }
 interface Ran {
   status: number | null;
@@ -82,7 +85,11 @@ function* probeSteps(host: SandboxHost, c: SandboxConfig): Generator<Step, strin
     asUser: host.user !== undefined,
   };
   const become = host.user ? [host.setpriv!, ...setprivOptions(host.user)] : [];
-  const run = yield { file: host.bwrap, args: [...bwrapOptions(layout), '--', ...become, host.env, '--default-signal', 'true'] };
+  const filter = !c.sandbox.allowUnixSockets;
+  const unmade = filter ? filterProblem() : undefined;
+  if (unmade) return unmade;
+  const seccomp = filter ? ['--seccomp', '3'] : [];
+  const run = yield { file: host.bwrap, args: [...bwrapOptions(layout), ...seccomp, '--', ...become, host.env, '--default-signal', 'true'], filter };
   if (run.status === 0) return undefined;
   const said = (run.stderr || (run.timedOut ? `it did not finish within ${PROBE_TIMEOUT_MS / 1000} s and was killed` : '') || run.error?.message || `exit ${run.status ?? run.signal}`).trim().split('\n')[0];
   const userns = /namespace|permission|operation not permitted/i.test(said)
@@ -95,7 +102,10 @@ function probe(host: SandboxHost, c: SandboxConfig): string | undefined {
   const steps = probeSteps(host, c);
   let next = steps.next();
   while (!next.done) {
-    const r = spawnSync(next.value.file, next.value.args, { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
+    const fd = next.value.filter ? unixSocketFilter() : undefined;
+    const stdio: StdioOptions = ['ignore', 'ignore', 'pipe', ...(fd === undefined ? [] : [fd])];
+    const r = spawnSync(next.value.file, next.value.args, { encoding: 'utf8', stdio, timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
+    if (fd !== undefined) closeSync(fd);
     const timedOut = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ETIMEDOUT';
     next = steps.next({ status: r.status, signal: r.signal, stderr: r.stderr ?? '', error: r.error, timedOut });
   }
@@ -110,13 +120,15 @@ async function probeAsync(host: SandboxHost, c: SandboxConfig): Promise<string |
 }
 
 /** One probe program, without blocking the loop; stderr kept to its first 4 KiB. */
-function run({ file, args }: Step): Promise<Ran> {
+function run({ file, args, filter }: Step): Promise<Ran> {
   return new Promise((resolve) => {
     const started = Date.now();
-    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
+    const fd = filter ? unixSocketFilter() : undefined;
+    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe', ...(fd === undefined ? [] : [fd])], timeout: PROBE_TIMEOUT_MS, killSignal: 'SIGKILL' });
+    if (fd !== undefined) closeSync(fd);
     let stderr = '';
     let error: Error | undefined;
-    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+    child.stderr!.setEncoding('utf8').on('data', (text: string) => {
       if (stderr.length < 4096) stderr += text;
     });
     child.on('error', (err) => (error = err));

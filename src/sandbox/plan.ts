@@ -1,9 +1,11 @@
+import { closeSync } from 'node:fs';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
 import { checkSandbox, SandboxUnavailable, type SandboxHost } from './host.js';
 import { prlimitOptions, rlimits, type Rlimit } from './limits.js';
 import { setprivOptions, type RunAs } from './user.js';
 import { findProtected } from './protect.js';
+import { unixSocketFilter } from './seccomp.js';
 import { workspacesOf, writableTrees } from './workspaces.js';
 
 /** What a confined job gets between fork and exec (the project's spawner, native/spawn.c, does it). */
@@ -14,6 +16,8 @@ export interface SpawnSteps {
   limits?: Rlimit[];
   /** Become this user, with exactly these supplementary groups. */
   user?: { uid: number; gid: number; groups: number[] };
+  /** The daemon's descriptors the job inherits at the same numbers (see LaunchPlan.inherit). */
+  keep?: number[];
 }
 
 /** What decides a session's confinement: the config in force, the scope, and whether it asked for elevated. */
@@ -32,6 +36,8 @@ export interface Job {
   scratch: string | undefined;
   /** The daemon's own paths, hidden from a sandboxed job (SPEC §12). */
   hidden: readonly string[];
+  /** The job's end of its channel back (daemon/channel.ts), a descriptor it inherits. */
+  channel?: number;
 }
 
 /** How to start a session's job: what to exec, and what to do between fork and exec. */
@@ -48,6 +54,13 @@ export interface LaunchPlan {
   limits: readonly Rlimit[];
   /** What the answer's first lines say about the confinement (a read-only workdir, a walk cut short). */
   notes: string[];
+  /**
+   * The daemon's descriptors the job gets at the same numbers (its channel, bwrap's seccomp
+   * filter): every spawner passes exactly these, and no other descriptor of the daemon's.
+   */
+  inherit: readonly number[];
+  /** Close what the plan opened (the filter's descriptor), once the job is started or given up. */
+  release(): void;
 }
 
 /**
@@ -79,15 +92,16 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
   const limits = c.elevated ? NO_LIMITS : rlimits(c.config.limits);
   const mode = c.elevated ? 'off' : c.config.sandbox.mode;
   if (mode === 'off' && limits.length === 0 && !user) {
-    return { ...plain, steps: undefined, wrapped: () => plain, sandboxed: false, limits, notes: [] };
+    return { ...plain, steps: undefined, wrapped: () => plain, sandboxed: false, limits, notes: [], inherit: [], release: nothing };
   }
+  const channel = job.channel === undefined ? [] : [job.channel];
   const host = hostFor(c);
   const prlimit = limits.length > 0 ? [host.prlimit!, ...prlimitOptions(limits), '--'] : [];
   const become = user ? [host.setpriv!, ...setprivOptions(user)] : [];
   if (mode === 'off') {
     return {
       ...plain,
-      steps: { limits: [...limits], ...(user ? { user: { uid: user.uid, gid: user.gid, groups: user.groups } } : {}) },
+      steps: { limits: [...limits], ...(channel.length > 0 ? { keep: channel } : {}), ...(user ? { user: { uid: user.uid, gid: user.gid, groups: user.groups } } : {}) },
       wrapped: () => {
         const chain = [...prlimit, ...become, job.shell, ...job.args];
         return { file: chain[0], args: chain.slice(1) };
@@ -95,6 +109,8 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
       sandboxed: false,
       limits,
       notes: [],
+      inherit: channel,
+      release: nothing,
     };
   }
   const notes: string[] = [];
@@ -118,13 +134,16 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
     asRoot: host.root,
     asUser: user !== undefined,
   });
+  // No Unix socket can be made inside (native/seccomp.c), unless the operator lifted it.
+  const filter = c.config.sandbox.allowUnixSockets ? undefined : unixSocketFilter();
+  const inherit = [...channel, ...(filter === undefined ? [] : [filter])];
   // bwrap itself runs as the daemon (root binds what the user could not reach); the job becomes the user inside.
-  const args = [...options, '--', ...become, host.env!, '--default-signal', job.shell, ...job.args];
+  const args = [...options, ...(filter === undefined ? [] : ['--seccomp', String(filter)]), '--', ...become, host.env!, '--default-signal', job.shell, ...job.args];
   const bwrap = host.bwrap!;
   return {
     file: bwrap,
     args,
-    steps: { ignore: SANDBOX_IGNORE_NUMBERS, ...(limits.length > 0 ? { limits: [...limits] } : {}) },
+    steps: { ignore: SANDBOX_IGNORE_NUMBERS, ...(inherit.length > 0 ? { keep: inherit } : {}), ...(limits.length > 0 ? { limits: [...limits] } : {}) },
     wrapped: () => {
       const chain = [...prlimit, host.env!, `--ignore-signal=${SANDBOX_IGNORES.map((s) => s.slice(3)).join(',')}`, bwrap, ...args];
       return { file: chain[0], args: chain.slice(1) };
@@ -132,5 +151,11 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
     sandboxed: true,
     limits,
     notes,
+    inherit,
+    release: () => {
+      if (filter !== undefined) closeSync(filter);
+    },
   };
 }
+
+const nothing = () => undefined;

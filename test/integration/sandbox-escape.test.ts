@@ -1,9 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { asPerson, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+// @ts-expect-error: node-gyp-build ships no type declarations.
+import nodeGypBuild from 'node-gyp-build';
+import { asPerson, ROOT, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
 import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
@@ -33,6 +36,17 @@ afterAll(async () => {
   killMarked(sessions);
   rmSync(base, { recursive: true, force: true });
 });
+
+/**
+ * The addon, copied where a sandboxed job can load it (the checkout may be under /tmp, which the
+ * sandbox replaces): a job asks its inherited channel for a connection through it.
+ */
+const addonCopy = join(base, 'procctl.node');
+copyFileSync((nodeGypBuild as { resolve(dir: string): string }).resolve(ROOT), addonCopy);
+
+/** A node one-liner that asks the session's channel (`$PROCCTL_SOCKET` is `fd:N`) for a connection and sends one JSON-RPC request there. */
+const viaChannel = (method: string, params: object) =>
+  `${NODE} -e 'const fd=Number(process.env.PROCCTL_SOCKET.slice(3));const s=new (require("net").Socket)({fd:require(process.argv[1]).receiveConnection(fd,10000)});s.write(JSON.stringify({jsonrpc:"2.0",id:1,method:process.argv[2],params:JSON.parse(process.argv[3])})+"\\n");s.on("data",b=>{console.log(String(b).trim());s.end();})' ${addonCopy} ${method} '${JSON.stringify(params)}'`;
 
 /** A node one-liner that speaks JSON-RPC to a Unix socket and prints what it got (or why not). */
 const rpc = (socket: string, method: string, params: object) =>
@@ -80,10 +94,10 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed job cannot reach the controls', () =>
     expect(pending.status).toBe('approval_required');
     const r = await run(
       [
-        rpc('$PROCCTL_SOCKET', 'exec', { command: 'id', scope }),
-        rpc('$PROCCTL_SOCKET', 'exec', { command: 'id', elevated: true, scope }),
-        rpc('$PROCCTL_SOCKET', 'process', { action: 'resume', sessionId: pending.sessionId, input: { confirm: true }, scope }),
-        rpc('$PROCCTL_SOCKET', 'checkpoint', { sessionId: pending.sessionId, name: 'not-mine' }),
+        viaChannel('exec', { command: 'id', scope }),
+        viaChannel('exec', { command: 'id', elevated: true, scope }),
+        viaChannel('process', { action: 'resume', sessionId: pending.sessionId, input: { confirm: true }, scope }),
+        viaChannel('checkpoint', { sessionId: pending.sessionId, name: 'not-mine' }),
       ].join('; '),
     );
     const answers = r.output.trim().split('\n').map((l: string) => JSON.parse(l));
@@ -162,6 +176,18 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed job cannot reach the controls', () =>
     expect(r.output).toContain('shm=full');
   });
 
+  it('a Unix socket on the host (an agent, a Docker socket, a bus) cannot be reached: no Unix socket can be made inside', async () => {
+    const heard = await hostSocket();
+    try {
+      const r = await run(`test -S ${heard.path} && echo socket=visible; ${rpc(heard.path, 'ping', {})}`);
+      expect(r.output).toContain('socket=visible');
+      expect(r.output).toContain('connect-error EPERM');
+      expect(heard.connections).toBe(0);
+    } finally {
+      await heard.close();
+    }
+  });
+
   it('the legitimate use still works: checkpoint through the channel, writing the workspace, git commit in it', async () => {
     const repo = join(workspace, 'project');
     mkdirSync(repo, { recursive: true });
@@ -169,15 +195,64 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed job cannot reach the controls', () =>
     const r = await run(
       [
         // The checkout may be under /tmp, which the sandbox replaces: speak to the channel directly (sandbox.test.ts runs procctl checkpoint).
-        `${rpc('$PROCCTL_SOCKET', 'checkpoint', { name: 'built', data: { step: 1 } })} | grep -q '"result"' && echo checkpoint=ok`,
+        `${viaChannel('checkpoint', { name: 'built', data: { step: 1 } })} | grep -q '"result"' && echo checkpoint=ok`,
+        // Pairs of sockets reach nothing outside the job: child processes on them still work.
+        `${NODE} -e 'require("child_process").exec("echo pair", (e, o) => console.log(o.trim() + "=ok"))'`,
         'echo hello > hello.txt',
         'git add hello.txt && git -c user.name=job -c user.email=job@example.invalid commit -qm first && echo commit=ok',
       ].join('; '),
       { workdir: repo },
     );
-    expect(r.output.split('\n')).toEqual(expect.arrayContaining(['checkpoint=ok', 'commit=ok']));
+    expect(r.output.split('\n')).toEqual(expect.arrayContaining(['checkpoint=ok', 'pair=ok', 'commit=ok']));
     expect((await s.list()).find((x) => x.sessionId === r.sessionId)?.checkpoint).toMatchObject({ name: 'built', data: { step: 1 } });
     expect(readFileSync(join(repo, 'hello.txt'), 'utf8')).toBe('hello\n');
     expect(execFileSync('git', ['-C', repo, 'log', '--format=%s']).toString().trim()).toBe('first');
+  });
+});
+
+/** A Unix socket server on the host, outside every writable tree (visible, read-only, inside), counting who connects. */
+async function hostSocket(): Promise<{ path: string; connections: number; close(): Promise<void> }> {
+  const path = join(outside, `host-${process.pid}.sock`);
+  rmSync(path, { force: true });
+  const open = new Set<Socket>();
+  const heard = {
+    path,
+    connections: 0,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        for (const c of open) c.destroy();
+      }),
+  };
+  const server = createServer((c) => {
+    heard.connections++;
+    open.add(c);
+    c.end('{"jsonrpc":"2.0","id":1,"result":"from the host"}\n');
+  });
+  await new Promise<void>((r) => server.listen(path, () => r()));
+  return heard;
+}
+
+describe.skipIf(SKIP_SANDBOX)('sandbox.allowUnixSockets: true', () => {
+  let lifted: TestDaemon;
+  let s: Scoped;
+  beforeAll(async () => {
+    lifted = await startDaemon({ base, config: { sandbox: { mode: 'workspace-write', workspaces: [workspace], allowUnixSockets: true } } });
+    s = new Scoped(await lifted.client(), 'lifted');
+  });
+  afterAll(() => lifted?.stop());
+
+  it('lifts the filter: a tool that needs its own Unix sockets works, and a readable host socket is reachable (what the setting gives up)', async () => {
+    const heard = await hostSocket();
+    try {
+      const own = `${NODE} -e 'const n=require("net");const p="/tmp/own.sock";n.createServer(c=>c.end("own\\n")).listen(p,()=>n.connect(p).on("data",d=>{process.stdout.write(d);process.exit(0)}))'`;
+      const r = await s.exec({ command: `${own}; ${rpc(heard.path, 'ping', {})}`, yieldMs: 30_000, timeout: 20, stdin: 'null', workdir: workspace });
+      sessions.add(r.sessionId);
+      expect(r.output).toContain('own');
+      expect(r.output).toContain('from the host');
+      expect(heard.connections).toBe(1);
+    } finally {
+      await heard.close();
+    }
   });
 });

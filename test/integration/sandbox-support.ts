@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { filterProblem } from '../../src/sandbox/seccomp.js';
 import { markedProcesses } from '../helpers/state.js';
 import { killLeftovers } from '../helpers/procs.js';
 
@@ -13,6 +14,8 @@ export function bwrapHere(): { ok: true } | { ok: false; why: string } {
   const run = spawnSync('bwrap', ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--unshare-net', 'true'], { encoding: 'utf8', timeout: 10_000 });
   if (run.error) return { ok: false, why: `bwrap is not installed (${run.error.message}); apt-get install -y bubblewrap` };
   if (run.status !== 0) return { ok: false, why: `bwrap cannot make a sandbox here: ${run.stderr.trim()}` };
+  const filter = filterProblem();
+  if (filter) return { ok: false, why: `the sandbox's seccomp filter cannot be made here: ${filter}` };
   return { ok: true };
 }
 

@@ -132,13 +132,19 @@ describe.skipIf(SKIP_SANDBOX)('sandbox.mode workspace-write', () => {
     });
   });
 
-  it("procctl checkpoint works from inside, through the session's own channel ($PROCCTL_SOCKET)", async () => {
+  it.each([
+    ['on pipes', false],
+    ['on a terminal', true],
+  ])("procctl checkpoint works from inside %s, through the session's own channel ($PROCCTL_SOCKET is fd:N)", async (_how, pty) => {
     const s = scopes.next('checkpoint');
-    const r = await run(s, `${process.execPath} ${join(ROOT, 'bin', 'procctl')} checkpoint halfway --data '{"n":1}' && echo reported`);
+    const procctl = `${process.execPath} ${join(ROOT, 'bin', 'procctl')}`;
+    // Two at once: each asks the channel for a connection of its own.
+    const r = await run(s, `echo "$PROCCTL_SOCKET"; ${procctl} checkpoint halfway --data '{"n":1}' & ${procctl} checkpoint also; wait $! && echo reported`, { pty });
     expect(r.status, r.text).toBe('completed');
+    expect(r.output).toMatch(/^fd:\d+\r?$/m);
     expect(r.output).toContain('reported');
     const [listed] = await s.list();
-    expect(listed.checkpoint).toMatchObject({ name: 'halfway', data: { n: 1 } });
+    expect(['halfway', 'also']).toContain(listed.checkpoint.name);
   });
 
   it('the job cannot see or signal the daemon: its own PID namespace', async () => {

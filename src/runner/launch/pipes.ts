@@ -4,6 +4,7 @@ import type { Readable, Writable } from 'node:stream';
 import { nativeSpawner, posixSpawn, type Addon } from '../native.js';
 import { fdTarget } from '../procfs.js';
 import type { JobInput } from '../../session/input.js';
+import { withInherited } from './inherit.js';
 import { nothing, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
 
 /** Run on pipes, in a new session and process group (setsid). */
@@ -54,12 +55,14 @@ function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   let child;
   const { file, args } = spec.plan.wrapped();
   try {
-    child = spawn(file, args, {
-      cwd: spec.cwd,
-      env: spec.env,
-      detached: true,
-      stdio: [spec.stdin === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    });
+    child = withInherited(spec.plan.inherit, () =>
+      spawn(file, args, {
+        cwd: spec.cwd,
+        env: spec.env,
+        detached: true,
+        stdio: [spec.stdin === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+      }),
+    );
   } catch (err) {
     hooks.failed(`could not start ${file}: ${(err as Error).message}`);
     return notStarted;

@@ -1,6 +1,7 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { signalName } from '../native.js';
+import { withInherited } from './inherit.js';
 import { nothing, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
 
 export const PTY_COLS = 120;
@@ -30,15 +31,17 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   const pty = loadPty();
   if (pty instanceof Error) throw new Error(`node-pty is not available (${pty.message.split('\n')[0]})`);
   const { file, args } = spec.plan.wrapped();
-  const term = pty.spawn(file, args, {
-    name: 'xterm-256color',
-    cols: PTY_COLS,
-    rows: PTY_ROWS,
-    cwd: spec.cwd,
-    env: spec.env as Record<string, string>,
-    // Raw bytes: the session decodes them (UTF-8 across chunks) and spools them without re-encoding.
-    encoding: null,
-  });
+  const term = withInherited(spec.plan.inherit, () =>
+    pty.spawn(file, args, {
+      name: 'xterm-256color',
+      cols: PTY_COLS,
+      rows: PTY_ROWS,
+      cwd: spec.cwd,
+      env: spec.env as Record<string, string>,
+      // Raw bytes: the session decodes them (UTF-8 across chunks) and spools them without re-encoding.
+      encoding: null,
+    }),
+  );
   term.onData((data: string | Buffer) => hooks.output('stdout', data));
   const release = holdTerminal(term);
   term.onExit(({ exitCode, signal }) => {

@@ -34,7 +34,7 @@ export interface Launched {
 
 export interface LaunchSpec {
   /** What to run and how it is confined (src/sandbox/plan.ts): the shell, or bwrap around it. */
-  plan: Pick<LaunchPlan, 'file' | 'args' | 'steps' | 'wrapped'>;
+  plan: Pick<LaunchPlan, 'file' | 'args' | 'steps' | 'wrapped' | 'inherit'>;
   cwd: string;
   env: NodeJS.ProcessEnv;
   stdin: 'pipe' | 'null';

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants } from 'node:os';
 import { describe, expect, it } from 'vitest';
@@ -78,5 +78,20 @@ describe.skipIf(addon instanceof Error)('the native spawner\'s steps (between fo
     expect(() => posixSpawn(addon as Addon, '/bin/true', ['/bin/true'], {}, '/', true, () => undefined, bad)).toThrow(/steps must be/);
     const user = { user: { uid: -1, gid: 0, groups: [] } } as SpawnSteps;
     expect(() => posixSpawn(addon as Addon, '/bin/true', ['/bin/true'], {}, '/', true, () => undefined, user)).toThrow(/steps must be/);
+  });
+
+  it('keeps exactly the descriptors the plan names, at their numbers; every other one of the daemon stays closed', async () => {
+    const kept = openSync('/dev/null', 'r');
+    const other = openSync('/dev/null', 'r');
+    try {
+      const r = await run(`test -e /proc/self/fd/${kept} && echo kept; test -e /proc/self/fd/${other} && echo leaked; true`, { keep: [kept] });
+      expect(r.out).toBe('kept\n');
+      // The daemon's own copy keeps close-on-exec: the next job without the step does not get it.
+      expect((await run(`test -e /proc/self/fd/${kept} && echo leaked; true`, {})).out).toBe('');
+      expect(() => posixSpawn(addon as Addon, '/bin/true', ['/bin/true'], {}, '/', true, () => undefined, { keep: [1] })).toThrow(/steps must be/);
+    } finally {
+      closeSync(kept);
+      closeSync(other);
+    }
   });
 });

@@ -1,0 +1,160 @@
+// A confined job's line back to the daemon (src/daemon/channel.ts), and descriptors a job is
+// given. Inside the sandbox no Unix socket can be made (seccomp.c), so a job cannot connect to
+// anything by path: it inherits one end of a socket pair instead, and asks it for a connection
+// of its own. Each ask is one byte; each answer is one byte carrying a fresh connected socket
+// (SCM_RIGHTS). Any answer fits any asker, so processes of the job may ask at the same time.
+//
+// socketPair() -> [a, b]: a connected pair of stream sockets, both close-on-exec.
+// sendDescriptor(socket, fd) -> true when sent, false when the peer's buffer is full or gone.
+// receiveConnection(socket, timeoutMs) -> fd: asks and waits for a connection (the job's side).
+// setInheritable(fd, inheritable): clears or sets close-on-exec (for spawners that take no fds).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <node_api.h>
+
+static napi_value throw_errno(napi_env env, int err, const char *what) {
+  napi_value msg, error, code;
+  char text[160];
+  snprintf(text, sizeof text, "%s: %s", what, strerror(err));
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &msg);
+  napi_create_error(env, NULL, msg, &error);
+  napi_create_int32(env, err, &code);
+  napi_set_named_property(env, error, "errno", code);
+  napi_throw(env, error);
+  return NULL;
+}
+
+static int int_args(napi_env env, napi_callback_info info, size_t want, int32_t *out) {
+  size_t argc = 2;
+  napi_value argv[2];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) return 0;
+  for (size_t i = 0; i < want; i++) {
+    if (napi_get_value_int32(env, argv[i], &out[i]) != napi_ok) return 0;
+  }
+  return 1;
+}
+
+static napi_value SocketPair(napi_env env, napi_callback_info info) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return throw_errno(env, errno, "socketpair");
+  napi_value result, a, b;
+  napi_create_array_with_length(env, 2, &result);
+  napi_create_int32(env, fds[0], &a);
+  napi_create_int32(env, fds[1], &b);
+  napi_set_element(env, result, 0, a);
+  napi_set_element(env, result, 1, b);
+  return result;
+}
+
+static napi_value SendDescriptor(napi_env env, napi_callback_info info) {
+  int32_t args[2];
+  if (!int_args(env, info, 2, args)) {
+    napi_throw_type_error(env, NULL, "sendDescriptor(socket, fd): both must be numbers");
+    return NULL;
+  }
+  char byte = 'c';
+  struct iovec iov = {&byte, 1};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &args[1], sizeof(int));
+  ssize_t n;
+  do n = sendmsg(args[0], &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  napi_value sent;
+  napi_get_boolean(env, n == 1, &sent);
+  return sent;
+}
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static napi_value ReceiveConnection(napi_env env, napi_callback_info info) {
+  int32_t args[2];
+  if (!int_args(env, info, 2, args)) {
+    napi_throw_type_error(env, NULL, "receiveConnection(socket, timeoutMs): both must be numbers");
+    return NULL;
+  }
+  int sock = args[0];
+  long long deadline = now_ms() + args[1];
+  char byte = 'c';
+  ssize_t n;
+  do n = send(sock, &byte, 1, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) return throw_errno(env, n < 0 ? errno : EIO, "asking the session's channel");
+  for (;;) {
+    struct pollfd p = {sock, POLLIN, 0};
+    long long left = deadline - now_ms();
+    if (left <= 0) return throw_errno(env, ETIMEDOUT, "waiting for the session's channel");
+    int r = poll(&p, 1, (int)left);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return throw_errno(env, errno, "waiting for the session's channel");
+    if (r == 0) continue;
+    struct iovec iov = {&byte, 1};
+    union {
+      char buf[CMSG_SPACE(sizeof(int))];
+      struct cmsghdr align;
+    } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+    do n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // another process of the job took it
+    if (n < 0) return throw_errno(env, errno, "reading the session's channel");
+    if (n == 0) return throw_errno(env, ECONNRESET, "the session's channel is closed");
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {
+      return throw_errno(env, EPROTO, "the session's channel answered without a connection");
+    }
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    napi_value result;
+    napi_create_int32(env, fd, &result);
+    return result;
+  }
+}
+
+static napi_value SetInheritable(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  int32_t fd;
+  bool inheritable = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      napi_get_value_bool(env, argv[1], &inheritable) != napi_ok) {
+    napi_throw_type_error(env, NULL, "setInheritable(fd, inheritable)");
+    return NULL;
+  }
+  if (fcntl(fd, F_SETFD, inheritable ? 0 : FD_CLOEXEC) != 0) return throw_errno(env, errno, "fcntl");
+  return NULL;
+}
+
+// Called by addon.c, the module's one init.
+void procctl_channel_init(napi_env env, napi_value exports) {
+  static const struct { const char *name; napi_callback fn; } fns[] = {
+    {"socketPair", SocketPair},
+    {"sendDescriptor", SendDescriptor},
+    {"receiveConnection", ReceiveConnection},
+    {"setInheritable", SetInheritable},
+  };
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &fn);
+    napi_set_named_property(env, exports, fns[i].name, fn);
+  }
+}
