@@ -1,4 +1,4 @@
-import { readdirSync, type Dirent } from 'node:fs';
+import { readdirSync, statSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 
 /** How one path of a writable tree is kept: `pin` bound onto itself (it cannot be renamed away and replaced), `ro` read-only, `empty` an empty read-only directory in place of a missing one. */
@@ -19,6 +19,45 @@ export interface ProtectResult {
   truncated?: string;
 }
 
+/** `dir/name` for a directory already absolute and normal (path.join normalises again: slower, in a walk of thousands). */
+function child(dir: string, name: string): string {
+  return dir.endsWith('/') ? dir + name : `${dir}/${name}`;
+}
+
+/** Listings of directories that have not changed since they were read, by path. */
+const listings = new Map<string, { dev: number; ino: number; ctimeMs: number; entries: readonly Dirent[] }>();
+const MAX_LISTINGS = 50_000;
+/** A listing is kept only when the directory's last change is older than this at the read (see listing). */
+const SETTLED_MS = 2000;
+
+/**
+ * A directory's entries, as now. Adding, removing or renaming an entry changes the directory's
+ * ctime, so a listing read earlier is still exact while the directory's device, inode and ctime
+ * are the same: one stat instead of a read, for the trees sessions start in again and again.
+ * The ctime, not the mtime: a job can set a directory's mtime back (utimes) after changing it,
+ * and setting it moves the ctime to now. A listing is kept only when the directory had not
+ * changed for SETTLED_MS before it was read: a change in the same tick of the file system's
+ * clock as the read would leave the ctime as it was (git's "racily clean" entries, the same way
+ * out).
+ */
+function listing(dir: string): readonly Dirent[] {
+  const st = statSync(dir, { throwIfNoEntry: false });
+  if (!st?.isDirectory()) return [];
+  const known = listings.get(dir);
+  if (known && known.dev === st.dev && known.ino === st.ino && known.ctimeMs === st.ctimeMs) return known.entries;
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  if (Date.now() - st.ctimeMs > SETTLED_MS) {
+    if (listings.size >= MAX_LISTINGS) listings.clear();
+    listings.set(dir, { dev: st.dev, ino: st.ino, ctimeMs: st.ctimeMs, entries });
+  } else listings.delete(dir);
+  return entries;
+}
+
 /**
  * What `sandbox.protect` keeps read-only in a writable tree (SPEC §12), at any depth, found now:
  * every entry named by a pattern (`.envrc`, `.vscode`, ...), and in every git directory (the
@@ -33,14 +72,10 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
   let entries = 0;
   let truncated: string | undefined;
 
-  const list = (dir: string): Dirent[] => {
-    try {
-      const found = readdirSync(dir, { withFileTypes: true });
-      entries += found.length;
-      return found;
-    } catch {
-      return [];
-    }
+  const list = (dir: string): readonly Dirent[] => {
+    const found = listing(dir);
+    entries += found.length;
+    return found;
   };
 
   /** A git directory: pinned, its protected entries read-only, and its submodules' in turn. */
@@ -70,7 +105,7 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
       return;
     }
     for (const e of list(dir)) {
-      const path = join(dir, e.name);
+      const path = child(dir, e.name);
       if (e.name === '.git') {
         if (e.isDirectory()) gitDir(path, true);
         // A worktree's or submodule's `.git` file names its git directory: keep it pointing there.
