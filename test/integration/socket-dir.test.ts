@@ -1,12 +1,13 @@
-import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectOrStart } from '../../src/mcp/start.js';
-import { waitFor } from '../helpers/daemon.js';
+import { cannotActAsAnotherUser } from '../helpers/caps.js';
+import { startDaemon, waitFor } from '../helpers/daemon.js';
 import { killLeftovers, spawnProcctld, stopRawDaemons } from '../helpers/procs.js';
-import { within } from '../helpers/session.js';
+import { Scoped, within } from '../helpers/session.js';
 import { cli } from '../cli/run.js';
 
 /**
@@ -47,6 +48,25 @@ describe.skipIf(!ROOT)('the socket directory', () => {
     const raw = spawnProcctld(['--socket', join(loose, 'procctl.sock')], { PROCCTL_STATE_DIR: join(base, 'state-2') });
     expect(await within(raw.exited, 20_000, 'procctld to refuse')).not.toBe(0);
     expect(raw.stderr()).toContain(`the socket directory ${loose} is writable by everyone`);
+  });
+
+  it.skipIf(cannotActAsAnotherUser() !== undefined)("another user cannot swap or read the scratch directories a daemon makes ahead of its sessions", async () => {
+    const d = await startDaemon({ base });
+    try {
+      const sessions = join(`${d.socket}.d`, 'sessions');
+      const spare = await waitFor(() => (existsSync(sessions) ? readdirSync(sessions)[0] : undefined), { what: 'a spare scratch directory' });
+      const dir = join(sessions, spare);
+      const asNobody = (...cmd: string[]) => spawnSync(cmd[0], cmd.slice(1), { uid: NOBODY, gid: NOBODY, encoding: 'utf8' });
+      const moved = asNobody('mv', dir, `${dir}.gone`);
+      expect(moved.status).not.toBe(0);
+      expect(moved.stderr).toMatch(/Permission denied/);
+      expect(asNobody('ls', sessions).status).not.toBe(0);
+      expect(existsSync(dir)).toBe(true);
+      const r = await new Scoped(await d.client(), 'default').exec({ command: 'echo "$PROCCTL_TMPDIR"' });
+      expect(r.output.trim().startsWith(`${sessions}/`)).toBe(true);
+    } finally {
+      await d.stop();
+    }
   });
 
   it("procctl mcp starts no daemon there, and a log symlink planted there is never followed", async () => {

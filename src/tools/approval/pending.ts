@@ -61,7 +61,8 @@ export function restorePending(d: Daemon, s: Session): void {
 
 function armExpiry(d: Daemon, s: Session): void {
   const at = s.interrupt!.expiresAt;
-  const timer = setTimeout(() => expire(d, s), Math.max(0, at - Date.now()));
+  // A timer may fire a millisecond early by the wall clock (the loop's time is cached): never expire before expiresAt.
+  const timer = setTimeout(() => (Date.now() < at ? armExpiry(d, s) : expire(d, s)), Math.max(0, at - Date.now()));
   timer.unref();
   expiries.set(s, timer);
 }
