@@ -4,8 +4,8 @@
 // cost that does not grow with the heap. (glibc's posix_spawn does the same, but leaves its two
 // internal signals, 32 and 33, ignored in the job; a job must inherit no ignored signal.)
 //
-// spawn(file, argv, env, cwd, stdinNull[, steps]) -> { pid, stdin, stdout, stderr }  (fds; stdin
-//   -1 when stdinNull). The child runs in a new session (setsid) with every signal at its
+// spawn(file, argv, env, cwd, stdinNull[, steps]) -> { pid, stdin, stdout, stderr, stdinInode }
+//   (fds; stdin -1 when stdinNull; stdinInode: the inode of the job's fd 0, absent then). The child runs in a new session (setsid) with every signal at its
 //   default disposition and an empty mask, its stdio on socketpairs as libuv would give it.
 //   `steps` (see SpawnSteps below) are done in the child before exec: signals to ignore, descriptors to keep,
 //   resource limits, a user to become. An error thrown by spawn carries `syscall`, the step
@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -361,6 +362,13 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
   napi_create_object(env, &result);
   set_int(env, result, "pid", pid);
   set_int(env, result, "stdin", in[0]);
+  // The job's fd 0 is the other socket of the pair: its inode names it as /proc shows it (socket:[N]).
+  struct stat st;
+  if (!stdin_null && fstat(in[1], &st) == 0) {
+    napi_value ino;
+    napi_create_double(env, (double)st.st_ino, &ino);
+    napi_set_named_property(env, result, "stdinInode", ino);
+  }
   set_int(env, result, "stdout", out[0]);
   set_int(env, result, "stderr", err[0]);
   in[0] = out[0] = err[0] = -1;  // now the caller's

@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { bridgeSignals } from '../signal-bridge.js';
-import { readStat } from '../runner/procfs.js';
 
 /** The daemon's side of the guardian: start it, tell it of every session, say goodbye on a clean exit. */
 export class GuardianLink {
@@ -30,7 +29,7 @@ export class GuardianLink {
   }
 
   add(sessionId: string, pgid: number): void {
-    this.send({ op: 'add', id: sessionId, pgid, startTime: readStat(pgid)?.startTime ?? -1 });
+    this.send({ op: 'add', id: sessionId, pgid });
   }
 
   remove(sessionId: string): void {

@@ -1,6 +1,6 @@
 /**
  * The guardian: a small process the daemon starts at boot and feeds, over a pipe, the process
- * group and start time of every running session. When the pipe closes without a goodbye — the
+ * group of every running session (it reads the leader's start time itself). When the pipe closes without a goodbye — the
  * daemon died, even by SIGKILL — it kills every recorded group and every process carrying a
  * recorded session's marker, then exits. Nothing a dead daemon started is left running.
  */
@@ -41,7 +41,9 @@ function killAll(): void {
 function onLine(line: string): void {
   if (!line) return;
   const msg = JSON.parse(line) as { op: string; id?: string; pgid?: number; startTime?: number };
-  if (msg.op === 'add' && msg.id && msg.pgid) sessions.set(msg.id, { pgid: msg.pgid, startTime: msg.startTime ?? -1 });
+  // The start time is read here, off the daemon's thread: reading a process's stat while it is still
+  // being exec'd waits for it (a quarter of a millisecond, per exec, in the daemon).
+  if (msg.op === 'add' && msg.id && msg.pgid) sessions.set(msg.id, { pgid: msg.pgid, startTime: msg.startTime ?? readStat(msg.pgid)?.startTime ?? -1 });
   else if (msg.op === 'remove' && msg.id) sessions.delete(msg.id);
   else if (msg.op === 'bye') goodbye = true;
 }

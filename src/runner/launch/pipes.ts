@@ -38,7 +38,9 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
   stdout.once('close', settle);
   stderr.once('close', settle);
   const stdin = child.stdin >= 0 ? new Socket({ fd: child.stdin, readable: false, writable: true }) : undefined;
-  return wirePipes(child.pid, { stdout, stderr, stdin }, hooks);
+  // The spawner names the socket the job's fd 0 is: no look in /proc needed.
+  const stdinId = child.stdinInode === undefined ? undefined : `socket:[${child.stdinInode}]`;
+  return wirePipes(child.pid, { stdout, stderr, stdin }, hooks, stdinId);
 }
 
 /** Why a job did not start, naming the step of the spawner that failed (native/spawn.c). */
@@ -76,7 +78,7 @@ function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
 }
 
 /** Output to the session, input from it: the same for either way of starting. */
-function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks): Launched {
+function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks, stdinId?: string): Launched {
   const { stdout, stderr, stdin } = pipes;
   stdout.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
   stderr.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
@@ -98,7 +100,7 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
   }
   return {
     pid,
-    stdinId: pid !== undefined && stdin ? pipeIdentity(pid) : undefined,
+    stdinId: pid !== undefined && stdin ? (stdinId ?? pipeIdentity(pid)) : undefined,
     input,
     detachOutput: () => {
       stdout.destroy();
@@ -116,7 +118,7 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
 }
 
 /**
- * What the job's fd 0 is: Node gives it one end of a socketpair. A job quick enough to have
+ * What the job's fd 0 is, for the fork fallback: Node gives it one end of a socketpair. A job quick enough to have
  * redirected its own fd 0 already (`read x < fifo`) shows something else: then the input is
  * not known, and waiting-for-input detection stays off for the session rather than guess.
  */

@@ -51,6 +51,13 @@ describe('the native spawner', () => {
     expect(r.out.trim()).toBe('/dev/null');
   });
 
+  it("names the socket that is the job's fd 0, as /proc shows it (none with stdin on /dev/null)", async () => {
+    const r = await run(['/bin/sh', '-c', 'readlink /proc/self/fd/0']);
+    expect(r.child.stdinInode).toBeGreaterThan(0);
+    expect(r.out.trim()).toBe(`socket:[${r.child.stdinInode}]`);
+    expect((await run(['/bin/true'], { stdinNull: true })).child.stdinInode).toBeUndefined();
+  });
+
   it('names the signal that ended the child', async () => {
     const r = await run(['/bin/sh', '-c', 'kill -TERM $$']);
     expect(r).toMatchObject({ code: null, signal: 'SIGTERM' });
