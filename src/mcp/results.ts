@@ -39,7 +39,9 @@ export const ProcessResultSchema = z
   .looseObject({
     status: STATUS.nullish(),
     sessionId: z.string().nullish(),
-    sessions: z.array(z.looseObject({ sessionId: z.string(), status: STATUS })).nullish().describe('list: the sessions of the scope, newest first.'),
+    sessions: z.array(z.looseObject({ sessionId: z.string(), status: STATUS })).nullish().describe('list: the sessions of the scope, newest first. wait: each session waited for, as it is now.'),
+    done: z.array(z.string()).nullish().describe('wait: the sessions that ended or wait for input or an approval.'),
+    retryInMs: z.number().nullish().describe('poll: when to poll again while it runs (1 s after new output, backing off to 60 s).'),
     output: z.string().nullish(),
     interrupt: INTERRUPT.nullish(),
     text: z.string().describe('The answer in words, with the next step: the same as the text content.'),

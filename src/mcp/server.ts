@@ -165,7 +165,7 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
       const state = ctx.mcpReq.requestState<FlowState>();
       if (state) return carryOn(state, ctx);
       const params: Record<string, unknown> = { ...args };
-      if (args.action === 'poll' && args.timeout !== undefined) params.timeout = Math.min(args.timeout, MCP_MAX_WAIT_MS);
+      if ((args.action === 'poll' || args.action === 'wait') && args.timeout !== undefined) params.timeout = Math.min(args.timeout, MCP_MAX_WAIT_MS);
       let r: DaemonResult;
       try {
         r = await call('process', params, ctx);

@@ -17,7 +17,8 @@ export type Call =
   | { action: 'log' | 'kill' | 'remove' | 'clear'; sessionId: string }
   | { action: 'write'; sessionId: string; eof?: boolean }
   | { action: 'signal'; sessionId: string; signal?: string }
-  | { action: 'resume'; sessionId: string; input: ResumeAnswer };
+  | { action: 'resume'; sessionId: string; input: ResumeAnswer }
+  | { action: 'wait'; sessionIds: string[]; mode?: 'all' };
 
 /** A placeholder the reader fills in: `input:{text:"<number>"}`, `--text NUMBER`. */
 export const NUMBER = '<number>';
@@ -36,6 +37,7 @@ export interface Voice {
 
 /** A value as the tool descriptions write params: `{confirm:true}`, `"ab12"`. */
 function literal(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(literal).join(', ')}]`;
   if (v !== null && typeof v === 'object') {
     return `{${Object.entries(v)
       .map(([k, x]) => `${k}:${literal(x)}`)
@@ -80,6 +82,8 @@ export function cliVoice(scope = 'default'): Voice {
           return procctl('signal', c.sessionId, c.signal ?? 'SIGNAL');
         case 'resume':
           return procctl('resume', c.sessionId, resumeFlags(c.input));
+        case 'wait':
+          return procctl('wait', ...c.sessionIds, ...(c.mode === 'all' ? ['--all'] : []));
         default:
           return procctl(c.action, c.sessionId);
       }

@@ -122,6 +122,7 @@ export class Session {
   private readonly kept: Checkpoint[];
   private resolveFinished!: () => void;
   private readonly waiters = new Set<() => void>();
+  private quietPolls = 0;
   private readonly events: EventBus;
   private readonly now: () => number;
 
@@ -448,6 +449,29 @@ export class Session {
     const waiters = [...this.waiters];
     this.waiters.clear();
     for (const w of waiters) w();
+  }
+
+  /**
+   * Resolve on the next change (output, exit, interrupt) or when `signal` aborts, with no timer of
+   * its own: for a caller that waits on many sessions under one deadline (process wait).
+   */
+  nextChange(signal: AbortSignal): Promise<void> {
+    if (!this.running || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.waiters.delete(done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      this.waiters.add(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** Polls in a row that found no new output while it ran: how long the next poll should wait (poll's retryInMs). */
+  notePoll(newOutput: boolean): number {
+    this.quietPolls = newOutput ? 0 : this.quietPolls + 1;
+    return this.quietPolls;
   }
 
   /** Resolve on the next change, after `ms`, or when `signal` aborts, whichever comes first. */

@@ -15,6 +15,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'exec', summary: 'run a command as if locally (output, stdin, Ctrl-C), or leave it running (--bg, --yield)', load: () => import('./exec.js').then((m) => m.registerExec) },
   { name: 'ps', summary: 'list the sessions of the scope, newest first', load: () => import('./ps.js').then((m) => m.registerPs) },
   { name: 'poll', summary: 'print the output no poll has returned yet', load: () => import('./poll.js').then((m) => m.registerPoll) },
+  { name: 'wait', summary: 'sleep until any (--all: every one) of the sessions has ended or needs an answer', load: () => import('./wait.js').then((m) => m.registerWait) },
   { name: 'log', summary: "page a session's output by lines, or follow it (-f)", load: () => import('./log.js').then((m) => m.registerLog) },
   { name: 'write', summary: "write DATA to a session's stdin", load: () => import('./write.js').then((m) => m.registerWrite) },
   { name: 'send-keys', summary: 'type named keys into a terminal (pty) session', load: () => import('./send-keys.js').then((m) => m.registerSendKeys) },

@@ -10,6 +10,7 @@ import { logAction } from './log.js';
 import { pollAction } from './poll.js';
 import { resumeAction } from './resume.js';
 import { signalAction } from './signal.js';
+import { waitAction } from './wait.js';
 import { writeAction } from './write.js';
 
 type Handler = (d: Daemon, ctx: CallContext, p: ProcessParams) => Promise<unknown> | unknown;
@@ -28,6 +29,7 @@ const HANDLERS: Record<ProcessAction, Handler> = {
   signal: signalAction,
   clear: clearAction,
   remove: removeAction,
+  wait: waitAction,
 };
 
 /**

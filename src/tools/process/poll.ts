@@ -6,10 +6,12 @@ import { target } from './target.js';
 
 const MAX_WAIT_MS = 120_000;
 
-/** How soon to poll again: soon while output flows, less often while the session is quiet. */
-function retryInMs(lastOutputAt: number | undefined, now: number): number {
-  if (lastOutputAt !== undefined && now - lastOutputAt < 2000) return 1000;
-  return 5000;
+/** How soon to poll again (SPEC §6): 1 s after new output, then backing off while polls find none. */
+const BACKOFF_MS = [1000, 5000, 10_000, 30_000, 60_000];
+
+/** `quietPolls`: polls in a row, this one included, that found no new output (0 when this one found some). */
+export function retryInMs(quietPolls: number): number {
+  return BACKOFF_MS[Math.min(Math.max(quietPolls - 1, 0), BACKOFF_MS.length - 1)];
 }
 
 export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
@@ -38,8 +40,8 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
     lines.push(interruptText(s, v));
   } else if (s.running) {
     if (!drained.text) lines.push('(no new output)');
-    result.retryInMs = retryInMs(s.output.lastOutputAt, Date.now());
-    lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}.`);
+    result.retryInMs = retryInMs(s.notePoll(drained.text !== ''));
+    lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}, or wait for it to end with ${v.call({ action: 'wait', sessionIds: [s.id] })}.`);
   } else {
     Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });
     lines.push(endLine(s, v));
