@@ -1,7 +1,7 @@
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { loadAddon } from '../addon.js';
+import { ADDON_FIX, loadAddon } from '../addon.js';
 import { ALL_SCOPES } from '../config/schema.js';
 import { forbidden } from '../errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
@@ -38,7 +38,7 @@ export class Channels implements ChannelHost {
   open(sessionId: string): Channel | Error {
     this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor']);
     const addon = this.addon;
-    if (addon instanceof Error) return new Error(`procctl checkpoint cannot report from inside this session: its channel needs procctl's addon (${addon.message})`);
+    if (addon instanceof Error) return new Error(`procctl checkpoint cannot report from inside this session: its channel needs procctl's addon (${addon.message}); ${ADDON_FIX}`);
     const [ours, theirs] = addon.socketPair();
     const control = new Socket({ fd: ours, readable: true, writable: false });
     const methods = this.methods(sessionId);

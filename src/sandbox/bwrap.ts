@@ -10,7 +10,7 @@ export interface SandboxLayout {
   mode: SandboxMode;
   network: boolean;
   workdir: string;
-  /** PROCCTL_TMPDIR: the session's scratch directory, which holds its stop file and its channel back. */
+  /** PROCCTL_TMPDIR: the session's scratch directory, which holds its stop file. */
   scratch: string | undefined;
   /** The daemon's own paths (its socket and runtime directory, state directory, config, log, approver credential): hidden inside. */
   hidden: readonly string[];

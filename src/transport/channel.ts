@@ -1,5 +1,6 @@
 import { Socket } from 'node:net';
-import { loadAddon } from '../addon.js';
+import { constants } from 'node:os';
+import { ADDON_FIX, loadAddon } from '../addon.js';
 import type { Dial } from './dial.js';
 import { DaemonUnreachableError } from './unreachable.js';
 
@@ -31,13 +32,13 @@ export function channelDial(fd: number): Dial {
   const where = `the session's channel (inherited descriptor ${fd})`;
   return async (sink) => {
     const addon = loadAddon<ChannelAddon>(['receiveConnection']);
-    if (addon instanceof Error) throw new DaemonUnreachableError(where, `reaching it needs procctl's addon: ${addon.message}`, 'connect', 'ENOENT', CHANNEL_HINT);
+    if (addon instanceof Error) throw new DaemonUnreachableError(where, `reaching it needs procctl's addon: ${addon.message}; ${ADDON_FIX}`, 'connect', 'ENOENT', CHANNEL_HINT);
     let connection: number;
     try {
       connection = addon.receiveConnection(fd, RECEIVE_TIMEOUT_MS);
     } catch (err) {
       const e = err as Error & { errno?: number };
-      const hint = e.errno === 9 ? `descriptor ${fd} is not open here: a process of the job closed it, or this shell is not the session's` : e.message;
+      const hint = e.errno === constants.errno.EBADF ? `descriptor ${fd} is not open here: a process of the job closed it, or this shell is not the session's` : e.message;
       throw new DaemonUnreachableError(where, hint, 'connect', 'ECONNREFUSED', CHANNEL_HINT);
     }
     const socket = new Socket({ fd: connection, readable: true, writable: true });

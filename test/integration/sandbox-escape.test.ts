@@ -176,6 +176,20 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed job cannot reach the controls', () =>
     expect(r.output).toContain('shm=full');
   });
 
+  it('a job that floods its channel with asks holds at most the capped connections; its own checkpoint still works and the daemon serves others', async () => {
+    const r = await run(
+      [
+        // 5,000 asks nobody takes: the daemon answers at most its cap and drops the rest.
+        'head -c 5000 /dev/zero >&"${PROCCTL_SOCKET#fd:}"',
+        `${viaChannel('checkpoint', { name: 'after-flood' })} | grep -q '"result"' && echo checkpoint=ok`,
+      ].join('; '),
+    );
+    expect(r.output).toContain('checkpoint=ok');
+    expect((await s.list()).find((x) => x.sessionId === r.sessionId)?.checkpoint).toMatchObject({ name: 'after-flood' });
+    const other = await new Scoped(await d.client(), 'bystander').exec({ command: 'echo served' });
+    expect(other.output).toBe('served\n');
+  });
+
   it('a Unix socket on the host (an agent, a Docker socket, a bus) cannot be reached: no Unix socket can be made inside', async () => {
     const heard = await hostSocket();
     try {

@@ -6,18 +6,19 @@ import { sharedDaemon, type Scopes } from '../helpers/session.js';
 let d: TestDaemon;
 let scopes: Scopes;
 
+/** Start a command in the background; its id. */
+async function bg(s: ReturnType<Scopes['next']>, command: string): Promise<string> {
+  const r = await s.exec({ command, background: true });
+  scopes.track(r.pid);
+  return r.sessionId as string;
+}
+
 describe('process wait (SPEC §6)', () => {
   sharedDaemon({}, (x) => ({ d, scopes } = x));
   const ids: string[] = [];
   afterAll(async () => {
     for (const sessionId of ids) await scopes.next('cleanup').process({ action: 'kill', sessionId }).catch(() => undefined);
   });
-
-  const bg = async (s: ReturnType<Scopes['next']>, command: string, extra: Record<string, unknown> = {}) => {
-    const r = await s.exec({ command, background: true, ...extra });
-    scopes.track(r.pid);
-    return r.sessionId as string;
-  };
 
   it('any: answers when the first of them ends, with each as it is now; the others run on', async () => {
     const s = scopes.next('wait-any');
@@ -93,11 +94,7 @@ describe("poll's retryInMs", () => {
 
   it('backs off while polls find nothing new (1, 5, 10, 30, 60 s) and comes back to 1 s with new output', async () => {
     const s = scopes.next('retry');
-    const id = await (async () => {
-      const r = await s.exec({ command: 'while read line; do echo "got $line"; done', background: true });
-      scopes.track(r.pid);
-      return r.sessionId as string;
-    })();
+    const id = await bg(s, 'while read line; do echo "got $line"; done');
     const retries: number[] = [];
     for (let i = 0; i < 6; i++) retries.push((await s.process({ action: 'poll', sessionId: id })).retryInMs);
     expect(retries).toEqual([1000, 5000, 10_000, 30_000, 60_000, 60_000]);
