@@ -152,7 +152,7 @@ export class ProcctlDaemon implements Daemon {
       await listenOnPath(this.server, this.socketPath);
     }
     this.refreshApprover();
-    this.guardian.start();
+    this.guardian.start(this.runtimeDir);
     this.interrupts.start();
     this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
@@ -273,7 +273,7 @@ export class ProcctlDaemon implements Daemon {
     }, 200).unref();
     await closed;
     this.guardian.stop();
-    await this.state.flush();
+    this.state.flush();
     this.state.close();
     this.state.release();
     this.notifier.close();

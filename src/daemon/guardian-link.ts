@@ -1,17 +1,41 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { bridgeSignals } from '../signal-bridge.js';
+import { SLOT_BYTES, slotLine } from './guardian-slots.js';
 
-/** The daemon's side of the guardian: start it, tell it of every session, say goodbye on a clean exit. */
+/**
+ * The daemon's side of the guardian: start it, keep its table of running sessions, say goodbye
+ * on a clean exit. The table is a file only the two share (opened, then unlinked, and handed to
+ * the guardian as its fd 3): one fixed-size slot per running session, written in place. Telling
+ * the guardian of a session wakes nobody; it reads the table only once the daemon is gone.
+ */
 export class GuardianLink {
   private child: ChildProcess | undefined;
+  private table: number | undefined;
+  private readonly slotOf = new Map<string, number>();
+  private readonly free: number[] = [];
+  private slots = 0;
+  private failed = false;
 
   constructor(private readonly log: Logger) {}
 
-  start(): void {
+  /** Start the guardian; its table lives (unlinked) in `dir`, the daemon's private runtime directory. */
+  start(dir: string): void {
     const script = fileURLToPath(new URL('./guardian.js', import.meta.url));
-    const child = spawn(process.execPath, [script], { stdio: ['pipe', 'ignore', 'inherit'], detached: true });
+    let table: number;
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      const file = join(dir, `guardian-${process.pid}`);
+      table = openSync(file, 'w+', 0o600);
+      unlinkSync(file);
+    } catch (err) {
+      this.log.error({ err }, 'cannot make the guardian its table: sessions are not protected against a daemon crash');
+      return;
+    }
+    const child = spawn(process.execPath, [script], { stdio: ['pipe', 'ignore', 'inherit', table], detached: true });
     child.stdin!.on('error', () => undefined);
     child.on('exit', (code, signal) => {
       if (this.child === child) {
@@ -22,26 +46,49 @@ export class GuardianLink {
     child.on('error', (err) => this.log.error({ err }, 'cannot start the guardian'));
     bridgeSignals(child);
     this.child = child;
+    this.table = table;
   }
 
-  private send(msg: object): void {
-    this.child?.stdin?.write(`${JSON.stringify(msg)}\n`);
+  private write(slot: number, line: string): void {
+    if (this.table === undefined) return;
+    try {
+      writeSync(this.table, line, slot * SLOT_BYTES, 'latin1');
+    } catch (err) {
+      if (!this.failed) this.log.error({ err }, 'cannot write the guardian its table: sessions started now are not protected against a daemon crash');
+      this.failed = true;
+    }
   }
 
+  /** A session runs: its process group, led by `pgid`, started about now. */
   add(sessionId: string, pgid: number): void {
-    this.send({ op: 'add', id: sessionId, pgid });
+    const slot = this.free.pop() ?? this.slots++;
+    this.slotOf.set(sessionId, slot);
+    this.write(slot, slotLine({ id: sessionId, pgid, spawnedAt: Date.now() }));
+  }
+
+  /** The leader's start time, once read (for a session that runs on): the guardian then checks it exactly. */
+  started(sessionId: string, pgid: number, startTime: number): void {
+    const slot = this.slotOf.get(sessionId);
+    if (slot !== undefined) this.write(slot, slotLine({ id: sessionId, pgid, startTime }));
   }
 
   remove(sessionId: string): void {
-    this.send({ op: 'remove', id: sessionId });
+    const slot = this.slotOf.get(sessionId);
+    if (slot === undefined) return;
+    this.slotOf.delete(sessionId);
+    this.write(slot, slotLine(undefined));
+    this.free.push(slot);
   }
 
   /** A clean shutdown: every session is already stopped, so the guardian just leaves. */
   stop(): void {
     const child = this.child;
-    if (!child) return;
-    this.send({ op: 'bye' });
     this.child = undefined;
-    child.stdin?.end();
+    if (child) {
+      child.stdin?.write('bye\n');
+      child.stdin?.end();
+    }
+    if (this.table !== undefined) closeSync(this.table);
+    this.table = undefined;
   }
 }

@@ -1,33 +1,49 @@
 /**
- * The guardian: a small process the daemon starts at boot and feeds, over a pipe, the process
- * group of every running session (it reads the leader's start time itself). When the pipe closes without a goodbye — the
- * daemon died, even by SIGKILL — it kills every recorded group and every process carrying a
- * recorded session's marker, then exits. Nothing a dead daemon started is left running.
+ * The guardian: a small process the daemon starts at boot. The daemon keeps in a table they
+ * share (fd 3, guardian-slots.ts) the process group of every running session; the guardian
+ * reads it only when its stdin closes without a goodbye — the daemon died, even by SIGKILL —
+ * and then kills every recorded group whose leader is still the process that was recorded, and
+ * every process carrying a recorded session's marker, and exits. Nothing a dead daemon started
+ * is left running, and while the daemon lives the guardian sleeps: telling it of a session
+ * wakes nobody.
  */
+import { fstatSync, readSync } from 'node:fs';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
+import { readSlots, startedNear } from './guardian-slots.js';
 
-interface Record {
-  pgid: number;
-  startTime: number;
+const TABLE_FD = 3;
+
+function readTable(): string {
+  try {
+    const buf = Buffer.alloc(fstatSync(TABLE_FD).size);
+    let at = 0;
+    while (at < buf.length) {
+      const n = readSync(TABLE_FD, buf, at, buf.length - at, at);
+      if (n === 0) break;
+      at += n;
+    }
+    return buf.subarray(0, at).toString('latin1');
+  } catch {
+    return '';
+  }
 }
 
-const sessions = new Map<string, Record>();
-let goodbye = false;
-
 function killAll(): void {
-  for (const { pgid, startTime } of sessions.values()) {
-    // Only a group whose leader is still the process we recorded: a reused PID is never hit.
+  const sessions = readSlots(readTable());
+  for (const { pgid, startTime, spawnedAt } of sessions) {
+    // Only a group whose leader is still the process recorded: a reused PID is never hit.
     const leader = readStat(pgid);
-    if (leader && leader.startTime === startTime) {
-      try {
-        process.kill(-pgid, 'SIGKILL');
-      } catch {
-        // gone
-      }
+    if (!leader) continue;
+    const same = startTime !== undefined ? leader.startTime === startTime : spawnedAt !== undefined && startedNear(leader.startTime, spawnedAt);
+    if (!same) continue;
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      // gone
     }
   }
-  for (const list of findSessionProcesses(new Set(sessions.keys())).values()) {
+  for (const list of findSessionProcesses(new Set(sessions.map((s) => s.id))).values()) {
     for (const { pid } of list) {
       try {
         process.kill(pid, 'SIGKILL');
@@ -38,35 +54,15 @@ function killAll(): void {
   }
 }
 
-function onLine(line: string): void {
-  if (!line) return;
-  const msg = JSON.parse(line) as { op: string; id?: string; pgid?: number; startTime?: number };
-  // The start time is read here, off the daemon's thread: reading a process's stat while it is still
-  // being exec'd waits for it (a quarter of a millisecond, per exec, in the daemon).
-  if (msg.op === 'add' && msg.id && msg.pgid) sessions.set(msg.id, { pgid: msg.pgid, startTime: msg.startTime ?? readStat(msg.pgid)?.startTime ?? -1 });
-  else if (msg.op === 'remove' && msg.id) sessions.delete(msg.id);
-  else if (msg.op === 'bye') goodbye = true;
-}
-
-// Signals reach the guardian only through the daemon's bridge: the daemon handles them, and the
-// pipe closing is what tells the guardian to act.
+// Signals reach the guardian only through the daemon's bridge: the daemon handles them, and its
+// end of stdin closing is what tells the guardian to act.
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const) process.on(signal, () => undefined);
 
-let buffered = '';
+let said = '';
 process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk: string) => {
-  buffered += chunk;
-  for (let nl = buffered.indexOf('\n'); nl !== -1; nl = buffered.indexOf('\n')) {
-    try {
-      onLine(buffered.slice(0, nl));
-    } catch {
-      // a torn line from a dying daemon: ignore it
-    }
-    buffered = buffered.slice(nl + 1);
-  }
-});
+process.stdin.on('data', (chunk: string) => (said += chunk));
 process.stdin.on('end', () => {
-  if (!goodbye) killAll();
+  if (!said.split('\n').includes('bye')) killAll();
   process.exit(0);
 });
 process.stdin.on('error', () => {

@@ -16,7 +16,7 @@ const FIRST_RECORD_MS = 100;
 
 /**
  * Sessions' records (SPEC §10): written when a session starts to matter (it runs on, it waits for
- * an approval) and whenever it changes, off the main thread once it ended; and read back at start,
+ * an approval) and whenever it changes, after the answer once it ended; and read back at start,
  * where what was running is recovered as lost.
  */
 export class Records implements RecordKeeper {
@@ -38,6 +38,7 @@ export class Records implements RecordKeeper {
       if (!looked && session.pid !== undefined && session.running) {
         looked = true;
         startTime = readStat(session.pid)?.startTime;
+        if (startTime !== undefined) this.guardian.started(session.id, session.pid, startTime);
       }
       return startTime;
     };
@@ -57,7 +58,7 @@ export class Records implements RecordKeeper {
     void session.finished.then(async () => {
       clearTimeout(early);
       this.guardian.remove(session.id);
-      // Finished: the record is written off the main thread, and exec answers without waiting.
+      // Finished: the record is written after this turn, so exec answers without waiting for it.
       const saveLater = () => this.state.saveLater(toRecord(session, startTime));
       session.recordWith(saveLater);
       saveLater();

@@ -22,7 +22,7 @@ export function removeStateDirs(): void {
 
 export const sessionsDir = (stateDir: string) => join(stateDir, 'sessions');
 
-/** Every parseable session record on disk, by session id. */
+/** Every parseable session record on disk, by session id: record files, then the journal of ended sessions (its word wins, later lines over earlier). */
 export function readRecords(stateDir: string): Map<string, any> {
   const out = new Map<string, any>();
   for (const name of readdirSync(sessionsDir(stateDir))) {
@@ -34,7 +34,25 @@ export function readRecords(stateDir: string): Map<string, any> {
       // not a record
     }
   }
+  for (const line of journalLines(stateDir)) {
+    try {
+      const rec = JSON.parse(line);
+      if (typeof rec.forget === 'string') out.delete(rec.forget);
+      else out.set(rec.id, rec);
+    } catch {
+      // a torn line
+    }
+  }
   return out;
+}
+
+/** The lines of the journal of ended sessions (`sessions/ended.jsonl`), or none. */
+export function journalLines(stateDir: string): string[] {
+  try {
+    return readFileSync(join(sessionsDir(stateDir), 'ended.jsonl'), 'utf8').split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -32,6 +32,19 @@ const ESCAPING_COMMANDS = {
   // Ignores the polite signal.
   trapsTerm: `trap '' TERM; echo "p=$$"; sleep 600`,
 };
+
+/** The pid of the process whose argv is exactly this, if one runs. */
+function findByArgv(argv: string[]): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'latin1') === `${argv.join('\0')}\0`) return Number(entry);
+    } catch {
+      // gone
+    }
+  }
+  return undefined;
+}
 
 async function waitExit(d: TestDaemon): Promise<void> {
   if (d.proc.exitCode !== null || d.proc.signalCode !== null) return;
@@ -123,6 +136,24 @@ describe('daemon crash', () => {
     const log = await s2.log(r.sessionId);
     expect(log.status).toBe('failed');
     expect(log.output, 'log of a lost session').toContain('printed-before-the-crash');
+  });
+
+  it('SIGKILL of the daemon while an exec still waits: the young session is killed by its group, even with no marker left in its environment', async () => {
+    const state = makeStateDir();
+    const d1 = await startDaemon({ env: { PROCCTL_STATE_DIR: state } });
+    const s1 = new Scoped(await d1.client(), 'young');
+    // The leader execs into a process with an empty environment: only its process group says whose it is.
+    const tag = `6${process.pid}.5`;
+    void s1.exec({ command: `exec env -i sleep ${tag}`, yieldMs: 60_000 }).catch(() => undefined);
+    let pid: number | undefined;
+    await waitFor(() => (pid = findByArgv(['sleep', tag])), { everyMs: 2, what: 'the session to run' });
+    started.add(pid!);
+    // Killed at once: the session is younger than its first record (100 ms), so the guardian knows
+    // the leader only by its group and when it was spawned, not yet by its start time.
+    d1.proc.kill('SIGKILL');
+    await waitFor(() => !alive(pid!), { timeoutMs: 5000, what: 'the session to be killed by the guardian' }).catch(() => undefined);
+    expect(alive(pid!), 'the session of a daemon SIGKILLed while its exec waited').toBe(false);
+    await waitExit(d1);
   });
 
   it('a restart after a crash that nothing cleaned up terminates the survivors, but never a process that reused a recorded pid', async () => {

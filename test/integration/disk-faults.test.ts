@@ -77,7 +77,10 @@ describe.skipIf(CANNOT_DROP !== undefined)('the state directory refuses writes',
     const running = await s.exec({ command: 'sleep 30', background: true });
     await waitFor(() => readRecords(state).has(done.sessionId) && readRecords(state).has(running.sessionId), { what: 'both records on disk' });
 
+    // The directory and the journal of ended sessions in it (a file opened for each line) refuse writes.
+    const journal = join(sessionsDir(state), 'ended.jsonl');
     writable(sessionsDir(state), false);
+    chmodSync(journal, 0o400);
     for (const [action, id] of [
       ['clear', done.sessionId],
       ['remove', running.sessionId],
@@ -94,6 +97,7 @@ describe.skipIf(CANNOT_DROP !== undefined)('the state directory refuses writes',
     // Restart with the directory still refusing: nothing reported gone comes back, nothing is lost.
     await d.stop();
     writable(sessionsDir(state), true);
+    chmodSync(journal, 0o600);
     const again = await start(state);
     const after = (await again.s.list()).map((x: any) => x.sessionId);
     expect(after).toContain(done.sessionId);
@@ -101,6 +105,7 @@ describe.skipIf(CANNOT_DROP !== undefined)('the state directory refuses writes',
 
     // Writable again: clear forgets it, for good.
     await again.s.process({ action: 'clear', sessionId: done.sessionId });
+    expect(readRecords(state).has(done.sessionId)).toBe(false);
     expect(existsSync(join(sessionsDir(state), `${done.sessionId}.json`))).toBe(false);
     await again.d.stop();
     const third = await start(state);

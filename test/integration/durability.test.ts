@@ -4,7 +4,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { killLeftovers, leftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
-import { logLines, makeStateDir, readRecords, removeStateDirs, sessionFiles, sessionsDir } from '../helpers/state.js';
+import { journalLines, logLines, makeStateDir, readRecords, removeStateDirs, sessionFiles, sessionsDir } from '../helpers/state.js';
 
 /** Every session pid a test saw; whatever of it a failing daemon leaves behind is killed by pid. */
 const started = new Set<number>();
@@ -180,7 +180,10 @@ describe('graceful restart', () => {
     const page = await s1.log(r.sessionId, { limit: 3 });
     const files = sessionFiles(state, r.sessionId);
     const spoolBytes = spoolBytesOf(state, r.sessionId);
-    const allBytes = files.reduce((n, f) => n + f.size, 0);
+    // The record is a line of the journal of ended sessions.
+    const recordBytes = journalLines(state).filter((l) => l.includes(`"id":"${r.sessionId}"`)).reduce((n, l) => n + l.length + 1, 0);
+    expect(recordBytes, 'the record in the journal').toBeGreaterThan(0);
+    const allBytes = files.reduce((n, f) => n + f.size, recordBytes);
     console.log(`session files ${JSON.stringify(files)}: spool ${spoolBytes} bytes, with the record ${allBytes} bytes (maxLogBytes ${maxLogBytes})`);
     expect(files.map((f) => f.name)).toContain(`${r.sessionId}.log.1`);
     expect.soft(spoolBytes, 'spool bytes on disk').toBeLessThanOrEqual(maxLogBytes);
@@ -280,7 +283,8 @@ describe('corrupt state', () => {
     expect(await d1.stop()).toBe(0);
 
     const dir = sessionsDir(state);
-    const goodText = readFileSync(join(dir, `${good.sessionId}.json`), 'utf8');
+    const goodText = journalLines(state).find((l) => l.includes(`"id":"${good.sessionId}"`))!;
+    expect(goodText, 'the record of the ended session, in the journal').toBeDefined();
     writeFileSync(join(dir, 'trunc001.json'), goodText.replace(good.sessionId, 'trunc001').slice(0, Math.floor(goodText.length / 2)));
     writeFileSync(join(dir, 'other002.json'), JSON.stringify({ hello: 'world', list: [1, 2, 3] }));
     writeFileSync(join(dir, 'array003.json'), '[1,2,3]');
@@ -326,6 +330,40 @@ describe('corrupt state', () => {
     if (!ids.includes('part0001')) expect(existsSync(join(sessionsDir(state), 'part0001.json.corrupt'))).toBe(true);
     expect((await s2.exec({ command: 'echo ok' })).output).toBe('ok\n');
   });
+
+  it('bad lines in the journal of ended sessions are set aside, a torn last line does not swallow the next record, and the rest is served', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state };
+    const d1 = await startDaemon({ env });
+    const s1 = new Scoped(await d1.client(), 'journal');
+    const good = await s1.exec({ command: 'echo good' });
+    const other = await s1.exec({ command: 'echo other' });
+    expect(await d1.stop()).toBe(0);
+
+    const journal = join(sessionsDir(state), 'ended.jsonl');
+    const lines = journalLines(state);
+    const otherLine = lines.find((l) => l.includes(`"id":"${other.sessionId}"`))!;
+    const running = JSON.stringify({ ...JSON.parse(otherLine), id: 'runs0001', status: 'running', exitCode: undefined });
+    // A hand edit in the middle, a line that claims a session still runs, and a write the last run did not finish.
+    writeFileSync(journal, [lines.find((l) => l.includes(`"id":"${good.sessionId}"`)), 'not json at all', running, otherLine.slice(0, 50)].join('\n'));
+
+    const d2 = await startDaemon({ env });
+    const s2 = new Scoped(await d2.client(), 'journal');
+    expect((await s2.list()).map((x: any) => x.sessionId)).toEqual([good.sessionId]);
+    expect((await s2.log(good.sessionId)).output).toBe('good');
+    const bad = readFileSync(`${journal}.corrupt`, 'utf8').split('\n').filter(Boolean);
+    expect(bad).toEqual(['not json at all', running, otherLine.slice(0, 50)]);
+    const warnings = logLines(d2.stdout()).filter((l) => l.level === 40 && /corrupt line of the journal/.test(l.msg));
+    expect(warnings.map((w) => w.line)).toEqual([2, 3, 4]);
+
+    // The journal was rewritten whole: a record appended now is a line of its own and comes back.
+    const fresh = await s2.exec({ command: 'echo fresh' });
+    expect(await d2.stop()).toBe(0);
+    const d3 = await startDaemon({ env });
+    const s3 = new Scoped(await d3.client(), 'journal');
+    expect((await s3.list()).map((x: any) => x.sessionId).sort()).toEqual([good.sessionId, fresh.sessionId].sort());
+    expect((await s3.log(fresh.sessionId)).output).toBe('fresh');
+  });
 });
 
 describe('spool turned off', () => {
@@ -336,9 +374,9 @@ describe('spool turned off', () => {
     const r = await s.exec({ command: 'seq 1 1000' });
     expect(r.droppedChars).toBeGreaterThan(0);
     expect(r.output).toMatch(/999\n1000\n$/);
-    // A finished session's record is written off the exec path, just after the answer.
-    await waitFor(() => sessionFiles(state, r.sessionId).some((f) => f.name.endsWith('.json')), { what: 'the record on disk' });
-    expect(sessionFiles(state, r.sessionId).map((f) => f.name)).toEqual([`${r.sessionId}.json`]);
+    // A finished session's record is written just after the answer, as a line of the journal.
+    await waitFor(() => readRecords(state).has(r.sessionId), { what: 'the record on disk' });
+    expect(sessionFiles(state, r.sessionId), 'no spool, and no record file of its own').toEqual([]);
     const log = await s.log(r.sessionId, { limit: 2 });
     expect(log.output, 'log of a session whose output went past the cap, without a spool').toBe('999\n1000');
   });
@@ -382,10 +420,13 @@ describe('state dir stays bounded', () => {
     const settled = () => {
       const files = sessionFiles(state, r.sessionId);
       const names = files.map((f) => f.name).sort().join(' ');
-      return names === `${r.sessionId}.json ${r.sessionId}.log` && files.every((f) => f.size > 0);
+      return names === `${r.sessionId}.log` && files.every((f) => f.size > 0) && readRecords(state).get(r.sessionId)?.status === 'completed';
     };
     await waitFor(settled, { what: 'the spool and the record on disk, nothing else' });
     await s.process({ action: 'clear', sessionId: r.sessionId });
     expect(sessionFiles(state, r.sessionId)).toEqual([]);
+    expect(readRecords(state).has(r.sessionId)).toBe(false);
+    // It was the only ended session: the journal is gone with it.
+    expect(readdirSync(sessionsDir(state))).toEqual([]);
   });
 });

@@ -13,7 +13,7 @@ async function expectNothingHeld(d: TestDaemon, c: TestClient, before: Diagnosti
     now.fds <= before.fds &&
     now.objects.Session === 0 &&
     KINDS.every((k) => (now.resources[k] ?? 0) <= (before.resources[k] ?? 0)) &&
-    // A record written off the main thread when its session was forgotten is deleted once the write lands.
+    // A record waiting for its turn when its session was forgotten is never written.
     stateFiles(d.dir).length === 0;
   // Handles close, timers fire and late record writes land a moment after a session ends: wait for that, then check it all.
   let after = await diagnose(c);
