@@ -95,6 +95,10 @@ export function eventLine(e: Record<string, unknown>): string {
       const i = (e.interrupt ?? {}) as Record<string, unknown>;
       return `${head}  ${String(i.kind ?? '?')}: ${oneLine(String(i.reason ?? ''))}`;
     }
+    case 'ready':
+      return `${head}  ${String(e.waitFor ?? 'ready')}${typeof e.afterMs === 'number' ? ` (after ${e.afterMs} ms)` : ''}`;
+    case 'output_match':
+      return `${head}  ${String(e.stream)} ${oneLine(String(e.line ?? ''))}${typeof e.dropped === 'number' ? ` (${e.dropped} more matched, not sent: rate limit)` : ''}`;
     case 'checkpoint':
       return `${head}  ${String(e.name)}${e.data === null || e.data === undefined ? '' : ` ${JSON.stringify(e.data)}`}`;
     case 'dropped':

@@ -6,6 +6,7 @@ import { Session } from '../session/session.js';
 import { SessionOutput } from '../session/output.js';
 import { Spool } from '../session/spool.js';
 import { invalid } from '../errors.js';
+import { probes } from '../readiness/probes.js';
 
 /** The classes whose live instances say whether a forgotten session left anything behind. */
 const TRACKED = { Session, SessionOutput, Spool, Socket } as const;
@@ -23,6 +24,8 @@ export interface Diagnostics {
   objects?: Record<keyof typeof TRACKED, number>;
   /** How late the event loop ran a 10 ms timer since the previous call; null on the first call (it starts the watch). */
   eventLoopDelay: LoopDelay | null;
+  /** Readiness probes (a `waitFor` port, URL or file) still being tried: only those of running sessions not yet ready. */
+  readinessProbes: number;
 }
 
 /** Event-loop delay in ms: how long past its due time a timer ran, sampled every RESOLUTION_MS. */
@@ -131,6 +134,7 @@ export function diagnostics(params: DiagnosticsParams = {}): Diagnostics {
     resources: countBy(process.getActiveResourcesInfo()),
     ...(objects ? { objects } : {}),
     eventLoopDelay,
+    readinessProbes: probes.size,
   };
   restartLoopDelay();
   return out;

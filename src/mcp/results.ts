@@ -31,6 +31,7 @@ export const ExecResultSchema = z
     output: z.string().nullish().describe('What the command printed (stdout and stderr as they came), capped.'),
     truncated: z.boolean().nullish(),
     interrupt: INTERRUPT.nullish(),
+    ready: z.boolean().nullish().describe('With waitFor: whether what it waits for held (a port answers, a line matched, ...).'),
     text: z.string().describe('The answer in words, with the next step: the same as the text content.'),
   })
   .describe('The exec result (SPEC §5).');

@@ -4,7 +4,7 @@ import type { Config } from '../config/schema.js';
 import { limit } from '../errors.js';
 import { planLaunch, sessionUser, type Confinement, type LaunchPlan } from '../sandbox/plan.js';
 import { accessProblem, type RunAs } from '../sandbox/user.js';
-import type { ExecParams } from '../schema/exec.js';
+import { describeWaitFor, type ExecParams } from '../schema/exec.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
 import { deriveName } from '../session/name.js';
 import type { Registry } from '../session/registry.js';
@@ -131,6 +131,8 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     checkpointKey,
     spool: cfg.maxLogBytes > 0 ? new Spool(ctx.state.spoolPath(id), cfg.maxLogBytes, ctx.state.disk) : undefined,
     pastInterrupts: req.approved?.history,
+    waitFor: p.waitFor && describeWaitFor(p.waitFor),
+    notify: p.notify,
   });
   if (user) stopFileOwner(session, user);
   ctx.registry.add(session);

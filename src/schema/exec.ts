@@ -3,6 +3,28 @@ import { z } from 'zod';
 /** The longest timeout a timer can hold (2^31-1 ms). */
 export const MAX_TIMEOUT_SEC = 2_147_483;
 
+/** An RE2 pattern; whether it compiles is checked where it is used (tools/exec.ts), naming the field. */
+const pattern = (what: string) => z.string().min(1, `${what} must not be empty`);
+
+export const WaitForSchema = z.union([
+  z.strictObject({
+    port: z.number().int().min(1).max(65535).describe('A TCP port that accepts a connection once the command is ready.'),
+    host: z.string().min(1).optional().describe('Where to connect; default 127.0.0.1 or ::1.'),
+  }),
+  z.strictObject({ output: pattern('waitFor.output').describe('An RE2 pattern a line of output matches once the command is ready.') }),
+  z.strictObject({
+    http: z
+      .string()
+      .url('waitFor.http must be a URL such as http://127.0.0.1:3000/health')
+      .refine((u) => /^https?:/i.test(u), 'waitFor.http must be an http:// or https:// URL')
+      .describe('A URL a GET of which answers once the command is ready.'),
+    status: z.number().int().min(100).max(599).optional().describe('The status that means ready; default any 2xx or 3xx.'),
+  }),
+  z.strictObject({ file: z.string().min(1).describe('A path (relative to workdir) that exists once the command is ready.') }),
+]);
+
+export const NotifySchema = z.union([z.enum(['exit', 'failure', 'never']), z.strictObject({ match: pattern('notify.match') })]);
+
 export const ExecParamsSchema = z
   .strictObject({
     command: z.string().min(1, 'command must not be empty').describe('Shell command to run (with $SHELL -c).'),
@@ -34,9 +56,26 @@ export const ExecParamsSchema = z
       .optional()
       .describe('With key, when a session of that key is running: replace it (default), reject, or keep it and return it.'),
     name: z.string().min(1).max(200).optional().describe('A label; default: the verb and its first argument.'),
+    waitFor: WaitForSchema.optional().describe(
+      'Readiness: answer "running" with ready: true as soon as this holds (a TCP port answers, an output line matches, an HTTP GET answers, a file exists), or as usual if the command ends or asks first; yieldMs bounds the wait.',
+    ),
+    notify: NotifySchema.optional().describe(
+      'Which ends of a backgrounded session are notifications (the exited event carries summary): "exit" (default), "failure" (only when it did not complete with 0), "never", or {match: RE2} to also send an output_match event for each matching line (rate-limited, counted).',
+    ),
   })
   .describe(
     'Run a shell command. Returns its output if it finishes within yieldMs, else status "running" with a sessionId to use with the process tool.',
   );
 
 export type ExecParams = z.output<typeof ExecParamsSchema>;
+
+/** What an exec waits for to be ready (SPEC §5 `waitFor`). */
+export type WaitFor = z.output<typeof WaitForSchema>;
+
+/** `waitFor` in words, for `text` and the `ready` event: "port 3000 answers". */
+export function describeWaitFor(w: WaitFor): string {
+  if ('port' in w) return `port ${w.port}${w.host ? ` on ${w.host}` : ''} answers`;
+  if ('output' in w) return `a line of output matches /${w.output}/`;
+  if ('http' in w) return `GET ${w.http} answers ${w.status ?? '2xx or 3xx'}`;
+  return `${w.file} exists`;
+}

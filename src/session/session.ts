@@ -4,7 +4,7 @@ import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
 import type { EventBus } from './events.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, StopRequest } from './record.js';
-import type { DenyReason, EventType, FailReason } from './types.js';
+import type { DenyReason, EventType, FailReason, Notify } from './types.js';
 
 export type { Checkpoint, Interrupt, InterruptField, InterruptOutcome, PendingExec, StopRequest } from './record.js';
 
@@ -51,6 +51,10 @@ export interface SessionInit {
   spool?: Spool;
   /** Interrupts settled before this session started (its approval). */
   pastInterrupts?: InterruptOutcome[];
+  /** What its `waitFor` waits for, in words (`port 3000 answers`): it is ready once that holds. */
+  waitFor?: string;
+  /** Which of its ends, once backgrounded, are notifications (SPEC §5). */
+  notify?: Notify;
   /** For a session restored from the state directory. */
   startedAt?: number;
   restored?: RestoredParts;
@@ -108,6 +112,8 @@ export class Session {
   /** Terminal modes the application set (pty sessions): they decide what some keys send. */
   readonly modes: TerminalModes = { applicationCursor: false, bracketedPaste: false };
   readonly finished: Promise<void>;
+  /** Which of its ends, once backgrounded, are notifications. */
+  readonly notify: Notify;
 
   private state: SessionState;
   private io: Attached | undefined;
@@ -122,6 +128,8 @@ export class Session {
   private readonly kept: Checkpoint[];
   private resolveFinished!: () => void;
   private readonly waiters = new Set<() => void>();
+  private readonly outputWatchers = new Set<(stream: Stream, text: string) => void>();
+  private readonly ready: { waitingFor: string; readyAt: number | undefined } | undefined;
   private quietPolls = 0;
   private readonly events: EventBus;
   private readonly now: () => number;
@@ -144,6 +152,8 @@ export class Session {
     this.events = init.events;
     this.past = this.pastInterrupts = [...(init.pastInterrupts ?? [])];
     this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
+    this.notify = init.notify ?? 'exit';
+    this.ready = init.waitFor === undefined ? undefined : { waitingFor: init.waitFor, readyAt: undefined };
     const r = init.restored;
     this.kept = this.checkpoints = [...(r?.checkpoints ?? [])];
     this.state = r?.state ?? { status: 'running', pid: undefined };
@@ -251,6 +261,11 @@ export class Session {
   }
 
   /** Started and not ended. A session waiting for its approval has not started: it is not running. */
+  /** What its `waitFor` waits for, and when that held (undefined: not yet). */
+  get readiness(): { readonly waitingFor: string; readonly readyAt: number | undefined } | undefined {
+    return this.ready;
+  }
+
   get running(): boolean {
     return this.state.status === 'running' || this.state.status === 'waiting_input';
   }
@@ -395,6 +410,22 @@ export class Session {
     if (text.length === 0) return;
     if (this.onPty) updateModes(this.modes, text);
     if (this.events.listening) this.emit('output', { stream, data: text, offset });
+    for (const watch of this.outputWatchers) watch(stream, text);
+    this.wake();
+  }
+
+  /** Be told of its output as it is captured (text as the output keeps it), until the returned function is called. */
+  watchOutput(fn: (stream: Stream, text: string) => void): () => void {
+    this.outputWatchers.add(fn);
+    return () => this.outputWatchers.delete(fn);
+  }
+
+  /** What its `waitFor` waits for holds: it is ready (once, while it runs). */
+  markReady(detail: Record<string, unknown> = {}): void {
+    const r = this.ready;
+    if (!r || r.readyAt !== undefined || !this.running) return;
+    r.readyAt = this.now();
+    this.emit('ready', { waitFor: r.waitingFor, afterMs: r.readyAt - this.startedAt, ...detail });
     this.wake();
   }
 
@@ -412,6 +443,7 @@ export class Session {
       const offset = this.output.totalChars;
       const text = this.output.end(stream, this.spool);
       if (text) this.emit('output', { stream, data: text, offset });
+      if (text) for (const watch of this.outputWatchers) watch(stream, text);
     }
     if (this.interrupt) this.remember(this.interrupt, 'ended');
     const end = { pid: this.pid, endedAt: this.now(), exitCode: outcome.exitCode, signal: outcome.signal };

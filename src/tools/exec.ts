@@ -10,6 +10,9 @@ import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
 import type { Session } from '../session/session.js';
+import { patternError } from '../config/pattern.js';
+import { matchCounts, notifyMatches } from '../readiness/notify.js';
+import { watchReadiness } from '../readiness/watch.js';
 import { gateExec } from './approval/gate.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
@@ -68,6 +71,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   }
   const cwd = checkWorkdir(p.workdir, ctx.voice);
   if (p.env) checkEnvOverrides(p.env);
+  checkPatterns(p);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy);
   if (gated) return gated;
 
@@ -78,6 +82,8 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     const inherited = daemonInheritance(d.config().env).env;
     const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved });
     void started.session.finished.then(() => announceExit(d, started.session));
+    if (p.waitFor) watchReadiness(started.session, p.waitFor, cwd);
+    if (p.notify && typeof p.notify === 'object') notifyMatches(started.session, p.notify.match);
     return { started };
   };
   const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();
@@ -104,12 +110,23 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   }
 }
 
-/** Wait until the session ends, asks for input, the yield passes, or the request is cancelled. */
-async function waitForEnd(session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'interrupt' | 'yield' | 'cancelled'> {
+/** RE2 patterns in the params compile, or the call is refused naming the field and the engine's reason. */
+function checkPatterns(p: ExecParams): void {
+  const check = (source: string, path: string[]) => {
+    const problem = patternError(source);
+    if (problem) throw invalid(`${path.join('.')} is not a valid RE2 pattern: ${problem}; RE2 has no lookaround or backreferences`, { path });
+  };
+  if (p.waitFor && 'output' in p.waitFor) check(p.waitFor.output, ['waitFor', 'output']);
+  if (p.notify && typeof p.notify === 'object') check(p.notify.match, ['notify', 'match']);
+}
+
+/** Wait until the session ends, asks for input, is ready (its waitFor held), the yield passes, or the request is cancelled. */
+async function waitForEnd(session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'cancelled'> {
   const deadline = Date.now() + ms;
   for (;;) {
     if (!session.running) return 'ended';
     if (session.interrupt) return 'interrupt';
+    if (session.readiness?.readyAt !== undefined) return 'ready';
     if (signal.aborted) return 'cancelled';
     const left = deadline - Date.now();
     if (left <= 0) return 'yield';
@@ -122,8 +139,12 @@ function announceExit(d: Daemon, s: Session): void {
   if (!d.registry.events.listening) return;
   const cfg = d.config().tools.exec;
   const fields: Record<string, unknown> = { status: s.status, exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null };
-  const silentSuccess = s.status === 'completed' && s.exitCode === 0 && s.output.totalChars === 0;
-  if (s.backgrounded && cfg.notifyOnExit && (!silentSuccess || cfg.notifyOnExitEmptySuccess)) fields.summary = exitSummary(s);
+  const success = s.status === 'completed' && s.exitCode === 0;
+  const silentSuccess = success && s.output.totalChars === 0;
+  const wanted = s.notify === 'never' ? false : s.notify === 'failure' ? !success : !silentSuccess || cfg.notifyOnExitEmptySuccess;
+  if (s.backgrounded && cfg.notifyOnExit && wanted) fields.summary = exitSummary(s);
+  const matches = matchCounts(s);
+  if (matches) fields.matches = matches;
   fields.text = endLine(s);
   s.emit('exited', fields);
 }

@@ -173,12 +173,20 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
   const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
   if (s.awaitingApproval) return { status: s.status, ...base, interrupt: interruptView(s.interrupt), text: warningText + interruptText(s, v) };
   if (s.status === 'denied') return { status: s.status, ...base, reason: s.reason, text: warningText + endLine(s, v) };
+  const r = s.readiness;
+  const readiness = r ? { ready: r.readyAt !== undefined } : {};
   if (s.running) {
     // Still going, or waiting for an answer: what it asks (or how to follow it), then its last output.
     const tail = s.output.tail(RUNNING_TAIL_CHARS);
+    const readyLine = !r
+      ? ''
+      : r.readyAt !== undefined
+        ? `Ready: ${r.waitingFor} (${seconds(r.readyAt - s.startedAt)} after it started).\n`
+        : `Not ready yet: ${r.waitingFor} was not seen in ${seconds(s.runtimeMs)}; it is still being watched (a ready event is sent when it holds).\n`;
     const what = s.interrupt
       ? interruptText(s, v)
-      : `Command still running (session ${s.id}, pid ${s.pid}). ` +
+      : readyLine +
+        `Command still running (session ${s.id}, pid ${s.pid}). ` +
         `${v.call({ action: 'poll', sessionId: s.id })} for new output, ${v.call({ action: 'write', sessionId: s.id })} to send input, ` +
         `${v.call({ action: 'kill', sessionId: s.id })} to stop it.`;
     return {
@@ -187,6 +195,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
       pid: s.pid ?? null,
       startedAt: iso(s.startedAt),
       ...(s.interrupt ? { interrupt: interruptView(s.interrupt) } : {}),
+      ...readiness,
       tail,
       text: `${warningText}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
     };
@@ -196,6 +205,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
   let footer = '';
   if (s.status === 'failed') footer = `\n\n(${endLine(s, v)})`;
   else if (s.exitCode !== 0) footer = `\n\n(Command exited with code ${s.exitCode})`;
+  if (r && r.readyAt === undefined) footer += `\n(It ended before ${r.waitingFor}.)`;
   return {
     status: s.status,
     ...base,
@@ -205,6 +215,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
     output,
     truncated: s.output.droppedChars > 0,
     droppedChars: s.output.droppedChars,
+    ...readiness,
     text: warningText + droppedNote(s) + body + footer,
   };
 }
@@ -227,4 +238,9 @@ function lastLine(text: string): string {
     if (line) return line.length > 200 ? `${line.slice(0, 199)}…` : line;
   }
   return '';
+}
+
+/** A duration for text: "850 ms", "12.3 s". */
+function seconds(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }

@@ -175,8 +175,11 @@ describe('toolDescriptions', () => {
     expect(s.required).toEqual(['command']);
     expect(s.additionalProperties).toBe(false);
     expect(Object.keys(s.properties).sort()).toEqual(
-      ['background', 'command', 'elevated', 'env', 'ifRunning', 'key', 'name', 'pty', 'stdin', 'timeout', 'workdir', 'yieldMs'].sort(),
+      ['background', 'command', 'elevated', 'env', 'ifRunning', 'key', 'name', 'notify', 'pty', 'stdin', 'timeout', 'waitFor', 'workdir', 'yieldMs'].sort(),
     );
+    // waitFor: one of four strict shapes; notify: a word or {match}.
+    expect(s.properties.waitFor.anyOf.map((o: any) => Object.keys(o.properties).sort())).toEqual([['host', 'port'], ['output'], ['http', 'status'], ['file']]);
+    expect(s.properties.notify.anyOf[0]).toMatchObject({ enum: ['exit', 'failure', 'never'] });
     expect(s.properties.command).toMatchObject({ type: 'string', minLength: 1 });
     expect(s.properties.stdin).toMatchObject({ enum: ['pipe', 'null'] });
     expect(s.properties.ifRunning).toMatchObject({ enum: ['replace', 'reject', 'keep'] });

@@ -19,6 +19,36 @@ interface ExecOptions {
   ifRunning?: 'replace' | 'reject' | 'keep';
   name?: string;
   stdinNull?: boolean;
+  waitPort?: string;
+  waitOutput?: string;
+  waitHttp?: string;
+  waitFile?: string;
+  notify?: string;
+}
+
+/** `exec --wait-*` ran out of its yield before the command was ready (it keeps running): as `procctl wait` says it. */
+const NOT_READY = 4;
+
+/** The one `waitFor` the --wait-* flags ask for, or undefined; more than one is a usage error. */
+function waitForOf(o: ExecOptions): Record<string, unknown> | undefined {
+  const given: Record<string, unknown>[] = [];
+  if (o.waitPort !== undefined) {
+    const m = /^(?:(.+):)?(\d+)$/.exec(o.waitPort);
+    const port = Number(m?.[2]);
+    if (!m || !(port >= 1 && port <= 65535)) throw new UsageError(`--wait-port takes a port (1-65535) or HOST:PORT, not "${o.waitPort}"`);
+    given.push(m[1] ? { port, host: m[1].replace(/^\[(.*)\]$/, '$1') } : { port });
+  }
+  if (o.waitOutput !== undefined) given.push({ output: o.waitOutput });
+  if (o.waitHttp !== undefined) given.push({ http: o.waitHttp });
+  if (o.waitFile !== undefined) given.push({ file: o.waitFile });
+  if (given.length > 1) throw new UsageError('give one of --wait-port, --wait-output, --wait-http and --wait-file');
+  return given[0];
+}
+
+/** `--notify exit|failure|never|RE`: a word, or else a pattern for output_match events. */
+function notifyOf(o: ExecOptions): unknown {
+  if (o.notify === undefined) return undefined;
+  return ['exit', 'failure', 'never'].includes(o.notify) ? o.notify : { match: o.notify };
 }
 
 /**
@@ -51,6 +81,8 @@ function execParams(words: string[], o: ExecOptions, workdir: string | undefined
   if (o.ifRunning !== undefined) p.ifRunning = o.ifRunning;
   if (o.name !== undefined) p.name = o.name;
   if (o.stdinNull) p.stdin = 'null';
+  const notify = notifyOf(o);
+  if (notify !== undefined) p.notify = notify;
   return p;
 }
 
@@ -81,6 +113,21 @@ export function showExecResult(r: Record<string, any>, pty: boolean, scope?: str
   }
   out(String(r.text ?? ''));
   return commandExit(r);
+}
+
+/** `exec --wait-*`: one call that answers once the command is ready, ends, asks, or the yield passes. */
+async function untilReady(g: GlobalOptions, params: Record<string, unknown>, pty: boolean): Promise<number> {
+  const r = await withClient(g, (c) => c.call('exec', scoped(g, params)));
+  if (g.json) {
+    printJson(r);
+    return r.status === 'running' && r.ready === false ? NOT_READY : commandExit(r);
+  }
+  if (r.status !== 'running' || r.interrupt) return showExecResult(r, pty, g.scope);
+  const first = String(r.text ?? '').split('\n')[0];
+  note(`procctl: ${first.charAt(0).toLowerCase()}${first.slice(1)}`);
+  if (r.tail) out(r.tail);
+  stillRunning({ ...r, pty }, g.scope);
+  return r.ready ? EXIT.ok : NOT_READY;
 }
 
 /**
@@ -125,7 +172,10 @@ export function registerExec(program: Command): void {
         'When an approval rule asks for approval, the session waits unstarted: procctl prints its id and how to ' +
         'answer it (`procctl resume ID --yes|--no`) and exits 1, as it does when a rule denies the command.\n' +
         "Exit status: the command's own, as ssh gives it (128+N when signal N ended it); 0 while it is still " +
-        'running; 1 when it was denied or waits for approval.',
+        'running; 1 when it was denied or waits for approval.\n' +
+        '--wait-port, --wait-output, --wait-http and --wait-file start it and return as soon as it is ready, ' +
+        'leaving it running (exit 0), or when it ends first (its own status); after --yield MS (default and ' +
+        'at most 120000) without it being ready, exit 4, still running.',
     )
     .argument('<cmd...>', 'the command (put it after --)')
     .option('--bg', 'return at once and keep the command running')
@@ -137,7 +187,12 @@ export function registerExec(program: Command): void {
     .option('--key <key>', 'thread key: at most one running session per key')
     .addOption(new Option('--if-running <mode>', 'with --key, when one is running').choices(['replace', 'reject', 'keep']))
     .option('--name <label>', 'a label for the session')
-    .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)');
+    .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)')
+    .option('--wait-port <[host:]port>', 'return once a TCP connection to the port succeeds, leaving it running')
+    .option('--wait-output <re>', 'return once a line of its output matches the RE2 pattern, leaving it running')
+    .option('--wait-http <url>', 'return once a GET of the URL answers 2xx or 3xx, leaving it running')
+    .option('--wait-file <path>', 'return once the path (relative to --cwd) exists, leaving it running')
+    .option('--notify <when>', 'which ends are notifications once it runs on: exit (default), failure, never, or an RE2 pattern (an output_match event per matching line)');
   exec.configureOutput({
     outputError: (text, write) => {
       write(text.replace(/^error: /, 'procctl: '));
@@ -158,7 +213,9 @@ export function registerExec(program: Command): void {
           printJson(r);
           return commandExit(r);
         };
+        const waitFor = waitForOf(o);
         try {
+          if (waitFor) return await untilReady(g, { ...params, waitFor, yieldMs: o.yield ?? 120_000 }, Boolean(o.pty));
           if (!o.bg) return await runForeground(g, params, { yieldMs: o.yield, stdinNull: o.stdinNull }, shown);
           return shown(await withClient(g, (c) => c.call('exec', scoped(g, params))));
         } catch (err) {
