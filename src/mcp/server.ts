@@ -10,7 +10,7 @@ import {
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import { RpcCallError, type DaemonClient } from '../rpc/client.js';
-import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
+import { describeWaitFor, ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { ProcessParamsSchema, type ProcessParams } from '../schema/process.js';
 import { elicitationFor, resumeInputFrom, type InterruptView } from './elicit.js';
 import { ExecResultSchema, ProcessResultSchema } from './results.js';
@@ -138,7 +138,7 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
       if (state) return carryOn(state, ctx);
       const waitMs = Math.min(args.yieldMs ?? MCP_MAX_WAIT_MS, MCP_MAX_WAIT_MS);
       const params = { ...args, ...(args.background ? {} : { yieldMs: waitMs }) };
-      const stopProgress = args.background ? () => undefined : reportProgress(ctx);
+      const stopProgress = args.background ? () => undefined : reportProgress(ctx, args.waitFor && describeWaitFor(args.waitFor));
       let r: DaemonResult;
       try {
         r = await call('exec', params, ctx);
@@ -186,15 +186,18 @@ function canElicit(server: McpServer, ctx: ServerContext): boolean {
   return caps?.elicitation !== undefined;
 }
 
-/** While a foreground exec waits: a progress notification each second, when the caller asked for them. */
-function reportProgress(ctx: ServerContext): () => void {
+/** While a foreground exec waits: a progress notification each second, when the caller asked for them; with waitFor, what it waits for. */
+function reportProgress(ctx: ServerContext, waitingFor?: string): () => void {
   const token = ctx.mcpReq._meta?.progressToken;
   if (token === undefined) return () => undefined;
   const started = Date.now();
   const timer = setInterval(() => {
     const seconds = Math.round((Date.now() - started) / 1000);
     void ctx.mcpReq
-      .notify({ method: 'notifications/progress', params: { progressToken: token, progress: seconds, message: `still running after ${seconds} s` } })
+      .notify({
+        method: 'notifications/progress',
+        params: { progressToken: token, progress: seconds, message: waitingFor ? `not ready after ${seconds} s: waiting until ${waitingFor}` : `still running after ${seconds} s` },
+      })
       .catch(() => undefined);
   }, PROGRESS_MS);
   return () => clearInterval(timer);

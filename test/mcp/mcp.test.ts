@@ -126,6 +126,22 @@ describe('procctl mcp', () => {
     expect(seen.length).toBeGreaterThan(0);
   });
 
+  it('a waitFor exec shows progress until it is ready, saying what it waits for, then answers running with ready: true', async () => {
+    const c = await connect();
+    const seen: string[] = [];
+    const r = await call(
+      c,
+      'exec',
+      { command: 'sleep 2.5; echo "listening on 8080"; sleep 600', waitFor: { output: 'listening on \\d+' } },
+      { onprogress: (p) => seen.push(String(p.message)) },
+    );
+    expect(r.structuredContent).toMatchObject({ status: 'running', ready: true });
+    expect(r.content[0].text).toMatch(/^Ready: a line of output matches \/listening on \\d\+\/ \(/);
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen[0]).toMatch(/^not ready after \d+ s: waiting until a line of output matches \/listening on \\d\+\/$/);
+    await rpc.call('process', { action: 'kill', sessionId: r.structuredContent.sessionId });
+  });
+
   it('notifications/cancelled cancels the exec as $/cancelRequest would: its session is stopped', async () => {
     const c = await connect();
     const ac = new AbortController();
