@@ -11,6 +11,7 @@ import { approvals } from './approvals.js';
 // Interrupts, terminals and stopping: one file each.
 import { idleCost } from './idle.js';
 import { interruptLatency } from './interrupt-latency.js';
+import { readiness } from './readiness.js';
 import { killTree } from './kill-tree.js';
 import { ptyThroughput } from './pty-throughput.js';
 import type { BenchOptions } from './lib/options.js';
@@ -21,6 +22,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   sessions,
   // Interrupts, terminals and stopping.
   interrupts: interruptLatency,
+  readiness,
   pty: ptyThroughput,
   idle: idleCost,
   'kill-tree': killTree,
@@ -34,7 +36,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   sandbox: (o) => import('./sandbox.js').then((m) => m.sandboxCost(o)),
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,pty,idle,kill-tree,tails,approvals,cli,cli-installed,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,tails,approvals,cli,cli-installed,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

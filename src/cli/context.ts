@@ -3,6 +3,7 @@ import { constants as osConstants } from 'node:os';
 import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
 import { dialFor } from '../remote/reach.js';
+import { shellQuote } from '../shell-quote.js';
 
 /** The options every command accepts (SPEC §11). */
 export interface GlobalOptions {
@@ -66,13 +67,34 @@ export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => P
 /** Write text to stdout, ending it with a newline. */
 export function out(text: string): void {
   if (text === '') return;
+  text = reached(text);
   process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 }
 
 /** Write text to stderr, ending it with a newline. */
 export function note(text: string): void {
   if (text === '') return;
+  text = reached(text);
   process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+}
+
+/** The options that reach this command's daemon (`--host H`, `--socket S`), as words for hints. */
+let reach = '';
+
+/**
+ * Hints name commands that must reach the same daemon: the daemon writes `procctl [--scope S] …`,
+ * knowing the scope; the CLI adds the `--host` and `--socket` it was given, which only it knows.
+ */
+export function hintsReach(g: Pick<GlobalOptions, 'host' | 'socket'>): void {
+  const words: string[] = [];
+  if (g.host !== undefined) words.push('--host', shellQuote(g.host));
+  if (g.socket !== undefined) words.push('--socket', shellQuote(g.socket));
+  reach = words.join(' ');
+}
+
+/** Text with every `procctl …` hint in backquotes made to reach this daemon. */
+export function reached(text: string): string {
+  return reach === '' ? text : text.replaceAll('`procctl ', `\`procctl ${reach} `);
 }
 
 /** The raw result for `--json`. */
@@ -141,6 +163,8 @@ export function reportError(err: unknown): number {
 /** Wrap a command's action: its returned status (or its error's) becomes the exit status. */
 export function act<A extends unknown[]>(fn: (...args: A) => Promise<number>): (...args: A) => Promise<void> {
   return async (...args: A) => {
+    const cmd = args.at(-1) as Command | undefined;
+    if (typeof cmd?.optsWithGlobals === 'function') hintsReach(globalsOf(cmd));
     try {
       process.exitCode = await fn(...args);
     } catch (err) {

@@ -4,7 +4,7 @@ import { EventFeed, OutputCursor, type SessionEvent } from './feed.js';
 import { forwardSignals } from './remote.js';
 import { endNotice } from './render.js';
 import { askAtTerminal, type Question } from './terminal.js';
-import { cliVoice } from '../schema/voice.js';
+import { cliVoice, procctlCommand } from '../schema/voice.js';
 
 export interface ForegroundOptions {
   /** Leave it running and return after this many ms; without it, wait for the end. */
@@ -31,9 +31,9 @@ export function stillRunning(r: Result, scope?: string): void {
   const id = String(r.sessionId);
   const prompt = r.interrupt ? ` and waiting for input (${r.interrupt.kind}): "${r.interrupt.reason}"` : '';
   out(`Session ${id} is still running (pid ${r.pid ?? '-'})${prompt}: ${r.name}`);
-  const attach = r.pty && !r.warnings?.length ? ` or \`procctl attach ${id}\`` : '';
+  const attach = r.pty && !r.warnings?.length ? ` or ${procctlCommand(scope, 'attach', id)}` : '';
   note(
-    `Poll it with ${v.call({ action: 'poll', sessionId: id })}, follow it with \`procctl log ${id} -f\`${attach}, ` +
+    `Poll it with ${v.call({ action: 'poll', sessionId: id })}, follow it with ${procctlCommand(scope, 'log', id, '-f')}${attach}, ` +
       `feed it with ${v.call({ action: 'write', sessionId: id })}, stop it with ${v.call({ action: 'kill', sessionId: id })}.`,
   );
 }
@@ -115,7 +115,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
         if (!tty) {
           // On a pipe many programs ask without a prompt (bash's read -p): say how to see it.
           const unseen = !params.pty && typeof tail === 'string' && !promptLeft(tail) ? '; it printed no prompt line (on a pipe many programs show none): run it with --pty to see its question' : '';
-          note(`procctl: session ${id} is waiting for input (${String(i.kind)}): "${String(i.reason ?? '')}"${unseen}; answer it with \`procctl resume ${id} --yes|--no|--text T|--eof\``);
+          note(`procctl: session ${id} is waiting for input (${String(i.kind)}): "${String(i.reason ?? '')}"${unseen}; answer it with ${procctlCommand(g.scope, 'resume', id, '--text', 'TEXT')} (or --yes, --no, --eof)`);
           return;
         }
         stdinUsed = true;
@@ -146,7 +146,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
         } else if (e.type === 'waiting_input') onQuestion(e.interrupt as Question, e.tail);
         else if (e.type === 'exited') onExit(e);
         else if (e.type === 'dropped') {
-          note(`procctl: ${String(e.text ?? 'events were dropped')}; the session's whole output is in \`procctl log ${id}\``);
+          note(`procctl: ${String(e.text ?? 'events were dropped')}; the session's whole output is in ${procctlCommand(g.scope, 'log', id)}`);
           // The end itself may have been dropped: ask how the session is doing.
           void feed.client
             .call('process', scoped(g, { action: 'list' }))

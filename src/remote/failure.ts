@@ -6,6 +6,8 @@ export interface SshEnd {
   where: string;
   /** The host alone, for hints. */
   host: string;
+  /** `[-p PORT] [user@]host` as ssh takes it, for hints that run ssh. */
+  login: string;
   code: number | null;
   signal: NodeJS.Signals | null;
   /** The last of what ssh (and the far side) wrote to stderr. */
@@ -54,7 +56,7 @@ export function sshFailure(e: SshEnd): DaemonUnreachableError {
         `ssh could not log in${quoted}`,
         `give ssh a key that ${e.host} accepts (ssh-agent, ~/.ssh/config, or PROCCTL_SSH_COMMAND='ssh -i KEY') and add its public key to ~/.ssh/authorized_keys there (docs/remote.md)`,
       );
-    if (HOST_KEY.test(e.stderr)) return fail(`ssh does not trust the host key${quoted}`, `connect once with \`ssh ${e.host}\` to check and record its host key`);
+    if (HOST_KEY.test(e.stderr)) return fail(`ssh does not trust the host key${quoted}`, `connect once with \`ssh ${e.login}\` to check and record its host key`);
     if (UNKNOWN_HOST.test(text)) return fail(`ssh cannot find the host${quoted}`, 'check the host name in --host or $PROCCTL_HOST');
     if (NO_ROUTE.test(text)) return fail(`ssh cannot connect${quoted}`, `check the host and port, and that sshd runs on ${e.host}`);
     return fail(`ssh failed${quoted}`);

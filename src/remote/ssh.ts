@@ -75,7 +75,8 @@ export function sshDial(address: string, opts: SshOptions = {}): Dial {
       clearTimeout(closing);
       if (spawnError) return sink.end(unusable(`cannot run ssh: ${spawnError.message}`, 'check $PROCCTL_SSH_COMMAND'));
       const byHand = argv.map(shellQuote).join(' ');
-      sink.end(sshFailure({ where: address, host: target.host, code, signal, stderr, received, byHand }));
+      const login = [...(target.port !== undefined ? ['-p', String(target.port)] : []), target.user !== undefined ? `${target.user}@${target.host}` : target.host].map(shellQuote).join(' ');
+      sink.end(sshFailure({ where: address, host: target.host, login, code, signal, stderr, received, byHand }));
     });
     return {
       where: address,

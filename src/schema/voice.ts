@@ -63,9 +63,14 @@ function resumeFlags(input: ResumeAnswer): string {
   return `--text ${PLACEHOLDERS[input.text] ?? shellQuote(input.text)}`;
 }
 
+/** A `procctl` command in backquotes, naming `--scope` when it is not the default one (the CLI adds `--host` and `--socket`). */
+export function procctlCommand(scope: string | undefined, ...words: string[]): string {
+  return `\`procctl ${scope === undefined || scope === 'default' ? '' : `--scope ${shellQuote(scope)} `}${words.join(' ')}\``;
+}
+
 /** `procctl` commands, in backquotes; `--scope` is named when the session is not in the default scope. */
 export function cliVoice(scope = 'default'): Voice {
-  const procctl = (...words: string[]) => `\`procctl ${scope === 'default' ? '' : `--scope ${shellQuote(scope)} `}${words.join(' ')}\``;
+  const procctl = (...words: string[]) => procctlCommand(scope, ...words);
   return {
     name: 'cli',
     call(c) {

@@ -37,7 +37,12 @@ describe('sshArgv', () => {
 });
 
 describe('sshFailure', () => {
-  const end = (over: Partial<SshEnd>): SshEnd => ({ where: 'ssh://box', host: 'box', code: 255, signal: null, stderr: '', received: 0, byHand: 'ssh box procctl dial-stdio', ...over });
+  const end = (over: Partial<SshEnd>): SshEnd => ({ where: 'ssh://box', host: 'box', login: 'box', code: 255, signal: null, stderr: '', received: 0, byHand: 'ssh box procctl dial-stdio', ...over });
+
+  it('the host-key hint runs ssh as procctl does: the port and the user go with it', () => {
+    const err = sshFailure(end({ where: 'ssh://ann@box:2222', login: '-p 2222 ann@box', stderr: 'Host key verification failed.' }));
+    expect(err.hint).toBe('connect once with `ssh -p 2222 ann@box` to check and record its host key');
+  });
 
   it('quotes the line that says what happened, not the routine warnings', () => {
     expect(telltaleLine("Warning: Permanently added 'box' (ED25519) to the list of known hosts.\r\nann@box: Permission denied (publickey).\r\n")).toBe('ann@box: Permission denied (publickey).');

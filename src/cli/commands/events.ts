@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { act, connect, EXIT, globalsOf, hasEnded, note, out, printJsonLine, scoped, type GlobalOptions } from '../context.js';
 import { eventLine } from '../render.js';
+import { procctlCommand } from '../../schema/voice.js';
 
 type Event = Record<string, unknown>;
 
@@ -31,7 +32,7 @@ async function streamEvents(g: GlobalOptions, follow: boolean): Promise<number> 
       const { sessions } = await client.call('process', scoped(g, { action: 'list' }));
       listed = new Set((sessions as Event[]).filter((s) => !hasEnded(s.status)).map((s) => String(s.sessionId)));
       if (idle()) {
-        if (listed.size === 0 && started.size === 0) note('procctl: no running sessions in this scope; `procctl events -f` waits for new ones');
+        if (listed.size === 0 && started.size === 0) note(`procctl: no running sessions in this scope; ${procctlCommand(g.scope, 'events', '-f')} waits for new ones`);
         return EXIT.ok;
       }
     }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { act, EXIT, globalsOf, outcomeExit, printJson, scoped, withClient } from '../context.js';
+import { act, EXIT, globalsOf, out, outcomeExit, printJson, scoped, withClient } from '../context.js';
 import { wholeNumber } from '../options.js';
 
 export function registerWait(program: Command): void {
@@ -26,7 +26,7 @@ export function registerWait(program: Command): void {
         const failed = sessions.some((s) => done.has(s.sessionId) && outcomeExit(s) !== EXIT.ok);
         const code = !met ? TIMED_OUT : failed ? EXIT.failed : EXIT.ok;
         if (g.json) printJson(r);
-        else process.stdout.write(`${String(r.text ?? '')}\n`);
+        else out(String(r.text ?? ''));
         return code;
       }),
     );
