@@ -3,7 +3,7 @@ import { constants as osConstants } from 'node:os';
 import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
 import { dialFor } from '../remote/reach.js';
-import { shellQuote } from '../shell-quote.js';
+import { hintsReaching, reachWords } from '../schema/voice.js';
 
 /** The options every command accepts (SPEC §11). */
 export interface GlobalOptions {
@@ -79,22 +79,19 @@ export function note(text: string): void {
 }
 
 /** The options that reach this command's daemon (`--host H`, `--socket S`), as words for hints. */
-let reach = '';
+let reach: string[] = [];
 
 /**
  * Hints name commands that must reach the same daemon: the daemon writes `procctl [--scope S] …`,
  * knowing the scope; the CLI adds the `--host` and `--socket` it was given, which only it knows.
  */
 export function hintsReach(g: Pick<GlobalOptions, 'host' | 'socket'>): void {
-  const words: string[] = [];
-  if (g.host !== undefined) words.push('--host', shellQuote(g.host));
-  if (g.socket !== undefined) words.push('--socket', shellQuote(g.socket));
-  reach = words.join(' ');
+  reach = reachWords(g);
 }
 
 /** Text with every `procctl …` hint in backquotes made to reach this daemon. */
 export function reached(text: string): string {
-  return reach === '' ? text : text.replaceAll('`procctl ', `\`procctl ${reach} `);
+  return hintsReaching(text, reach);
 }
 
 /** The raw result for `--json`. */

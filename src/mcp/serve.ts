@@ -70,7 +70,7 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
   // A daemon on another host made its credential there: only $PROCCTL_APPROVER_TOKEN can reach it.
   const remote = hostOf({ host: opts.host }) !== undefined;
   const approverToken = () => (remote ? process.env.PROCCTL_APPROVER_TOKEN || undefined : approverCredential(opts.socket));
-  const handle = serveStdio(() => createMcpServer(daemon, { scope: opts.scope, token: opts.token, version: packageVersion(), approverToken }));
+  const handle = serveStdio(() => createMcpServer(daemon, { scope: opts.scope, token: opts.token, version: packageVersion(), approverToken, reach: { host: opts.host, socket: opts.socket } }));
   await new Promise<void>((resolve) => {
     process.stdin.once('end', resolve);
     process.stdin.once('close', resolve);

@@ -11,6 +11,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { RpcCallError, type DaemonClient } from '../rpc/client.js';
 import { describeWaitFor, ExecParamsSchema, type ExecParams } from '../schema/exec.js';
+import { hintsReaching, reachWords } from '../schema/voice.js';
 import { ProcessParamsSchema, type ProcessParams } from '../schema/process.js';
 import { elicitationFor, resumeInputFrom, type InterruptView } from './elicit.js';
 import { ExecResultSchema, ProcessResultSchema } from './results.js';
@@ -33,6 +34,8 @@ export interface McpOptions {
   version: string;
   /** The approver credential, sent only with an answer the person gave through elicitation (SPEC §8, §13). */
   approverToken?: () => string | undefined;
+  /** How the server reaches its daemon (`--host`, `--socket` as given): a person's `procctl …` hint in a text names them too. */
+  reach?: { host?: string; socket?: string };
 }
 
 type DaemonResult = Record<string, unknown> & { text?: string; status?: string; sessionId?: string; interrupt?: InterruptView; output?: string };
@@ -77,8 +80,11 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
   );
   const withScope = (p: Record<string, unknown>) => ({ ...p, ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
 
-  const call = async (method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<DaemonResult> =>
-    (await daemon()).call<DaemonResult>(method, withScope(params), { signal: ctx.mcpReq.signal });
+  const reach = reachWords(opts.reach ?? {});
+  const call = async (method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<DaemonResult> => {
+    const r = await (await daemon()).call<DaemonResult>(method, withScope(params), { signal: ctx.mcpReq.signal });
+    return typeof r.text === 'string' ? { ...r, text: hintsReaching(r.text, reach) } : r;
+  };
 
   /** Put the question to the person, or answer as the daemon did. */
   const answerOrAsk = async (tool: Flow['tool'], r: DaemonResult, waitMs: number, ctx: ServerContext, command?: string): Promise<CallToolResult | InputRequiredResult> => {

@@ -63,6 +63,16 @@ function resumeFlags(input: ResumeAnswer): string {
   return `--text ${PLACEHOLDERS[input.text] ?? shellQuote(input.text)}`;
 }
 
+/** `--host H` and `--socket S` as given (undefined: not given), as words for hints. */
+export function reachWords(reach: { host?: string; socket?: string }): string[] {
+  return [...(reach.host !== undefined ? ['--host', shellQuote(reach.host)] : []), ...(reach.socket !== undefined ? ['--socket', shellQuote(reach.socket)] : [])];
+}
+
+/** Text with every `procctl …` hint in backquotes made to reach the daemon these words reach (the daemon writes only the scope). */
+export function hintsReaching(text: string, words: readonly string[]): string {
+  return words.length === 0 ? text : text.replaceAll('`procctl ', `\`procctl ${words.join(' ')} `);
+}
+
 /** A `procctl` command in backquotes, naming `--scope` when it is not the default one (the CLI adds `--host` and `--socket`). */
 export function procctlCommand(scope: string | undefined, ...words: string[]): string {
   return `\`procctl ${scope === undefined || scope === 'default' ? '' : `--scope ${shellQuote(scope)} `}${words.join(' ')}\``;

@@ -162,7 +162,7 @@ describe('procctl global options, usage and reachability', () => {
     const r = await cli(['--socket', socket, 'ps']);
     expect(r.code).toBe(3);
     expect(r.stderr).toBe(
-      `procctl: cannot reach procctld at ${socket} (no socket there); start it with \`procctld\` (or \`procctl daemon\`; in a checkout, \`npm start\`) or pass --socket\n`,
+      `procctl: cannot reach procctld at ${socket} (no socket there); start it with \`procctld\` (or \`procctl --socket ${socket} daemon\`; in a checkout, \`npm start\`) or pass --socket\n`,
     );
   });
 

@@ -71,8 +71,11 @@ async function hintTable(reach: string[], env: Record<string, string>, reachText
   const id = /Session (\w+) is still running/.exec(bg.stdout)?.[1];
   expect(id, bg.stdout + bg.stderr).toBeDefined();
   expect(collect(bg).length, 'exec --bg').toBeGreaterThanOrEqual(3);
-  expect(collect(await on(['exec', '--yield', '200', '--', 'sleep 30'])).length, 'exec --yield').toBeGreaterThanOrEqual(3);
-  expect(collect(await on(['wait', id!, '--timeout', '50'])), 'wait').toEqual([expect.stringContaining(`wait ${id}`)]);
+  const yielded = await on(['exec', '--yield', '200', '--', 'sleep 30']);
+  expect(collect(yielded).length, 'exec --yield').toBeGreaterThanOrEqual(3);
+  // A session that only sleeps: the wait runs out (one that reads would soon be done, waiting for input).
+  const sleeper = /Session (\w+) is still running/.exec(yielded.stdout)?.[1];
+  expect(collect(await on(['wait', sleeper!, '--timeout', '50'])), 'wait').toEqual([expect.stringContaining(`wait ${sleeper}`)]);
   expect(collect(await on(['exec', '--', 'echo needs-ok'])).length, 'an approval').toBe(2);
   expect(collect(await on(['poll', 'nosuchid'])), 'not_found').toEqual([expect.stringMatching(/ ps$/)]);
   // A question: poll shows it with how to answer, in CLI words.

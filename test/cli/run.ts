@@ -53,8 +53,13 @@ export function cli(args: string[], opts: { input?: string; env?: Record<string,
 }
 
 /** Run against a daemon's socket. */
+/**
+ * `procctl ARGS` against the daemon at `socket`, named by $PROCCTL_SOCKET as a person's shell
+ * would have it: the hints printed then name no socket (test/cli/hints.test.ts runs them with
+ * `--socket` and `--host`, where every hint must carry it).
+ */
 export function cliOn(socket: string): (args: string[], opts?: { input?: string }) => Promise<CliResult> {
-  return (args, opts) => cli(['--socket', socket, ...args], opts);
+  return (args, opts) => cli(args, { ...opts, env: { PROCCTL_SOCKET: socket } });
 }
 
 /** Wait until a streaming child has printed something matching. */
@@ -73,7 +78,7 @@ export function killChildren(): void {
 
 export interface CliDaemon {
   d: TestDaemon;
-  /** Runs `procctl --socket <the daemon's socket> ARGS...`. */
+  /** Runs `procctl ARGS...` with $PROCCTL_SOCKET naming the daemon's socket. */
   run: ReturnType<typeof cliOn>;
   /** A direct client for setting up and waiting, so only the command under test pays a CLI start. */
   c: TestClient;

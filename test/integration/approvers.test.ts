@@ -216,7 +216,8 @@ describe('procctl approvals', () => {
         [t.sessionId, 'trusted'],
       ]);
       const text = await cli(['--socket', d.socket, 'approvals']);
-      expect(text.stdout).toContain(`procctl --scope beta resume ${b.sessionId} --yes`);
+      // The hint reaches this daemon as the command did (--socket) and names the session's scope.
+      expect(text.stdout).toContain(`procctl --socket ${d.socket} --scope beta resume ${b.sessionId} --yes`);
       const agent = (await new Scoped(c, 'alpha').request('approvals.list')).result;
       expect(agent.approvals).toEqual([]);
       expect(agent.text).toContain('approver credential');
