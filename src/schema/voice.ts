@@ -49,7 +49,8 @@ function literal(v: unknown): string {
 /** The tools' own words, for models (and anything else that is not the CLI). */
 export const RPC: Voice = {
   name: 'rpc',
-  call: (c) => `process ${literal(c)}`,
+  // A call is written whole, a placeholder where the reader decides (what to write, which signal).
+  call: (c) => `process ${literal(c.action === 'write' && !c.eof ? { ...c, data: ANSWER } : c.action === 'signal' && !c.signal ? { ...c, signal: ANSWER } : c)}`,
   execOption: (name, value) => (name === 'workdir' ? `workdir ${JSON.stringify(value)}` : `${name}:${JSON.stringify(value)}`),
   paging: () => 'pass offset/limit to page',
 };

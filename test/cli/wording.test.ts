@@ -80,6 +80,8 @@ describe('the two voices', () => {
     [{ action: 'log', sessionId: 'ab' }, 'process {action:"log", sessionId:"ab"}', '`procctl log ab`'],
     [{ action: 'remove', sessionId: 'ab' }, 'process {action:"remove", sessionId:"ab"}', '`procctl rm ab`'],
     [{ action: 'write', sessionId: 'ab', eof: true }, 'process {action:"write", sessionId:"ab", eof:true}', '`procctl write ab --eof`'],
+    [{ action: 'write', sessionId: 'ab' }, 'process {action:"write", sessionId:"ab", data:"..."}', '`procctl write ab DATA`'],
+    [{ action: 'signal', sessionId: 'ab' }, 'process {action:"signal", sessionId:"ab", signal:"..."}', '`procctl signal ab SIGNAL`'],
     [{ action: 'signal', sessionId: 'ab', signal: 'SIGINT' }, 'process {action:"signal", sessionId:"ab", signal:"SIGINT"}', '`procctl signal ab SIGINT`'],
     [{ action: 'resume', sessionId: 'ab', input: { confirm: false } }, 'process {action:"resume", sessionId:"ab", input:{confirm:false}}', '`procctl resume ab --no`'],
     [{ action: 'resume', sessionId: 'ab', input: { text: "it's" } }, 'process {action:"resume", sessionId:"ab", input:{text:"it\'s"}}', "`procctl resume ab --text 'it'\\''s'`"],

@@ -231,6 +231,57 @@ describe('procctl mcp', () => {
     });
   });
 
+  it('every hint a model is given runs as printed: each `process {…}` call in a text, made through MCP, reaches its session (a scope of its own)', async () => {
+    const c = await connect({ env: { PROCCTL_SCOPE: 'newcomer' } });
+    const hints: Record<string, unknown>[] = [];
+    /** The `process {…}` calls a text names, parsed from the literal the tools' words use (keys bare, values JSON). */
+    const collect = (text: string) => {
+      const found: Record<string, unknown>[] = [];
+      for (let at = text.indexOf('process {'); at !== -1; at = text.indexOf('process {', at + 1)) {
+        let depth = 0;
+        let end = at + 'process '.length;
+        for (; end < text.length; end++) {
+          if (text[end] === '{') depth++;
+          else if (text[end] === '}' && --depth === 0) break;
+        }
+        const literal = text.slice(at + 'process '.length, end + 1);
+        found.push(JSON.parse(literal.replace(/([{,]\s*)([A-Za-z_]\w*):/g, '$1"$2":')));
+      }
+      hints.push(...found);
+      return found;
+    };
+    const bg = await call(c, 'exec', { command: 'while read line; do echo "got $line"; done', background: true });
+    const id = bg.structuredContent.sessionId;
+    expect(collect(bg.content[0].text).length, bg.content[0].text).toBeGreaterThanOrEqual(3);
+    const asks = await call(c, 'exec', { command: 'printf "Continue? [y/N] "; read a; echo "said $a"', yieldMs: 30_000 });
+    expect(asks.structuredContent.status).toBe('waiting_input');
+    expect(collect(asks.content[0].text).length, asks.content[0].text).toBeGreaterThanOrEqual(2);
+    const sleeper = await call(c, 'exec', { command: 'sleep 2', background: true });
+    expect(collect((await call(c, 'process', { action: 'wait', sessionIds: [sleeper.structuredContent.sessionId], timeout: 50 })).content[0].text).length).toBe(1);
+    expect(collect((await call(c, 'process', { action: 'poll', sessionId: 'nosuchid' })).content[0].text).length).toBe(1);
+    const ids = new Set([id, asks.structuredContent.sessionId, sleeper.structuredContent.sessionId]);
+    for (const h of hints) if (typeof h.sessionId === 'string') expect(ids, JSON.stringify(h)).toContain(h.sessionId);
+
+    // Made as printed, placeholders filled as a model would: those that end a session last.
+    const FILL: Record<string, string> = { data: 'x\n', signal: 'SIGCONT', text: 'y' };
+    const fill = (h: Record<string, unknown>): Record<string, unknown> =>
+      Object.fromEntries(
+        Object.entries(h).map(([k, v]) => [k, v === '...' || v === '<number>' || v === '<secret>' ? (FILL[k] ?? 'x') : v && typeof v === 'object' && !Array.isArray(v) ? fill(v as Record<string, unknown>) : v]),
+      );
+    const ends = (h: Record<string, unknown>) => ['kill', 'remove', 'clear'].includes(String(h.action)) || JSON.stringify(h).includes('"confirm":false') || JSON.stringify(h).includes('"eof"');
+    const unique = [...new Map(hints.map((h) => [JSON.stringify(h), h])).values()];
+    // A wait waits for its sessions to end: made after the calls that end them.
+    const waits = (h: Record<string, unknown>) => h.action === 'wait';
+    for (const h of [...unique.filter((h) => !ends(h) && !waits(h)), ...unique.filter(ends), ...unique.filter(waits)]) {
+      const t0 = Date.now();
+      const r = await call(c, 'process', fill(h));
+      if (process.env.HINTS_DEBUG) console.log(Date.now() - t0, 'ms', JSON.stringify(fill(h)));
+      expect(r.content[0].text, JSON.stringify(h)).not.toMatch(/^(not_found|invalid)/);
+    }
+    const all = (await rpc.call('process', { action: 'list', scope: 'newcomer' })) as { sessions: { sessionId: string; status: string }[] };
+    expect(all.sessions.filter((x) => x.status === 'running')).toEqual([]);
+  });
+
   it('a normal close of the client (end of stdin) says nothing on stderr', async () => {
     const child = spawn(process.execPath, [PROCCTL, '--socket', d.socket, 'mcp'], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
