@@ -5,6 +5,7 @@ import { findProgram } from '../executable.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';
+import { namespaceAdvice, namespaceFacts } from './refusal.js';
 import { filterProblem, unixSocketFilter } from './seccomp.js';
 import { resolveUser, setprivOptions, type RunAs } from './user.js';
 
@@ -92,9 +93,12 @@ function* probeSteps(host: SandboxHost, c: SandboxConfig): Generator<Step, strin
   const run = yield { file: host.bwrap, args: [...bwrapOptions(layout), ...seccomp, '--', ...become, host.env, '--default-signal', 'true'], filter };
   if (run.status === 0) return undefined;
   const said = (run.stderr || (run.timedOut ? `it did not finish within ${PROBE_TIMEOUT_MS / 1000} s and was killed` : '') || run.error?.message || `exit ${run.status ?? run.signal}`).trim().split('\n')[0];
-  const userns = /namespace|permission|operation not permitted/i.test(said)
-    ? '; user namespaces look refused to the daemon\'s user: allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap) or run the daemon as root'
-    : '';
+  const advice = namespaceAdvice(said, namespaceFacts());
+  const userns = advice
+    ? `; ${advice}`
+    : /namespace|permission|operation not permitted/i.test(said)
+      ? '; user namespaces look refused to the daemon\'s user: allow them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or an AppArmor profile for bwrap) or run the daemon as root'
+      : '';
   return `bwrap cannot create the sandbox on this host: ${said}${userns}`;
 }
 

@@ -19,6 +19,7 @@ interface ExecOptions {
   ifRunning?: 'replace' | 'reject' | 'keep';
   name?: string;
   stdinNull?: boolean;
+  elevated?: boolean;
   waitPort?: string;
   waitOutput?: string;
   waitHttp?: string;
@@ -81,6 +82,7 @@ function execParams(words: string[], o: ExecOptions, workdir: string | undefined
   if (o.ifRunning !== undefined) p.ifRunning = o.ifRunning;
   if (o.name !== undefined) p.name = o.name;
   if (o.stdinNull) p.stdin = 'null';
+  if (o.elevated) p.elevated = true;
   const notify = notifyOf(o);
   if (notify !== undefined) p.notify = notify;
   return p;
@@ -188,6 +190,7 @@ export function registerExec(program: Command): void {
     .addOption(new Option('--if-running <mode>', 'with --key, when one is running').choices(['replace', 'reject', 'keep']))
     .option('--name <label>', 'a label for the session')
     .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)')
+    .option('--elevated', "run outside the sandbox and limits, as the scope's policy allows (deny by default; ask waits for an approval)")
     .option('--wait-port <[host:]port>', 'return once a TCP connection to the port succeeds, leaving it running')
     .option('--wait-output <re>', 'return once a line of its output matches the RE2 pattern, leaving it running')
     .option('--wait-http <url>', 'return once a GET of the URL answers 2xx or 3xx, leaving it running')
