@@ -99,6 +99,8 @@ export function eventLine(e: Record<string, unknown>): string {
       return `${head}  ${String(e.waitFor ?? 'ready')}${typeof e.afterMs === 'number' ? ` (after ${e.afterMs} ms)` : ''}`;
     case 'output_match':
       return `${head}  ${String(e.stream)} ${oneLine(String(e.line ?? ''))}${typeof e.dropped === 'number' ? ` (${e.dropped} more matched, not sent: rate limit)` : ''}`;
+    case 'network_denied':
+      return `${head}  blocked ${String(e.host)}: ${String(e.reason)}`;
     case 'checkpoint':
       return `${head}  ${String(e.name)}${e.data === null || e.data === undefined ? '' : ` ${JSON.stringify(e.data)}`}`;
     case 'dropped':

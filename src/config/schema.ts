@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isIP } from 'node:net';
 import { patternError } from './pattern.js';
 
 export const SCOPE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
@@ -65,6 +66,24 @@ const ApprovalRules = z.array(ApprovalRule).superRefine((rules, ctx) => {
 });
 
 /** The whole daemon configuration (SPEC §3). Every key has a default; unknown keys are refused. */
+/** A destination a sandboxed job may reach by name (SPEC §12): `registry.npmjs.org`, `*.example.com`, or an IP address. */
+const HostPattern = z
+  .string()
+  .transform((h) => h.toLowerCase())
+  .refine((h) => isIP(h) !== 0 || /^(\*\.)?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/.test(h), {
+    message: 'must be a host name (registry.npmjs.org), *.domain (any name under it) or an IP address, without scheme, port or path',
+  });
+
+/** `sandbox.network`: all (true), none (false), or by name through the daemon's proxy. */
+export const NetworkSchema = z.union([
+  z.boolean(),
+  z.strictObject({
+    allow: z.array(HostPattern).min(1, 'name at least one destination, or set network to false'),
+    deny: z.array(HostPattern).default([]),
+  }),
+]);
+export type NetworkPolicy = z.output<typeof NetworkSchema>;
+
 export const ConfigSchema = z.strictObject({
   tools: z
     .strictObject({
@@ -122,6 +141,8 @@ export const ConfigSchema = z.strictObject({
         token: z.string().min(1).optional(),
         background: z.boolean().default(true),
         elevated: z.enum(['deny', 'ask', 'allow']).default('deny'),
+        /** This scope's sessions' network, replacing sandbox.network (SPEC §12). */
+        network: NetworkSchema.optional(),
         /** The trees this scope's sessions may write (workspace-write), replacing sandbox.workspaces. */
         workspaces: z.array(z.string().regex(/^\//, 'must be an absolute path')).optional(),
         /** Approvals of this scope may be answered by its own clients, without the approver credential. */
@@ -137,7 +158,7 @@ export const ConfigSchema = z.strictObject({
   sandbox: z
     .strictObject({
       mode: z.enum(['off', 'workspace-write', 'read-only']).default('off'),
-      network: z.boolean().default(false),
+      network: NetworkSchema.default(false),
       writable: z.array(z.string().regex(/^\//, 'must be an absolute path')).default([]),
       /** The trees sessions may write in workspace-write, set by the operator (SPEC §12); a scope's list replaces it. */
       workspaces: z.array(z.string().regex(/^\//, 'must be an absolute path')).default([]),

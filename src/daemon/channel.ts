@@ -7,6 +7,8 @@ import { forbidden } from '../errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
 import type { Channel, ChannelHost } from '../runner/start.js';
 import { RPC } from '../schema/voice.js';
+import { NetProxy } from '../netproxy/proxy.js';
+import type { ByName } from '../netproxy/policy.js';
 import { checkpointTool } from '../tools/checkpoint.js';
 import type { Daemon } from '../tools/context.js';
 
@@ -14,6 +16,8 @@ import type { Daemon } from '../tools/context.js';
 const REFUSED = ['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscribe', 'approvals.list', 'daemon.status', 'daemon.diagnostics'];
 /** Connections one session's channel keeps open at once; asks beyond them are closed unanswered. */
 const MAX_CONNECTIONS = 32;
+/** Streams one session's proxy channel keeps open at once (a package manager opens dozens). */
+const MAX_PROXY_STREAMS = 256;
 
 interface ChannelAddon {
   socketPair(): [number, number];
@@ -36,19 +40,33 @@ export class Channels implements ChannelHost {
   ) {}
 
   open(sessionId: string): Channel | Error {
+    const methods = this.methods(sessionId);
+    return this.serve(sessionId, 'procctl checkpoint cannot report from inside this session: its channel needs', (socket) => {
+      new Connection(socket, methods, this.d.config().rpc.maxFrameBytes, this.log);
+    });
+  }
+
+  /** A network-by-name session's channel to the daemon's proxy (netproxy/): each byte asks for one stream. */
+  openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void): Channel | Error {
+    const client = { policy, denied };
+    return this.serve(sessionId, "this session's network proxy needs", (socket) => this.proxy.serve(socket, client), MAX_PROXY_STREAMS);
+  }
+
+  private readonly proxy = new NetProxy();
+
+  private serve(sessionId: string, needs: string, serve: (socket: Socket) => void, max = MAX_CONNECTIONS): Channel | Error {
     this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor']);
     const addon = this.addon;
-    if (addon instanceof Error) return new Error(`procctl checkpoint cannot report from inside this session: its channel needs procctl's addon (${addon.message}); ${ADDON_FIX}`);
+    if (addon instanceof Error) return new Error(`${needs} procctl's addon (${addon.message}); ${ADDON_FIX}`);
     const [ours, theirs] = addon.socketPair();
     const control = new Socket({ fd: ours, readable: true, writable: false });
-    const methods = this.methods(sessionId);
     const open = new Set<Socket>();
     let refused = 0;
     control.on('error', (err) => this.log.warn({ sessionId, err: err.message }, 'the session channel failed'));
     control.on('data', (asks: Buffer) => {
       for (let i = 0; i < asks.length; i++) {
-        if (open.size >= MAX_CONNECTIONS) {
-          if (refused++ === 0) this.log.warn({ sessionId, max: MAX_CONNECTIONS }, 'a session asked its channel for more connections than it may hold at once: the rest are refused');
+        if (open.size >= max) {
+          if (refused++ === 0) this.log.warn({ sessionId, max }, 'a session asked its channel for more connections than it may hold at once: the rest are refused');
           continue;
         }
         const [mine, job] = addon.socketPair();
@@ -61,7 +79,7 @@ export class Channels implements ChannelHost {
         const socket = new Socket({ fd: mine, readable: true, writable: true });
         open.add(socket);
         socket.on('close', () => open.delete(socket));
-        new Connection(socket, methods, this.d.config().rpc.maxFrameBytes, this.log);
+        serve(socket);
       }
     });
     return {

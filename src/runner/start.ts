@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { Config } from '../config/schema.js';
+import type { Config, NetworkPolicy } from '../config/schema.js';
 import { limit } from '../errors.js';
+import { byName, networkOf, proxyEnv } from '../sandbox/network.js';
 import { planLaunch, sessionUser, type Confinement, type LaunchPlan } from '../sandbox/plan.js';
 import { accessProblem, type RunAs } from '../sandbox/user.js';
 import { describeWaitFor, type ExecParams } from '../schema/exec.js';
@@ -43,7 +44,11 @@ export interface Channel {
 /** Opens a session's own channel, or says why it cannot be had here. */
 export interface ChannelHost {
   open(sessionId: string): Channel | Error;
+  /** Network by name: the channel the sandbox's proxy helper asks the daemon's proxy for streams on; refusals go to `denied`. */
+  openProxy(sessionId: string, policy: ByNamePolicy, denied: (host: string, reason: string) => void): Channel | Error;
 }
+
+type ByNamePolicy = Exclude<NetworkPolicy, boolean>;
 
 /** An exec that policy let through, as the runner starts it. */
 export interface JobRequest {
@@ -98,6 +103,12 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const checkpointKey = randomBytes(18).toString('base64url');
   const opened = confined && refused === undefined ? ctx.channels.open(id) : undefined;
   const channel = opened instanceof Error ? undefined : opened;
+  // Network by name (SPEC §12): a proxy channel for the sandbox's helper; refusals are counted on the session, once it exists.
+  const netPolicy = confined && refused === undefined && config.sandbox.mode !== 'off' ? byName(networkOf(config, scope)) : undefined;
+  let late: Session | undefined;
+  const proxyOpened = netPolicy ? ctx.channels.openProxy(id, netPolicy, (host, reason) => late?.noteDenied(host, reason)) : undefined;
+  const proxy = proxyOpened instanceof Error ? undefined : proxyOpened;
+  if (proxyOpened instanceof Error) refused = proxyOpened.message;
   const shell = resolveShell(process.env);
   const env = buildEnv(req.policy.inherited, p.env, {
     PROCCTL_SESSION_ID: id,
@@ -107,10 +118,11 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     PROCCTL_TMPDIR: dir,
     PROCCTL_CHECKPOINT_KEY: checkpointKey,
     ...(user ? { HOME: user.home, USER: user.name, LOGNAME: user.name } : {}),
+    ...(proxy ? proxyEnv() : {}),
   });
   if (refused === undefined) {
     try {
-      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd }, user);
+      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd }, user);
     } catch (err) {
       refused = (err as Error).message;
     }
@@ -134,11 +146,13 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     waitFor: p.waitFor && describeWaitFor(p.waitFor),
     notify: p.notify,
   });
+  late = session;
   if (user) stopFileOwner(session, user);
   ctx.registry.add(session);
 
   const warnings: string[] = [...(plan?.notes ?? []), ...(opened instanceof Error ? [opened.message] : [])];
   if (channel) void session.finished.then(() => channel.close());
+  if (proxy) void session.finished.then(() => proxy.close());
   if (plan) {
     const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false });
     if (warning) warnings.push(warning);
@@ -147,6 +161,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     session.finish({ exitCode: null, signal: null, error: `${refused}; nothing ran` });
   }
   channel?.handedOver();
+  proxy?.handedOver();
   // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
   ctx.keeper.watch(session, { now: req.approved !== undefined });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });

@@ -24,6 +24,8 @@ export interface SandboxLayout {
   asRoot: boolean;
   /** The job becomes sandbox.user inside (setpriv): keep just the two capabilities that takes. */
   asUser?: boolean;
+  /** Seen read-only inside even where the private /tmp hides them: procctl's own code, when a network-by-name helper runs from it. */
+  seen?: readonly string[];
 }
 
 type Kind = 'dir' | 'file' | undefined;
@@ -100,6 +102,7 @@ export function bwrapOptions(s: SandboxLayout, kind: (p: string) => Kind = kindO
     else if (what === 'file') args.push('--ro-bind', '/dev/null', path);
   }
   if (s.scratch) args.push(...reach(s.scratch), '--bind', s.scratch, s.scratch);
+  for (const path of s.seen ?? []) if (PRIVATE.some((p) => under(path, p))) args.push(...reach(path), '--ro-bind', path, path);
   args.push('--chdir', s.workdir, '--unshare-pid', '--unshare-ipc');
   if (!s.network) args.push('--unshare-net');
   if (s.asRoot) args.push('--cap-drop', 'ALL');

@@ -75,7 +75,7 @@ function* probeSteps(host: SandboxHost, c: SandboxConfig): Generator<Step, strin
   if (env.status !== 0) return `${host.env} does not know --ignore-signal and --default-signal (GNU coreutils 8.31 or newer has them); the sandbox needs them`;
   const layout = {
     mode: c.sandbox.mode === 'off' ? ('read-only' as const) : c.sandbox.mode,
-    network: c.sandbox.network,
+    network: c.sandbox.network === true,
     workdir: '/',
     scratch: '/tmp',
     hidden: [],

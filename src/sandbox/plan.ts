@@ -1,10 +1,13 @@
 import { closeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { PACKAGE_ROOT } from '../addon.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
 import { checkSandbox, SandboxUnavailable, type SandboxHost } from './host.js';
 import { prlimitOptions, rlimits, type Rlimit } from './limits.js';
 import { setprivOptions, type RunAs } from './user.js';
 import { findProtected } from './protect.js';
+import { byName, INSIDE_NET, networkOf, PROXY_PORT } from './network.js';
 import { unixSocketFilter } from './seccomp.js';
 import { workspacesOf, writableTrees } from './workspaces.js';
 
@@ -38,6 +41,8 @@ export interface Job {
   hidden: readonly string[];
   /** The job's end of its channel back (daemon/channel.ts), a descriptor it inherits. */
   channel?: number;
+  /** Network by name: the descriptor the sandbox's proxy helper asks the daemon's proxy for streams on. */
+  proxy?: number;
 }
 
 /** How to start a session's job: what to exec, and what to do between fork and exec. */
@@ -122,9 +127,12 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
   }
   const protect = findProtected(writable, c.config.sandbox.protect);
   if (protect.truncated) notes.push(`sandbox.protect: ${protect.truncated}`);
+  // Network by name: no network of its own (bwrap's namespace has only loopback), a proxy helper first.
+  const network = c.elevated ? true : networkOf(c.config, c.scope);
+  const proxied = byName(network) !== undefined && job.proxy !== undefined;
   const options = bwrapOptions({
     mode,
-    network: c.config.sandbox.network,
+    network: network === true,
     workdir: job.cwd,
     scratch: job.scratch,
     hidden: job.hidden,
@@ -133,12 +141,15 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
     tmpBytes: c.config.sandbox.tmpBytes,
     asRoot: host.root,
     asUser: user !== undefined,
+    // The helper runs from procctl's own files, and node from wherever it is.
+    seen: proxied ? [PACKAGE_ROOT, dirname(process.execPath)] : [],
   });
   // No Unix socket can be made inside (native/seccomp.c), unless the operator lifted it.
   const filter = c.config.sandbox.allowUnixSockets ? undefined : unixSocketFilter();
-  const inherit = [...channel, ...(filter === undefined ? [] : [filter])];
+  const inherit = [...channel, ...(proxied ? [job.proxy!] : []), ...(filter === undefined ? [] : [filter])];
+  const helper = proxied ? [process.execPath, INSIDE_NET, String(PROXY_PORT), String(job.proxy), '--'] : [];
   // bwrap itself runs as the daemon (root binds what the user could not reach); the job becomes the user inside.
-  const args = [...options, ...(filter === undefined ? [] : ['--seccomp', String(filter)]), '--', ...become, host.env!, '--default-signal', job.shell, ...job.args];
+  const args = [...options, ...(filter === undefined ? [] : ['--seccomp', String(filter)]), '--', ...become, host.env!, '--default-signal', ...helper, job.shell, ...job.args];
   const bwrap = host.bwrap!;
   return {
     file: bwrap,

@@ -30,6 +30,7 @@ export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
     pid: s.pid,
     pidStartTime,
     checkpoints: [...s.checkpoints],
+    ...(s.networkDenied.length > 0 ? { networkDenied: s.networkDenied } : {}),
     interrupt: s.interrupt,
     pastInterrupts: [...s.pastInterrupts],
     pendingExec: s.pendingExec,
@@ -90,7 +91,7 @@ export function restoreSession(
     startedAt: r.startedAt,
     spool,
     pastInterrupts: r.pastInterrupts,
-    restored: { state: restoredState(r, now), pty: r.pty, backgrounded: r.backgrounded, stop: r.stop, checkpoints: r.checkpoints },
+    restored: { state: restoredState(r, now), pty: r.pty, backgrounded: r.backgrounded, stop: r.stop, checkpoints: r.checkpoints, networkDenied: r.networkDenied },
   });
   s.output.restore(r.output);
   return s;

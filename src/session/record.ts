@@ -121,6 +121,8 @@ export const SessionRecordSchema = z.object({
   /** The leader's start time (clock ticks since boot), so a reused PID is never mistaken for it. */
   pidStartTime: finite.optional(),
   checkpoints: z.array(CheckpointSchema),
+  /** Destinations its network proxy refused (SPEC §12). */
+  networkDenied: z.array(z.object({ host: z.string(), count: finite, reason: z.string() })).optional(),
   interrupt: InterruptSchema.optional(),
   pastInterrupts: z.array(InterruptOutcomeSchema),
   /** A pending approval's exec (status `approval_required`): what starts once it is given. */

@@ -28,6 +28,7 @@ export interface RestoredParts {
   backgrounded: boolean;
   stop: StopRequest | undefined;
   checkpoints: Checkpoint[];
+  networkDenied?: { host: string; count: number; reason: string }[];
 }
 
 export interface SessionInit {
@@ -73,6 +74,8 @@ export interface Attached {
 
 /** How many checkpoints a session keeps (the newest). */
 export const MAX_CHECKPOINTS = 20;
+/** How many refused destinations a session keeps counts for. */
+const MAX_DENIED_HOSTS = 100;
 /** How many settled interrupts a session keeps (the newest). */
 const MAX_PAST_INTERRUPTS = 20;
 
@@ -129,6 +132,7 @@ export class Session {
   private resolveFinished!: () => void;
   private readonly waiters = new Set<() => void>();
   private readonly outputWatchers = new Set<(stream: Stream, text: string) => void>();
+  private readonly denied = new Map<string, { count: number; reason: string }>();
   private readonly ready: { waitingFor: string; readyAt: number | undefined } | undefined;
   private quietPolls = 0;
   private readonly events: EventBus;
@@ -158,6 +162,7 @@ export class Session {
     this.kept = this.checkpoints = [...(r?.checkpoints ?? [])];
     this.state = r?.state ?? { status: 'running', pid: undefined };
     this.inputOpen = init.stdin === 'pipe' && this.running;
+    for (const d of r?.networkDenied ?? []) this.denied.set(d.host, { count: d.count, reason: d.reason });
     if (r) {
       this.onPty = r.pty;
       this.announced = r.backgrounded;
@@ -418,6 +423,23 @@ export class Session {
   watchOutput(fn: (stream: Stream, text: string) => void): () => void {
     this.outputWatchers.add(fn);
     return () => this.outputWatchers.delete(fn);
+  }
+
+  /** Destinations its network proxy refused, by host: how often and why (SPEC §12). */
+  get networkDenied(): { host: string; count: number; reason: string }[] {
+    return [...this.denied.entries()].map(([host, d]) => ({ host, count: d.count, reason: d.reason }));
+  }
+
+  /** Its proxy refused a destination: counted by host, and an event says so. */
+  noteDenied(host: string, reason: string): void {
+    const d = this.denied.get(host);
+    if (d) d.count++;
+    else {
+      if (this.denied.size >= MAX_DENIED_HOSTS) return;
+      this.denied.set(host, { count: 1, reason });
+    }
+    this.emit('network_denied', { host, reason });
+    this.changed();
   }
 
   /** What its `waitFor` waits for holds: it is ready (once, while it runs). */

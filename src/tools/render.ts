@@ -71,6 +71,17 @@ function deniedLine(s: Session): string {
 }
 
 /** The note that says what a cap dropped, or ''. */
+/** `network: {denied: [{host, count, reason}]}` when its proxy refused something (SPEC §12). */
+export function networkView(s: Session): { denied: { host: string; count: number; reason: string }[] } | undefined {
+  const denied = s.networkDenied;
+  return denied.length > 0 ? { denied } : undefined;
+}
+
+/** What its proxy refused, one line per host, so the reader knows what to ask the operator to allow. */
+export function networkNote(s: Session): string {
+  return s.networkDenied.map((d) => `[blocked ${d.host}: ${d.reason}${d.count > 1 ? ` (${d.count} times)` : ''}]\n`).join('');
+}
+
 export function droppedNote(s: Session): string {
   const dropped = s.output.droppedChars;
   if (dropped === 0) return '';
@@ -108,6 +119,7 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     pastInterrupts: s.pastInterrupts.length ? s.pastInterrupts.map(pastInterruptView) : undefined,
     checkpoint: checkpointView(s.lastCheckpoint),
     checkpoints: ended ? s.checkpoints.map(checkpointView) : undefined,
+    network: networkView(s),
     // As the stop file says it: the text given to kill (else who stopped it), and who did.
     stop: s.stop && {
       reason: s.stop.note ?? s.stop.reason,
@@ -189,15 +201,17 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
         `Command still running (session ${s.id}, pid ${s.pid}). ` +
         `${v.call({ action: 'poll', sessionId: s.id })} for new output, ${v.call({ action: 'write', sessionId: s.id })} to send input, ` +
         `${v.call({ action: 'kill', sessionId: s.id })} to stop it.`;
+    const network = networkView(s);
     return {
       status: s.status,
       ...base,
+      ...(network ? { network } : {}),
       pid: s.pid ?? null,
       startedAt: iso(s.startedAt),
       ...(s.interrupt ? { interrupt: interruptView(s.interrupt) } : {}),
       ...readiness,
       tail,
-      text: `${warningText}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
+      text: `${warningText}${networkNote(s)}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
     };
   }
   const output = s.output.text();
@@ -216,7 +230,8 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
     truncated: s.output.droppedChars > 0,
     droppedChars: s.output.droppedChars,
     ...readiness,
-    text: warningText + droppedNote(s) + body + footer,
+    ...(networkView(s) ? { network: networkView(s) } : {}),
+    text: warningText + networkNote(s) + droppedNote(s) + body + footer,
   };
 }
 

@@ -1,7 +1,7 @@
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { interruptView } from '../../interrupt/watcher.js';
-import { checkpointView, endLine, interruptText } from '../render.js';
+import { checkpointView, endLine, interruptText, networkNote, networkView } from '../render.js';
 import { target } from './target.js';
 
 const MAX_WAIT_MS = 120_000;
@@ -30,6 +30,11 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   if (drained.text) lines.push(drained.text.replace(/\n$/, ''));
   const result: Record<string, unknown> = { status: s.status, sessionId: s.id, output: drained.text };
   if (notes.length) result.droppedChars = drained.dropped;
+  const network = networkView(s);
+  if (network) {
+    result.network = network;
+    lines.unshift(networkNote(s).replace(/\n$/, ''));
+  }
   const checkpoint = checkpointView(s.lastCheckpoint);
   if (checkpoint) {
     result.checkpoint = checkpoint;

@@ -1,0 +1,136 @@
+import { lookup } from 'node:dns/promises';
+import { createServer as createHttpServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, isIP, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { refusedAddress, refusedName, type ByName } from './policy.js';
+import { socks5 } from './socks5.js';
+import { splice } from './splice.js';
+
+/** Who a proxied stream belongs to: the session's policy, and where its refusals are counted. */
+export interface ProxyClient {
+  policy: ByName;
+  /** A destination was refused, and why (counted on the session, told in its text and an event). */
+  denied(host: string, reason: string): void;
+}
+
+const CLIENT = Symbol('procctl.proxyClient');
+type Tagged = Socket & { [CLIENT]?: ProxyClient };
+
+/**
+ * Where a sandboxed job's traffic goes (SPEC §12 "Network by name"): every stream a job opens to
+ * its proxy is one of HTTP (a request with an absolute http:// URL, forwarded), CONNECT (a
+ * tunnel: TLS stays end to end) or SOCKS5 (CONNECT, for git over ssh), told apart by its first
+ * byte. A destination goes through only when its name passes the policy and the address it
+ * resolves to does too; else the job gets HTTP 403 (or SOCKS5's "not allowed by ruleset") with
+ * the reason, and the session counts it.
+ */
+export class NetProxy {
+  private readonly http = createHttpServer();
+
+  constructor() {
+    this.http.on('request', (req, res) => void this.forward(req, res));
+    this.http.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket as Socket, head));
+    this.http.on('clientError', (_err, socket) => socket.destroy());
+  }
+
+  /** Serve one stream from a job. */
+  serve(socket: Socket, client: ProxyClient): void {
+    socket.on('error', () => socket.destroy());
+    socket.once('data', (first: Buffer) => {
+      socket.pause();
+      socket.unshift(first);
+      if (first[0] === 0x05) {
+        void socks5(socket, (host, port) => this.open(host, port, client)).catch(() => socket.destroy());
+      } else {
+        (socket as Tagged)[CLIENT] = client;
+        this.http.emit('connection', socket);
+        socket.resume();
+      }
+    });
+  }
+
+  /**
+   * A connection to `host:port` if the policy lets it through, else the reason. The name is
+   * judged first, then every address it resolves to: the first one the policy allows is used.
+   */
+  async open(host: string, port: number, client: ProxyClient): Promise<Socket | { refused: string }> {
+    const name = host.replace(/^\[(.*)\]$/, '$1');
+    const byName = refusedName(name, client.policy);
+    if (byName) return this.refuse(client, name, byName);
+    let addresses: string[];
+    try {
+      addresses = isIP(name) ? [name] : (await lookup(name, { all: true, verbatim: true })).map((a) => a.address);
+    } catch (err) {
+      return { refused: `${name} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+    }
+    let address: string | undefined;
+    let why: string | undefined;
+    for (const a of addresses) {
+      const refused = refusedAddress(name, a, client.policy);
+      if (refused === undefined) {
+        address = a;
+        break;
+      }
+      why ??= refused;
+    }
+    if (address === undefined) return this.refuse(client, name, why ?? `${name} has no address`);
+    return new Promise((resolve) => {
+      const upstream = connect({ host: address, port });
+      upstream.once('connect', () => resolve(upstream));
+      upstream.once('error', (err) => resolve({ refused: `cannot connect to ${name}:${port} (${(err as NodeJS.ErrnoException).code ?? err.message})` }));
+    });
+  }
+
+  private refuse(client: ProxyClient, host: string, reason: string): { refused: string } {
+    client.denied(host, reason);
+    return { refused: `blocked ${host}: ${reason}` };
+  }
+
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const client = (req.socket as Tagged)[CLIENT];
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '');
+    } catch {
+      return answer(res, 400, 'procctl proxy: send an absolute http:// URL (this is a forward proxy; https goes through CONNECT)');
+    }
+    if (!client || url.protocol !== 'http:') return answer(res, 400, 'procctl proxy: only http:// URLs are forwarded; https goes through CONNECT');
+    const port = Number(url.port || 80);
+    const up = await this.open(url.hostname, port, client);
+    if ('refused' in up) return answer(res, up.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${up.refused}\n`);
+    const headers = { ...req.headers };
+    for (const h of ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive']) delete headers[h];
+    const upstream = httpRequest({ createConnection: () => up, method: req.method, path: `${url.pathname}${url.search}`, headers: { ...headers, host: url.host } }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    upstream.on('error', (err) => {
+      if (!res.headersSent) answer(res, 502, `procctl proxy: ${url.host}: ${err.message}\n`);
+      else res.destroy();
+    });
+    req.pipe(upstream);
+  }
+
+  private async tunnel(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    const client = (socket as Tagged)[CLIENT];
+    const m = /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(req.url ?? '');
+    if (!client || !m) {
+      socket.end('HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nprocctl proxy: CONNECT takes host:port\n');
+      return;
+    }
+    const up = await this.open(m[1], Number(m[2]), client);
+    if ('refused' in up) {
+      const status = up.refused.startsWith('blocked ') ? '403 Forbidden' : '502 Bad Gateway';
+      socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nprocctl proxy: ${up.refused}\n`);
+      return;
+    }
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) up.write(head);
+    splice(socket, up);
+  }
+}
+
+function answer(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' });
+  res.end(text);
+}

@@ -1,0 +1,168 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { Scoped } from '../helpers/session.js';
+import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+
+/**
+ * Network by name (SPEC §12), from inside a real sandbox: the job's namespace has only loopback
+ * and its proxy variables point at the daemon's proxy, which lets through only what
+ * sandbox.network.allow names. Each refusal is played for real next to the use that must work.
+ */
+
+const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-net-'));
+const sessions = new Set<string>();
+let d: TestDaemon;
+let s: Scoped;
+const servers: (Server | TcpServer)[] = [];
+const ports: Record<string, number> = {};
+
+async function listen(server: Server | TcpServer, host: string): Promise<number> {
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, host, r));
+  return (server.address() as { port: number }).port;
+}
+
+beforeAll(async () => {
+  if (SKIP_SANDBOX) return;
+  ports.allowed = await listen(createHttpServer((_q, r) => r.end('hello from the allowed host\n')), '127.0.0.1');
+  ports.refused = await listen(createHttpServer((_q, r) => r.end('should never be read\n')), '127.0.0.2');
+  ports.echo = await listen(createTcpServer((c) => c.pipe(c)), '127.0.0.1');
+  // A git repository served over plain http (git's dumb protocol: static files).
+  const repo = join(base, 'repo');
+  mkdirSync(repo);
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' } });
+  git('init', '-q', '-b', 'main');
+  writeFileSync(join(repo, 'README'), 'cloned through the proxy\n');
+  git('add', 'README');
+  git('commit', '-q', '-m', 'one');
+  execFileSync('git', ['clone', '-q', '--bare', repo, join(base, 'repo.git')]);
+  execFileSync('git', ['update-server-info'], { cwd: join(base, 'repo.git') });
+  ports.git = await listen(
+    createHttpServer((q, r) => {
+      try {
+        r.end(execFileSync('cat', [join(base, decodeURIComponent(new URL(q.url!, 'http://x').pathname))]));
+      } catch {
+        r.statusCode = 404;
+        r.end();
+      }
+    }),
+    '127.0.0.1',
+  );
+  d = await startDaemon({ config: { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.1'], deny: [] } } } });
+  s = new Scoped(await d.client(), 'net');
+});
+
+afterAll(async () => {
+  await d?.stop();
+  killMarked(sessions);
+  for (const srv of servers) srv.close();
+  rmSync(base, { recursive: true, force: true });
+});
+
+const run = async (command: string) => {
+  const r = await s.exec({ command, yieldMs: 60_000, stdin: 'null', workdir: base });
+  sessions.add(r.sessionId);
+  return r;
+};
+
+// curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
+const CURL = 'curl -sS -m 20 --noproxy ""';
+
+describe.skipIf(SKIP_SANDBOX)('network by name, inside a real sandbox', () => {
+  it('HTTP to an allowed host goes through the proxy; to a host not allowed, a 403 naming why, counted on the session and told in its text', async () => {
+    const ok = await run(`${CURL} http://127.0.0.1:${ports.allowed}/`);
+    expect(ok.output).toBe('hello from the allowed host\n');
+    expect(ok.network).toBeUndefined();
+
+    const no = await run(`${CURL} -w '%{http_code}\\n' http://127.0.0.2:${ports.refused}/; ${CURL} -o /dev/null http://127.0.0.2:${ports.refused}/again`);
+    expect(no.output).toContain('procctl proxy: blocked 127.0.0.2: not in sandbox.network.allow');
+    expect(no.output).toContain('403');
+    expect(no.output).not.toContain('should never be read');
+    expect(no.network).toEqual({ denied: [{ host: '127.0.0.2', count: 2, reason: 'not in sandbox.network.allow' }] });
+    expect(no.text).toContain('[blocked 127.0.0.2: not in sandbox.network.allow (2 times)]');
+    const listed = (await s.list()).find((x: any) => x.sessionId === no.sessionId);
+    expect(listed.network.denied[0]).toMatchObject({ host: '127.0.0.2', count: 2 });
+  });
+
+  it('CONNECT tunnels to an allowed TCP service end to end; SOCKS5 too; both refuse what is not allowed', async () => {
+    const tunnel = await run(`${CURL} -p http://127.0.0.1:${ports.allowed}/tunnelled`);
+    expect(tunnel.output).toBe('hello from the allowed host\n');
+    const socks = await run(`${CURL} --socks5-hostname 127.0.0.1:3128 http://127.0.0.1:${ports.allowed}/`);
+    expect(socks.output).toBe('hello from the allowed host\n');
+    const socksNo = await run(`${CURL} --socks5-hostname 127.0.0.1:3128 http://127.0.0.2:${ports.refused}/; echo "curl exit $?"`);
+    expect(socksNo.output).toContain('curl exit 97');
+    expect(socksNo.network.denied[0].host).toBe('127.0.0.2');
+    // A raw byte stream through CONNECT (what TLS or ssh would be): echoed back unchanged.
+    const echo = await run(
+      `exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT 127.0.0.1:${ports.echo} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3; head -c 39 <&3; printf 'raw bytes, end to end\\n' >&3; head -n1 <&3`,
+    );
+    expect(echo.output).toContain('HTTP/1.1 200 Connection Established');
+    expect(echo.output).toContain('raw bytes, end to end');
+  });
+
+  it('a connection that bypasses the proxy fails at once: no route and no resolver, not 74 s of retries', async () => {
+    const t0 = Date.now();
+    const r = await run(`curl -sS -m 30 --noproxy '*' http://example.org/; echo "dns exit $?"; curl -sS -m 30 --noproxy '*' http://1.1.1.1/; echo "ip exit $?"`);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(r.output).toMatch(/dns exit (6|7)/);
+    expect(r.output).toMatch(/ip exit 7/);
+  });
+
+  it('git clone over http works through the proxy (NO_PROXY emptied: the test server is on 127.0.0.1, which it names)', async () => {
+    const r = await run(`NO_PROXY= no_proxy= git clone -q http://127.0.0.1:${ports.git}/repo.git cloned-by-job 2>&1; cat cloned-by-job/README; rm -rf cloned-by-job`);
+    expect(r.output).toContain('cloned through the proxy');
+  });
+});
+
+/** The npm registry this machine uses, and whether it answers from here (else the npm test says why it skips). */
+function registry(): { host: string; url: string } | { missing: string } {
+  try {
+    const url = execFileSync('npm', ['config', 'get', 'registry'], { encoding: 'utf8', timeout: 20_000 }).trim();
+    const host = new URL(url).hostname;
+    execFileSync('curl', ['-sS', '-o', '/dev/null', '-m', '10', `${url.replace(/\/$/, '')}/is-number`], { timeout: 15_000 });
+    return { host, url };
+  } catch (err) {
+    return { missing: `the npm registry cannot be reached from here (${(err as Error).message.split('\n')[0]})` };
+  }
+}
+
+const reg = SKIP_SANDBOX ? { missing: 'no sandbox here' } : registry();
+if ('missing' in reg && !SKIP_SANDBOX) console.warn(`skipping npm through the proxy: ${reg.missing}`);
+
+describe.skipIf(SKIP_SANDBOX || 'missing' in reg)('npm through the proxy, with only the registry allowed', () => {
+  it('npm view and npm ci of a small project work; another host is refused and counted', async () => {
+    const { host } = reg as { host: string };
+    const npmd = await startDaemon({ config: { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: [host] } } } });
+    try {
+      const ns = new Scoped(await npmd.client(), 'npm');
+      const project = join(base, 'project');
+      mkdirSync(project);
+      writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'p', version: '1.0.0', private: true, dependencies: { 'is-number': '7.0.0' } }));
+      // The lock file is made outside, as a project has it checked in.
+      execFileSync('npm', ['install', '--package-lock-only', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: project, timeout: 120_000, stdio: 'ignore' });
+      const exec = async (command: string) => {
+        const r = await ns.exec({ command, yieldMs: 120_000, stdin: 'null', workdir: project });
+        sessions.add(r.sessionId);
+        return r;
+      };
+      const view = await exec('npm view is-number@7.0.0 version --cache "$PROCCTL_TMPDIR/npm-cache"');
+      // (npm's own warnings about this machine's config may come first.)
+      expect(view.output.trim().split('\n').at(-1), view.output).toBe('7.0.0');
+      const ci = await exec('npm ci --no-audit --no-fund --cache "$PROCCTL_TMPDIR/npm-cache" && node -e "console.log(require(\'is-number\')(5))"');
+      expect(ci.status, ci.output).toBe('completed');
+      expect(ci.output).toContain('true');
+      const other = await exec(`curl -sS -m 20 https://example.org/ ; echo "exit $?"`);
+      expect(other.output).toContain('exit 56');
+      expect(other.network.denied).toEqual([{ host: 'example.org', count: 1, reason: 'not in sandbox.network.allow' }]);
+    } finally {
+      await npmd.stop();
+    }
+  }, 300_000);
+});
