@@ -1,9 +1,9 @@
-import { chmodSync, readdirSync } from 'node:fs';
+import { chmodSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { diagnose, execAndClear, runMany, stateFiles, type Diagnostics } from '../helpers/leaks.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { makeStateDir, removeStateDirs, sessionsDir } from '../helpers/state.js';
+import { makeStateDir, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
 
 /** Root ignores permission bits: the daemon runs without the capabilities that let it (see disk-faults.test.ts). */
 const asUser = process.getuid?.() === 0 ? ['setpriv', '--bounding-set', '-dac_override,-dac_read_search,-fowner', '--'] : [];
@@ -86,7 +86,8 @@ describe('long use is flat', () => {
     chmodSync(sessionsDir(state), 0o700);
     await waitFor(async () => (await c.call('daemon.status')).state.writable || undefined, { what: 'writes to resume' });
     // The bystander's sessions finished while writes were refused: their records are written now.
-    await waitFor(() => readdirSync(sessionsDir(state)).filter((f) => f.endsWith('.json')).length === otherCalls || undefined, {
+    // (Records of ended sessions are lines of the journal: readRecords reads both kinds.)
+    await waitFor(() => readRecords(state).size === otherCalls || undefined, {
       what: 'the waiting records on disk',
     });
     expect((await diagnose(c)).objects.Session).toBe(otherCalls);
