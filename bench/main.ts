@@ -33,7 +33,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   cli: (o) => import('./cli.js').then((m) => m.cliStartup(o)),
   // The same from the tarball installed with npm, as a user has it.
   'cli-installed': (o) => import('./cli-installed.js').then((m) => m.cliInstalled(o)),
-  sandbox: (o) => import('./sandbox.js').then((m) => m.sandboxCost(o)),
+  sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
 const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,tails,approvals,cli,cli-installed,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
