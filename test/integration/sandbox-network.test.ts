@@ -16,6 +16,18 @@ import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
  * sandbox.network.allow names. Each refusal is played for real next to the use that must work.
  */
 
+/** curl drives every case; without it they say so and skip (.ci/run installs it). */
+const NO_CURL = (() => {
+  try {
+    execFileSync('curl', ['--version'], { stdio: 'ignore' });
+    return undefined;
+  } catch {
+    return 'curl is not installed (Debian: apt-get install -y curl)';
+  }
+})();
+if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the network-by-name tests: ${NO_CURL}`);
+const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
+
 const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-net-'));
 const sessions = new Set<string>();
 let d: TestDaemon;
@@ -30,7 +42,7 @@ async function listen(server: Server | TcpServer, host: string): Promise<number>
 }
 
 beforeAll(async () => {
-  if (SKIP_SANDBOX) return;
+  if (SKIP) return;
   ports.allowed = await listen(createHttpServer((_q, r) => r.end('hello from the allowed host\n')), '127.0.0.1');
   ports.refused = await listen(createHttpServer((_q, r) => r.end('should never be read\n')), '127.0.0.2');
   ports.echo = await listen(createTcpServer((c) => c.pipe(c)), '127.0.0.1');
@@ -75,7 +87,7 @@ const run = async (command: string) => {
 // curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
 const CURL = 'curl -sS -m 20 --noproxy ""';
 
-describe.skipIf(SKIP_SANDBOX)('network by name, inside a real sandbox', () => {
+describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
   it('HTTP to an allowed host goes through the proxy; to a host not allowed, a 403 naming why, counted on the session and told in its text', async () => {
     const ok = await run(`${CURL} http://127.0.0.1:${ports.allowed}/`);
     expect(ok.output).toBe('hello from the allowed host\n');
@@ -133,10 +145,10 @@ function registry(): { host: string; url: string } | { missing: string } {
   }
 }
 
-const reg = SKIP_SANDBOX ? { missing: 'no sandbox here' } : registry();
-if ('missing' in reg && !SKIP_SANDBOX) console.warn(`skipping npm through the proxy: ${reg.missing}`);
+const reg = SKIP ? { missing: 'no sandbox or no curl here' } : registry();
+if ('missing' in reg && !SKIP) console.warn(`skipping npm through the proxy: ${reg.missing}`);
 
-describe.skipIf(SKIP_SANDBOX || 'missing' in reg)('npm through the proxy, with only the registry allowed', () => {
+describe.skipIf(SKIP || 'missing' in reg)('npm through the proxy, with only the registry allowed', () => {
   it('npm view and npm ci of a small project work; another host is refused and counted', async () => {
     const { host } = reg as { host: string };
     const npmd = await startDaemon({ config: { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: [host] } } } });
