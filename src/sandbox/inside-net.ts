@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import { closeSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { loadAddon } from '../addon.js';
+import { splice } from '../splice.js';
 
 interface ChannelAddon {
   receiveConnection(socket: number, timeoutMs: number, kind?: number): number;
@@ -33,17 +34,6 @@ if (addon instanceof Error) {
 // The job gets the proxy through the port only, never the channel itself.
 addon.setInheritable(channel, false);
 
-function join(a: Socket, b: Socket): void {
-  a.pipe(b);
-  b.pipe(a);
-  const close = () => {
-    a.destroy();
-    b.destroy();
-  };
-  a.on('error', close).on('close', close);
-  b.on('error', close).on('close', close);
-}
-
 const onConnection = (job: Socket) => {
   let fd: number;
   try {
@@ -52,7 +42,7 @@ const onConnection = (job: Socket) => {
     job.destroy();
     return;
   }
-  join(job, new Socket({ fd, readable: true, writable: true }));
+  splice(job, new Socket({ fd, readable: true, writable: true }));
 };
 
 let listening = 0;
