@@ -111,6 +111,19 @@ function command(node: Node, out: Analysis, depth: number, written: Set<string>)
     walkSubstitutions(child, out, depth, written);
   }
   if (words.length === 0) return;
+  // An unquoted newline ends a simple command in bash. tree-sitter-bash sometimes runs one on
+  // across it (`a | b\nc x || d` comes back with `b c x` as one command): then each line's words
+  // are analyzed as the command they are.
+  const runs: Node[][] = [[words[0]]];
+  for (let i = 1; i < words.length; i++) {
+    const gap = node.text.slice(words[i - 1].endIndex - node.startIndex, words[i].startIndex - node.startIndex);
+    if (gap.includes('\n')) runs.push([words[i]]);
+    else runs[runs.length - 1].push(words[i]);
+  }
+  if (runs.length > 1) {
+    for (const run of runs) walkScript(node.text.slice(run[0].startIndex - node.startIndex, run[run.length - 1].endIndex - node.startIndex), out, depth + 1);
+    return;
+  }
   // `NAME=$value` given to env is an assignment whatever its value: keep its name, mark its value unknown.
   const raw = words.map((w) => literal(w) ?? (/^[A-Za-z_][A-Za-z0-9_]*=/.test(w.text) ? `${w.text.slice(0, w.text.indexOf('='))}=\u0000` : undefined));
   if (raw[0] === undefined) {

@@ -26,6 +26,10 @@ const decision = (p: ApprovalPolicy, command: string) => judgeCommand(p, command
 const CORPUS: [string, 'allow' | 'ask' | 'deny'][] = [
   ['rm -rf build', 'deny'],
   ["r''m -rf build", 'deny'],
+  // tree-sitter-bash runs a command on across a newline after a pipeline; bash does not.
+  ['ls -la | ls -la | ls -la\nrm -rf build || ls -la', 'deny'],
+  ['cat a | wc -l\nrm -rf build', 'deny'],
+  ['echo x | cat\nsudo rm -R build || true', 'deny'],
   ['"rm" -rf build', 'deny'],
   ['r\\m -rf build', 'deny'],
   ['/bin/rm -rf build', 'deny'],
@@ -178,7 +182,7 @@ describe('lists of commands (property)', () => {
       fc.property(fc.array(allowed, { minLength: 1, maxLength: 6 }), fc.array(op, { minLength: 1, maxLength: 5 }), (cmds, ops) => {
         expect(decision(p, joined(cmds, ops))).toBe('allow');
       }),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.PROPERTY_RUNS ?? 300) },
     );
   });
 
@@ -189,7 +193,7 @@ describe('lists of commands (property)', () => {
         all.splice(at % (cmds.length + 1), 0, bad);
         expect(decision(p, joined(all, ops))).toBe('deny');
       }),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.PROPERTY_RUNS ?? 300) },
     );
   });
 });
