@@ -430,15 +430,20 @@ export class Session {
     return [...this.denied.entries()].map(([host, d]) => ({ host, count: d.count, reason: d.reason }));
   }
 
-  /** Its proxy refused a destination: counted by host, and an event says so. */
+  /**
+   * Its proxy refused a destination: counted by host, and an event says so. A new host changes
+   * the record at once; a count going up waits for the record's next write (at the latest its
+   * final one), so a job retrying a refused host cannot make the daemon write a file per retry.
+   */
   noteDenied(host: string, reason: string): void {
     const d = this.denied.get(host);
-    if (d) d.count++;
-    else {
-      if (this.denied.size >= MAX_DENIED_HOSTS) return;
-      this.denied.set(host, { count: 1, reason });
-    }
     this.emit('network_denied', { host, reason });
+    if (d) {
+      d.count++;
+      return;
+    }
+    if (this.denied.size >= MAX_DENIED_HOSTS) return;
+    this.denied.set(host, { count: 1, reason });
     this.changed();
   }
 
