@@ -1,12 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { cliOn } from '../cli/run.js';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { Scoped, Scopes } from '../helpers/session.js';
+import { sharedDaemon, type Scoped, type Scopes } from '../helpers/session.js';
+import { freePort } from '../helpers/net.js';
 
 let d: TestDaemon;
 let c: TestClient;
@@ -14,20 +14,10 @@ let scopes: Scopes;
 const clients: TestClient[] = [];
 const dir = mkdtempSync(join(tmpdir(), 'procctl-ready-'));
 
-beforeAll(async () => {
-  d = await startDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000' } });
-  c = await d.client();
-  scopes = new Scopes(() => c);
-});
-
-afterAll(async () => {
-  try {
-    await scopes.finish(d);
-  } finally {
-    for (const x of [c, ...clients]) x?.close();
-    await stopAllDaemons();
-    rmSync(dir, { recursive: true, force: true });
-  }
+sharedDaemon({ env: { PROCCTL_KILL_GRACE_MS: '1000' } }, (x) => ({ d, c, scopes } = x));
+afterAll(() => {
+  for (const x of clients) x.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 /** A fresh connection subscribed to its scope's events. */
@@ -42,14 +32,6 @@ async function listening(prefix: string): Promise<Scoped> {
 const eventsOf = (s: Scoped, sessionId: string) =>
   s.c.notifications.filter((n) => n.method === 'event' && n.params.sessionId === sessionId).map((n) => n.params);
 
-/** A port nothing listens on now (the kernel gave it, then it was closed). */
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 /** A node one-liner that listens on PORT after DELAY ms and serves 200 on /ok, 503 elsewhere. */
 const server = (port: number, delayMs: number) =>
@@ -159,6 +141,12 @@ describe('exec waitFor (SPEC §5)', () => {
     expect(slow.stderr).toContain('procctl: not ready yet: a line of output matches /never printed/');
     const slowId = /Session (\w+) is still running/.exec(slow.stdout)?.[1];
     await s.process({ action: 'kill', sessionId: slowId });
+    // --notify reaches the daemon: a word as itself, anything else as the pattern of {match}.
+    const never = await run(['--json', 'exec', '--bg', '--notify', 'never', '--', 'true']);
+    expect(never.code, never.stderr).toBe(0);
+    const badMatch = await run(['exec', '--bg', '--notify', '(unclosed', '--', 'true']);
+    expect(badMatch.code).not.toBe(0);
+    expect(badMatch.stderr).toContain('notify.match is not a valid RE2 pattern');
     const two = await run(['exec', '--wait-port', '1', '--wait-file', 'x', '--', 'true']);
     expect(two.code).toBe(2);
     expect(two.stderr).toContain('give one of --wait-port, --wait-output, --wait-http and --wait-file');

@@ -67,7 +67,9 @@ beforeAll(async () => {
     }),
     '127.0.0.1',
   );
-  d = await startDaemon({ config: { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.1'], deny: [] } } } });
+  d = await startDaemon({
+    config: { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.1'], deny: [] } }, scopes: { open: { network: true } } },
+  });
   s = new Scoped(await d.client(), 'net');
 });
 
@@ -125,6 +127,14 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(r.output).toMatch(/dns exit (6|7)/);
     expect(r.output).toMatch(/ip exit 7/);
+  });
+
+  it("scopes.NAME.network replaces sandbox.network for that scope: here the host's network, no proxy", async () => {
+    const open = new Scoped(s.c, 'open');
+    const r = await open.exec({ command: `env | grep -ci '^https\\?_proxy=' ; curl -sS -m 20 --noproxy '*' http://127.0.0.2:${ports.refused}/`, yieldMs: 60_000, stdin: 'null', workdir: base });
+    sessions.add(r.sessionId);
+    expect(r.output).toBe('0\nshould never be read\n');
+    expect(r.network).toBeUndefined();
   });
 
   it('git clone over http works through the proxy (NO_PROXY emptied: the test server is on 127.0.0.1, which it names)', async () => {
