@@ -4,6 +4,7 @@ import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';
 import { median, now, quantile, round, sleep } from './lib/stats.js';
+import { freePort } from './lib/net.js';
 
 /**
  * Benchmark: how soon the daemon notices what an agent would otherwise poll for.
@@ -59,13 +60,6 @@ export async function readiness(opts: BenchOptions): Promise<Metric[]> {
   ];
 }
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 async function portSample(client: BenchClient): Promise<{ daemonMs: number; pollerMs: number }> {
   const port = await freePort();

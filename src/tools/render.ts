@@ -214,6 +214,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
       text: `${warningText}${networkNote(s)}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
     };
   }
+  const network = networkView(s);
   const output = s.output.text();
   const body = output.length ? output.replace(/\n$/, '') : '(no output)';
   let footer = '';
@@ -230,7 +231,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
     truncated: s.output.droppedChars > 0,
     droppedChars: s.output.droppedChars,
     ...readiness,
-    ...(networkView(s) ? { network: networkView(s) } : {}),
+    ...(network ? { network } : {}),
     text: warningText + networkNote(s) + droppedNote(s) + body + footer,
   };
 }

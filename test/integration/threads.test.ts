@@ -1,9 +1,9 @@
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { waitGone } from '../helpers/procs.js';
 import type { TestClient } from '../helpers/rpc.js';
 import { Scopes, type Scoped, sharedDaemon } from '../helpers/session.js';
+import { freePort } from '../helpers/net.js';
 
 let d: TestDaemon;
 let c: TestClient;
@@ -11,17 +11,6 @@ let scopes: Scopes;
 
 sharedDaemon({ env: { PROCCTL_KILL_GRACE_MS: '3000' } }, (x) => ({ d, c, scopes } = x));
 
-/** A port that is free now (the kernel picks it; we close it again at once). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * A server on a fixed port that takes its time to stop: on SIGTERM it keeps the port for 700 ms

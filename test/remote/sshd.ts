@@ -1,9 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { PROCCTL, waitFor } from '../helpers/daemon.js';
+import { freePort } from '../helpers/net.js';
 
 /** Where sshd is, or why the remote tests cannot run. */
 export function findSshd(): { sshd?: string; missing?: string } {
@@ -17,16 +18,6 @@ export function findSshd(): { sshd?: string; missing?: string } {
   return { missing: 'sshd is not installed (Debian: apt-get install openssh-server; .ci/run installs it)' };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function keypair(dir: string, name: string): { key: string; pub: string } {
   const key = join(dir, name);
