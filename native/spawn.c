@@ -7,8 +7,8 @@
 // spawn(file, argv, env, cwd, stdinNull[, steps]) -> { pid, stdin, stdout, stderr, stdinInode }
 //   (fds; stdin -1 when stdinNull; stdinInode: the inode of the job's fd 0, absent then). The child runs in a new session (setsid) with every signal at its
 //   default disposition and an empty mask, its stdio on socketpairs as libuv would give it.
-//   `steps` (see SpawnSteps below) are done in the child before exec: signals to ignore, descriptors to keep,
-//   resource limits, a user to become. An error thrown by spawn carries `syscall`, the step
+//   `steps` (see SpawnSteps below) are done in the child before exec: the session's cgroups to
+//   join, signals to ignore, descriptors to keep, resource limits, a user to become. An error thrown by spawn carries `syscall`, the step
 //   that failed.
 // reap(pids) -> [{ pid, code, signal }] for the listed children that have exited.
 // exited() -> the pid of some exited child not yet reaped (left unreaped), or 0.
@@ -125,6 +125,8 @@ static int stdio_pair(int fds[2]) {
 // SpawnSteps: what a confined job (src/sandbox/) gets between fork and exec. Limits are set
 // here rather than by a wrapper program: no extra exec, and nothing runs unlimited meanwhile.
 #define MAX_STEPS 64
+#define MAX_CGROUPS 8
+#define CGROUP_PATH_MAX 512
 struct steps {
   int nignore;
   int ignore[MAX_STEPS];  // signals set to SIG_IGN (for the sandbox's own processes; see bwrap.ts)
@@ -137,6 +139,8 @@ struct steps {
   gid_t groups[MAX_STEPS];
   int nkeep;
   int keep[8];            // the daemon's descriptors the job inherits at the same numbers (its channel, bwrap's filter)
+  int ncgroups;           // cgroup.procs files the child writes itself into, first of all (src/cgroup/)
+  char cgroups[MAX_CGROUPS][CGROUP_PATH_MAX];
 };
 
 // What the child needs, all of it made before the vfork: the child allocates nothing.
@@ -175,6 +179,12 @@ __attribute__((noreturn)) static void child_fail(struct job *job, int error, con
 // daemon's other threads, whose memory this vfork child shares.
 static void child_steps(struct job *job) {
   const struct steps *st = job->steps;
+  // Into the session's cgroup before anything of the job runs: "0" means the writer itself.
+  for (int i = 0; i < st->ncgroups; i++) {
+    int fd = open(st->cgroups[i], O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) child_fail(job, errno, "cgroup");
+    close(fd);
+  }
   for (int i = 0; i < st->nkeep; i++) {
     if (fcntl(st->keep[i], F_SETFD, 0) < 0) child_fail(job, errno, "fcntl");
   }
@@ -264,7 +274,8 @@ static int limit_resource(const char *name) {
   return -1;
 }
 
-// SpawnSteps from JS: {ignore?: number[], keep?: fds (above 2), limits?: [name, soft, hard][], user?: {uid, gid, groups}}.
+// SpawnSteps from JS: {ignore?: number[], keep?: fds (above 2), limits?: [name, soft, hard][], user?: {uid, gid, groups},
+// cgroups?: cgroup.procs paths}.
 // Returns 0, or 1 when the object is malformed.
 static int parse_steps(napi_env env, napi_value from, struct steps *st) {
   napi_value list, item, v;
@@ -294,6 +305,15 @@ static int parse_steps(napi_env env, napi_value from, struct steps *st) {
     st->limits[st->nlimits].value.rlim_cur = (rlim_t)soft;
     st->limits[st->nlimits].value.rlim_max = (rlim_t)hard;
     st->nlimits++;
+  }
+  n = array_at(env, from, "cgroups", MAX_CGROUPS, &list);
+  if (n == -2) return 1;
+  for (int i = 0; i < n; i++) {
+    size_t len;
+    if (napi_get_element(env, list, i, &item) != napi_ok ||
+        napi_get_value_string_utf8(env, item, st->cgroups[i], CGROUP_PATH_MAX, &len) != napi_ok || len >= CGROUP_PATH_MAX - 1 ||
+        strlen(st->cgroups[i]) != len) return 1;
+    st->ncgroups++;
   }
   bool has = false;
   napi_valuetype type = napi_undefined;
@@ -328,7 +348,7 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
   napi_valuetype steps_type = napi_undefined;
   if (argc > 5) napi_typeof(env, args[5], &steps_type);
   if (steps_type != napi_undefined && (steps_type != napi_object || parse_steps(env, args[5], &steps))) {
-    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, keep?: descriptors above 2, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}}");
+    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, keep?: descriptors above 2, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}, cgroups?: paths}");
     return NULL;
   }
   int bad = 0;

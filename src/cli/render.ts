@@ -31,6 +31,20 @@ export interface SessionEnd {
   exitCode?: unknown;
   signal?: unknown;
   reason?: unknown;
+  paused?: unknown;
+}
+
+/** Bytes in a column: 512B, 4.0K, 12M, 1.5G (powers of 1024, as ps and top print them). */
+export function bytes(n: number): string {
+  if (!Number.isFinite(n) || n < 0) return '-';
+  const units = ['B', 'K', 'M', 'G', 'T'];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v}B` : `${v < 10 ? v.toFixed(1) : Math.round(v)}${units[i]}`;
 }
 
 /** The status column of `ps`: the status, and how a finished session ended when that matters. */
@@ -43,6 +57,7 @@ export function statusCell(s: SessionEnd): string {
     return detail ? `failed (${detail})` : 'failed';
   }
   if (s.status === 'denied') return s.reason ? `denied (${String(s.reason)})` : 'denied';
+  if (s.paused === true) return s.status === 'running' ? 'paused' : `paused (${String(s.status)})`;
   return String(s.status ?? '?');
 }
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { isIP } from 'node:net';
 import { patternError } from './pattern.js';
+import { SessionLimitsSchema } from '../session-limits.js';
 
 export const SCOPE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
 /** The scope that means every scope (an operator with the adminToken). */
@@ -147,6 +148,8 @@ export const ConfigSchema = z.strictObject({
         workspaces: z.array(z.string().regex(/^\//, 'must be an absolute path')).optional(),
         /** Approvals of this scope may be answered by its own clients, without the approver credential. */
         selfApprove: z.boolean().default(false),
+        /** This scope's per-session limits, replacing limits.session key by key (SPEC §15). */
+        limits: SessionLimitsSchema.optional(),
       }),
     )
     .default({}),
@@ -179,6 +182,15 @@ export const ConfigSchema = z.strictObject({
       openFiles: z.number().int().min(MIN_OPEN_FILES, `must be at least ${MIN_OPEN_FILES}: stdio and the sandbox's own descriptors need them`).optional(),
       processes: int(1).optional(),
       fileSizeBytes: int(1).optional(),
+      /** Limits of each session as a whole, on its cgroup (SPEC §15). */
+      session: SessionLimitsSchema.prefault({}),
+    })
+    .prefault({}),
+  /** Sessions as cgroups (SPEC §15, src/cgroup/): which way, and a v2 subtree the daemon may divide. */
+  cgroups: z
+    .strictObject({
+      mode: z.enum(['auto', 'v2', 'v1', 'off']).default('auto'),
+      root: z.string().regex(/^\//, 'must be an absolute path').optional(),
     })
     .prefault({}),
   rpc: z

@@ -31,6 +31,9 @@ import { packageVersion } from '../version.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox } from '../sandbox/host.js';
+import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
+import { requireLimits } from '../cgroup/limits.js';
+import { emptyLeftovers } from '../cgroup/recover.js';
 
 /** The config's per-user budgets of connections and incomplete frames. */
 const clientLimits = (c: Config): ClientLimits => ({
@@ -77,6 +80,8 @@ export class ProcctlDaemon implements Daemon {
   readonly keeper: Records;
   readonly channels: Channels;
   readonly remembered: RememberedStore;
+  /** Where sessions' cgroups go (SPEC §15): found at start, "none" until then. */
+  cgroups: CgroupLayout;
   private statusTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: DaemonOptions) {
@@ -97,6 +102,7 @@ export class ProcctlDaemon implements Daemon {
     this.channels = new Channels(this, this.log);
     this.remembered = new RememberedStore(this.state.dir, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
+    this.cgroups = openCgroups({ mode: 'off' }, this.state.dir);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
@@ -136,6 +142,8 @@ export class ProcctlDaemon implements Daemon {
   async start(): Promise<void> {
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
+    this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
+    requireLimits(this.cgroups, this.current);
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();
     this.state.init(this.socketPath);
@@ -151,8 +159,11 @@ export class ProcctlDaemon implements Daemon {
     } else {
       await listenOnPath(this.server, this.socketPath);
     }
+    // Now that this daemon holds its state directory and socket, its subtree is its own: what a
+    // crashed run left goes. They are listed before any request is read, so no new session is among them.
+    const leftovers = emptyLeftovers(this.cgroups);
     this.refreshApprover();
-    this.guardian.start(this.runtimeDir);
+    this.guardian.start(this.runtimeDir, [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined));
     this.interrupts.start();
     this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
@@ -162,7 +173,11 @@ export class ProcctlDaemon implements Daemon {
     }
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
-    this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir }, 'procctld listening');
+    this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir, cgroups: this.cgroups.mode }, 'procctld listening');
+    void leftovers.then(({ sessions, stuck }) => {
+      if (sessions.length) this.log.warn({ sessions, stuck }, 'emptied and removed the cgroups of sessions a previous run left');
+      if (stuck.length) this.log.error({ stuck }, 'these cgroups of a previous run could not be removed');
+    });
     this.warnPlainTokens();
     const spawner = nativeSpawner();
     if (spawner instanceof Error && process.env.PROCCTL_SPAWN !== 'node') {
@@ -216,6 +231,10 @@ export class ProcctlDaemon implements Daemon {
       if (next.log.level !== this.current.log.level) this.log.level = next.log.level;
       compileRules(next.approvals.rules);
       requireSandbox(next);
+      requireLimits(this.cgroups, next);
+      if (JSON.stringify(next.cgroups) !== JSON.stringify(this.current.cgroups)) {
+        this.log.warn('cgroups.mode and cgroups.root changed: they apply after a restart');
+      }
       this.current = next;
       this.budget.limits = clientLimits(next);
       this.refreshApprover();
@@ -273,6 +292,7 @@ export class ProcctlDaemon implements Daemon {
     }, 200).unref();
     await closed;
     this.guardian.stop();
+    closeCgroups(this.cgroups);
     this.state.flush();
     this.state.close();
     this.state.release();

@@ -22,8 +22,12 @@ export class GuardianLink {
 
   constructor(private readonly log: Logger) {}
 
-  /** Start the guardian; its table lives (unlinked) in `dir`, the daemon's private runtime directory. */
-  start(dir: string): void {
+  /**
+   * Start the guardian; its table lives (unlinked) in `dir`, the daemon's private runtime
+   * directory. `cgroupRoots`: the directories sessions' cgroups are made in (src/cgroup/): the
+   * guardian empties every session cgroup there when the daemon dies.
+   */
+  start(dir: string, cgroupRoots: readonly string[] = []): void {
     const script = fileURLToPath(new URL('./guardian.js', import.meta.url));
     let table: number;
     try {
@@ -35,7 +39,7 @@ export class GuardianLink {
       this.log.error({ err }, 'cannot make the guardian its table: sessions are not protected against a daemon crash');
       return;
     }
-    const child = spawn(process.execPath, [script], { stdio: ['pipe', 'ignore', 'inherit', table], detached: true });
+    const child = spawn(process.execPath, [script, ...cgroupRoots], { stdio: ['pipe', 'ignore', 'inherit', table], detached: true });
     child.stdin!.on('error', () => undefined);
     child.on('exit', (code, signal) => {
       if (this.child === child) {

@@ -7,12 +7,17 @@
  * is left running, and while the daemon lives the guardian sleeps: telling it of a session
  * wakes nobody.
  */
-import { fstatSync, readSync } from 'node:fs';
+import { fstatSync, readdirSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import { killDirs } from '../cgroup/recover.js';
+import { SESSION_CGROUP_PREFIX } from '../cgroup/session.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
 import { readSlots, startedNear } from './guardian-slots.js';
 
 const TABLE_FD = 3;
+/** Where the daemon makes sessions' cgroups (argv, from GuardianLink.start). */
+const CGROUP_ROOTS = process.argv.slice(2);
 
 function readTable(): string {
   try {
@@ -42,6 +47,17 @@ function killAll(): void {
     } catch {
       // gone
     }
+  }
+  // Every session cgroup of this daemon (cgroup.kill, or its processes one by one): a process that
+  // left the group and cleared its environment is still in its session's cgroup.
+  for (const root of CGROUP_ROOTS) {
+    let names: string[] = [];
+    try {
+      names = readdirSync(root).filter((n) => n.startsWith(SESSION_CGROUP_PREFIX));
+    } catch {
+      // gone
+    }
+    killDirs(names.map((n) => join(root, n)));
   }
   for (const list of findSessionProcesses(new Set(sessions.map((s) => s.id))).values()) {
     for (const { pid } of list) {

@@ -49,8 +49,8 @@ interface WatchState {
   asked: boolean;
 }
 
-/** When the session's current quiet period began: its last output or input. */
-const quietStart = (s: Session) => Math.max(s.output.lastOutputAt ?? s.startedAt, s.lastInputAt ?? 0);
+/** When the session's current quiet period began: its last output or input, or when it was continued after a pause. */
+const quietStart = (s: Session) => Math.max(s.output.lastOutputAt ?? s.startedAt, s.lastInputAt ?? 0, s.lastContinuedAt ?? 0);
 
 type InterruptView = Omit<Interrupt, 'createdAt' | 'expiresAt'> & { createdAt: string; expiresAt: string };
 
@@ -144,7 +144,8 @@ export class InterruptWatcher {
 
   /** One session: expire its interrupt, or take it into this tick's looks, or plan when to come back. */
   private visit(s: Session, now: number, cfg: Config['interrupt'], looks: Look[], maxLooks: number): void {
-    if (!s.running) return;
+    // A paused session is frozen, not waiting: its quiet period starts again when it is continued.
+    if (!s.running || s.paused) return;
     if (s.interrupt) {
       if (now >= s.interrupt.expiresAt) this.expire(s);
       return;

@@ -1,3 +1,4 @@
+import type { SessionCgroup } from '../cgroup/session.js';
 import { limitReason } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
 import type { Session } from '../session/session.js';
@@ -5,6 +6,7 @@ import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
 import { launchPipes } from './launch/pipes.js';
 import { launchPty } from './launch/pty.js';
 import type { LaunchHooks, Launched } from './launch/types.js';
+import { giveCgroup, removeCgroupWhenEmpty, terminateCgroups, waitCgroupsEmpty } from './cgroup.js';
 import { SandboxInit } from './namespace.js';
 import { signalName } from './native.js';
 import { stopSession } from './stop.js';
@@ -18,6 +20,10 @@ export interface SpawnOptions {
   timeoutSec: number;
   killGraceMs: number;
   pty: boolean;
+  /** The session's cgroup, made before the spawn (SPEC §15); the plan already joins it. */
+  cgroup?: SessionCgroup;
+  /** Told when a session's cgroup could not be removed after its end. */
+  onCgroupStuck?: (dirs: string[]) => void;
 }
 
 /** How long to wait for the output to close once every process of the group is gone. */
@@ -39,6 +45,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   let launched: Launched | undefined;
 
   const plan = opts.plan;
+  const cg = opts.cgroup;
+  if (cg) giveCgroup(session, cg);
   let init: SandboxInit | undefined;
   let finished = false;
   const finish = (error?: string) => {
@@ -49,8 +57,12 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     launched?.release();
     init?.release();
     const end = { exitCode: exited?.code ?? null, signal: exited?.signal ?? null };
-    session.finish({ ...end, error, reason: limitReason(end, plan.limits) });
-    if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
+    // A limit of the cgroup ended it when the kernel counted a kill or a refused fork and it did not succeed.
+    const hit = cg && end.exitCode !== 0 ? cg.limitHit() : undefined;
+    session.finish({ ...end, error, reason: hit ?? limitReason(end, plan.limits), resources: cg?.resources(true) });
+    if (cg) removeCgroupWhenEmpty(cg, opts.onCgroupStuck);
+    // With a cgroup nothing can have left the session: it was empty before this end.
+    else if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
   };
   const maybeFinish = () => {
     if (exited && groupGone && outputClosed) finish();
@@ -65,7 +77,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     },
     exit: (code, signal) => {
       exited = plan.sandboxed ? jobStatus(code, signal) : { code, signal };
-      const reap = () => reapLeftovers(session, launched?.pid, opts.killGraceMs, plan.sandboxed);
+      const reap = () => (cg ? reapCgroup(session, cg, opts.killGraceMs) : reapLeftovers(session, launched?.pid, opts.killGraceMs, plan.sandboxed));
       // In a sandbox, its init says at once whether anything of the job is left.
       void (init?.gone() ? Promise.resolve() : reap()).then(() => {
         groupGone = true;
@@ -96,11 +108,32 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   session.attach({ pid: launched.pid, input: launched.input, stdinId: launched.stdinId, pty, resize: launched.resize });
 
   if (launched.pid !== undefined && opts.timeoutSec > 0) {
-    timeoutTimer = setTimeout(() => {
-      void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: opts.killGraceMs });
-    }, opts.timeoutSec * 1000);
+    // Time spent paused does not count (SPEC §15): at the deadline, a paused session waits on.
+    const due = () => session.startedAt + opts.timeoutSec * 1000 + session.pausedMs();
+    const check = () => {
+      const left = due() - Date.now();
+      if (session.paused || left > 0) timeoutTimer = setTimeout(check, Math.max(left, PAUSED_RECHECK_MS));
+      else void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: opts.killGraceMs });
+    };
+    timeoutTimer = setTimeout(check, opts.timeoutSec * 1000);
   }
   return warning;
+}
+
+/** How often a paused session past its timeout looks again whether it was continued. */
+const PAUSED_RECHECK_MS = 250;
+
+/**
+ * After the leader exits, terminate what is left in the session's cgroup, wherever it went
+ * (setsid, a double fork), unless a stop already is: the stop signal, the grace, cgroup.kill.
+ */
+async function reapCgroup(session: Session, cg: SessionCgroup, graceMs: number): Promise<void> {
+  if (!cg.populated()) return;
+  if (!session.beginCleanup()) {
+    await waitCgroupsEmpty([cg], graceMs + 6000);
+    return;
+  }
+  await terminateCgroups([{ cg, pgid: session.pid, session }], 'SIGTERM', graceMs);
 }
 
 /**

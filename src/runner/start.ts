@@ -1,4 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import type { CgroupLayout } from '../cgroup/host.js';
+import { joinCgroup } from '../cgroup/join.js';
+import { checkAsked, sessionLimits } from '../cgroup/limits.js';
+import { SessionCgroup } from '../cgroup/session.js';
 import { join } from 'node:path';
 import type { Config, NetworkPolicy } from '../config/schema.js';
 import { limit } from '../errors.js';
@@ -29,6 +33,8 @@ export interface LaunchContext {
   controls(): readonly string[];
   /** A confined job's line back to the daemon: a descriptor of its own that takes `checkpoint` for its session only. */
   channels: ChannelHost;
+  /** Where sessions' cgroups go on this host (SPEC §15), found at start; mode "none" where there are none. */
+  cgroups: CgroupLayout;
 }
 
 /** A session's own channel back (daemon/channel.ts). */
@@ -64,9 +70,9 @@ export interface JobRequest {
 }
 
 /**
- * Start a session, the one place a launch happens, in order: room in the scope, the launch
- * plan (sandbox, user, limits, asked once), the scratch directory and stop file, the
- * environment, the spool, the spawn, the watch. A plan this host cannot carry out ends the
+ * Start a session, the one place a launch happens, in order: room in the scope and its limits,
+ * the launch plan (sandbox, user, limits, asked once), the scratch directory and stop file, the
+ * environment, the session's cgroup, the spool, the spawn, the watch. A plan this host cannot carry out ends the
  * session at once as a spawn error (nothing ran); it never runs unconfined. Returns the session
  * and any warning for the answer's text.
  *
@@ -80,6 +86,9 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const cfg = config.tools.exec;
   const { params: p, scope } = req;
   roomFor(ctx.registry, scope, cfg.maxSessions);
+  // Limits within the scope's (forbidden past them), and only those this host can enforce.
+  const limits = sessionLimits(config, scope, p.limits, req.policy.elevated);
+  checkAsked(ctx.cgroups, p.limits);
 
   const id = req.approved?.id ?? ctx.registry.newId();
   const confine: Confinement = { config, scope, elevated: req.policy.elevated };
@@ -127,6 +136,17 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
       refused = (err as Error).message;
     }
   }
+  // The session's cgroup exists before its first process, which joins it before it runs anything.
+  let cgroup: SessionCgroup | undefined;
+  if (plan && ctx.cgroups.mode !== 'none') {
+    try {
+      cgroup = SessionCgroup.create(ctx.cgroups, id, limits);
+      plan = joinCgroup(plan, cgroup.joinFiles);
+    } catch (err) {
+      refused = (err as Error).message;
+      plan = undefined;
+    }
+  }
 
   const session = new Session({
     id,
@@ -154,7 +174,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   if (channel) void session.finished.then(() => channel.close());
   if (proxy) void session.finished.then(() => proxy.close());
   if (plan) {
-    const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false });
+    const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup });
     if (warning) warnings.push(warning);
     plan.release();
   } else {
@@ -163,7 +183,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   channel?.handedOver();
   proxy?.handedOver();
   // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
-  ctx.keeper.watch(session, { now: req.approved !== undefined });
+  ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
   return { session, warnings };
 }

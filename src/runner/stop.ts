@@ -1,6 +1,7 @@
 import { closeSync, constants, fchownSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import type { Session, StopRequest } from '../session/session.js';
 import type { StopReason } from '../session/types.js';
+import { cgroupOf, terminateCgroups } from './cgroup.js';
 import { terminateAll } from './group.js';
 import { findSessionProcesses, oldestLeader, signalPids } from './sweep.js';
 
@@ -14,8 +15,9 @@ export interface StopOptions {
 
 /**
  * The one stop path (kill, kill all, timeout, cancel, replace, shutdown): write each stop file,
- * signal each whole group and every process of the session that left it (found by its
- * environment marker), wait the grace, SIGKILL what is left. Resolves once every session has
+ * signal every process of the session (its cgroup's members; without a cgroup, its group and the
+ * processes that left it, found by their environment marker), wait the grace, then cgroup.kill
+ * or SIGKILL what is left. A paused session is continued first. Resolves once every session has
  * ended; stopping a session twice is harmless.
  */
 export async function stopSessions(sessions: Session[], opts: StopOptions): Promise<void> {
@@ -26,28 +28,44 @@ export async function stopSessions(sessions: Session[], opts: StopOptions): Prom
     writeStopFile(s, s.stop!);
     starting.push(s);
   }
-  if (starting.length > 0) {
-    const ids = new Set(starting.map((s) => s.id));
-    const outside = (found: ReturnType<typeof findSessionProcesses>, s: Session) =>
-      (found.get(s.id) ?? []).filter((p) => p.pgrp !== s.pid).map((p) => p.pid);
-    const from = oldestLeader(starting);
-    const before = findSessionProcesses(ids, from);
-    for (const s of starting) s.stopEscalated(false);
-    await terminateAll(
-      starting.map((s) => ({ pgid: s.pid, pids: outside(before, s) })),
-      opts.signal,
-      opts.graceMs,
-      (i) => starting[i].stopEscalated(true),
-    );
-    // Anything forked out of a group during the grace gets no second warning.
-    const after = findSessionProcesses(ids, from);
-    for (const s of starting) {
-      const late = outside(after, s);
-      if (late.length > 0) s.stopEscalated(true);
-      signalPids(late, 'SIGKILL');
-    }
-  }
+  // Sessions with a cgroup: its members are exactly the session's, and cgroup.kill ends them.
+  const contained = starting.filter((s) => cgroupOf(s) !== undefined);
+  const grouped = starting.filter((s) => cgroupOf(s) === undefined);
+  for (const s of contained) s.stopEscalated(false);
+  await Promise.all([
+    contained.length > 0 &&
+      terminateCgroups(
+        contained.map((s) => ({ cg: cgroupOf(s)!, pgid: s.pid, session: s })),
+        opts.signal,
+        opts.graceMs,
+        (i) => contained[i].stopEscalated(true),
+      ),
+    grouped.length > 0 && stopGroups(grouped, opts),
+  ]);
   await Promise.all(sessions.map((s) => s.finished));
+}
+
+/** Where there is no cgroup: each process group, and what left it found by the session's marker in /proc. */
+async function stopGroups(starting: Session[], opts: StopOptions): Promise<void> {
+  const ids = new Set(starting.map((s) => s.id));
+  const outside = (found: ReturnType<typeof findSessionProcesses>, s: Session) =>
+    (found.get(s.id) ?? []).filter((p) => p.pgrp !== s.pid).map((p) => p.pid);
+  const from = oldestLeader(starting);
+  const before = findSessionProcesses(ids, from);
+  for (const s of starting) s.stopEscalated(false);
+  await terminateAll(
+    starting.map((s) => ({ pgid: s.pid, pids: outside(before, s) })),
+    opts.signal,
+    opts.graceMs,
+    (i) => starting[i].stopEscalated(true),
+  );
+  // Anything forked out of a group during the grace gets no second warning.
+  const after = findSessionProcesses(ids, from);
+  for (const s of starting) {
+    const late = outside(after, s);
+    if (late.length > 0) s.stopEscalated(true);
+    signalPids(late, 'SIGKILL');
+  }
 }
 
 export function stopSession(session: Session, opts: StopOptions): Promise<void> {

@@ -21,6 +21,8 @@ export interface SpawnSteps {
   user?: { uid: number; gid: number; groups: number[] };
   /** The daemon's descriptors the job inherits at the same numbers (see LaunchPlan.inherit). */
   keep?: number[];
+  /** The session's cgroup.procs files, joined first of all (src/cgroup/join.ts adds them). */
+  cgroups?: string[];
 }
 
 /** What decides a session's confinement: the config in force, the scope, and whether it asked for elevated. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SessionLimitsSchema } from '../session-limits.js';
 
 /** The longest timeout a timer can hold (2^31-1 ms). */
 export const MAX_TIMEOUT_SEC = 2_147_483;
@@ -62,6 +63,7 @@ export const ExecParamsSchema = z
     notify: NotifySchema.optional().describe(
       'Which ends of a backgrounded session are notifications (the exited event carries summary): "exit" (default), "failure" (only when it did not complete with 0), "never", or {match: RE2} to also send an output_match event for each matching line (rate-limited, counted).',
     ),
+    limits: SessionLimitsSchema.optional(),
   })
   .describe(
     'Run a shell command. Returns its output if it finishes within yieldMs, else status "running" with a sessionId to use with the process tool.',

@@ -1,7 +1,7 @@
 import { constants } from 'node:os';
 import { z } from 'zod';
 
-export const PROCESS_ACTIONS = ['list', 'poll', 'log', 'write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'clear', 'remove', 'wait'] as const;
+export const PROCESS_ACTIONS = ['list', 'poll', 'log', 'write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'clear', 'remove', 'wait', 'pause', 'continue'] as const;
 export type ProcessAction = (typeof PROCESS_ACTIONS)[number];
 
 const SIGNALS = Object.keys(constants.signals);
@@ -17,7 +17,7 @@ export const ProcessParamsSchema = z
     action: z
       .enum(PROCESS_ACTIONS, { error: () => `unknown action; actions are ${PROCESS_ACTIONS.join(', ')}` })
       .describe(
-        'list: sessions of the scope, newest first (limit/offset page them). poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. send-keys/submit/paste: type into a terminal session. resize: change its size. resume: answer a waiting_input interrupt, or an approval_required approval ({confirm:true} runs the command and answers as exec would, {confirm:false} denies it), once. kill: stop the process group (stop signal, grace, SIGKILL); a session waiting for approval is denied instead. signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget. wait: sleep until any (mode:"all": every one) of sessionIds has ended or waits for input or approval, at most timeout ms.',
+        'list: sessions of the scope, newest first (limit/offset page them). poll: new output since the last poll (timeout waits). log: page the output by lines. write: send to stdin. send-keys/submit/paste: type into a terminal session. resize: change its size. resume: answer a waiting_input interrupt, or an approval_required approval ({confirm:true} runs the command and answers as exec would, {confirm:false} denies it), once. kill: stop the process group (stop signal, grace, SIGKILL); a session waiting for approval is denied instead. signal: deliver one signal to the group, as Ctrl-C would. clear: forget a finished session. remove: kill if running, then forget. wait: sleep until any (mode:"all": every one) of sessionIds has ended or waits for input or approval, at most timeout ms. pause: freeze every process of the session (its timeout and input detection wait too). continue: let a paused session run on.',
       ),
     sessionId: z.string().min(1).optional().describe('The session; required by every action but list and kill {all:true}.'),
     timeout: z.number().min(0).optional().describe('poll: wait up to this many ms (at most 120000) for new output, exit or an interrupt. wait: at most this many ms (default 30000, at most 120000).'),

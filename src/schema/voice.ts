@@ -14,7 +14,7 @@ export type ResumeAnswer = { confirm: boolean } | { text: string } | { eof: true
 export type Call =
   | { action: 'list' }
   | { action: 'poll'; sessionId: string; timeout?: number }
-  | { action: 'log' | 'kill' | 'remove' | 'clear'; sessionId: string }
+  | { action: 'log' | 'kill' | 'remove' | 'clear' | 'pause' | 'continue'; sessionId: string }
   | { action: 'write'; sessionId: string; eof?: boolean }
   | { action: 'signal'; sessionId: string; signal?: string }
   | { action: 'resume'; sessionId: string; input: ResumeAnswer }

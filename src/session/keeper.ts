@@ -20,10 +20,11 @@ export interface SessionFiles {
  */
 export interface RecordKeeper {
   /**
-   * A session's processes exist: protect them against the daemon's own crash and keep its record
-   * (soon if it runs on, at once with `now`, and whenever it changes).
+   * A session's processes exist: protect them against the daemon's own crash (by its process
+   * group, and by its `cgroup` directories where it has them) and keep its record (soon if it
+   * runs on, at once with `now`, and whenever it changes).
    */
-  watch(session: Session, opts?: { now?: boolean }): void;
+  watch(session: Session, opts?: { now?: boolean; cgroup?: string[] }): void;
   /**
    * Keep the record of a session that has no process (one waiting for its approval, or denied):
    * written now and whenever it changes; a pending one before this returns.

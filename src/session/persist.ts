@@ -39,6 +39,7 @@ export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
       ? { retained: '', dropped: 0, total: 0, pending: '' }
       : { retained: s.output.text(), dropped: s.output.droppedChars, total: s.output.totalChars, pending: s.output.peekPending() },
     spool: s.spool?.counts(),
+    resources: s.resources,
   };
 }
 
@@ -91,7 +92,7 @@ export function restoreSession(
     startedAt: r.startedAt,
     spool,
     pastInterrupts: r.pastInterrupts,
-    restored: { state: restoredState(r, now), pty: r.pty, backgrounded: r.backgrounded, stop: r.stop, checkpoints: r.checkpoints, networkDenied: r.networkDenied },
+    restored: { state: restoredState(r, now), pty: r.pty, backgrounded: r.backgrounded, stop: r.stop, checkpoints: r.checkpoints, networkDenied: r.networkDenied, resources: r.resources },
   });
   s.output.restore(r.output);
   return s;

@@ -82,11 +82,22 @@ export const FailReasonSchema = z.enum([
   'signal',
   'cpu_limit',
   'file_size_limit',
+  'memory_limit',
+  'process_limit',
   'spawn_error',
   'lost',
   'rule',
   'refused',
 ]);
+
+/** What a session used (SPEC §15), from its cgroup: read on demand while it runs, once at its end. */
+export const ResourcesSchema = z.object({
+  cpuMs: finite,
+  memoryBytes: finite,
+  memoryPeakBytes: finite,
+  processes: finite,
+});
+export type Resources = z.infer<typeof ResourcesSchema>;
 
 const SpoolCountsSchema = z.object({
   totalBytes: finite,
@@ -129,6 +140,8 @@ export const SessionRecordSchema = z.object({
   pendingExec: PendingExecSchema.optional(),
   output: z.object({ retained: z.string(), dropped: finite, total: finite, pending: z.string() }),
   spool: SpoolCountsSchema.optional(),
+  /** What it used, where it had a cgroup (SPEC §15). */
+  resources: ResourcesSchema.optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 

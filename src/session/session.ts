@@ -3,10 +3,10 @@ import type { JobInput } from './input.js';
 import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
 import type { EventBus } from './events.js';
-import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, StopRequest } from './record.js';
+import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, Resources, StopRequest } from './record.js';
 import type { DenyReason, EventType, FailReason, Notify } from './types.js';
 
-export type { Checkpoint, Interrupt, InterruptField, InterruptOutcome, PendingExec, StopRequest } from './record.js';
+export type { Checkpoint, Interrupt, InterruptField, InterruptOutcome, PendingExec, Resources, StopRequest } from './record.js';
 
 /**
  * Where a session is in its life, with the data that state has and no other: a session waiting
@@ -29,6 +29,7 @@ export interface RestoredParts {
   stop: StopRequest | undefined;
   checkpoints: Checkpoint[];
   networkDenied?: { host: string; count: number; reason: string }[];
+  resources?: Resources;
 }
 
 export interface SessionInit {
@@ -127,6 +128,13 @@ export class Session {
   private announced = false;
   private inputAt: number | undefined;
   private recorder: (() => void) | undefined;
+  /** Paused (its cgroup frozen) since then; only while it runs. */
+  private pausedSince: number | undefined;
+  /** Time spent paused before the current pause. */
+  private pausedBefore = 0;
+  private continuedAt: number | undefined;
+  /** What it used, read from its cgroup when it ended. */
+  private used: Resources | undefined;
   private readonly past: InterruptOutcome[];
   private readonly kept: Checkpoint[];
   private resolveFinished!: () => void;
@@ -167,6 +175,7 @@ export class Session {
       this.onPty = r.pty;
       this.announced = r.backgrounded;
       this.stopRequest = r.stop;
+      this.used = r.resources;
       if (this.endedAt !== undefined) this.resolveFinished();
     }
   }
@@ -265,6 +274,30 @@ export class Session {
     return this.io?.resize;
   }
 
+  /**
+   * Frozen by `process pause` (SPEC §15). A flag on a running session rather than a status of its
+   * own: a paused session is still running in every sense a client relies on (it can be killed,
+   * polled, written to, and its interrupt stays), and every status check keeps its meaning.
+   */
+  get paused(): boolean {
+    return this.pausedSince !== undefined && this.running;
+  }
+
+  /** How long it has been paused in all, up to `now` (its timeout does not count that time). */
+  pausedMs(now = this.now()): number {
+    return this.pausedBefore + (this.pausedSince === undefined ? 0 : now - this.pausedSince);
+  }
+
+  /** When it was last continued after a pause: its quiet period starts again then. */
+  get lastContinuedAt(): number | undefined {
+    return this.continuedAt;
+  }
+
+  /** What it used (SPEC §15), once it ended in a cgroup. */
+  get resources(): Resources | undefined {
+    return this.used;
+  }
+
   /** Started and not ended. A session waiting for its approval has not started: it is not running. */
   /** What its `waitFor` waits for, and when that held (undefined: not yet). */
   get readiness(): { readonly waitingFor: string; readonly readyAt: number | undefined } | undefined {
@@ -358,6 +391,28 @@ export class Session {
   /** Whether the stop needed SIGKILL: the job did not stop within the grace. */
   stopEscalated(escalated: boolean): void {
     if (this.stopRequest) this.stopRequest.escalated = escalated;
+  }
+
+  /** Its processes are frozen (the runner froze its cgroup). */
+  pause(): void {
+    if (!this.running || this.pausedSince !== undefined) return;
+    this.pausedSince = this.now();
+    this.emit('paused');
+    this.changed();
+    this.wake();
+  }
+
+  /** Its processes run again. */
+  unpause(): void {
+    if (this.pausedSince === undefined) return;
+    const now = this.now();
+    this.pausedBefore += now - this.pausedSince;
+    this.pausedSince = undefined;
+    this.continuedAt = now;
+    if (!this.running) return;
+    this.emit('continued');
+    this.changed();
+    this.wake();
   }
 
   addCheckpoint(name: string, data: unknown): Checkpoint {
@@ -464,8 +519,13 @@ export class Session {
   }
 
   /** Record how the session ended; called once by the runner. `reason`: what the runner knows (a resource limit ended it). */
-  finish(outcome: { exitCode: number | null; signal: string | null; error?: string; reason?: FailReason }): void {
+  finish(outcome: { exitCode: number | null; signal: string | null; error?: string; reason?: FailReason; resources?: Resources }): void {
     if (!this.running) return;
+    this.used = outcome.resources;
+    if (this.pausedSince !== undefined) {
+      this.pausedBefore += this.now() - this.pausedSince;
+      this.pausedSince = undefined;
+    }
     for (const stream of ['stdout', 'stderr'] as const) {
       const offset = this.output.totalChars;
       const text = this.output.end(stream, this.spool);

@@ -1,5 +1,6 @@
 import { promptShown } from '../interrupt/prompt.js';
 import { interruptView } from '../interrupt/watcher.js';
+import { sessionResources } from '../runner/cgroup.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, Session } from '../session/session.js';
 import { ANSWER, cliVoice, NUMBER, RPC, SECRET, type ResumeAnswer, type Voice } from '../schema/voice.js';
 
@@ -38,6 +39,10 @@ export function endLine(s: Session, v: Voice = RPC): string {
       return `Process used up its CPU time limit (limits.cpuSeconds) and was killed by SIGXCPU; exited with ${how}.`;
     case 'file_size_limit':
       return `Process wrote past its file size limit (limits.fileSizeBytes) and was killed by SIGXFSZ; exited with ${how}.`;
+    case 'memory_limit':
+      return `Process reached the session's memory limit (limits.memoryBytes of the session) and the kernel killed it; exited with ${how}.`;
+    case 'process_limit':
+      return `Process could not start more processes: the session reached its process limit (limits.processes of the session); exited with ${how}.`;
     case 'command_not_found':
       return 'Process exited with code 127: command not found (check the spelling and that it is installed).';
     case 'not_executable':
@@ -120,6 +125,9 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     checkpoint: checkpointView(s.lastCheckpoint),
     checkpoints: ended ? s.checkpoints.map(checkpointView) : undefined,
     network: networkView(s),
+    // Frozen by process pause (SPEC §15); its status stays what it was.
+    paused: s.paused || undefined,
+    resources: sessionResources(s),
     // As the stop file says it: the text given to kill (else who stopped it), and who did.
     stop: s.stop && {
       reason: s.stop.note ?? s.stop.reason,

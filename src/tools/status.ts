@@ -1,6 +1,7 @@
 import { daemonInheritance } from '../policy/env.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import { sandboxStatus } from '../sandbox/host.js';
+import { cgroupStatus } from '../cgroup/host.js';
 import type { Daemon } from './context.js';
 
 /** `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here. */
@@ -19,5 +20,6 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
     sandbox: await sandboxStatus(d.config()),
+    cgroups: cgroupStatus(d.cgroups),
   };
 }

@@ -28,7 +28,7 @@ describe('procctl ps paging', () => {
   it('shows the newest 50 by default and says how many are hidden and how to see them', async () => {
     const r = await run(['ps']);
     expect(r.code).toBe(0);
-    expect(r.stdout.split('\n')[0]).toMatch(/^ID\s+STATUS\s+PID\s+RUNTIME\s+NAME$/);
+    expect(r.stdout.split('\n')[0]).toMatch(/^ID\s+STATUS\s+PID\s+RUNTIME\s+(CPU\s+MEM\s+)?NAME$/);
     expect(rowIds(r.stdout)).toEqual(newestFirst.slice(0, 50));
     expect(r.stderr.trim()).toBe(`10 of ${COUNT} sessions not shown; \`procctl ps --all\` shows every one, \`procctl ps --offset 50\` the next page.`);
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { aroundOutput, duration, endNotice, eventLine, statusCell, table } from '../../src/cli/render.js';
+import { aroundOutput, bytes, duration, endNotice, eventLine, statusCell, table } from '../../src/cli/render.js';
+import { sessionTable } from '../../src/cli/commands/ps.js';
 
 describe('cli rendering', () => {
   it('lays out a table with padded columns and an unpadded last one', () => {
@@ -25,6 +26,34 @@ describe('cli rendering', () => {
     expect(statusCell({ status: 'failed', exitCode: null, signal: 'SIGTERM', reason: 'user' })).toBe('failed (SIGTERM, user)');
     expect(statusCell({ status: 'failed', exitCode: 137, signal: 'SIGKILL', reason: 'signal' })).toBe('failed (SIGKILL)');
     expect(endNotice({ sessionId: 'ab12', status: 'completed', exitCode: 0 })).toBe('[session ab12 completed (exit code 0)]');
+    expect(statusCell({ status: 'running', paused: true })).toBe('paused');
+    expect(statusCell({ status: 'waiting_input', paused: true })).toBe('paused (waiting_input)');
+    expect(statusCell({ status: 'failed', exitCode: 137, signal: null, reason: 'memory_limit' })).toBe('failed (137, memory_limit)');
+  });
+
+  it.each([
+    [0, '0B'],
+    [1023, '1023B'],
+    [1536, '1.5K'],
+    [12 * 1024 * 1024, '12M'],
+    [3 * 1024 ** 3, '3.0G'],
+  ])('formats %d bytes as %s', (n, text) => {
+    expect(bytes(n)).toBe(text);
+  });
+
+  it('ps shows CPU and MEM where sessions have cgroups: memory now while running, the most it held once ended', () => {
+    const base = { pid: 7, startedAt: '2026-01-01T00:00:00Z', runtimeMs: 5000, name: 'job' };
+    const used = { cpuMs: 1500, memoryBytes: 2 * 1024 * 1024, memoryPeakBytes: 64 * 1024 * 1024, processes: 2 };
+    const text = sessionTable([
+      { ...base, sessionId: 'run', status: 'running', resources: used },
+      { ...base, sessionId: 'done', status: 'completed', exitCode: 0, startedAt: '2025-01-01T00:00:00Z', resources: used },
+    ]);
+    expect(text.split('\n')).toEqual([
+      'ID    STATUS     PID  RUNTIME  CPU   MEM   NAME',
+      'run   running    7    5.0s     1.5s  2.0M  job',
+      'done  completed  7    5.0s     1.5s  64M   job',
+    ]);
+    expect(sessionTable([{ ...base, sessionId: 'x', status: 'running' }]).split('\n')[0]).toBe('ID  STATUS   PID  RUNTIME  NAME');
   });
 
   it('splits a result text around its output', () => {

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { TestClient } from './rpc.js';
@@ -36,6 +37,8 @@ export function alive(pid: number): boolean {
 
 export interface TestDaemon {
   dir: string;
+  /** The environment it runs with (PROCCTL_STATE_DIR among it). */
+  env: NodeJS.ProcessEnv;
   socket: string;
   proc: ChildProcess;
   stdout: () => string;
@@ -84,6 +87,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
   const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
   const d: TestDaemon = {
     dir,
+    env,
     socket,
     proc,
     stdout: () => out,
@@ -96,6 +100,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
       const code = await exited;
       clearTimeout(timer);
       rmSync(dir, { recursive: true, force: true });
+      removeSubtrees(env.PROCCTL_STATE_DIR!);
       return code;
     },
   };
@@ -113,6 +118,44 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     { what: 'procctld to listen' },
   );
   return d;
+}
+
+/**
+ * The cgroup subtrees a daemon with this state directory names after itself (src/cgroup/host.ts),
+ * emptied and removed: a daemon a test SIGKILLed and never restarted leaves them on this shared machine.
+ */
+export function removeSubtrees(stateDir: string): void {
+  const name = `procctld-${createHash('sha256').update(stateDir).digest('hex').slice(0, 12)}`;
+  const own = new Map<string, string>();
+  for (const [id, names, ...path] of readFileSync('/proc/self/cgroup', 'latin1').split('\n').map((l) => l.split(':'))) {
+    if (path.length === 0) continue;
+    for (const n of id === '0' ? [''] : names.split(',')) own.set(n, path.join(':'));
+  }
+  for (const line of readFileSync('/proc/self/mountinfo', 'latin1').split('\n')) {
+    const [type, , opts = ''] = (line.split(' - ')[1] ?? '').split(' ');
+    if (type !== 'cgroup' && type !== 'cgroup2') continue;
+    const path = type === 'cgroup2' ? own.get('') : opts.split(',').map((n) => own.get(n)).find((p) => p !== undefined);
+    if (path === undefined) continue;
+    const top = join(line.split(' ')[4], path, name);
+    if (!existsSync(top)) continue;
+    for (const child of readdirSync(top, { withFileTypes: true }).filter((e) => e.isDirectory())) {
+      const dir = join(top, child.name);
+      for (let i = 0; i < 50 && existsSync(dir); i++) {
+        try {
+          if (existsSync(join(dir, 'cgroup.kill'))) writeFileSync(join(dir, 'cgroup.kill'), '1');
+          else for (const pid of readFileSync(join(dir, 'cgroup.procs'), 'latin1').split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
+          rmdirSync(dir);
+        } catch {
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+        }
+      }
+    }
+    try {
+      rmdirSync(top);
+    } catch {
+      // still busy: the next run of a daemon on this socket empties it
+    }
+  }
 }
 
 /** Stop every daemon a test file started and did not stop. */

@@ -229,6 +229,9 @@ describe('unit files', () => {
       const k = keys(file);
       expect(k.get('Type'), file).toEqual(['notify']);
       expect(k.get('KillMode'), file).toEqual(['mixed']);
+      // A cgroup per session needs the service's subtree delegated (SPEC §15, docs/resources.md), writable.
+      expect(k.get('Delegate'), file).toEqual(['yes']);
+      expect(k.get('ProtectControlGroups'), file).toBeUndefined();
       const stop = k.get('TimeoutStopSec');
       expect(stop, file).toBeDefined();
       expect(seconds(stop![0]), `${file} TimeoutStopSec`).toBeGreaterThan(3);

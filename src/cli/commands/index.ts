@@ -27,6 +27,8 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'rules', summary: "list remembered answers (numbered) and the config's approval rules", load: () => import('./rules.js').then((m) => m.registerRules) },
   { name: 'attach', summary: 'connect this terminal to a terminal (pty) session; Ctrl-] detaches', load: () => import('./attach.js').then((m) => m.registerAttach) },
   { name: 'signal', summary: "deliver one signal to a session's process group", load: () => import('./signal.js').then((m) => m.registerSignal) },
+  { name: 'pause', summary: 'freeze every process of a session (continue lets it run on)', load: () => import('./pause.js').then((m) => m.registerPause) },
+  { name: 'continue', summary: 'let a paused session run on', load: () => import('./pause.js').then((m) => m.registerContinue) },
   { name: 'kill', summary: "stop a session's whole process group (or --all)", load: () => import('./kill.js').then((m) => m.registerKill) },
   { name: 'clear', summary: 'forget a finished session', load: () => import('./clear.js').then((m) => m.registerClear) },
   { name: 'rm', summary: 'kill a session if it is running, then forget it', load: () => import('./rm.js').then((m) => m.registerRm) },

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { act, EXIT, globalsOf, note, out, printJson, scoped, UsageError, withClient } from '../context.js';
 import { wholeNumber } from '../options.js';
-import { duration, statusCell, table } from '../render.js';
+import { bytes, duration, statusCell, table } from '../render.js';
 
 /** How many sessions `ps` shows without --all or --limit. */
 export const PS_DEFAULT_LIMIT = 50;
@@ -18,6 +18,9 @@ interface SessionRow {
   reason?: string;
   /** Only in the operator's view (`--scope '*'`): the scope the session belongs to. */
   scope?: string;
+  paused?: boolean;
+  /** Where sessions have cgroups (SPEC §15). */
+  resources?: { cpuMs: number; memoryBytes: number; memoryPeakBytes: number; processes: number };
 }
 
 interface PsOptions {
@@ -30,12 +33,21 @@ interface PsOptions {
 export function sessionTable(sessions: SessionRow[]): string {
   if (sessions.length === 0) return 'No sessions.';
   const newestFirst = [...sessions].sort((a, b) => Date.parse(b.startedAt ?? '') - Date.parse(a.startedAt ?? ''));
-  const rows = newestFirst.map((s) => [s.sessionId, statusCell(s), s.pid === null ? '-' : String(s.pid), duration(s.runtimeMs), s.name]);
+  // CPU and MEM where sessions have cgroups: memory now while it runs, the most it held once it ended.
+  const usage = sessions.some((s) => s.resources !== undefined);
+  const used = (s: SessionRow) => {
+    const r = s.resources;
+    if (!usage) return [];
+    if (!r) return ['-', '-'];
+    return [duration(r.cpuMs), bytes(s.status === 'running' || s.status === 'waiting_input' ? r.memoryBytes : r.memoryPeakBytes)];
+  };
+  const rows = newestFirst.map((s) => [s.sessionId, statusCell(s), s.pid === null ? '-' : String(s.pid), duration(s.runtimeMs), ...used(s), s.name]);
+  const headers = ['ID', 'STATUS', 'PID', 'RUNTIME', ...(usage ? ['CPU', 'MEM'] : []), 'NAME'];
   // The operator's view spans scopes: say whose each session is.
   if (sessions.some((s) => s.scope !== undefined)) {
-    return table(['ID', 'SCOPE', 'STATUS', 'PID', 'RUNTIME', 'NAME'], rows.map((r, i) => [r[0], newestFirst[i].scope ?? '-', ...r.slice(1)]));
+    return table([headers[0], 'SCOPE', ...headers.slice(1)], rows.map((r, i) => [r[0], newestFirst[i].scope ?? '-', ...r.slice(1)]));
   }
-  return table(['ID', 'STATUS', 'PID', 'RUNTIME', 'NAME'], rows);
+  return table(headers, rows);
 }
 
 /** The line under the table when the scope has sessions it does not show, or ''. */
@@ -52,7 +64,8 @@ export function registerPs(program: Command): void {
     .command('ps')
     .summary('list the sessions of the scope, newest first')
     .description(
-      `List running and finished sessions of the scope, newest first: ID, STATUS, PID, RUNTIME, NAME. ` +
+      `List running and finished sessions of the scope, newest first: ID, STATUS, PID, RUNTIME, NAME, and where ` +
+        `sessions have cgroups CPU (time used) and MEM (memory now, or the most it held once ended). ` +
         `Shows the newest ${PS_DEFAULT_LIMIT} unless --all or --limit says otherwise, and says how many it left out.`,
     )
     .option('--all', 'show every session of the scope')

@@ -32,6 +32,7 @@ export function registerStatus(program: Command): void {
           const can = r.sandbox.available ? 'bubblewrap works here' : `bubblewrap cannot run here: ${r.sandbox.reason ?? 'no reason given'}`;
           lines.push(`sandbox:  ${r.sandbox.mode} (${can})`);
         }
+        if (r.cgroups) lines.push(`cgroups:  ${r.cgroups.mode} (${r.cgroups.reason})`);
         if (r.env?.withheld !== undefined) lines.push(`env:      ${r.env.withheld} inherited variable(s) withheld from sessions`);
         out(lines.join('\n'));
         return EXIT.ok;

@@ -21,7 +21,7 @@ export function checkAnswerer(d: Daemon, ctx: CallContext, s: Session): void {
   }
   const groups = new Set<number>();
   for (const r of d.registry.running()) if (r.pid !== undefined) groups.add(r.pid);
-  const inside = insideSession(pid, groups);
+  const inside = insideSession(pid, groups, d.cgroups);
   if (inside) {
     d.log.warn({ sessionId: s.id, peerPid: pid, inside }, 'refused an approval answer sent from inside a session');
     throw forbidden(`an approval cannot be answered from inside a session (this request came from ${inside}); ${personText(s)}`, { sessionId: s.id });

@@ -7,6 +7,7 @@ import { killAction } from './kill.js';
 import { pasteAction, resizeAction, sendKeysAction, submitAction } from './keys.js';
 import { listAction } from './list.js';
 import { logAction } from './log.js';
+import { continueAction, pauseAction } from './pause.js';
 import { pollAction } from './poll.js';
 import { resumeAction } from './resume.js';
 import { signalAction } from './signal.js';
@@ -30,6 +31,8 @@ const HANDLERS: Record<ProcessAction, Handler> = {
   clear: clearAction,
   remove: removeAction,
   wait: waitAction,
+  pause: pauseAction,
+  continue: continueAction,
 };
 
 /**

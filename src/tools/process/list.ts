@@ -13,14 +13,14 @@ export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 }
 
 /** The page for a model or a person: a count, one line per session, and how to get the rest. */
-function listText(sessions: { sessionId: string; status: string; name: string }[], total: number, running: number, offset: number, limit?: number): string {
+function listText(sessions: { sessionId: string; status: string; name: string; paused?: boolean }[], total: number, running: number, offset: number, limit?: number): string {
   if (total === 0) return 'No sessions.';
   const head = `${total} session(s), ${running} running`;
   if (sessions.length === 0) {
     if (offset < total) return `${head}.`;
     return `${head}; none at offset ${offset}: offsets run from 0 (the newest) to ${total - 1}.`;
   }
-  const lines = sessions.map((s) => `${s.sessionId}  ${s.status.padEnd(9)}  ${s.name}`).join('\n');
+  const lines = sessions.map((s) => `${s.sessionId}  ${(s.paused ? 'paused' : s.status).padEnd(9)}  ${s.name}`).join('\n');
   const end = offset + sessions.length;
   if (offset === 0 && end === total) return `${head}:\n${lines}`;
   // There is more after the page only when a limit cut it, so the hint repeats that limit.

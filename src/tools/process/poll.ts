@@ -2,6 +2,7 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { interruptView } from '../../interrupt/watcher.js';
 import { checkpointView, endLine, interruptText, networkNote, networkView } from '../render.js';
+import { sessionResources } from '../../runner/cgroup.js';
 import { target } from './target.js';
 
 const MAX_WAIT_MS = 120_000;
@@ -39,6 +40,12 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   if (checkpoint) {
     result.checkpoint = checkpoint;
     lines.unshift(`[checkpoint: ${checkpoint.name} at ${checkpoint.at}]`);
+  }
+  const resources = sessionResources(s);
+  if (resources) result.resources = resources;
+  if (s.paused) {
+    result.paused = true;
+    lines.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
   }
   if (s.interrupt) {
     result.interrupt = interruptView(s.interrupt);

@@ -1,0 +1,88 @@
+import { closeSync, constants, mkdirSync, openSync, readFileSync, readdirSync, rmdirSync, writeSync } from 'node:fs';
+
+/** A cgroup file's text, or undefined when it is not there (the cgroup is gone, or the kernel lacks the file). */
+export function readFile(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'latin1');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Write a value to a cgroup file. One write(2), no truncation or creation: cgroupfs takes a value
+ * per write and refuses O_TRUNC on some files. Throws with the path in the message.
+ */
+export function writeFile(path: string, value: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, constants.O_WRONLY);
+    writeSync(fd, value);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw Object.assign(new Error(`cannot write ${JSON.stringify(value)} to ${path}: ${e.code ?? e.message}`), { code: e.code });
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/** `key value` lines (cgroup.events, memory.events, cpu.stat, pids.events, memory.oom_control) as numbers. */
+export function readKeyed(path: string): Map<string, number> | undefined {
+  const text = readFile(path);
+  if (text === undefined) return undefined;
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const space = line.indexOf(' ');
+    if (space > 0) out.set(line.slice(0, space), Number(line.slice(space + 1)));
+  }
+  return out;
+}
+
+/** One number from a file holding one (memory.current, pids.current, cpuacct.usage); undefined when absent or `max`. */
+export function readNumber(path: string): number | undefined {
+  const text = readFile(path)?.trim();
+  if (text === undefined || text === '' || text === 'max') return undefined;
+  const n = Number(text);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/** The processes of a cgroup (its cgroup.procs); empty when it is gone. */
+export function readPids(dir: string): number[] {
+  const text = readFile(`${dir}/cgroup.procs`);
+  if (!text) return [];
+  const out: number[] = [];
+  for (const line of text.split('\n')) if (line) out.push(Number(line));
+  return out;
+}
+
+/** Make a cgroup directory; true when it was made, false when it was there already. */
+export function makeDir(dir: string): boolean {
+  try {
+    mkdirSync(dir);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  }
+}
+
+/** Remove an empty cgroup (rmdir; cgroupfs refuses `rm -r`): true when it is gone. */
+export function removeDir(dir: string): boolean {
+  try {
+    rmdirSync(dir);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+/** Child cgroups (directories) of a cgroup. */
+export function childDirs(dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
+  } catch {
+    return [];
+  }
+}

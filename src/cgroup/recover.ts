@@ -1,0 +1,72 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { childDirs, readPids, removeDir, writeFile } from './files.js';
+import type { CgroupLayout } from './host.js';
+
+const SESSION_DIR = /^s-[a-z0-9]{1,32}$/;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * SIGKILL everything in these cgroup directories of one session, with nothing but the directory
+ * names (the guardian after the daemon died, the next start after a crash): cgroup.kill where
+ * the kernel has it, each listed process otherwise, and a frozen v1 freezer thawed so the kill lands.
+ */
+export function killDirs(dirs: readonly string[]): void {
+  for (const dir of dirs) {
+    if (existsSync(join(dir, 'cgroup.kill'))) {
+      try {
+        writeFile(join(dir, 'cgroup.kill'), '1');
+        continue;
+      } catch {
+        // gone, or refused: one by one below
+      }
+    }
+    for (const pid of readPids(dir)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    if (existsSync(join(dir, 'freezer.state'))) {
+      try {
+        writeFile(join(dir, 'freezer.state'), 'THAWED');
+      } catch {
+        // gone
+      }
+    }
+  }
+}
+
+/** Session cgroups present in the daemon's subtrees, by name (`s-ID`), each with its directories. */
+function sessionDirs(layout: CgroupLayout): Map<string, string[]> {
+  const found = new Map<string, string[]>();
+  const roots = [...new Set([...(layout.v2 ? [layout.v2] : []), ...Object.values(layout.v1)])];
+  for (const root of roots) {
+    for (const name of childDirs(root)) {
+      if (!SESSION_DIR.test(name)) continue;
+      found.set(name, [...(found.get(name) ?? []), join(root, name)]);
+    }
+  }
+  return found;
+}
+
+/**
+ * At start, before any session runs: every session cgroup a previous run of this daemon left
+ * (it was SIGKILLed, or the machine lost power mid-stop) is emptied and removed, so nothing a
+ * previous run started lives on. Returns the session ids found and the directories that would
+ * not go within `withinMs` (named in the log).
+ */
+export async function emptyLeftovers(layout: CgroupLayout, withinMs = 5000): Promise<{ sessions: string[]; stuck: string[] }> {
+  const found = sessionDirs(layout);
+  if (found.size === 0) return { sessions: [], stuck: [] };
+  let left = [...found.values()].flat();
+  const deadline = Date.now() + withinMs;
+  for (let pause = 5; left.length > 0; pause = Math.min(pause * 2, 100)) {
+    killDirs(left);
+    left = left.filter((dir) => !removeDir(dir));
+    if (left.length === 0 || Date.now() > deadline) break;
+    await sleep(pause);
+  }
+  return { sessions: [...found.keys()].map((n) => n.slice(2)), stuck: left };
+}

@@ -1,0 +1,224 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeDir, readFile, readKeyed, readNumber, readPids, removeDir, writeFile } from './files.js';
+import { membershipDir, type CgroupLayout, type V1Name } from './host.js';
+import type { SessionLimits } from '../session-limits.js';
+
+/** A session's cgroup is named this and its id, in each hierarchy the daemon uses. */
+export const SESSION_CGROUP_PREFIX = 's-';
+
+export type { SessionLimits };
+
+/** What a session used (SPEC §15): read on demand and once at its end, never on a timer. */
+export interface Resources {
+  cpuMs: number;
+  memoryBytes: number;
+  memoryPeakBytes: number;
+  processes: number;
+}
+
+/** Why a limit ended a session, from the kernel's own counters. */
+export type LimitHit = 'memory_limit' | 'process_limit';
+
+/** The CFS period cpu.max and cpu.cfs_period_us are written with: 100 ms, as systemd uses. */
+const CPU_PERIOD_US = 100_000;
+
+/**
+ * A session's cgroup: one v2 directory (membership, kill, freeze, and the controllers v2 gives
+ * here) and a directory in each v1 hierarchy in use. Made before the job starts; the job's first
+ * process writes itself into every `joinFiles` entry before it runs anything (native/spawn.c, or
+ * the wrapper of cgroup/join.ts), so everything it ever starts is here.
+ */
+export class SessionCgroup {
+  private constructor(
+    private readonly layout: CgroupLayout,
+    /** v2 directory, when v2 is in use. */
+    readonly v2: string | undefined,
+    /** v1 directories by hierarchy. */
+    readonly v1: Partial<Record<V1Name, string>>,
+  ) {}
+
+  /**
+   * Make the session's cgroup and set its limits. A leftover of the same name (a session id is
+   * new, so only a crash leaves one) is emptied first. Throws with what failed; then nothing is left made.
+   */
+  static create(layout: CgroupLayout, sessionId: string, limits: SessionLimits): SessionCgroup {
+    const name = `${SESSION_CGROUP_PREFIX}${sessionId}`;
+    const v2 = layout.v2 ? join(layout.v2, name) : undefined;
+    const v1: Partial<Record<V1Name, string>> = {};
+    for (const [n, dir] of Object.entries(layout.v1) as [V1Name, string][]) v1[n] = join(dir, name);
+    const cg = new SessionCgroup(layout, v2, v1);
+    try {
+      for (const dir of cg.dirs()) makeDir(dir);
+      cg.setLimits(limits);
+    } catch (err) {
+      cg.remove();
+      throw new Error(`cannot make the session's cgroup: ${(err as Error).message}`);
+    }
+    return cg;
+  }
+
+  /** Every directory of the session, v2 first; one per hierarchy (cpu and cpuacct may share one). */
+  dirs(): string[] {
+    return [...new Set([...(this.v2 ? [this.v2] : []), ...Object.values(this.v1)])];
+  }
+
+  /** The cgroup.procs files the job's first process writes "0" (itself) into before it execs. */
+  get joinFiles(): string[] {
+    return this.dirs().map((d) => join(d, 'cgroup.procs'));
+  }
+
+  /** The directory whose cgroup.procs says who is in the session. */
+  private get members_(): string {
+    return this.v2 ?? membershipDir({ v1: this.v1 })!;
+  }
+
+  /** Every process of the session now, wherever it went (setsid, double fork). */
+  members(): number[] {
+    return readPids(this.members_);
+  }
+
+  /** Anything of the session still alive (v2: `populated` in cgroup.events; zombies do not count). */
+  populated(): boolean {
+    if (this.v2) {
+      const events = readKeyed(join(this.v2, 'cgroup.events'));
+      return events === undefined ? false : events.get('populated') === 1;
+    }
+    return this.members().length > 0;
+  }
+
+  /**
+   * SIGKILL every process of the session at once: one write to cgroup.kill, or where the kernel
+   * has none, freeze (so nothing forks meanwhile), SIGKILL each member, thaw. Call until `populated()` is false.
+   */
+  kill(): void {
+    if (this.v2 && this.layout.v2Kill) {
+      try {
+        writeFile(join(this.v2, 'cgroup.kill'), '1');
+        return;
+      } catch {
+        // gone already, or refused: fall through to one by one
+      }
+    }
+    const frozen = this.freeze();
+    for (const pid of this.members()) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    if (frozen) this.thaw();
+  }
+
+  /** Freeze the whole session (pause): true when the write was taken. It is frozen once `frozen()` says so. */
+  freeze(): boolean {
+    return this.setFrozen(true);
+  }
+
+  thaw(): boolean {
+    return this.setFrozen(false);
+  }
+
+  private setFrozen(on: boolean): boolean {
+    try {
+      if (this.layout.freeze === 'v2' && this.v2) writeFile(join(this.v2, 'cgroup.freeze'), on ? '1' : '0');
+      else if (this.layout.freeze === 'v1' && this.v1.freezer) writeFile(join(this.v1.freezer, 'freezer.state'), on ? 'FROZEN' : 'THAWED');
+      else return false;
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Every process of the session is frozen. */
+  frozen(): boolean {
+    if (this.layout.freeze === 'v2' && this.v2) return readKeyed(join(this.v2, 'cgroup.events'))?.get('frozen') === 1;
+    if (this.layout.freeze === 'v1' && this.v1.freezer) return readFile(join(this.v1.freezer, 'freezer.state'))?.trim() === 'FROZEN';
+    return false;
+  }
+
+  /** The directory a controller's files are in for this session, when the host gives it. */
+  private dirFor(c: 'memory' | 'pids' | 'cpu'): { dir: string; v2: boolean } | undefined {
+    const from = this.layout.controllers[c];
+    if (from === 'v2' && this.v2) return { dir: this.v2, v2: true };
+    const dir = this.v1[c];
+    return from === 'v1' && dir ? { dir, v2: false } : undefined;
+  }
+
+  private setLimits(l: SessionLimits): void {
+    const need = (c: 'memory' | 'pids' | 'cpu') => {
+      const at = this.dirFor(c);
+      if (!at) throw new Error(`this host gives no ${c} controller to the daemon`);
+      return at;
+    };
+    if (l.memoryBytes !== undefined) {
+      const { dir, v2 } = need('memory');
+      if (v2) {
+        writeFile(join(dir, 'memory.max'), String(l.memoryBytes));
+        // No swap: the limit is on memory, and a job over it is stopped rather than pushed to disk.
+        if (existsSync(join(dir, 'memory.swap.max'))) writeFile(join(dir, 'memory.swap.max'), '0');
+      } else {
+        writeFile(join(dir, 'memory.limit_in_bytes'), String(l.memoryBytes));
+        if (existsSync(join(dir, 'memory.memsw.limit_in_bytes'))) writeFile(join(dir, 'memory.memsw.limit_in_bytes'), String(l.memoryBytes));
+        else writeFile(join(dir, 'memory.swappiness'), '0');
+      }
+    }
+    if (l.processes !== undefined) writeFile(join(need('pids').dir, 'pids.max'), String(l.processes));
+    if (l.cpuPercent !== undefined) {
+      const { dir, v2 } = need('cpu');
+      const quota = Math.max(1000, Math.round((l.cpuPercent / 100) * CPU_PERIOD_US));
+      if (v2) writeFile(join(dir, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`);
+      else {
+        writeFile(join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
+        writeFile(join(dir, 'cpu.cfs_quota_us'), String(quota));
+      }
+    }
+  }
+
+  /** Which limit the kernel enforced on the session, if any: an OOM kill, or a fork refused at pids.max. */
+  limitHit(): LimitHit | undefined {
+    const mem = this.dirFor('memory');
+    if (mem) {
+      const events = readKeyed(join(mem.dir, mem.v2 ? 'memory.events' : 'memory.oom_control'));
+      if ((events?.get('oom_kill') ?? 0) > 0) return 'memory_limit';
+    }
+    const pids = this.dirFor('pids');
+    if (pids && (readKeyed(join(pids.dir, 'pids.events'))?.get('max') ?? 0) > 0) return 'process_limit';
+    return undefined;
+  }
+
+  /**
+   * What the session used so far, from the kernel's counters (a few small reads). `processes` is
+   * how many tasks it has now; at its end (`final`) the most it had at once, where the kernel
+   * keeps that (pids.peak), since none are left then.
+   */
+  resources(final = false): Resources {
+    let cpuMs = 0;
+    const usage = this.v2 ? readKeyed(join(this.v2, 'cpu.stat'))?.get('usage_usec') : undefined;
+    if (usage !== undefined) cpuMs = usage / 1000;
+    else {
+      const acct = this.v1.cpuacct ?? this.v1.cpu;
+      const ns = acct ? readNumber(join(acct, 'cpuacct.usage')) : undefined;
+      if (ns !== undefined) cpuMs = ns / 1e6;
+    }
+    let memoryBytes = 0;
+    let memoryPeakBytes = 0;
+    const mem = this.dirFor('memory');
+    if (mem) {
+      memoryBytes = readNumber(join(mem.dir, mem.v2 ? 'memory.current' : 'memory.usage_in_bytes')) ?? 0;
+      memoryPeakBytes = readNumber(join(mem.dir, mem.v2 ? 'memory.peak' : 'memory.max_usage_in_bytes')) ?? memoryBytes;
+    }
+    const pids = this.dirFor('pids');
+    const count = (file: string) => (pids ? readNumber(join(pids.dir, file)) : undefined);
+    const processes = (final ? count('pids.peak') : undefined) ?? count('pids.current') ?? this.members().length;
+    return { cpuMs: Math.round(cpuMs), memoryBytes, memoryPeakBytes, processes };
+  }
+
+  /** Remove the session's directories (each must be empty): true when all are gone. */
+  remove(): boolean {
+    let all = true;
+    for (const dir of this.dirs().reverse()) if (!removeDir(dir)) all = false;
+    return all;
+  }
+}

@@ -1,0 +1,140 @@
+import type { SessionCgroup } from '../cgroup/session.js';
+import type { Resources, Session } from '../session/session.js';
+import { signalGroup } from './group.js';
+import { readStat } from './procfs.js';
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** The cgroup of each session that has one (runner/start.ts makes it, runner/spawn.ts gives it here). */
+const cgroups = new WeakMap<Session, SessionCgroup>();
+
+export function giveCgroup(session: Session, cg: SessionCgroup): void {
+  cgroups.set(session, cg);
+}
+
+export function cgroupOf(session: Session): SessionCgroup | undefined {
+  return cgroups.get(session);
+}
+
+/** What a session has used: read now from its cgroup while it runs, its final figures once it ended. */
+export function sessionResources(session: Session): Resources | undefined {
+  if (!session.running) return session.resources;
+  return cgroups.get(session)?.resources();
+}
+
+/** Wait until nothing of any of these cgroups is alive, or the time runs out; which are still populated. */
+export async function waitCgroupsEmpty(list: readonly SessionCgroup[], withinMs: number): Promise<boolean[]> {
+  const deadline = Date.now() + withinMs;
+  let pause = 2;
+  for (;;) {
+    const live = list.map((cg) => cg.populated());
+    if (!live.includes(true)) return live;
+    const left = deadline - Date.now();
+    if (left <= 0) return live;
+    await sleep(Math.min(pause, left));
+    pause = Math.min(pause * 2, 50);
+  }
+}
+
+/**
+ * Deliver a stop signal to every process of a session's cgroup, once each: to its process group
+ * as a whole, and to each member that left the group (setsid, a double fork) by itself.
+ */
+function signalMembers(cg: SessionCgroup, pgid: number | undefined, signal: NodeJS.Signals): void {
+  if (pgid !== undefined) signalGroup(pgid, signal);
+  for (const pid of cg.members()) {
+    if (pgid !== undefined && readStat(pid)?.pgrp === pgid) continue;
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // gone
+    }
+  }
+}
+
+/** Up to this long for SIGKILLed processes to be gone before the end is reported anyway. */
+const KILL_WAIT_MS = 5000;
+
+/**
+ * The stop escalation for sessions that have a cgroup: `signal` to every process in it, up to
+ * `graceMs` for them to go, then `cgroup.kill` (repeated until the cgroup is empty). A frozen
+ * session is thawed first, so its job sees the stop signal as it would unpaused. Returns, per
+ * target, whether the kill was needed.
+ */
+export async function terminateCgroups(
+  targets: { cg: SessionCgroup; pgid: number | undefined; session?: Session }[],
+  signal: NodeJS.Signals,
+  graceMs: number,
+  onEscalate: (index: number) => void = () => undefined,
+): Promise<boolean[]> {
+  for (const t of targets) {
+    if (t.session?.paused) {
+      t.cg.thaw();
+      t.session.unpause();
+    }
+  }
+  const initially = targets.map((t) => t.cg.populated());
+  targets.forEach((t, i) => initially[i] && signalMembers(t.cg, t.pgid, signal));
+  const stubborn = await waitCgroupsEmpty(targets.map((t) => t.cg), graceMs);
+  const killed = targets.map((_, i) => initially[i] && stubborn[i]);
+  if (killed.includes(true)) {
+    killed.forEach((k, i) => k && onEscalate(i));
+    const left = targets.filter((_, i) => killed[i]).map((t) => t.cg);
+    const deadline = Date.now() + KILL_WAIT_MS;
+    for (let live = left; live.length > 0 && Date.now() < deadline; ) {
+      for (const cg of live) cg.kill();
+      const still = await waitCgroupsEmpty(live, 100);
+      live = live.filter((_, i) => still[i]);
+    }
+  }
+  return killed;
+}
+
+/** After a session's end, its cgroup goes: at once when empty, else once the last process is gone (a few tries). */
+export function removeCgroupWhenEmpty(cg: SessionCgroup, onStuck: (dirs: string[]) => void = () => undefined): void {
+  if (cg.remove()) return;
+  void (async () => {
+    for (let i = 0; i < 20; i++) {
+      await sleep(50 * (i + 1));
+      if (cg.populated()) cg.kill();
+      else if (cg.remove()) return;
+    }
+    onStuck(cg.dirs());
+  })();
+}
+
+/** How long a freeze may take before pause answers that it did not hold. */
+const FREEZE_WAIT_MS = 2000;
+
+/**
+ * Pause a running session: freeze its cgroup, wait until the kernel says every process is
+ * frozen, and mark the session paused. Returns why it could not, if it could not.
+ */
+export async function pauseSession(session: Session): Promise<string | undefined> {
+  const cg = cgroups.get(session);
+  if (!cg) return 'it has no cgroup to freeze';
+  if (session.paused) return undefined;
+  if (!cg.freeze()) return 'its cgroup refused the freeze';
+  const deadline = Date.now() + FREEZE_WAIT_MS;
+  let pause = 1;
+  while (!cg.frozen() && cg.populated()) {
+    if (Date.now() > deadline) {
+      cg.thaw();
+      return `its processes did not all freeze within ${FREEZE_WAIT_MS} ms`;
+    }
+    await sleep(pause);
+    pause = Math.min(pause * 2, 50);
+  }
+  if (session.running) session.pause();
+  else cg.thaw();
+  return undefined;
+}
+
+/** Continue a paused session: thaw its cgroup. */
+export function continueSession(session: Session): string | undefined {
+  const cg = cgroups.get(session);
+  if (!cg) return 'it has no cgroup';
+  if (!cg.thaw()) return 'its cgroup refused the thaw';
+  session.unpause();
+  return undefined;
+}
