@@ -35,6 +35,8 @@ export async function killTree(opts: BenchOptions): Promise<Metric[]> {
   const runs = opts.quick ? 2 : Math.max(opts.rounds, 5);
   const daemon = await BenchDaemon.start();
   const client = await daemon.client();
+  const cg = (await client.call('daemon.status')).cgroups;
+  const how = cg.mode === 'none' ? `no cgroups (${cg.reason}): the process group and a /proc sweep` : `session cgroups (${cg.mode}), the kill by ${cg.kill}`;
   opts.log(`kill-tree: a session with ${CHILDREN} children ignoring SIGTERM; ${runs} kills with SIGKILL at once, ${runs} with SIGTERM + ${GRACE_MS} ms grace`);
   const direct: Run[] = [];
   const escalated: Run[] = [];
@@ -65,7 +67,7 @@ export async function killTree(opts: BenchOptions): Promise<Metric[]> {
       target: { op: '<', value: 50 },
       rounds: gone.map((v) => round(v, 1)),
       detail:
-        `kill {signal:SIGKILL, graceMs:0}: from the request to the last of ${CHILDREN + 1} pids gone in /proc (looked at every ${look} ms); an upper bound on SIGKILL → gone. ` +
+        `kill {signal:SIGKILL, graceMs:0} through ${how}: from the request to the last of ${CHILDREN + 1} pids gone in /proc (looked at every ${look} ms); an upper bound on SIGKILL → gone. ` +
         `Request → first pid gone ${round(median(direct.map((r) => r.firstMs)), 1)} ms (the request and the daemon's work before the signal); kill answered after ${round(median(direct.map((r) => r.answerMs)), 1)} ms`,
     },
     {

@@ -26,6 +26,8 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   pty: ptyThroughput,
   idle: idleCost,
   'kill-tree': killTree,
+  // Sessions as cgroups.
+  cgroups: (o) => import('./cgroups.js').then((m) => m.cgroupCost(o)),
   // Request tails on a warmed daemon.
   tails,
   // Approval rules that match nothing cost nothing.
@@ -36,7 +38,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,tails,approvals,cli,cli-installed,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

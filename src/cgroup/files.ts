@@ -1,4 +1,5 @@
 import { closeSync, constants, mkdirSync, openSync, readFileSync, readdirSync, rmdirSync, writeSync } from 'node:fs';
+import { rmdir } from 'node:fs/promises';
 
 /** A cgroup file's text, or undefined when it is not there (the cgroup is gone, or the kernel lacks the file). */
 export function readFile(path: string): string | undefined {
@@ -70,6 +71,19 @@ export function makeDir(dir: string): boolean {
 export function removeDir(dir: string): boolean {
   try {
     rmdirSync(dir);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+/**
+ * removeDir off the event loop: a memory cgroup's rmdir takes the kernel a while (it offlines
+ * the memcg), which an exec's round trip should not wait for.
+ */
+export async function removeDirLater(dir: string): Promise<boolean> {
+  try {
+    await rmdir(dir);
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOENT';

@@ -28,6 +28,8 @@ export interface CgroupLayout {
   v2?: string;
   /** v2 has `cgroup.kill` (Linux 5.14); without it a kill walks cgroup.procs. */
   v2Kill: boolean;
+  /** v2 counts each cgroup's CPU time in cpu.stat without the cpu controller (Linux 5.8). */
+  v2CpuStat: boolean;
   /** v1 hierarchies in use: where session cgroups are made in each. */
   v1: Partial<Record<V1Name, string>>;
   /** Where each limit and its accounting comes from; null: this host cannot give it. */
@@ -161,7 +163,7 @@ export class CgroupsUnavailable extends Error {}
  * for its children. Throws CgroupsUnavailable when the config asks for what is not there.
  */
 export function openCgroups(config: CgroupConfig, stateDir: string, host: CgroupHostFiles = hostFiles()): CgroupLayout {
-  const none = (reason: string): CgroupLayout => ({ mode: 'none', reason, v2Kill: false, v1: {}, controllers: { memory: null, pids: null, cpu: null }, freeze: null, made: [] });
+  const none = (reason: string): CgroupLayout => ({ mode: 'none', reason, v2Kill: false, v2CpuStat: false, v1: {}, controllers: { memory: null, pids: null, cpu: null }, freeze: null, made: [] });
   if (config.mode === 'off') return none('cgroups.mode is "off": sessions are tracked by process group and /proc');
   const mounts = cgroupMounts(host.mountinfo);
   const own = ownPaths(host.cgroup);
@@ -185,6 +187,7 @@ export function openCgroups(config: CgroupConfig, stateDir: string, host: Cgroup
         if (found.own) layout.leaf = moveIntoLeaf(found.dir, host.pid);
         layout.v2 = found.dir;
         layout.v2Kill = existsSync(join(found.dir, 'cgroup.kill'));
+        layout.v2CpuStat = existsSync(join(found.dir, 'cpu.stat'));
         layout.mode = 'v2';
         layout.freeze = existsSync(join(found.dir, 'cgroup.freeze')) ? 'v2' : null;
         for (const c of enableControllers(found.dir)) layout.controllers[c] = 'v2';

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeDir, readFile, readKeyed, readNumber, readPids, removeDir, writeFile } from './files.js';
+import { makeDir, readFile, readKeyed, readNumber, readPids, removeDir, removeDirLater, writeFile } from './files.js';
 import { membershipDir, type CgroupLayout, type V1Name } from './host.js';
 import type { SessionLimits } from '../session-limits.js';
 
@@ -22,6 +22,28 @@ export type LimitHit = 'memory_limit' | 'process_limit';
 
 /** The CFS period cpu.max and cpu.cfs_period_us are written with: 100 ms, as systemd uses. */
 const CPU_PERIOD_US = 100_000;
+
+/**
+ * Whether a session joins v1 hierarchy `n`. Each join is a migration the job's first process
+ * makes before it runs (tens of microseconds each, on every exec), so a session joins only what
+ * it uses: with v2 membership, the v1 pids and cpu hierarchies only for their limits (v2 counts
+ * processes and CPU time by itself), the v1 freezer only where v2 cannot freeze; memory always,
+ * since nothing else gives its figures. Without v2 it joins every v1 hierarchy in use.
+ */
+function needsV1(layout: CgroupLayout, n: V1Name, limits: SessionLimits): boolean {
+  if (!layout.v2) return true;
+  switch (n) {
+    case 'memory':
+      return true;
+    case 'pids':
+      return limits.processes !== undefined;
+    case 'cpu':
+    case 'cpuacct':
+      return limits.cpuPercent !== undefined || !layout.v2CpuStat;
+    case 'freezer':
+      return layout.freeze === 'v1';
+  }
+}
 
 /**
  * A session's cgroup: one v2 directory (membership, kill, freeze, and the controllers v2 gives
@@ -46,7 +68,7 @@ export class SessionCgroup {
     const name = `${SESSION_CGROUP_PREFIX}${sessionId}`;
     const v2 = layout.v2 ? join(layout.v2, name) : undefined;
     const v1: Partial<Record<V1Name, string>> = {};
-    for (const [n, dir] of Object.entries(layout.v1) as [V1Name, string][]) v1[n] = join(dir, name);
+    for (const [n, dir] of Object.entries(layout.v1) as [V1Name, string][]) if (needsV1(layout, n, limits)) v1[n] = join(dir, name);
     const cg = new SessionCgroup(layout, v2, v1);
     try {
       for (const dir of cg.dirs()) makeDir(dir);
@@ -220,5 +242,11 @@ export class SessionCgroup {
     let all = true;
     for (const dir of this.dirs().reverse()) if (!removeDir(dir)) all = false;
     return all;
+  }
+
+  /** `remove` off the event loop, every directory at once. */
+  async removeLater(): Promise<boolean> {
+    const gone = await Promise.all(this.dirs().map(removeDirLater));
+    return !gone.includes(false);
   }
 }

@@ -23,3 +23,12 @@ export function envPair(value: string, previous: Record<string, string> = {}): R
   if (eq <= 0) throw new InvalidArgumentError(`expected NAME=VALUE, got "${value}"`);
   return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
 }
+
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/** A commander parser for a size in bytes: a whole number with an optional K, M, G or T (powers of 1024). */
+export function byteSize(value: string): number {
+  const m = /^(\d+)\s*([kmgt]?)(i?b)?$/i.exec(value.trim());
+  if (!m) throw new InvalidArgumentError(`expected a size such as 512M or 2G, got "${value}"`);
+  return Number(m[1]) * SIZE_UNITS[m[2].toLowerCase()];
+}

@@ -34,6 +34,7 @@ import { requireSandbox } from '../sandbox/host.js';
 import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
+import { cgroupRemovalsSettled } from '../runner/cgroup.js';
 
 /** The config's per-user budgets of connections and incomplete frames. */
 const clientLimits = (c: Config): ClientLimits => ({
@@ -292,6 +293,7 @@ export class ProcctlDaemon implements Daemon {
     }, 200).unref();
     await closed;
     this.guardian.stop();
+    await cgroupRemovalsSettled();
     closeCgroups(this.cgroups);
     this.state.flush();
     this.state.close();

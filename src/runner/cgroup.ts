@@ -90,17 +90,30 @@ export async function terminateCgroups(
   return killed;
 }
 
-/** After a session's end, its cgroup goes: at once when empty, else once the last process is gone (a few tries). */
+/** Removals of ended sessions' cgroups under way (the daemon waits for them before it removes its own subtree). */
+const removing = new Set<Promise<void>>();
+
+/**
+ * After a session's end, its cgroup goes, off the event loop: at once when empty, else once the
+ * last process is gone (a few tries, with cgroup.kill for what is still there).
+ */
 export function removeCgroupWhenEmpty(cg: SessionCgroup, onStuck: (dirs: string[]) => void = () => undefined): void {
-  if (cg.remove()) return;
-  void (async () => {
+  const done = (async () => {
+    if (await cg.removeLater()) return;
     for (let i = 0; i < 20; i++) {
       await sleep(50 * (i + 1));
       if (cg.populated()) cg.kill();
-      else if (cg.remove()) return;
+      else if (await cg.removeLater()) return;
     }
     onStuck(cg.dirs());
   })();
+  removing.add(done);
+  void done.finally(() => removing.delete(done));
+}
+
+/** Once every removal begun so far has ended. */
+export async function cgroupRemovalsSettled(): Promise<void> {
+  await Promise.all([...removing]);
 }
 
 /** How long a freeze may take before pause answers that it did not hold. */

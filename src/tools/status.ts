@@ -2,6 +2,7 @@ import { daemonInheritance } from '../policy/env.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import { sandboxStatus } from '../sandbox/host.js';
 import { cgroupStatus } from '../cgroup/host.js';
+import { sessionResources } from '../runner/cgroup.js';
 import type { Daemon } from './context.js';
 
 /** `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here. */
@@ -20,6 +21,23 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
     sandbox: await sandboxStatus(d.config()),
-    cgroups: cgroupStatus(d.cgroups),
+    cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
   };
+}
+
+/**
+ * What the running sessions use together, read now from their cgroups (SPEC §15: on demand, no
+ * timer): CPU time, memory now, processes, and how many sessions that covers.
+ */
+function runningTotals(d: Daemon) {
+  const total = { sessions: 0, cpuMs: 0, memoryBytes: 0, processes: 0 };
+  for (const s of d.registry.running()) {
+    const r = sessionResources(s);
+    if (!r) continue;
+    total.sessions++;
+    total.cpuMs += r.cpuMs;
+    total.memoryBytes += r.memoryBytes;
+    total.processes += r.processes;
+  }
+  return total;
 }

@@ -181,7 +181,7 @@ describe('procctl global options, usage and reachability', () => {
     const admin = ['--scope', '*', '--token', 'op3rator'];
     const ps = await run([...admin, 'ps']);
     expect(ps.code).toBe(0);
-    expect(ps.stdout.split('\n')[0]).toMatch(/^ID\s+SCOPE\s+STATUS\s+PID\s+RUNTIME\s+NAME$/);
+    expect(ps.stdout.split('\n')[0]).toMatch(/^ID\s+SCOPE\s+STATUS\s+PID\s+RUNTIME\s+(CPU\s+MEM\s+)?NAME$/);
     expect(ps.stdout).toMatch(new RegExp(`^${mine.sessionId}\\s+guarded\\s+running`, 'm'));
     expect(ps.stdout).toMatch(new RegExp(`^${theirs.sessionId}\\s+elsewhere\\s+completed`, 'm'));
     expect((await run([...admin, 'kill', mine.sessionId])).code).toBe(0);

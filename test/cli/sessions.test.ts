@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -30,10 +30,10 @@ describe('procctl sessions', () => {
     const r = await run(['ps']);
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^ID\s+STATUS\s+PID\s+RUNTIME\s+NAME$/);
+    expect(lines[0]).toMatch(/^ID\s+STATUS\s+PID\s+RUNTIME\s+(CPU\s+MEM\s+)?NAME$/);
     const ids = lines.slice(1).map((l) => l.split(/\s+/)[0]);
     expect(ids.indexOf(newer)).toBeLessThan(ids.indexOf(older));
-    expect(lines.find((l) => l.startsWith(older))).toMatch(/running\s+\d+\s+\S+\s+sleep 30$/);
+    expect(lines.find((l) => l.startsWith(older))).toMatch(/running\s+\d+\s+\S+\s+(\S+\s+\S+\s+)?sleep 30$/);
     const json = JSON.parse((await run(['--json', 'ps'])).stdout);
     expect(json.sessions.map((s: any) => s.sessionId)).toContain(older);
   });
@@ -90,6 +90,34 @@ describe('procctl sessions', () => {
     expect(r.stdout).toContain('SIGINT');
     const json = JSON.parse((await run(['--json', 'ps'])).stdout);
     expect(json.sessions.find((s: any) => s.sessionId === id)).toMatchObject({ status: 'failed', reason: 'user' });
+  });
+
+  const freezable = process.getuid?.() === 0 && existsSync('/sys/fs/cgroup/unified/cgroup.freeze');
+  it(`pause freezes a session (ps says paused), continue lets it run on${freezable ? '' : ' (skipped: needs root and a cgroup2 with cgroup.freeze)'}`, async () => {
+    if (!freezable) return;
+    const id = await start('while :; do echo tick; sleep 0.05; done');
+    const paused = await run(['pause', id]);
+    expect(paused.code).toBe(0);
+    expect(paused.stdout).toMatch(/is paused: every process of it is frozen\. `procctl continue \S+` lets it run on/);
+    expect((await run(['ps'])).stdout.split('\n').find((l) => l.startsWith(id))).toMatch(/^\S+\s+paused\s/);
+    const cont = await run(['continue', id]);
+    expect(cont.code).toBe(0);
+    expect(cont.stdout).toContain('runs on');
+    expect((await run(['ps'])).stdout.split('\n').find((l) => l.startsWith(id))).toMatch(/^\S+\s+running\s/);
+    expect((await run(['kill', id])).code).toBe(0);
+  });
+
+  const v1Memory = process.getuid?.() === 0 && existsSync('/sys/fs/cgroup/memory/cgroup.procs') && existsSync('/sys/fs/cgroup/pids/cgroup.procs');
+  it(`exec --memory and --processes set the session's limits; a size that is not one is a usage error${v1Memory ? '' : ' (skipped: needs root and v1 memory and pids hierarchies)'}`, async () => {
+    expect((await run(['exec', '--memory', '12X', '--', 'true'])).code).toBe(2);
+    if (!v1Memory) return;
+    const r = await run(['--json', 'exec', '--bg', '--memory', '64M', '--processes', '10', '--', 'sleep 30']);
+    expect(r.code).toBe(0);
+    const { sessionId, pid } = JSON.parse(r.stdout);
+    const inside = (h: string) => readFileSync(`/proc/${pid}/cgroup`, 'latin1').split('\n').find((l) => l.split(':')[1] === h)!.split(':')[2];
+    expect(readFileSync(`/sys/fs/cgroup/memory${inside('memory')}/memory.limit_in_bytes`, 'latin1').trim()).toBe(String(64 * 1024 * 1024));
+    expect(readFileSync(`/sys/fs/cgroup/pids${inside('pids')}/pids.max`, 'latin1').trim()).toBe('10');
+    expect((await run(['kill', sessionId])).code).toBe(0);
   });
 
   it('clear forgets a finished session and refuses a running one', async () => {

@@ -5,6 +5,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor, type StartOptions, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
 import { guardianOf, makeStateDir, printedPids, removeStateDirs } from '../helpers/state.js';
+import { SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * Sessions as cgroups (SPEC §15), on this machine as it is: cgroup2 at /sys/fs/cgroup/unified
@@ -108,6 +109,63 @@ describe.skipIf(!ROOT || !V2)('sessions as cgroups, v2 membership with v1 contro
     await waitFor(() => sessionDirs(d).length === 0, { what: 'the session cgroup to be removed' });
   });
 
+  const paths: [string, StartOptions, Record<string, unknown>][] = [
+    ['the native spawner', {}, {}],
+    ['the fork fallback (PROCCTL_SPAWN=node)', { env: { PROCCTL_SPAWN: 'node' } }, {}],
+    ['a pty', {}, { pty: true }],
+  ];
+  for (const [how, opts, extra] of paths) {
+    it(why(ROOT && V2, `${how}: the job's first process is in the session's cgroup from its first instruction`), async () => {
+      const { d, s } = await daemon({}, opts);
+      // The shell reads its own membership before it runs anything else.
+      const r = await s.exec({ command: 'cat /proc/$$/cgroup', yieldMs: 20_000, ...extra });
+      expect(r.status).toBe('completed');
+      expect(r.output).toMatch(new RegExp(`^0::.*/${subtree(d)}/s-${r.sessionId}\\r?$`, 'm'));
+    });
+  }
+
+  it(why(ROOT && V2 && !SKIP_SANDBOX, 'a sandboxed job: bwrap and everything under it are in the session\'s cgroup'), async () => {
+    if (SKIP_SANDBOX) return;
+    const { d, s } = await daemon({ sandbox: { mode: 'workspace-write', workspaces: [process.cwd()] } });
+    const r = await s.exec({ command: 'cat /proc/$$/cgroup; echo "p=$$"; sleep 600', background: true });
+    seen.add(r.pid);
+    await s.waitOutput(r.sessionId, 'p=');
+    // Inside, the sandbox's own /proc shows the path relative to its cgroup namespace or the host's; outside, the leader (bwrap) is in it.
+    expect(cgroupsOf(r.pid).get('')).toMatch(new RegExp(`/${subtree(d)}/s-${r.sessionId}$`));
+    await s.process({ action: 'kill', sessionId: r.sessionId });
+  });
+
+  it(why(ROOT && V1 && !SKIP_SANDBOX, "a sandboxed job cannot raise its own limit or move itself out of its cgroup; the limit still holds"), async () => {
+    if (SKIP_SANDBOX || !V1) return;
+    const MiB = 1024 * 1024;
+    const { s } = await daemon({ sandbox: { mode: 'workspace-write', workspaces: [process.cwd()] }, limits: { session: { memoryBytes: 96 * MiB } } });
+    // The attack: given the host paths of its own cgroup (as an agent could guess them), the job
+    // writes a higher memory limit, and writes itself into the daemon's and the root's cgroup.procs.
+    const attack = [
+      'read limit; read up; read root',
+      'echo 2147483648 > "$limit" && echo RAISED',
+      'echo $$ > "$up" && echo MOVED',
+      'echo $$ > "$root" && echo ESCAPED',
+      'echo end',
+    ].join('; ');
+    const r = await s.exec({ command: attack, background: true });
+    seen.add(r.pid);
+    const memory = v1Dir(r.pid, 'memory');
+    const v2 = join('/sys/fs/cgroup/unified', cgroupsOf(r.pid).get('')!);
+    const paths = [join(memory, 'memory.limit_in_bytes'), join(v2, '..', 'cgroup.procs'), '/sys/fs/cgroup/unified/cgroup.procs'];
+    await s.process({ action: 'write', sessionId: r.sessionId, data: `${paths.join('\n')}\n` });
+    const end = await s.waitEnded(r.sessionId);
+    const out = (await s.log(r.sessionId, { offset: 0 })).output;
+    expect(out).toContain('end');
+    expect(out).not.toMatch(/RAISED|MOVED|ESCAPED/);
+    expect(out).toMatch(/Read-only file system/);
+    expect(end.status).toBe('completed');
+
+    // The legitimate use next to it: the limit it could not raise still holds for the sandboxed job.
+    const hog = await s.exec({ command: `${process.execPath} -e "const a = []; for (;;) a.push(Buffer.alloc(16 * 1024 * 1024, 1))"`, yieldMs: 60_000 });
+    expect(hog).toMatchObject({ status: 'failed', reason: 'memory_limit' });
+  });
+
   it(why(ROOT && V2, 'a session that ends by itself ends only once its cgroup is empty: the escapee is gone when exec answers'), async () => {
     const { d, s } = await daemon({});
     const r = await s.exec({ command: `${ESCAPEE}; echo done`, yieldMs: 20_000 });
@@ -190,6 +248,11 @@ describe.skipIf(!ROOT || !V2)('sessions as cgroups, v2 membership with v1 contro
     if (V1) expect(live.resources.memoryBytes).toBeGreaterThan(0);
     const polled = await s.process({ action: 'poll', sessionId: bg.sessionId });
     expect(polled.resources.processes).toBeGreaterThanOrEqual(3);
+    // daemon.status totals what the running sessions use, read when asked.
+    const totals = (await s.c.call('daemon.status')).cgroups.running;
+    expect(totals.sessions).toBe(1);
+    expect(totals.processes).toBe(polled.resources.processes);
+    if (V1) expect(totals.memoryBytes).toBeGreaterThan(0);
     await s.process({ action: 'kill', sessionId: bg.sessionId });
   });
 

@@ -3,7 +3,7 @@ import { RpcCallError } from '../../rpc/client.js';
 import { hostOf } from '../../remote/reach.js';
 import { act, commandExit, EXIT, globalsOf, hasEnded, note, out, printJson, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
 import { runForeground, stillRunning } from '../foreground.js';
-import { envPair, nonNegative, wholeNumber } from '../options.js';
+import { byteSize, envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
 import { commandLine } from '../argv.js';
 import { shellQuote } from '../../shell-quote.js';
@@ -20,6 +20,9 @@ interface ExecOptions {
   name?: string;
   stdinNull?: boolean;
   elevated?: boolean;
+  memory?: number;
+  processes?: number;
+  cpuPercent?: number;
   waitPort?: string;
   waitOutput?: string;
   waitHttp?: string;
@@ -83,6 +86,8 @@ function execParams(words: string[], o: ExecOptions, workdir: string | undefined
   if (o.name !== undefined) p.name = o.name;
   if (o.stdinNull) p.stdin = 'null';
   if (o.elevated) p.elevated = true;
+  const limits = { memoryBytes: o.memory, processes: o.processes, cpuPercent: o.cpuPercent };
+  if (Object.values(limits).some((v) => v !== undefined)) p.limits = JSON.parse(JSON.stringify(limits));
   const notify = notifyOf(o);
   if (notify !== undefined) p.notify = notify;
   return p;
@@ -191,6 +196,9 @@ export function registerExec(program: Command): void {
     .option('--name <label>', 'a label for the session')
     .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)')
     .option('--elevated', "run outside the sandbox and limits, as the scope's policy allows (deny by default; ask waits for an approval)")
+    .option('--memory <size>', "the session's memory limit as a whole (512M, 2G), within its scope's", byteSize)
+    .option('--processes <n>', 'how many processes and threads the session may have at once, within its scope\'s limit', wholeNumber(1))
+    .option('--cpu-percent <n>', 'CPU time for the session as a percent of one CPU (200 = two), within its scope\'s limit', wholeNumber(1))
     .option('--wait-port <[host:]port>', 'return once a TCP connection to the port succeeds, leaving it running')
     .option('--wait-output <re>', 'return once a line of its output matches the RE2 pattern, leaving it running')
     .option('--wait-http <url>', 'return once a GET of the URL answers 2xx or 3xx, leaving it running')

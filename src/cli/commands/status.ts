@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { act, EXIT, globalsOf, out, printJson, withClient } from '../context.js';
-import { duration } from '../render.js';
+import { bytes, duration } from '../render.js';
 
 export function registerStatus(program: Command): void {
   program
@@ -33,6 +33,8 @@ export function registerStatus(program: Command): void {
           lines.push(`sandbox:  ${r.sandbox.mode} (${can})`);
         }
         if (r.cgroups) lines.push(`cgroups:  ${r.cgroups.mode} (${r.cgroups.reason})`);
+        const used = r.cgroups?.running;
+        if (used) lines.push(`in use:   ${used.processes} process(es) of ${used.sessions} running session(s), ${bytes(used.memoryBytes)} memory, ${duration(used.cpuMs)} CPU so far`);
         if (r.env?.withheld !== undefined) lines.push(`env:      ${r.env.withheld} inherited variable(s) withheld from sessions`);
         out(lines.join('\n'));
         return EXIT.ok;
