@@ -8,6 +8,10 @@
 // sendDescriptor(socket, fd) -> true when sent, false when the peer's buffer is full or gone.
 // receiveConnection(socket, timeoutMs) -> fd: asks and waits for a connection (the job's side).
 // setInheritable(fd, inheritable): clears or sets close-on-exec (for spawners that take no fds).
+// watchDescriptors(socket, onDescriptor) -> {close()}: the daemon's side of a channel whose peer
+//   sends it sockets (the network helper in a sandbox hands over each connection it accepts):
+//   on the event loop, each socket received is given to onDescriptor(fd); anything that is not a
+//   socket is closed unread; onDescriptor(-1) once when the peer is gone.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +21,10 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <node_api.h>
+#include <uv.h>
 
 static napi_value throw_errno(napi_env env, int err, const char *what) {
   napi_value msg, error, code;
@@ -87,7 +94,7 @@ static long long now_ms(void) {
 }
 
 /* receiveConnection(socket, timeoutMs[, kind]): ask the channel for a connection of this kind (a
- * byte: 'c' a checkpoint connection, the default; 'p' a stream to the session's network proxy)
+ * byte: 'c' a checkpoint connection, the default; other bytes are kinds a channel may serve)
  * and wait for it. */
 static napi_value ReceiveConnection(napi_env env, napi_callback_info info) {
   int32_t args[3] = {0, 0, 'c'};
@@ -150,6 +157,148 @@ static napi_value SetInheritable(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* At most this many descriptors arrive in one message (the helper sends one at a time). */
+#define WATCH_MAX_FDS 16
+
+typedef struct {
+  uv_poll_t poll;
+  napi_env env;
+  napi_ref callback;
+  napi_async_context context;
+  int socket;
+  int stopped;    /* no more calls into JS: the peer is gone, or close() was called */
+  int uv_closed;  /* libuv is done with the poll handle */
+  int js_gone;    /* close() itself was collected: nothing can call it any more */
+} watcher_t;
+
+/* The watcher is freed once both libuv and JS are done with it, whichever is last. */
+static void watcher_closed(uv_handle_t *handle) {
+  watcher_t *w = (watcher_t *)handle->data;
+  napi_delete_reference(w->env, w->callback);
+  napi_async_destroy(w->env, w->context);
+  w->uv_closed = 1;
+  if (w->js_gone) free(w);
+}
+
+static void watcher_stop(watcher_t *w) {
+  if (w->stopped) return;
+  w->stopped = 1;
+  uv_poll_stop(&w->poll);
+  uv_close((uv_handle_t *)&w->poll, watcher_closed);
+}
+
+/* Call onDescriptor(fd) as a callback from the event loop (nextTicks and microtasks run after it). */
+static void watcher_call(watcher_t *w, int fd) {
+  napi_handle_scope scope;
+  napi_value callback, recv, arg;
+  if (napi_open_handle_scope(w->env, &scope) != napi_ok) return;
+  napi_get_reference_value(w->env, w->callback, &callback);
+  napi_get_global(w->env, &recv);  /* a receiver must be an object */
+  napi_create_int32(w->env, fd, &arg);
+  napi_status st = napi_make_callback(w->env, w->context, recv, callback, 1, &arg, NULL);
+  if (st == napi_pending_exception) {
+    napi_value error;
+    napi_get_and_clear_last_exception(w->env, &error);
+    napi_fatal_exception(w->env, error);
+  }
+  napi_close_handle_scope(w->env, scope);
+}
+
+static void watcher_readable(uv_poll_t *handle, int status, int events) {
+  watcher_t *w = (watcher_t *)handle->data;
+  (void)events;
+  for (int round = 0; round < 64 && !w->stopped; round++) {
+    char bytes[WATCH_MAX_FDS];
+    struct iovec iov = {bytes, sizeof bytes};
+    union {
+      char buf[CMSG_SPACE(sizeof(int) * WATCH_MAX_FDS)];
+      struct cmsghdr align;
+    } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+    ssize_t n;
+    do n = status < 0 ? -1 : recvmsg(w->socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR && status >= 0);
+    if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      /* The peer is gone (or the socket failed): say so once, and stop. */
+      watcher_call(w, -1);
+      watcher_stop(w);
+      return;
+    }
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        struct stat st;
+        /* Only sockets are taken: a file or pipe from a confused or hostile peer is closed unread. */
+        if (w->stopped || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+          close(fd);
+          continue;
+        }
+        watcher_call(w, fd);
+      }
+    }
+  }
+}
+
+static void watcher_finalize(napi_env env, void *data, void *hint) {
+  watcher_t *w = (watcher_t *)data;
+  (void)env;
+  (void)hint;
+  w->js_gone = 1;
+  if (!w->stopped) watcher_stop(w);
+  else if (w->uv_closed) free(w);
+}
+
+static napi_value WatcherClose(napi_env env, napi_callback_info info) {
+  watcher_t *w;
+  if (napi_get_cb_info(env, info, NULL, NULL, NULL, (void **)&w) == napi_ok && w) watcher_stop(w);
+  return NULL;
+}
+
+static napi_value WatchDescriptors(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  int32_t sock;
+  napi_valuetype type;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_get_value_int32(env, argv[0], &sock) != napi_ok ||
+      napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function) {
+    napi_throw_type_error(env, NULL, "watchDescriptors(socket, onDescriptor): a descriptor and a function");
+    return NULL;
+  }
+  uv_loop_t *loop;
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok) return throw_errno(env, EINVAL, "watchDescriptors: no event loop");
+  watcher_t *w = calloc(1, sizeof *w);
+  if (!w) return throw_errno(env, ENOMEM, "watchDescriptors");
+  w->env = env;
+  w->socket = sock;
+  w->poll.data = w;
+  napi_value name;
+  napi_create_string_utf8(env, "procctl.channel", NAPI_AUTO_LENGTH, &name);
+  int err = uv_poll_init(loop, &w->poll, sock);
+  if (err != 0) {
+    free(w);
+    return throw_errno(env, -err, "watchDescriptors");
+  }
+  napi_create_reference(env, argv[1], 1, &w->callback);
+  napi_async_init(env, NULL, name, &w->context);
+  err = uv_poll_start(&w->poll, UV_READABLE | UV_DISCONNECT, watcher_readable);
+  if (err != 0) {
+    w->stopped = 1;
+    w->js_gone = 1;  /* nothing of it reaches JS: freed once libuv lets the handle go */
+    uv_close((uv_handle_t *)&w->poll, watcher_closed);
+    return throw_errno(env, -err, "watchDescriptors");
+  }
+  napi_value handle, close_fn;
+  napi_create_object(env, &handle);
+  napi_create_function(env, "close", NAPI_AUTO_LENGTH, WatcherClose, w, &close_fn);
+  napi_set_named_property(env, handle, "close", close_fn);
+  napi_add_finalizer(env, close_fn, w, watcher_finalize, NULL, NULL);
+  return handle;
+}
+
 // Called by addon.c, the module's one init.
 void procctl_channel_init(napi_env env, napi_value exports) {
   static const struct { const char *name; napi_callback fn; } fns[] = {
@@ -157,6 +306,7 @@ void procctl_channel_init(napi_env env, napi_value exports) {
     {"sendDescriptor", SendDescriptor},
     {"receiveConnection", ReceiveConnection},
     {"setInheritable", SetInheritable},
+    {"watchDescriptors", WatchDescriptors},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value fn;

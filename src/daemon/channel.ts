@@ -22,6 +22,7 @@ const MAX_PROXY_STREAMS = 256;
 interface ChannelAddon {
   socketPair(): [number, number];
   sendDescriptor(socket: number, fd: number): boolean;
+  watchDescriptors(socket: number, onDescriptor: (fd: number) => void): { close(): void };
 }
 
 /**
@@ -46,10 +47,44 @@ export class Channels implements ChannelHost {
     });
   }
 
-  /** A network-by-name session's channel to the daemon's proxy (netproxy/): each byte asks for one stream. */
+  /**
+   * A network-by-name session's channel to the daemon's proxy (netproxy/): the sandbox's helper
+   * (sandbox/inside-net.ts) accepts each connection a job makes to its proxy port and hands the
+   * socket itself over here, so the daemon serves the job's connection directly: one relay, the
+   * daemon's, between the job and where it goes.
+   */
   openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void): Channel | Error {
+    this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor', 'watchDescriptors']);
+    const addon = this.addon;
+    if (addon instanceof Error) return new Error(`this session's network proxy needs procctl's addon (${addon.message}); ${ADDON_FIX}`);
     const client = { policy, denied };
-    return this.serve(sessionId, "this session's network proxy needs", (socket) => this.proxy.serve(socket, client), MAX_PROXY_STREAMS);
+    const [ours, theirs] = addon.socketPair();
+    const open = new Set<Socket>();
+    let refused = 0;
+    let closed = false;
+    const watch = addon.watchDescriptors(ours, (fd) => {
+      if (fd < 0) return;
+      if (closed || open.size >= MAX_PROXY_STREAMS) {
+        closeSync(fd);
+        if (!closed && refused++ === 0) this.log.warn({ sessionId, max: MAX_PROXY_STREAMS }, 'a session opened more proxy connections than it may hold at once: the rest are closed');
+        return;
+      }
+      const socket = new Socket({ fd, readable: true, writable: true });
+      open.add(socket);
+      socket.on('close', () => open.delete(socket));
+      this.proxy.serve(socket, client);
+    });
+    return {
+      fd: theirs,
+      handedOver: () => closeSync(theirs),
+      close: () => {
+        if (closed) return;
+        closed = true;
+        watch.close();
+        closeSync(ours);
+        for (const s of open) s.destroy();
+      },
+    };
   }
 
   private readonly proxy = new NetProxy();

@@ -1,24 +1,22 @@
 /**
  * Run inside a sandbox whose network is by name (SPEC §12), as the parent of the job:
  * `node inside-net.js PORT FD -- COMMAND...`. It listens on 127.0.0.1:PORT and [::1]:PORT in the
- * sandbox's own network namespace (which has no route out), and joins each connection a job
- * makes there to a fresh stream to the daemon's proxy, asked for on descriptor FD (its proxy
- * channel: one byte, one stream, as the checkpoint channel does; no Unix socket is made, which
- * the sandbox's seccomp filter would refuse). Then it runs the command (which does not inherit
- * FD), passes on the signals it gets, and ends as the command ended.
+ * sandbox's own network namespace (which has no route out), and hands each connection a job
+ * makes there to the daemon's proxy over descriptor FD (its proxy channel, a socket pair; no
+ * Unix socket is made, which the sandbox's seccomp filter would refuse): the connection itself
+ * goes, so no byte of the job's traffic is copied here. Then it runs the command (which does not
+ * inherit FD), passes on the signals it gets, and ends as the command ended.
  */
 import { spawn } from 'node:child_process';
 import { closeSync } from 'node:fs';
-import { createServer, Socket } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { loadAddon } from '../addon.js';
-import { splice } from '../splice.js';
 
 interface ChannelAddon {
-  receiveConnection(socket: number, timeoutMs: number, kind?: number): number;
+  sendDescriptor(socket: number, fd: number): boolean;
   setInheritable(fd: number, inheritable: boolean): void;
 }
 
-const PROXY_STREAM = 'p'.charCodeAt(0);
 const [portArg, fdArg, dashes, ...command] = process.argv.slice(2);
 const port = Number(portArg);
 const channel = Number(fdArg);
@@ -26,7 +24,7 @@ if (!(port > 0) || !(channel >= 0) || dashes !== '--' || command.length === 0) {
   process.stderr.write('procctl: usage: inside-net.js PORT FD -- COMMAND...\n');
   process.exit(2);
 }
-const addon = loadAddon<ChannelAddon>(['receiveConnection', 'setInheritable']);
+const addon = loadAddon<ChannelAddon>(['sendDescriptor', 'setInheritable']);
 if (addon instanceof Error) {
   process.stderr.write(`procctl: the sandbox's network proxy cannot start: ${addon.message}\n`);
   process.exit(1);
@@ -34,15 +32,12 @@ if (addon instanceof Error) {
 // The job gets the proxy through the port only, never the channel itself.
 addon.setInheritable(channel, false);
 
+/** Hand the accepted connection to the daemon; this process keeps no copy of it. */
 const onConnection = (job: Socket) => {
-  let fd: number;
-  try {
-    fd = addon.receiveConnection(channel, 10_000, PROXY_STREAM);
-  } catch {
-    job.destroy();
-    return;
-  }
-  splice(job, new Socket({ fd, readable: true, writable: true }));
+  const fd = (job as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  // A full channel (the daemon far behind) or a closed one: the job sees its connection refused.
+  if (typeof fd === 'number' && fd >= 0) addon.sendDescriptor(channel, fd);
+  job.destroy();
 };
 
 let listening = 0;
@@ -66,7 +61,7 @@ const start = () => {
   });
 };
 for (const host of ['127.0.0.1', '::1']) {
-  const server = createServer(onConnection);
+  const server = createServer({ pauseOnConnect: true }, onConnection);
   server.on('error', () => start()); // no IPv6 loopback here: IPv4 alone
   server.listen(port, host, start);
 }
