@@ -1,8 +1,8 @@
 import type { BenchOptions } from './lib/options.js';
-import type { BenchClient } from './lib/client.js';
+import { clearFinished, execTrue, type BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';
-import { median, now, p99, round } from './lib/stats.js';
+import { median, p99, round } from './lib/stats.js';
 
 /**
  * The cost of sessions as cgroups (SPEC §15): a foreground `exec` of `true` on a daemon that
@@ -37,7 +37,7 @@ export async function cgroupCost(opts: BenchOptions): Promise<Metric[]> {
       for (let i = 0; i < warmup + iterations; i++) {
         for (let k = 0; k < runs.length; k++) {
           const [name, client] = runs[(i + k) % runs.length];
-          const ms = await exec(client);
+          const ms = await execTrue(client);
           if (i >= warmup) s[name].push(ms);
         }
       }
@@ -78,16 +78,4 @@ export async function cgroupCost(opts: BenchOptions): Promise<Metric[]> {
   }
 }
 
-async function exec(client: BenchClient): Promise<number> {
-  const t0 = now();
-  const result = await client.call('exec', { command: 'true' });
-  const ms = now() - t0;
-  if (result.status !== 'completed' || result.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(result).slice(0, 300)}`);
-  return ms;
-}
 
-/** Between rounds, untimed: forget the finished sessions so every round starts alike. */
-async function clearFinished(client: BenchClient): Promise<void> {
-  const { sessions } = await client.call('process', { action: 'list' });
-  for (const s of sessions) if (s.status !== 'running') await client.call('process', { action: 'clear', sessionId: s.sessionId });
-}

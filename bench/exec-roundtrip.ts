@@ -1,4 +1,5 @@
 import type { BenchOptions } from './lib/options.js';
+import { clearFinished } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { cpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
@@ -48,7 +49,7 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
       samples.helperCpu = (helpersCpu() - helper0) / iterations;
       samples.spawnCpu /= iterations;
       rounds.push(samples);
-      await clearFinished();
+      await clearFinished(client);
       opts.log(
         `  round ${r + 1}: daemon median ${round(median(samples.daemon), 3)} ms, spawn median ${round(median(samples.spawn), 3)} ms; ` +
           `CPU per exec: daemon ${round(samples.daemonCpu, 2)} ms + helpers ${round(samples.helperCpu, 2)} ms, in-process spawn ${round(samples.spawnCpu, 2)} ms`,
@@ -76,11 +77,6 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
     return run.ms;
   }
 
-  /** Between rounds, untimed: forget the finished sessions so every round starts alike. */
-  async function clearFinished(): Promise<void> {
-    const { sessions } = await client.call('process', { action: 'list' });
-    for (const s of sessions) if (s.status !== 'running') await client.call('process', { action: 'clear', sessionId: s.sessionId });
-  }
 
   const ratios = rounds.map((s) => median(s.daemon) / median(s.spawn));
   const ratiosP99 = rounds.map((s) => p99(s.daemon) / p99(s.spawn));

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { BenchOptions } from './lib/options.js';
-import type { BenchClient } from './lib/client.js';
+import { execTrue, type BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';
 import { daemonShell } from './lib/shell.js';
@@ -42,8 +42,8 @@ export async function sandboxCost(opts: BenchOptions): Promise<Metric[]> {
       for (let i = 0; i < warmup + iterations; i++) {
         // Rotate the order each iteration so no one of them always runs first.
         const runs: [keyof typeof s, () => Promise<number>][] = [
-          ['plain', () => exec(a)],
-          ['boxed', () => exec(b)],
+          ['plain', () => execTrue(a)],
+          ['boxed', () => execTrue(b)],
           ['bwrap', () => withFilter((fd) => byHand(bwrap, [...options, '--', 'true'], fd))],
           ['bwrapShell', () => withFilter((fd) => byHand(bwrap, [...options, '--', shell, ...args], fd))],
           // Exactly what a sandboxed session runs (the job gets its signals back through env).
@@ -120,13 +120,6 @@ export async function sandboxCost(opts: BenchOptions): Promise<Metric[]> {
   ];
 }
 
-async function exec(client: BenchClient): Promise<number> {
-  const t0 = now();
-  const result = await client.call('exec', { command: 'true' });
-  const ms = now() - t0;
-  if (result.status !== 'completed' || result.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(result).slice(0, 300)}`);
-  return ms;
-}
 
 /**
  * The bwrap options, up to `--`, of a session the sandboxed daemon starts: its PID 1 inside is

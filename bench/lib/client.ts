@@ -93,3 +93,18 @@ export class BenchClient {
     this.socket.destroy();
   }
 }
+
+/** A foreground `exec` of `true` through `client`: its round trip in ms (throws on any other answer). */
+export async function execTrue(client: BenchClient): Promise<number> {
+  const t0 = now();
+  const result = await client.call('exec', { command: 'true' });
+  const ms = now() - t0;
+  if (result.status !== 'completed' || result.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(result).slice(0, 300)}`);
+  return ms;
+}
+
+/** Between rounds, untimed: forget the finished sessions so every round starts alike. */
+export async function clearFinished(client: BenchClient): Promise<void> {
+  const { sessions } = await client.call('process', { action: 'list' });
+  for (const s of sessions) if (s.status !== 'running') await client.call('process', { action: 'clear', sessionId: s.sessionId });
+}
