@@ -121,7 +121,8 @@ describe('protocol limits', () => {
     await served();
     // Those left sitting are closed once they have been idle for the timeout.
     await Promise.all(all.map((x) => x.closed));
-    expect(all.filter((x) => x !== closedOne).every((x) => x.text().includes('partialFrameTimeoutMs'))).toBe(true);
+    const left = all.filter((x) => x !== closedOne);
+    expect(left.every((x) => x.text().includes('partialFrameTimeoutMs')), left.map((x) => x.text().slice(0, 300)).join(' | ')).toBe(true);
     await served();
   });
 });
