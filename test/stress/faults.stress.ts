@@ -134,8 +134,10 @@ describe('faults', () => {
       expect(poll.output.length + poll.droppedChars.stdout).toBe(FLOOD_BYTES);
       const grew = peak - before;
       console.log(`flood: ${FLOOD_BYTES >> 20} MiB to a subscriber that never read; daemon RSS grew ${(grew / 2 ** 20).toFixed(0)} MiB at most; the other client did ${rounds} rounds meanwhile`);
-      // Unbounded buffering would hold about the whole flood as JSON text.
-      expect(grew).toBeLessThan(FLOOD_BYTES / 3);
+      // Unbounded buffering would hold about the whole flood as JSON text (192 MiB and more). Bounded,
+      // the daemon holds at most 16 MiB of unsent events for it, and the rest of what RSS shows is
+      // the heap's churn over 192 MiB of output: 60-66 MiB measured, so half the flood tells the two apart.
+      expect(grew).toBeLessThan(FLOOD_BYTES / 2);
 
       // Reading again, it gets what was buffered and then a count of what was dropped.
       lazy.socket.resume();
