@@ -61,8 +61,8 @@ export class SessionCgroup {
   ) {}
 
   /**
-   * Make the session's cgroup and set its limits. A leftover of the same name (a session id is
-   * new, so only a crash leaves one) is emptied first. Throws with what failed; then nothing is left made.
+   * Make the session's cgroup and set its limits (session ids are new, and the next start empties
+   * what a crashed run left, so the names are free). Throws with what failed; then nothing is left made.
    */
   static create(layout: CgroupLayout, sessionId: string, limits: SessionLimits): SessionCgroup {
     const name = `${SESSION_CGROUP_PREFIX}${sessionId}`;
