@@ -93,21 +93,16 @@ static long long now_ms(void) {
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* receiveConnection(socket, timeoutMs[, kind]): ask the channel for a connection of this kind (a
- * byte: 'c' a checkpoint connection, the default; other bytes are kinds a channel may serve)
- * and wait for it. */
+/* receiveConnection(socket, timeoutMs): ask the channel for a connection and wait for it. */
 static napi_value ReceiveConnection(napi_env env, napi_callback_info info) {
-  int32_t args[3] = {0, 0, 'c'};
+  int32_t args[2];
   if (!int_args(env, info, 2, args)) {
-    napi_throw_type_error(env, NULL, "receiveConnection(socket, timeoutMs[, kind]): all must be numbers");
+    napi_throw_type_error(env, NULL, "receiveConnection(socket, timeoutMs): both must be numbers");
     return NULL;
   }
-  size_t argc = 3;
-  napi_value argv[3];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 3) napi_get_value_int32(env, argv[2], &args[2]);
   int sock = args[0];
   long long deadline = now_ms() + args[1];
-  char byte = (char)args[2];
+  char byte = 'c';
   ssize_t n;
   do n = send(sock, &byte, 1, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);

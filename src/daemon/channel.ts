@@ -54,8 +54,7 @@ export class Channels implements ChannelHost {
    * daemon's, between the job and where it goes.
    */
   openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void): Channel | Error {
-    this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor', 'watchDescriptors']);
-    const addon = this.addon;
+    const addon = this.loadAddon();
     if (addon instanceof Error) return new Error(`this session's network proxy needs procctl's addon (${addon.message}); ${ADDON_FIX}`);
     const client = { policy, denied };
     const [ours, theirs] = addon.socketPair();
@@ -89,9 +88,14 @@ export class Channels implements ChannelHost {
 
   private readonly proxy = new NetProxy();
 
-  private serve(sessionId: string, needs: string, serve: (socket: Socket) => void, max = MAX_CONNECTIONS): Channel | Error {
-    this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor']);
-    const addon = this.addon;
+  /** The addon, loaded once with every function either kind of channel calls. */
+  private loadAddon(): ChannelAddon | Error {
+    this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor', 'watchDescriptors']);
+    return this.addon;
+  }
+
+  private serve(sessionId: string, needs: string, serve: (socket: Socket) => void): Channel | Error {
+    const addon = this.loadAddon();
     if (addon instanceof Error) return new Error(`${needs} procctl's addon (${addon.message}); ${ADDON_FIX}`);
     const [ours, theirs] = addon.socketPair();
     const control = new Socket({ fd: ours, readable: true, writable: false });
@@ -100,8 +104,8 @@ export class Channels implements ChannelHost {
     control.on('error', (err) => this.log.warn({ sessionId, err: err.message }, 'the session channel failed'));
     control.on('data', (asks: Buffer) => {
       for (let i = 0; i < asks.length; i++) {
-        if (open.size >= max) {
-          if (refused++ === 0) this.log.warn({ sessionId, max }, 'a session asked its channel for more connections than it may hold at once: the rest are refused');
+        if (open.size >= MAX_CONNECTIONS) {
+          if (refused++ === 0) this.log.warn({ sessionId, max: MAX_CONNECTIONS }, 'a session asked its channel for more connections than it may hold at once: the rest are refused');
           continue;
         }
         const [mine, job] = addon.socketPair();

@@ -4,7 +4,7 @@ import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { refusedAddress, refusedName, type ByName } from './policy.js';
 import { socks5 } from './socks5.js';
-import { splice } from '../splice.js';
+import { splice } from './splice.js';
 
 /** Who a proxied stream belongs to: the session's policy, and where its refusals are counted. */
 export interface ProxyClient {

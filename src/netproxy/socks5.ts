@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { splice } from '../splice.js';
+import { splice } from './splice.js';
 
 /** SOCKS5 reply codes (RFC 1928). */
 const OK = 0x00;
