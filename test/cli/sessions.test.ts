@@ -111,12 +111,15 @@ describe('procctl sessions', () => {
   it(`exec --memory and --processes set the session's limits; a size that is not one is a usage error${v1Memory ? '' : ' (skipped: needs root and v1 memory and pids hierarchies)'}`, async () => {
     expect((await run(['exec', '--memory', '12X', '--', 'true'])).code).toBe(2);
     if (!v1Memory) return;
-    const r = await run(['--json', 'exec', '--bg', '--memory', '64M', '--processes', '10', '--', 'sleep 30']);
+    const r = await run(['--json', 'exec', '--bg', '--memory', '64M', '--processes', '10', '--cpu-percent', '50', '--', 'sleep 30']);
     expect(r.code).toBe(0);
     const { sessionId, pid } = JSON.parse(r.stdout);
     const inside = (h: string) => readFileSync(`/proc/${pid}/cgroup`, 'latin1').split('\n').find((l) => l.split(':')[1] === h)!.split(':')[2];
     expect(readFileSync(`/sys/fs/cgroup/memory${inside('memory')}/memory.limit_in_bytes`, 'latin1').trim()).toBe(String(64 * 1024 * 1024));
     expect(readFileSync(`/sys/fs/cgroup/pids${inside('pids')}/pids.max`, 'latin1').trim()).toBe('10');
+    expect(readFileSync(`/sys/fs/cgroup/cpu${inside('cpu')}/cpu.cfs_quota_us`, 'latin1').trim()).toBe('50000');
+    // procctl status totals what the running sessions use.
+    expect((await run(['status'])).stdout).toMatch(/^in use: +\d+ process\(es\) of \d+ running session\(s\), \S+ memory, \S+ CPU so far$/m);
     expect((await run(['kill', sessionId])).code).toBe(0);
   });
 
