@@ -301,12 +301,22 @@ export class Connection {
     if (this.closed) return;
     this.log.warn({ peer: this.peer() }, message);
     this.ending = true;
+    this.releasePartial();
     this.socket.end(`${JSON.stringify(errorResponse(null, INVALID_REQUEST, message))}\n`, () => this.socket.destroy());
   }
 
-  private onClose(): void {
+  /**
+   * Drop the incomplete frame and give its bytes back to the user's budget at once: a connection
+   * being refused no longer counts against its user's other connections while its refusal drains.
+   */
+  private releasePartial(): void {
     clearTimeout(this.partialTimer);
-    if (this.budget) this.budget.of.holdPartial(this.budget.uid, -this.splitter.partialBytes);
+    const had = this.splitter.discard();
+    if (this.budget) this.budget.of.holdPartial(this.budget.uid, -had);
+  }
+
+  private onClose(): void {
+    this.releasePartial();
     this.closed = true;
     this.queue.length = 0;
     for (const c of this.pending.values()) c.abort();

@@ -13,6 +13,14 @@ export class LineSplitter {
     return this.size;
   }
 
+  /** Let go of the incomplete line held; returns how many bytes it had. */
+  discard(): number {
+    const had = this.size;
+    this.parts = [];
+    this.size = 0;
+    return had;
+  }
+
   /** Feed a chunk; returns the complete lines, and whether a frame passed the limit after them. */
   push(chunk: Buffer): { lines: string[]; oversized: boolean } {
     const lines: string[] = [];

@@ -125,4 +125,5 @@ describe('protocol limits', () => {
     expect(left.every((x) => x.text().includes('partialFrameTimeoutMs')), left.map((x) => x.text().slice(0, 300)).join(' | ')).toBe(true);
     await served();
   });
+
 });
