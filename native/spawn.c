@@ -423,14 +423,18 @@ static napi_value Reap(napi_env env, napi_callback_info info) {
     napi_get_element(env, args[0], i, &item);
     if (napi_get_value_int32(env, item, &pid) != napi_ok || pid <= 0) continue;
     int status;
+    struct rusage usage;
     pid_t r;
-    do r = waitpid(pid, &status, WNOHANG);
+    do r = wait4(pid, &status, WNOHANG, &usage);
     while (r < 0 && errno == EINTR);
     if (r != pid) continue;
-    napi_value entry, nul;
+    napi_value entry, nul, peak;
     napi_create_object(env, &entry);
     napi_get_null(env, &nul);
     set_int(env, entry, "pid", pid);
+    // The largest resident size of the child or of any descendant it waited for (kB on Linux).
+    napi_create_double(env, (double)usage.ru_maxrss * 1024, &peak);
+    napi_set_named_property(env, entry, "maxRssBytes", peak);
     if (WIFEXITED(status)) {
       set_int(env, entry, "code", WEXITSTATUS(status));
       napi_set_named_property(env, entry, "signal", nul);

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeDir, readFile, readKeyed, readNumber, readPids, removeDir, removeDirLater, writeFile } from './files.js';
+import { makeDir, readFile, readKeyed, readNumber, readPids, removeDir, removeDirLater, rssBytes, writeFile } from './files.js';
 import { membershipDir, type CgroupLayout, type V1Name } from './host.js';
 import type { SessionLimits } from '../session-limits.js';
 
@@ -25,16 +25,17 @@ const CPU_PERIOD_US = 100_000;
 
 /**
  * Whether a session joins v1 hierarchy `n`. Each join is a migration the job's first process
- * makes before it runs (tens of microseconds each, on every exec), so a session joins only what
- * it uses: with v2 membership, the v1 pids and cpu hierarchies only for their limits (v2 counts
- * processes and CPU time by itself), the v1 freezer only where v2 cannot freeze; memory always,
- * since nothing else gives its figures. Without v2 it joins every v1 hierarchy in use.
+ * makes before it runs, and each hierarchy a directory made, read and removed: tens of
+ * microseconds each, on every exec. So with v2 membership a session joins a v1 hierarchy only
+ * for what v2 cannot give it: memory, pids and cpu for their limits (v2 counts processes and CPU
+ * time by itself, and memory is sampled from /proc where no limit asks for the controller), the
+ * freezer only where v2 cannot freeze. Without v2 it joins every v1 hierarchy in use.
  */
 function needsV1(layout: CgroupLayout, n: V1Name, limits: SessionLimits): boolean {
   if (!layout.v2) return true;
   switch (n) {
     case 'memory':
-      return true;
+      return limits.memoryBytes !== undefined;
     case 'pids':
       return limits.processes !== undefined;
     case 'cpu':
@@ -52,6 +53,11 @@ function needsV1(layout: CgroupLayout, n: V1Name, limits: SessionLimits): boolea
  * the wrapper of cgroup/join.ts), so everything it ever starts is here.
  */
 export class SessionCgroup {
+  /** The most memory seen where it is sampled (no memory controller for this session). */
+  private sampledPeak = 0;
+  /** The most processes seen at once where no pids controller counts them (the leader at least). */
+  private sampledProcesses = 1;
+
   private constructor(
     private readonly layout: CgroupLayout,
     /** v2 directory, when v2 is in use. */
@@ -213,9 +219,11 @@ export class SessionCgroup {
   /**
    * What the session used so far, from the kernel's counters (a few small reads). `processes` is
    * how many tasks it has now; at its end (`final`) the most it had at once, where the kernel
-   * keeps that (pids.peak), since none are left then.
+   * keeps that (pids.peak), since none are left then. Without a memory controller for the
+   * session, memory is sampled: the members' resident memory now, and as its peak the most seen
+   * by any sample or `exitPeakBytes` (the largest single process the leader's wait reported).
    */
-  resources(final = false): Resources {
+  resources(final = false, exitPeakBytes = 0): Resources {
     let cpuMs = 0;
     const usage = this.v2 ? readKeyed(join(this.v2, 'cpu.stat'))?.get('usage_usec') : undefined;
     if (usage !== undefined) cpuMs = usage / 1000;
@@ -226,14 +234,25 @@ export class SessionCgroup {
     }
     let memoryBytes = 0;
     let memoryPeakBytes = 0;
+    let members: number[] | undefined;
     const mem = this.dirFor('memory');
     if (mem) {
       memoryBytes = readNumber(join(mem.dir, mem.v2 ? 'memory.current' : 'memory.usage_in_bytes')) ?? 0;
       memoryPeakBytes = readNumber(join(mem.dir, mem.v2 ? 'memory.peak' : 'memory.max_usage_in_bytes')) ?? memoryBytes;
+    } else {
+      if (!final) for (const pid of (members ??= this.members())) memoryBytes += rssBytes(pid);
+      this.sampledPeak = Math.max(this.sampledPeak, memoryBytes, exitPeakBytes);
+      memoryPeakBytes = this.sampledPeak;
     }
     const pids = this.dirFor('pids');
     const count = (file: string) => (pids ? readNumber(join(pids.dir, file)) : undefined);
-    const processes = (final ? count('pids.peak') : undefined) ?? count('pids.current') ?? this.members().length;
+    let processes = (final ? count('pids.peak') : undefined) ?? count('pids.current');
+    if (processes === undefined && final) processes = this.sampledProcesses;
+    else if (processes === undefined) {
+      // Counted from the members while it runs; at the end, the most any look saw (the leader at least).
+      processes = (members ??= this.members()).length;
+      this.sampledProcesses = Math.max(this.sampledProcesses, processes);
+    }
     return { cpuMs: Math.round(cpuMs), memoryBytes, memoryPeakBytes, processes };
   }
 

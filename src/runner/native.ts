@@ -7,7 +7,7 @@ export type { SpawnSteps };
 /** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
 export interface Addon {
   spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean, steps?: SpawnSteps): NativeChild;
-  reap(pids: number[]): { pid: number; code: number | null; signal: number | null }[];
+  reap(pids: number[]): { pid: number; code: number | null; signal: number | null; maxRssBytes?: number }[];
   exited(): number;
   /**
    * For each `[leader, input, pty]`: pid when a process of the leader's tree is blocked reading
@@ -27,7 +27,8 @@ export interface NativeChild {
   stdinInode?: number;
 }
 
-export type ExitListener = (code: number | null, signal: string | null) => void;
+/** The leader's status, and the largest resident size of it or of any descendant it waited for (wait4's ru_maxrss). */
+export type ExitListener = (code: number | null, signal: string | null, maxRssBytes?: number) => void;
 
 let addon: Addon | Error | undefined;
 
@@ -106,10 +107,10 @@ function reapExited(): void {
   }
 }
 
-function report({ pid, code, signal }: { pid: number; code: number | null; signal: number | null }): void {
+function report({ pid, code, signal, maxRssBytes }: { pid: number; code: number | null; signal: number | null; maxRssBytes?: number }): void {
   const onExit = running.get(pid);
   running.delete(pid);
-  onExit?.(code, signal === null ? null : signalName(signal));
+  onExit?.(code, signal === null ? null : signalName(signal), maxRssBytes);
 }
 
 export function signalName(n: number): string {

@@ -38,6 +38,7 @@ const PIPE_DRAIN_MS = 250;
  */
 export function spawnSession(session: Session, opts: SpawnOptions): string | undefined {
   let exited: { code: number | null; signal: string | null } | undefined;
+  let exitPeakBytes: number | undefined;
   let groupGone = false;
   let outputClosed = false;
   let drainTimer: NodeJS.Timeout | undefined;
@@ -59,7 +60,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     const end = { exitCode: exited?.code ?? null, signal: exited?.signal ?? null };
     // A limit of the cgroup ended it when the kernel counted a kill or a refused fork and it did not succeed.
     const hit = cg && end.exitCode !== 0 ? cg.limitHit() : undefined;
-    session.finish({ ...end, error, reason: hit ?? limitReason(end, plan.limits), resources: cg?.resources(true) });
+    session.finish({ ...end, error, reason: hit ?? limitReason(end, plan.limits), resources: cg?.resources(true, exitPeakBytes) });
     if (cg) removeCgroupWhenEmpty(cg, opts.onCgroupStuck);
     // With a cgroup nothing can have left the session: it was empty before this end.
     else if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);
@@ -75,8 +76,9 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       outputClosed = true;
       maybeFinish();
     },
-    exit: (code, signal) => {
+    exit: (code, signal, maxRssBytes) => {
       exited = plan.sandboxed ? jobStatus(code, signal) : { code, signal };
+      exitPeakBytes = maxRssBytes;
       const reap = () => (cg ? reapCgroup(session, cg, opts.killGraceMs) : reapLeftovers(session, launched?.pid, opts.killGraceMs, plan.sandboxed));
       // In a sandbox, its init says at once whether anything of the job is left.
       void (init?.gone() ? Promise.resolve() : reap()).then(() => {

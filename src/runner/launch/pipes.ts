@@ -25,8 +25,8 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
   let child;
   const { file, args, steps } = spec.plan;
   try {
-    child = posixSpawn(addon, file, [file, ...args], spec.env, spec.cwd, spec.stdin === 'null', (code, signal) => {
-      hooks.exit(code, signal);
+    child = posixSpawn(addon, file, [file, ...args], spec.env, spec.cwd, spec.stdin === 'null', (code, signal, maxRssBytes) => {
+      hooks.exit(code, signal, maxRssBytes);
       settle();
     }, steps);
   } catch (err) {

@@ -6,8 +6,11 @@ import type { LaunchPlan } from '../../sandbox/plan.js';
 
 export interface LaunchHooks {
   output(stream: Stream, chunk: Buffer | string): void;
-  /** The leader exited (its status is known; output may still be in flight). */
-  exit(code: number | null, signal: string | null): void;
+  /**
+   * The leader exited (its status is known; output may still be in flight). `maxRssBytes`: the
+   * largest resident size of the leader or of a descendant it waited for, where the spawner can tell.
+   */
+  exit(code: number | null, signal: string | null, maxRssBytes?: number): void;
   /** All output has been delivered (every writer of the output closed it). */
   closed(): void;
   /** The command could not be started at all. */
