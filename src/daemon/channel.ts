@@ -9,6 +9,7 @@ import type { Channel, ChannelHost } from '../runner/start.js';
 import { RPC } from '../schema/voice.js';
 import { NetProxy } from '../netproxy/proxy.js';
 import type { ByName } from '../netproxy/policy.js';
+import type { Held } from '../netproxy/splice.js';
 import { checkpointTool } from '../tools/checkpoint.js';
 import type { Daemon } from '../tools/context.js';
 
@@ -56,9 +57,18 @@ export class Channels implements ChannelHost {
   openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void): Channel | Error {
     const addon = this.loadAddon();
     if (addon instanceof Error) return new Error(`this session's network proxy needs procctl's addon (${addon.message}); ${ADDON_FIX}`);
-    const client = { policy, denied };
+    // The job's streams, and the tunnels the kernel relays for it: closed at the session's end, and counted.
+    const open = new Set<Held>();
+    const hold = (held: Held) => {
+      if (closed) {
+        held.close();
+        return () => undefined;
+      }
+      open.add(held);
+      return () => void open.delete(held);
+    };
+    const client = { policy, denied, hold };
     const [ours, theirs] = addon.socketPair();
-    const open = new Set<Socket>();
     let refused = 0;
     let closed = false;
     const watch = addon.watchDescriptors(ours, (fd) => {
@@ -69,8 +79,7 @@ export class Channels implements ChannelHost {
         return;
       }
       const socket = new Socket({ fd, readable: true, writable: true });
-      open.add(socket);
-      socket.on('close', () => open.delete(socket));
+      socket.on('close', hold({ close: () => socket.destroy() }));
       this.proxy.serve(socket, client);
     });
     return {
@@ -81,7 +90,7 @@ export class Channels implements ChannelHost {
         closed = true;
         watch.close();
         closeSync(ours);
-        for (const s of open) s.destroy();
+        for (const held of open) held.close();
       },
     };
   }

@@ -4,13 +4,15 @@ import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { refusedAddress, refusedName, type ByName } from './policy.js';
 import { socks5 } from './socks5.js';
-import { splice } from './splice.js';
+import { splice, type Hold } from './splice.js';
 
 /** Who a proxied stream belongs to: the session's policy, and where its refusals are counted. */
 export interface ProxyClient {
   policy: ByName;
   /** A destination was refused, and why (counted on the session, told in its text and an event). */
   denied(host: string, reason: string): void;
+  /** Count a tunnel the kernel relays with the session, which closes it at its end. */
+  hold?: Hold;
 }
 
 const CLIENT = Symbol('procctl.proxyClient');
@@ -40,7 +42,7 @@ export class NetProxy {
       socket.pause();
       socket.unshift(first);
       if (first[0] === 0x05) {
-        void socks5(socket, (host, port) => this.open(host, port, client)).catch(() => socket.destroy());
+        void socks5(socket, (host, port) => this.open(host, port, client), client.hold).catch(() => socket.destroy());
       } else {
         (socket as Tagged)[CLIENT] = client;
         this.http.emit('connection', socket);
@@ -126,7 +128,7 @@ export class NetProxy {
     }
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     if (head.length > 0) up.write(head);
-    splice(socket, up);
+    splice(socket, up, client.hold);
   }
 }
 

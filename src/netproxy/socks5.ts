@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { splice } from './splice.js';
+import { splice, type Hold } from './splice.js';
 
 /** SOCKS5 reply codes (RFC 1928). */
 const OK = 0x00;
@@ -13,7 +13,7 @@ const ADDRESS_NOT_SUPPORTED = 0x08;
  * or domain name destination, which `open` judges and connects. Hand-written: the protocol's
  * server side is two small messages, and the SOCKS libraries on npm are clients or unkept.
  */
-export async function socks5(socket: Socket, open: (host: string, port: number) => Promise<Socket | { refused: string }>): Promise<void> {
+export async function socks5(socket: Socket, open: (host: string, port: number) => Promise<Socket | { refused: string }>, hold?: Hold): Promise<void> {
   const read = reader(socket);
   const [version, methods] = await read(2);
   if (version !== 0x05) return void socket.destroy();
@@ -39,8 +39,7 @@ export async function socks5(socket: Socket, open: (host: string, port: number) 
   const rest = read.rest();
   socket.removeAllListeners('data');
   if (rest.length > 0) up.write(rest);
-  splice(socket, up);
-  socket.resume();
+  splice(socket, up, hold);
 }
 
 function reply(socket: Socket, code: number, end: boolean): void {
