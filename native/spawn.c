@@ -23,9 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -153,6 +156,7 @@ struct job {
   const struct steps *steps;
   volatile int error;   // set by the child when it cannot exec (the memory is shared)
   volatile const char *step;  // the step that failed
+  int cloned_into;      // index in steps->cgroups of the cgroup the child was cloned into, or -1
 };
 
 // The kernel's struct sigaction (x86_64, arm64): glibc's wrappers refuse its internal signals.
@@ -181,6 +185,7 @@ static void child_steps(struct job *job) {
   const struct steps *st = job->steps;
   // Into the session's cgroup before anything of the job runs: "0" means the writer itself.
   for (int i = 0; i < st->ncgroups; i++) {
+    if (i == job->cloned_into) continue;  // born there
     int fd = open(st->cgroups[i], O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) child_fail(job, errno, "cgroup");
     close(fd);
@@ -218,11 +223,116 @@ __attribute__((noreturn)) static void child(struct job *job) {
   child_fail(job, errno, "exec");
 }
 
+// --- Born in the session's cgroup ----------------------------------------------------------
+// Writing a process into cgroup.procs takes the kernel's cgroup_threadgroup_rwsem for writing,
+// which waits for an RCU grace period unless another migration ran moments before: about 10 ms
+// on an idle host, on every exec. clone3 with CLONE_INTO_CGROUP starts the child in its cgroup
+// and takes that lock only for reading. With CLONE_VM | CLONE_VFORK it is vfork that starts the
+// child on a stack of its own and runs child() there; glibc has no wrapper for that, so the
+// system call and the jump are a few instructions per architecture. Elsewhere, on kernels before
+// 5.7, or where a seccomp profile refuses clone3, the child joins by writing cgroup.procs.
+#if defined(__x86_64__)
+#define HAVE_CLONE_INTO 1
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+#define CGROUP2_MAGIC 0x63677270
+#define CHILD_STACK (256 * 1024)
+
+struct clone3_args {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+// clone3(args); in the child, fn(arg) on the new stack (it never returns: it execs or exits).
+static long clone3_run(struct clone3_args *args, void (*fn)(struct job *), struct job *arg) {
+  long ret;
+  register void (*r12)(struct job *) __asm__("r12") = fn;
+  register struct job *r13 __asm__("r13") = arg;
+  __asm__ volatile(
+      "syscall\n\t"
+      "test %%rax, %%rax\n\t"
+      "jnz 1f\n\t"
+      "xor %%ebp, %%ebp\n\t"
+      "mov %%r13, %%rdi\n\t"
+      "call *%%r12\n\t"
+      "ud2\n"
+      "1:"
+      : "=a"(ret)
+      : "a"((long)SYS_clone3), "D"(args), "S"(sizeof *args), "r"(r12), "r"(r13)
+      : "rcx", "r11", "memory");
+  return ret;
+}
+
+static void *child_stack;
+
+// The first of the session's cgroups that is a cgroup2 directory, opened; -1 when there is none.
+static int cgroup2_dir(const struct steps *st, int *index) {
+  for (int i = 0; i < st->ncgroups; i++) {
+    char dir[CGROUP_PATH_MAX];
+    strcpy(dir, st->cgroups[i]);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) continue;
+    *slash = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct statfs fs;
+    if (fstatfs(fd, &fs) == 0 && fs.f_type == CGROUP2_MAGIC) {
+      *index = i;
+      return fd;
+    }
+    close(fd);
+  }
+  return -1;
+}
+
+// The child's pid, started in its v2 cgroup; 0 when this way is not open here (the caller vforks).
+static pid_t clone_into(struct job *job) {
+  static int unavailable;
+  if (unavailable || !job->steps) return 0;
+  int index;
+  int fd = cgroup2_dir(job->steps, &index);
+  if (fd < 0) return 0;
+  if (!child_stack) {
+    void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) {
+      close(fd);
+      return 0;
+    }
+    child_stack = stack;
+  }
+  struct clone3_args args;
+  memset(&args, 0, sizeof args);
+  args.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.stack = (uint64_t)(uintptr_t)child_stack;
+  args.stack_size = CHILD_STACK;
+  args.cgroup = (uint64_t)fd;
+  job->cloned_into = index;
+  long pid = clone3_run(&args, child, job);  // the raw call: -errno on failure
+  close(fd);
+  if (pid > 0) return (pid_t)pid;
+  int error = (int)-pid;
+  job->cloned_into = -1;
+  // No clone3 or no CLONE_INTO_CGROUP (old kernel, seccomp): never again. Anything else: this time only.
+  if (error == ENOSYS || error == EINVAL || error == E2BIG || error == EPERM) unavailable = 1;
+  return 0;
+}
+#else
+static pid_t clone_into(struct job *job) {
+  return 0;
+}
+#endif
+
 // The child's pid, or -1 with job->error set. Returns once the child has exec'd (or failed).
 static pid_t start_job(struct job *job) {
   uint64_t old;
   set_all_signals_blocked(1, &old);
-  pid_t pid = vfork();
+  job->cloned_into = -1;
+  pid_t pid = clone_into(job);
+  if (pid == 0) pid = vfork();
   if (pid == 0) child(job);
   int error = pid < 0 ? errno : 0;
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old);
@@ -370,7 +480,7 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
     goto done;
   }
 
-  struct job job = {file, argv, envp, cwd, stdin_null ? -1 : in[1], out[1], err[1], steps_type == napi_undefined ? NULL : &steps, 0, NULL};
+  struct job job = {file, argv, envp, cwd, stdin_null ? -1 : in[1], out[1], err[1], steps_type == napi_undefined ? NULL : &steps, 0, NULL, -1};
   pid_t pid = start_job(&job);
   if (pid < 0) {
     napi_value error = errno_error(env, job.error), step;
