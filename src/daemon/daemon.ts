@@ -151,19 +151,20 @@ export class ProcctlDaemon implements Daemon {
     this.remembered.load();
     this.keeper.recover(this.current, (s) => restorePending(this, s));
     const fds = activatedFds();
+    // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {
       // Socket activation: systemd owns the socket file, its mode and its lifetime.
+      this.refreshApprover();
       await new Promise<void>((resolve, reject) => {
         this.server.once('error', reject);
         this.server.listen({ fd: fds[0] }, () => resolve());
       });
     } else {
-      await listenOnPath(this.server, this.socketPath);
+      await listenOnPath(this.server, this.socketPath, () => this.refreshApprover());
     }
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups);
-    this.refreshApprover();
     this.guardian.start(this.runtimeDir, [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined));
     this.interrupts.start();
     this.scratch.refill();

@@ -30,7 +30,7 @@ function probe(path: string): Promise<boolean> {
  * others refused, naming it), the socket 0600, a stale socket file replaced, and a live one
  * (another daemon) refused.
  */
-export async function listenOnPath(server: Server, path: string): Promise<void> {
+export async function listenOnPath(server: Server, path: string, beforeListen: () => void = () => undefined): Promise<void> {
   const dir = dirname(path);
   // A directory someone else owns or may write is refused: nothing in it is used or followed.
   const problem = socketDirProblem(dir);
@@ -52,6 +52,8 @@ export async function listenOnPath(server: Server, path: string): Promise<void> 
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
+  // The path is this daemon's now: what a client may read as soon as it can connect is made here.
+  beforeListen();
   const oldMask = process.umask(0o177);
   try {
     await new Promise<void>((resolve, reject) => {
