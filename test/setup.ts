@@ -1,3 +1,4 @@
+import { afterAll } from 'vitest';
 import fc from 'fast-check';
 
 // CI checks one fixed sample of every property, so a landing never hangs on a lucky draw;
@@ -8,3 +9,10 @@ if (process.env.CI) fc.configureGlobal({ seed: 20261122 });
 // the daemons under test would run them with /bin/sh, as SPEC §5 says; the tests about that
 // choice set SHELL themselves.
 process.env.SHELL = '/bin/bash';
+
+// A daemon a test started and did not stop (its assertion failed before its own stop) is
+// stopped, by PID, when its file ends: a failure never leaves a daemon behind.
+afterAll(async () => {
+  const { stopAllDaemons } = await import('./helpers/daemon.js');
+  await stopAllDaemons();
+});
