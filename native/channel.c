@@ -24,9 +24,12 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <node_api.h>
+#include "errors.h"
 #include <uv.h>
 
-static napi_value throw_errno(napi_env env, int err, const char *what) {
+// Throw an Error "WHAT: strerror(err)" with `errno` set; returns NULL for the caller to return.
+// Shared with relay.c (native/errors.h).
+napi_value procctl_throw_errno(napi_env env, int err, const char *what) {
   napi_value msg, error, code;
   char text[160];
   snprintf(text, sizeof text, "%s: %s", what, strerror(err));
@@ -50,7 +53,7 @@ static int int_args(napi_env env, napi_callback_info info, size_t want, int32_t 
 
 static napi_value SocketPair(napi_env env, napi_callback_info info) {
   int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return throw_errno(env, errno, "socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
   napi_value result, a, b;
   napi_create_array_with_length(env, 2, &result);
   napi_create_int32(env, fds[0], &a);
@@ -106,14 +109,14 @@ static napi_value ReceiveConnection(napi_env env, napi_callback_info info) {
   ssize_t n;
   do n = send(sock, &byte, 1, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
-  if (n != 1) return throw_errno(env, n < 0 ? errno : EIO, "asking the session's channel");
+  if (n != 1) return procctl_throw_errno(env, n < 0 ? errno : EIO, "asking the session's channel");
   for (;;) {
     struct pollfd p = {sock, POLLIN, 0};
     long long left = deadline - now_ms();
-    if (left <= 0) return throw_errno(env, ETIMEDOUT, "waiting for the session's channel");
+    if (left <= 0) return procctl_throw_errno(env, ETIMEDOUT, "waiting for the session's channel");
     int r = poll(&p, 1, (int)left);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return throw_errno(env, errno, "waiting for the session's channel");
+    if (r < 0) return procctl_throw_errno(env, errno, "waiting for the session's channel");
     if (r == 0) continue;
     struct iovec iov = {&byte, 1};
     union {
@@ -124,11 +127,11 @@ static napi_value ReceiveConnection(napi_env env, napi_callback_info info) {
     do n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // another process of the job took it
-    if (n < 0) return throw_errno(env, errno, "reading the session's channel");
-    if (n == 0) return throw_errno(env, ECONNRESET, "the session's channel is closed");
+    if (n < 0) return procctl_throw_errno(env, errno, "reading the session's channel");
+    if (n == 0) return procctl_throw_errno(env, ECONNRESET, "the session's channel is closed");
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
     if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {
-      return throw_errno(env, EPROTO, "the session's channel answered without a connection");
+      return procctl_throw_errno(env, EPROTO, "the session's channel answered without a connection");
     }
     int fd;
     memcpy(&fd, CMSG_DATA(cm), sizeof fd);
@@ -148,7 +151,7 @@ static napi_value SetInheritable(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "setInheritable(fd, inheritable)");
     return NULL;
   }
-  if (fcntl(fd, F_SETFD, inheritable ? 0 : FD_CLOEXEC) != 0) return throw_errno(env, errno, "fcntl");
+  if (fcntl(fd, F_SETFD, inheritable ? 0 : FD_CLOEXEC) != 0) return procctl_throw_errno(env, errno, "fcntl");
   return NULL;
 }
 
@@ -264,9 +267,9 @@ static napi_value WatchDescriptors(napi_env env, napi_callback_info info) {
     return NULL;
   }
   uv_loop_t *loop;
-  if (napi_get_uv_event_loop(env, &loop) != napi_ok) return throw_errno(env, EINVAL, "watchDescriptors: no event loop");
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok) return procctl_throw_errno(env, EINVAL, "watchDescriptors: no event loop");
   watcher_t *w = calloc(1, sizeof *w);
-  if (!w) return throw_errno(env, ENOMEM, "watchDescriptors");
+  if (!w) return procctl_throw_errno(env, ENOMEM, "watchDescriptors");
   w->env = env;
   w->socket = sock;
   w->poll.data = w;
@@ -275,7 +278,7 @@ static napi_value WatchDescriptors(napi_env env, napi_callback_info info) {
   int err = uv_poll_init(loop, &w->poll, sock);
   if (err != 0) {
     free(w);
-    return throw_errno(env, -err, "watchDescriptors");
+    return procctl_throw_errno(env, -err, "watchDescriptors");
   }
   napi_create_reference(env, argv[1], 1, &w->callback);
   napi_async_init(env, NULL, name, &w->context);
@@ -284,7 +287,7 @@ static napi_value WatchDescriptors(napi_env env, napi_callback_info info) {
     w->stopped = 1;
     w->js_gone = 1;  /* nothing of it reaches JS: freed once libuv lets the handle go */
     uv_close((uv_handle_t *)&w->poll, watcher_closed);
-    return throw_errno(env, -err, "watchDescriptors");
+    return procctl_throw_errno(env, -err, "watchDescriptors");
   }
   napi_value handle, close_fn;
   napi_create_object(env, &handle);

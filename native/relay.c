@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -21,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <node_api.h>
+#include "errors.h"
 
 // How much one splice asks for at a time, and the pipe size asked for (the kernel may give less).
 #define CHUNK (1 << 20)
@@ -176,17 +176,6 @@ static void *relay_thread(void *unused) {
   return NULL;
 }
 
-static napi_value throw_errno(napi_env env, int err, const char *what) {
-  char message[256];
-  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
-  napi_value code, text, error;
-  napi_create_string_utf8(env, strerror(err), NAPI_AUTO_LENGTH, &code);
-  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &text);
-  napi_create_error(env, NULL, text, &error);
-  napi_throw(env, error);
-  return NULL;
-}
-
 // Start the thread and its epoll set once: 0, or an errno.
 static int start_thread(void) {
   if (epfd >= 0) return 0;
@@ -258,9 +247,9 @@ static napi_value Relay(napi_env env, napi_callback_info info) {
     return NULL;
   }
   int err = start_thread();
-  if (err) return throw_errno(env, err, "relay: cannot start its thread");
+  if (err) return procctl_throw_errno(env, err, "relay: cannot start its thread");
   struct relay *r = calloc(1, sizeof *r);
-  if (!r) return throw_errno(env, ENOMEM, "relay");
+  if (!r) return procctl_throw_errno(env, ENOMEM, "relay");
   for (int i = 0; i < 2; i++) r->dir[i].pipe[0] = r->dir[i].pipe[1] = -1;
   for (int i = 0; i < 2; i++) {
     if (pipe2(r->dir[i].pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -319,7 +308,7 @@ fail:
     if (r->dir[i].pipe[1] >= 0) close(r->dir[i].pipe[1]);
   }
   free(r);
-  return throw_errno(env, err, "relay");
+  return procctl_throw_errno(env, err, "relay");
 }
 
 // dupDescriptor(fd) -> a new descriptor for the same socket (close-on-exec), so the relay can own
@@ -334,7 +323,7 @@ static napi_value DupDescriptor(napi_env env, napi_callback_info info) {
     return NULL;
   }
   int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  if (copy < 0) return throw_errno(env, errno, "dupDescriptor");
+  if (copy < 0) return procctl_throw_errno(env, errno, "dupDescriptor");
   napi_value out;
   napi_create_int32(env, copy, &out);
   return out;
