@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
 import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
@@ -34,6 +34,10 @@ let d: TestDaemon;
 let s: Scoped;
 const servers: (Server | TcpServer)[] = [];
 const ports: Record<string, number> = {};
+/** How many descriptors a process has open. */
+const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
+/** Connections the holding server has open now: each is one tunnel a job holds through the proxy. */
+const held = new Set<import('node:net').Socket>();
 
 async function listen(server: Server | TcpServer, host: string): Promise<number> {
   servers.push(server);
@@ -46,6 +50,14 @@ beforeAll(async () => {
   ports.allowed = await listen(createHttpServer((_q, r) => r.end('hello from the allowed host\n')), '127.0.0.1');
   ports.refused = await listen(createHttpServer((_q, r) => r.end('should never be read\n')), '127.0.0.2');
   ports.echo = await listen(createTcpServer((c) => c.pipe(c)), '127.0.0.1');
+  ports.hold = await listen(
+    // Half-open allowed and nothing ever written: a tunnel here stays open until someone closes it.
+    createTcpServer({ allowHalfOpen: true }, (c) => {
+      held.add(c);
+      c.on('error', () => undefined).on('close', () => held.delete(c));
+    }),
+    '127.0.0.1',
+  );
   // A git repository served over plain http (git's dumb protocol: static files).
   const repo = join(base, 'repo');
   mkdirSync(repo);
@@ -119,6 +131,46 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
     );
     expect(echo.output).toContain('HTTP/1.1 200 Connection Established');
     expect(echo.output).toContain('raw bytes, end to end');
+  });
+
+  it('a job that opens 300 tunnels and holds them gets 256 at most; the session\'s end lets go of every one the kernel relays', async () => {
+    // The attacker: many CONNECT tunnels to an allowed service, each held open. Tunnels are relayed
+    // by the kernel once open (native/relay.c), outside the job's sockets the daemon watches: they
+    // must still count against the session's cap, and still go when the session does.
+    const script = join(base, 'tunnels.cjs');
+    writeFileSync(
+      script,
+      `const net = require('net'); let ok = 0, closed = 0;
+       const settle = () => { if (ok + closed === 300) console.log('settled ok=' + ok + ' closed=' + closed); };
+       // One after another: each tunnel is open (and handed to the relay) before the next is asked for.
+       const open = (i) => {
+         if (i === 300) return;
+         const c = net.connect(3128, '127.0.0.1', () => c.write('CONNECT 127.0.0.1:${ports.hold} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'));
+         let answered = false;
+         const answer = (good) => { if (answered) return; answered = true; good ? ok++ : closed++; settle(); open(i + 1); };
+         c.on('data', (d) => answer(String(d).startsWith('HTTP/1.1 200')));
+         c.on('close', () => answer(false));
+         c.on('error', () => {});
+       };
+       open(0);
+       setInterval(() => {}, 1 << 30);`,
+    );
+    const before = descriptors(d.proc.pid!);
+    const r = await s.exec({ command: `${JSON.stringify(process.execPath)} ${JSON.stringify(script)}`, background: true, stdin: 'null', workdir: base });
+    sessions.add(r.sessionId);
+    await s.waitOutput(r.sessionId, 'settled', 60_000);
+    const out: string = (await s.log(r.sessionId, { offset: 0 })).output;
+    const [, ok, closed] = /settled ok=(\d+) closed=(\d+)/.exec(out)!.map(Number);
+    expect(ok).toBeLessThanOrEqual(256);
+    expect(ok).toBeGreaterThan(0);
+    expect(closed).toBe(300 - ok);
+    await waitFor(() => held.size === ok || undefined, { what: `the holding server to see the ${ok} tunnels the job got` });
+    await s.process({ action: 'kill', sessionId: r.sessionId });
+    // The job is gone, and the far end never writes: its side of each tunnel stays half open, and
+    // only the session's end lets go of the relay (two sockets and two pipes each, in the daemon).
+    await waitFor(() => descriptors(d.proc.pid!) <= before + 8 || undefined, {
+      what: `the daemon to let go of the tunnels' descriptors (${descriptors(d.proc.pid!)} open, ${before} before)`,
+    });
   });
 
   it('a connection that bypasses the proxy fails at once: no route and no resolver, not 74 s of retries', async () => {
