@@ -316,8 +316,9 @@ static pid_t clone_into(struct job *job) {
   if (pid > 0) return (pid_t)pid;
   int error = (int)-pid;
   job->cloned_into = -1;
-  // No clone3 or no CLONE_INTO_CGROUP (old kernel, seccomp): never again. Anything else: this time only.
-  if (error == ENOSYS || error == EINVAL || error == E2BIG || error == EPERM) unavailable = 1;
+  // No clone3 or no CLONE_INTO_CGROUP (an old kernel, or a seccomp profile answering ENOSYS):
+  // never again. Anything else (EPERM from a profile, or this cgroup refused): this time only.
+  if (error == ENOSYS || error == EINVAL || error == E2BIG) unavailable = 1;
   return 0;
 }
 #else

@@ -1,3 +1,4 @@
+import { closeSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { loadAddon } from '../addon.js';
 
@@ -45,16 +46,20 @@ export function splice(a: Socket, b: Socket, hold?: Hold): void {
     const fa = fdOf(a);
     const fb = fdOf(b);
     if (!okA || !okB || fa === undefined || fb === undefined) return pipeBoth(a, b);
-    let ends: number[];
+    // The relay owns the copies once it has started; until then (or if it cannot start: no
+    // descriptor or thread left) they are closed here and Node carries on with its own.
+    const ends: number[] = [];
+    let release = () => {};
+    let close: () => void;
     try {
-      ends = [relay.dupDescriptor(fa), relay.dupDescriptor(fb)];
+      ends.push(relay.dupDescriptor(fa), relay.dupDescriptor(fb));
+      close = relay.relay(ends[0], ends[1], () => release());
     } catch {
+      for (const fd of ends) closeSync(fd);
       return pipeBoth(a, b);
     }
     a.destroy();
     b.destroy();
-    let release = () => {};
-    const close = relay.relay(ends[0], ends[1], () => release());
     release = hold?.({ close }) ?? release;
   });
 }
