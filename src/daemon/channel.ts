@@ -1,5 +1,5 @@
 import { closeSync } from 'node:fs';
-import { Socket } from 'node:net';
+import { createServer, Socket, type Server } from 'node:net';
 import type { Logger } from 'pino';
 import { ADDON_FIX, loadAddon } from '../addon.js';
 import { ALL_SCOPES } from '../config/schema.js';
@@ -19,6 +19,8 @@ const REFUSED = ['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscr
 const MAX_CONNECTIONS = 32;
 /** Streams one session's proxy channel keeps open at once (a package manager opens dozens). */
 const MAX_PROXY_STREAMS = 256;
+/** Listening sockets a session's proxy port has: 127.0.0.1 and ::1. */
+const PROXY_LISTENERS = 2;
 
 interface ChannelAddon {
   socketPair(): [number, number];
@@ -50,9 +52,10 @@ export class Channels implements ChannelHost {
 
   /**
    * A network-by-name session's channel to the daemon's proxy (netproxy/): the sandbox's helper
-   * (sandbox/inside-net.ts) accepts each connection a job makes to its proxy port and hands the
-   * socket itself over here, so the daemon serves the job's connection directly: one relay, the
-   * daemon's, between the job and where it goes.
+   * (sandbox/inside-net.ts) makes the listening sockets of the proxy's port inside the session's
+   * network namespace and hands them over here before the job starts, so the daemon accepts the
+   * job's connections itself and serves them directly: one relay, the daemon's, between the job
+   * and where it goes, and no process in between.
    */
   openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void): Channel | Error {
     const addon = this.loadAddon();
@@ -68,19 +71,30 @@ export class Channels implements ChannelHost {
       return () => void open.delete(held);
     };
     const client = { policy, denied, hold };
+    const listeners = new Set<Server>();
     const [ours, theirs] = addon.socketPair();
     let refused = 0;
     let closed = false;
-    const watch = addon.watchDescriptors(ours, (fd) => {
-      if (fd < 0) return;
+    const accept = (socket: Socket) => {
       if (closed || open.size >= MAX_PROXY_STREAMS) {
-        closeSync(fd);
+        socket.destroy();
         if (!closed && refused++ === 0) this.log.warn({ sessionId, max: MAX_PROXY_STREAMS }, 'a session opened more proxy connections than it may hold at once: the rest are closed');
         return;
       }
-      const socket = new Socket({ fd, readable: true, writable: true });
       socket.on('close', hold({ close: () => socket.destroy() }));
       this.proxy.serve(socket, client);
+    };
+    const watch = addon.watchDescriptors(ours, (fd) => {
+      if (fd < 0) return;
+      // The helper sends its port's listening sockets once, one per loopback address.
+      if (closed || listeners.size >= PROXY_LISTENERS) return closeSync(fd);
+      const server = createServer(accept);
+      listeners.add(server);
+      server.on('error', (err) => {
+        this.log.warn({ sessionId, err: err.message }, 'the session sent its proxy something that is not a listening socket: closed');
+        server.close();
+      });
+      server.listen({ fd });
     });
     return {
       fd: theirs,
@@ -90,6 +104,7 @@ export class Channels implements ChannelHost {
         closed = true;
         watch.close();
         closeSync(ours);
+        for (const server of listeners) server.close();
         for (const held of open) held.close();
       },
     };
