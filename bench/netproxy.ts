@@ -1,4 +1,7 @@
+import { spawn, execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';
@@ -13,6 +16,12 @@ const BIG = 256 * 1024 * 1024;
  * (`network: true`) and reach it directly. Time to first byte of a small GET (curl's
  * time_starttransfer, a fresh connection each), and the throughput of a 256 MiB download through
  * CONNECT against the same download direct.
+ *
+ * Both ratios are also measured, in the same run, for the least any such path costs on this
+ * machine (bench/lib/bare-proxy.ts, curl on the host): the smallest forward proxy Node's http
+ * makes, and the addon's kernel relay with no proxy in front of it. What procctl's proxy adds
+ * beyond those floors is its own cost; the floors are what one more hop costs here (on 2 cores,
+ * a third busy process for a download that keeps two busy).
  */
 export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
   const gets = opts.quick ? 20 : 100;
@@ -48,20 +57,34 @@ export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
   const small = `http://127.0.0.1:${port}/small`;
   const big = `http://127.0.0.1:${port}/big`;
   const loop = (cmd: string, n: number) => `for i in $(seq ${n}); do ${cmd}; done`;
-  const ttfb = { proxy: [] as number[], direct: [] as number[] };
-  const speed = { proxy: [] as number[], direct: [] as number[] };
+  const ttfb = { proxy: [] as number[], direct: [] as number[], bare: [] as number[], host: [] as number[] };
+  const speed = { proxy: [] as number[], direct: [] as number[], bare: [] as number[], host: [] as number[] };
+  const bareHttp = await Floor.start('http');
+  const bareRelay = await Floor.start('relay', port);
+  const onHost = async (command: string): Promise<number[]> => (await run('bash', ['-c', command], { maxBuffer: 1 << 20 })).stdout.trim().split('\n').map(Number);
+  const relayed = `http://127.0.0.1:${bareRelay.port}/big`;
   try {
     for (let r = 0; r < opts.rounds; r++) {
       ttfb.proxy.push(median(await times(p, loop(curl('', small, 'time_starttransfer'), gets))) * 1000);
       ttfb.direct.push(median(await times(dc, loop(curl('', small, 'time_starttransfer'), gets))) * 1000);
       speed.proxy.push((await times(p, curl('-p', big, 'speed_download')))[0] / 1e6);
       speed.direct.push((await times(dc, curl('', big, 'speed_download')))[0] / 1e6);
+      ttfb.bare.push(median(await onHost(loop(curl(`-x http://127.0.0.1:${bareHttp.port}`, small, 'time_starttransfer'), gets))) * 1000);
+      ttfb.host.push(median(await onHost(loop(curl('', small, 'time_starttransfer'), gets))) * 1000);
+      speed.bare.push((await onHost(curl('', relayed, 'speed_download')))[0] / 1e6);
+      speed.host.push((await onHost(curl('', big, 'speed_download')))[0] / 1e6);
       opts.log(
         `  round ${r + 1}: first byte ${round(ttfb.proxy.at(-1)!, 2)} ms through the proxy vs ${round(ttfb.direct.at(-1)!, 2)} ms direct; ` +
           `256 MiB at ${round(speed.proxy.at(-1)!, 0)} MB/s through CONNECT vs ${round(speed.direct.at(-1)!, 0)} MB/s direct`,
       );
+      opts.log(
+        `    floors, curl on the host: first byte ${round(ttfb.bare.at(-1)!, 2)} ms through a bare Node http proxy vs ${round(ttfb.host.at(-1)!, 2)} ms direct; ` +
+          `256 MiB at ${round(speed.bare.at(-1)!, 0)} MB/s through the bare kernel relay vs ${round(speed.host.at(-1)!, 0)} MB/s direct`,
+      );
     }
   } finally {
+    bareHttp.stop();
+    bareRelay.stop();
     p.close();
     dc.close();
     await proxied.stop();
@@ -70,6 +93,10 @@ export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
   }
   const ttfbRatio = ttfb.proxy.map((x, i) => x / ttfb.direct[i]);
   const speedRatio = speed.proxy.map((x, i) => x / speed.direct[i]);
+  const ttfbFloor = ttfb.bare.map((x, i) => x / ttfb.host[i]);
+  const speedFloor = speed.bare.map((x, i) => x / speed.host[i]);
+  const ttfbOver = ttfbRatio.map((x, i) => x / ttfbFloor[i]);
+  const speedOver = speedRatio.map((x, i) => x / speedFloor[i]);
   return [
     {
       bench: 'sandbox',
@@ -89,5 +116,67 @@ export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
       rounds: speedRatio.map((x) => round(x, 2)),
       detail: `${round(median(speed.proxy), 0)} MB/s through the proxy's CONNECT vs ${round(median(speed.direct), 0)} MB/s direct (curl speed_download)`,
     },
+    {
+      bench: 'sandbox',
+      name: 'floor: first byte through the smallest Node http proxy / direct',
+      value: median(ttfbFloor),
+      unit: 'x',
+      rounds: ttfbFloor.map((x) => round(x, 2)),
+      detail: `curl on the host: ${round(median(ttfb.bare), 2)} ms through bench/lib/bare-proxy.ts vs ${round(median(ttfb.host), 2)} ms direct; what any proxy on Node's http costs here`,
+    },
+    {
+      bench: 'sandbox',
+      name: 'floor: 256 MiB through the bare kernel relay / direct',
+      value: median(speedFloor),
+      unit: 'x',
+      rounds: speedFloor.map((x) => round(x, 2)),
+      detail: `curl on the host: ${round(median(speed.bare), 0)} MB/s through the addon's relay alone vs ${round(median(speed.host), 0)} MB/s direct; what one more hop costs on this machine`,
+    },
+    {
+      bench: 'sandbox',
+      name: "network by name: first byte, procctl's ratio / the floor's",
+      value: median(ttfbOver),
+      unit: 'x',
+      target: { op: '<=', value: 1.5 },
+      rounds: ttfbOver.map((x) => round(x, 2)),
+      detail: "what the daemon's proxy (policy, the session's accounting, the sandbox's netns) adds beyond the smallest Node http proxy",
+    },
+    {
+      bench: 'sandbox',
+      name: "network by name: CONNECT throughput, procctl's ratio / the floor's",
+      value: median(speedOver),
+      unit: 'x',
+      target: { op: '>=', value: 0.8 },
+      rounds: speedOver.map((x) => round(x, 2)),
+      detail: 'what the CONNECT handshake, the handover and the sandbox add beyond the bare kernel relay',
+    },
   ];
+}
+
+const run = promisify(execFile);
+const BARE = fileURLToPath(new URL('./lib/bare-proxy.js', import.meta.url));
+
+/** A floor (bench/lib/bare-proxy.ts) in a process of its own, stopped by its pid. */
+class Floor {
+  private constructor(
+    readonly port: number,
+    private readonly pid: number,
+  ) {}
+
+  static start(kind: 'http' | 'relay', upstream?: number): Promise<Floor> {
+    const child = spawn(process.execPath, [BARE, kind, ...(upstream === undefined ? [] : [String(upstream)])], { stdio: ['ignore', 'pipe', 'inherit'] });
+    return new Promise((resolve, reject) => {
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`bench/lib/bare-proxy.js ${kind} exited with ${code}`)));
+      child.stdout!.setEncoding('utf8').once('data', (line: string) => resolve(new Floor(Number(line.trim()), child.pid!)));
+    });
+  }
+
+  stop(): void {
+    try {
+      process.kill(this.pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
 }

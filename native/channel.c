@@ -9,7 +9,7 @@
 // receiveConnection(socket, timeoutMs) -> fd: asks and waits for a connection (the job's side).
 // setInheritable(fd, inheritable): clears or sets close-on-exec (for spawners that take no fds).
 // watchDescriptors(socket, onDescriptor) -> {close()}: the daemon's side of a channel whose peer
-//   sends it sockets (the network helper in a sandbox hands over each connection it accepts):
+//   sends it sockets (the network helper in a sandbox hands over its proxy port's listening sockets):
 //   on the event loop, each socket received is given to onDescriptor(fd); anything that is not a
 //   socket is closed unread; onDescriptor(-1) once when the peer is gone.
 #define _GNU_SOURCE

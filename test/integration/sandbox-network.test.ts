@@ -173,6 +173,16 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
     });
   });
 
+  it("the sandbox's helper keeps nothing that reaches the daemon: every socket it holds, the job holds too (its output and its checkpoint channel), and the proxy still answers", async () => {
+    // The helper (the job's parent) handed its port's listening sockets and its proxy channel to
+    // the daemon and closed them before the job started: a job that got at its parent's
+    // descriptors would find nothing to send the daemon a socket of its choosing over.
+    const sockets = (pid: string) => `ls -l /proc/${pid}/fd | grep -o 'socket:\\[[0-9]*\\]' | sort -u`;
+    const r = await run(`${sockets('$PPID')} > parent; ${sockets('$$')} > own; echo "helper only: $(comm -23 parent own | tr '\\n' ' ')"; ${CURL} http://127.0.0.1:${ports.allowed}/`);
+    expect(r.output).toContain('helper only: \n');
+    expect(r.output).toContain('hello from the allowed host');
+  });
+
   it('a connection that bypasses the proxy fails at once: no route and no resolver, not 74 s of retries', async () => {
     const t0 = Date.now();
     const r = await run(`curl -sS -m 30 --noproxy '*' http://example.org/; echo "dns exit $?"; curl -sS -m 30 --noproxy '*' http://1.1.1.1/; echo "ip exit $?"`);
