@@ -77,7 +77,8 @@ function run(): void {
 
 const servers = (await Promise.all(['127.0.0.1', '::1'].map(listen))).filter((s): s is Server => s !== undefined);
 if (!handOver(servers)) {
-  process.stderr.write(`procctl: the sandbox's network proxy cannot start: no listening socket on port ${port} reached the daemon\n`);
+  const why = servers.length === 0 ? `nothing can listen on 127.0.0.1:${port} in the sandbox's network namespace` : 'the daemon did not take the listening socket (it is stopping, or this session ended)';
+  process.stderr.write(`procctl: the sandbox's network proxy cannot start: ${why}; the session's job was not run\n`);
   process.exit(1);
 }
 run();
