@@ -91,65 +91,57 @@ export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
     await direct.stop();
     server.close();
   }
-  const ttfbRatio = ttfb.proxy.map((x, i) => x / ttfb.direct[i]);
-  const speedRatio = speed.proxy.map((x, i) => x / speed.direct[i]);
-  const ttfbFloor = ttfb.bare.map((x, i) => x / ttfb.host[i]);
-  const speedFloor = speed.bare.map((x, i) => x / speed.host[i]);
-  const ttfbOver = ttfbRatio.map((x, i) => x / ttfbFloor[i]);
-  const speedOver = speedRatio.map((x, i) => x / speedFloor[i]);
+  /** Per round, a / b. */
+  const per = (a: number[], b: number[]) => a.map((x, i) => x / b[i]);
+  /** A ratio row: the median of its rounds, against the target when there is one. */
+  const row = (name: string, rounds: number[], detail: string, target?: Metric['target']): Metric => ({
+    bench: 'sandbox',
+    name,
+    value: median(rounds),
+    unit: 'x',
+    ...(target ? { target } : {}),
+    rounds: rounds.map((x) => round(x, 2)),
+    detail,
+  });
+  const ms = (xs: number[]) => `${round(median(xs), 2)} ms`;
+  const mbs = (xs: number[]) => `${round(median(xs), 0)} MB/s`;
+  const ttfbRatio = per(ttfb.proxy, ttfb.direct);
+  const speedRatio = per(speed.proxy, speed.direct);
+  const ttfbFloor = per(ttfb.bare, ttfb.host);
+  const speedFloor = per(speed.bare, speed.host);
   return [
-    {
-      bench: 'sandbox',
-      name: 'network by name: first byte of a GET, proxy / direct',
-      value: median(ttfbRatio),
-      unit: 'x',
-      target: { op: '<=', value: 1.5 },
-      rounds: ttfbRatio.map((x) => round(x, 2)),
-      detail: `median per round of ${gets} GETs: ${round(median(ttfb.proxy), 2)} ms through the proxy vs ${round(median(ttfb.direct), 2)} ms direct (curl time_starttransfer, a fresh connection each)`,
-    },
-    {
-      bench: 'sandbox',
-      name: 'network by name: 256 MiB through CONNECT / direct',
-      value: median(speedRatio),
-      unit: 'x',
-      target: { op: '>=', value: 0.8 },
-      rounds: speedRatio.map((x) => round(x, 2)),
-      detail: `${round(median(speed.proxy), 0)} MB/s through the proxy's CONNECT vs ${round(median(speed.direct), 0)} MB/s direct (curl speed_download)`,
-    },
-    {
-      bench: 'sandbox',
-      name: 'floor: first byte through the smallest Node http proxy / direct',
-      value: median(ttfbFloor),
-      unit: 'x',
-      rounds: ttfbFloor.map((x) => round(x, 2)),
-      detail: `curl on the host: ${round(median(ttfb.bare), 2)} ms through bench/lib/bare-proxy.ts vs ${round(median(ttfb.host), 2)} ms direct; what any proxy on Node's http costs here`,
-    },
-    {
-      bench: 'sandbox',
-      name: 'floor: 256 MiB through the bare kernel relay / direct',
-      value: median(speedFloor),
-      unit: 'x',
-      rounds: speedFloor.map((x) => round(x, 2)),
-      detail: `curl on the host: ${round(median(speed.bare), 0)} MB/s through the addon's relay alone vs ${round(median(speed.host), 0)} MB/s direct; what one more hop costs on this machine`,
-    },
-    {
-      bench: 'sandbox',
-      name: "network by name: first byte, procctl's ratio / the floor's",
-      value: median(ttfbOver),
-      unit: 'x',
-      target: { op: '<=', value: 1.5 },
-      rounds: ttfbOver.map((x) => round(x, 2)),
-      detail: "what the daemon's proxy (policy, the session's accounting, the sandbox's netns) adds beyond the smallest Node http proxy",
-    },
-    {
-      bench: 'sandbox',
-      name: "network by name: CONNECT throughput, procctl's ratio / the floor's",
-      value: median(speedOver),
-      unit: 'x',
-      target: { op: '>=', value: 0.8 },
-      rounds: speedOver.map((x) => round(x, 2)),
-      detail: 'what the CONNECT handshake, the handover and the sandbox add beyond the bare kernel relay',
-    },
+    row(
+      'network by name: first byte of a GET, proxy / direct',
+      ttfbRatio,
+      `median per round of ${gets} GETs: ${ms(ttfb.proxy)} through the proxy vs ${ms(ttfb.direct)} direct (curl time_starttransfer, a fresh connection each)`,
+      { op: '<=', value: 1.5 },
+    ),
+    row('network by name: 256 MiB through CONNECT / direct', speedRatio, `${mbs(speed.proxy)} through the proxy's CONNECT vs ${mbs(speed.direct)} direct (curl speed_download)`, {
+      op: '>=',
+      value: 0.8,
+    }),
+    row(
+      'floor: first byte through the smallest Node http proxy / direct',
+      ttfbFloor,
+      `curl on the host: ${ms(ttfb.bare)} through bench/lib/bare-proxy.ts vs ${ms(ttfb.host)} direct; what any proxy on Node's http costs here`,
+    ),
+    row(
+      'floor: 256 MiB through the bare kernel relay / direct',
+      speedFloor,
+      `curl on the host: ${mbs(speed.bare)} through the addon's relay alone vs ${mbs(speed.host)} direct; what one more hop costs on this machine`,
+    ),
+    row(
+      "network by name: first byte, procctl's ratio / the floor's",
+      per(ttfbRatio, ttfbFloor),
+      "what the daemon's proxy (policy, the session's accounting, the sandbox's netns) adds beyond the smallest Node http proxy",
+      { op: '<=', value: 1.5 },
+    ),
+    row(
+      "network by name: CONNECT throughput, procctl's ratio / the floor's",
+      per(speedRatio, speedFloor),
+      'what the CONNECT handshake, the handover and the sandbox add beyond the bare kernel relay',
+      { op: '>=', value: 0.8 },
+    ),
   ];
 }
 

@@ -2,19 +2,13 @@
  * The floors the network-by-name bench measures procctl's proxy against, in a process of their
  * own: `node bare-proxy.js http` is the smallest forward proxy Node's http makes (a request in,
  * the same request out on a fresh connection, the answer piped back: no policy, no DNS, no
- * CONNECT); `node bare-proxy.js relay PORT` forwards every connection to 127.0.0.1:PORT through
- * the addon's kernel relay (native/relay.c) and nothing else. Each prints the port it listens on.
+ * CONNECT); `node bare-proxy.js relay PORT` joins every connection to 127.0.0.1:PORT by the
+ * proxy's own handover to the addon's kernel relay (netproxy/splice.ts, native/relay.c), and
+ * does nothing else. Each prints the port it listens on.
  */
 import { request, createServer as createHttpServer } from 'node:http';
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
-import { loadAddon } from '../../src/addon.js';
-
-interface RelayAddon {
-  relay(a: number, b: number, onEnd: () => void): () => void;
-  dupDescriptor(fd: number): number;
-}
-
-const fdOf = (s: object) => (s as { _handle?: { fd?: number } })._handle?.fd ?? -1;
+import { splice } from '../../src/netproxy/splice.js';
 
 function bareHttp(): Server {
   return createHttpServer((req, res) => {
@@ -28,15 +22,10 @@ function bareHttp(): Server {
   });
 }
 
+/** Each connection joined to 127.0.0.1:PORT by the proxy's own handover to the kernel relay (netproxy/splice.ts). */
 function bareRelay(port: number): Server {
-  const addon = loadAddon<RelayAddon>(['relay', 'dupDescriptor']);
-  if (addon instanceof Error) throw addon;
-  return createServer({ pauseOnConnect: true }, (job) => {
-    const up = connect(port, '127.0.0.1', () => {
-      addon.relay(addon.dupDescriptor(fdOf(job)), addon.dupDescriptor(fdOf(up)), () => {});
-      job.destroy();
-      up.destroy();
-    });
+  return createServer((job) => {
+    const up = connect(port, '127.0.0.1', () => splice(job, up));
     up.on('error', () => job.destroy());
   });
 }
