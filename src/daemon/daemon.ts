@@ -26,7 +26,7 @@ import { compileRules } from '../policy/approvals.js';
 import { loadBash } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
 import { nativeSpawner } from '../runner/native.js';
-import { activatedFds, Notifier } from './systemd.js';
+import { Notifier } from './systemd.js';
 import { packageVersion } from '../version.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
@@ -45,6 +45,8 @@ const clientLimits = (c: Config): ClientLimits => ({
 
 export interface DaemonOptions {
   socketPath: string;
+  /** Sockets handed over by socket activation (LISTEN_FDS), already checked to be bound to socketPath. */
+  listenFds?: number[];
   configFile: string | undefined;
   loaded: LoadedConfig;
   logLevel?: string;
@@ -60,6 +62,7 @@ export class ProcctlDaemon implements Daemon {
   readonly registry = new Registry();
   readonly log: Logger;
   readonly socketPath: string;
+  private readonly listenFds: number[];
   readonly runtimeDir: string;
   readonly scratch: ScratchDirs;
   closing = false;
@@ -91,6 +94,7 @@ export class ProcctlDaemon implements Daemon {
     this.configFile = opts.configFile;
     this.loadedFrom = opts.loaded.file;
     this.socketPath = opts.socketPath;
+    this.listenFds = opts.listenFds ?? [];
     // Scratch directories of sessions, beside the socket and named after it, so nothing else is touched.
     this.runtimeDir = `${opts.socketPath}.d`;
     this.scratch = new ScratchDirs(join(this.runtimeDir, 'sessions'));
@@ -150,7 +154,7 @@ export class ProcctlDaemon implements Daemon {
     this.state.init(this.socketPath);
     this.remembered.load();
     this.keeper.recover(this.current, (s) => restorePending(this, s));
-    const fds = activatedFds();
+    const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {
       // Socket activation: systemd owns the socket file, its mode and its lifetime.

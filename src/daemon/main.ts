@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ProcctlDaemon } from './daemon.js';
@@ -5,6 +6,7 @@ import { resolveSocketPath } from '../config/paths.js';
 import { channelDescriptor } from '../transport/channel.js';
 import { SocketInUseError } from './socket.js';
 import { StateDirInUseError } from './state.js';
+import { activatedFds, boundPath } from './systemd.js';
 import { packageVersion } from '../version.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
@@ -35,12 +37,14 @@ export async function runDaemon(argv: string[]): Promise<void> {
     }
     throw err;
   }
-  const socketPath = resolveSocketPath(opts.socket);
+  // Socket activation: the socket systemd hands over decides where the files beside it go.
+  const listenFds = activatedFds();
+  const socketPath = listenFds.length > 0 ? activatedSocketPath(listenFds[0], opts.socket) : resolveSocketPath(opts.socket);
   if (channelDescriptor(socketPath) !== undefined) {
     process.stderr.write(`procctld: the socket "${socketPath}" is a session's channel (PROCCTL_SOCKET inside a confined session), not a place to listen; pass --socket PATH\n`);
     process.exit(2);
   }
-  const daemon = new ProcctlDaemon({ socketPath, configFile: opts.config, loaded, logLevel: opts.logLevel });
+  const daemon = new ProcctlDaemon({ socketPath, listenFds, configFile: opts.config, loaded, logLevel: opts.logLevel });
   // Handlers before listening: whoever can connect may also signal us, and gets a graceful stop.
   let starting: Promise<void> = Promise.resolve();
   const stop = (signal: NodeJS.Signals) => {
@@ -63,4 +67,22 @@ export async function runDaemon(argv: string[]): Promise<void> {
   }
   process.on('uncaughtException', (err) => daemon.log.error({ err }, 'uncaught exception; still serving'));
   process.on('unhandledRejection', (err) => daemon.log.error({ err }, 'unhandled rejection; still serving'));
+}
+
+/**
+ * Where an activated daemon's socket is (SPEC §2): the inherited socket's own path, so the
+ * approver credential and the runtime directory go beside the socket clients reach. A --socket
+ * that names another path is refused: the daemon would listen on one and place its files by the other.
+ */
+function activatedSocketPath(fd: number, flag: string | undefined): string {
+  const bound = boundPath(fd);
+  if ('why' in bound) {
+    process.stderr.write(`procctld: socket activation handed over descriptor ${fd}, but ${bound.why}; give the unit a ListenStream= with an absolute path\n`);
+    process.exit(2);
+  }
+  if (flag !== undefined && resolve(flag) !== bound.path) {
+    process.stderr.write(`procctld: --socket ${flag} is not the socket systemd handed over (${bound.path}); drop --socket, or make it the same path as the unit's ListenStream=\n`);
+    process.exit(2);
+  }
+  return bound.path;
 }

@@ -1,3 +1,5 @@
+import { readFileSync, readlinkSync } from 'node:fs';
+import { isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
 import { ADDON_FIX, loadAddon } from '../addon.js';
 
@@ -16,6 +18,33 @@ export function activatedFds(env: NodeJS.ProcessEnv = process.env): number[] {
   delete env.LISTEN_FDNAMES;
   if (!forUs || !Number.isInteger(count) || count < 1) return [];
   return Array.from({ length: count }, (_, i) => LISTEN_FDS_START + i);
+}
+
+/**
+ * The path a listening Unix socket descriptor is bound to (getsockname, which Node's pipes do
+ * not offer): its inode from /proc/self/fd, its path from /proc/net/unix. Undefined when it is
+ * not a Unix socket bound to an absolute path (unnamed, abstract, TCP), with why.
+ */
+export function boundPath(fd: number): { path: string } | { why: string } {
+  let link: string;
+  try {
+    link = readlinkSync(`/proc/self/fd/${fd}`);
+  } catch (err) {
+    return { why: `descriptor ${fd} is not open (${(err as NodeJS.ErrnoException).code})` };
+  }
+  const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
+  if (inode === undefined) return { why: `descriptor ${fd} is not a socket (${link})` };
+  // Num RefCount Protocol Flags Type St Inode [Path]: the path, which may hold spaces, is the rest of the line.
+  for (const line of readFileSync('/proc/net/unix', 'utf8').split('\n').slice(1)) {
+    const m = /^\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+(\d+)(?: (.*))?$/.exec(line);
+    if (m?.[1] !== inode) continue;
+    const path = m[2];
+    if (path === undefined || path === '') return { why: `the socket on descriptor ${fd} has no name` };
+    if (path.startsWith('@')) return { why: `the socket on descriptor ${fd} is abstract (${path})` };
+    if (!isAbsolute(path)) return { why: `the socket on descriptor ${fd} was bound to the relative path ${path}` };
+    return { path };
+  }
+  return { why: `the socket on descriptor ${fd} is not a Unix socket` };
 }
 
 type NotifyAddon = { notify(path: string, message: string): void };

@@ -7,6 +7,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { PROCCTLD, ROOT, waitFor } from '../helpers/daemon.js';
 import { killLeftovers, spawnProcctld, stopRawDaemons } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
+import { cli } from '../cli/run.js';
 import { cmdline, makeStateDir, removeStateDirs } from '../helpers/state.js';
 
 const started = new Set<number>();
@@ -49,30 +50,39 @@ const ANALYZE = which('systemd-analyze');
 /** A skipped test says why in its name. */
 const needs = (tool: string | undefined, name: string, title: string) => (tool ? title : `${title} (skipped: ${name} is not installed)`);
 
+/** `systemd-socket-activate -l SOCK ... procctld EXTRA...`: it listens, and execs the daemon on the first connection. */
+function activate(sock: string, dir: string, extra: string[], env: string[] = []) {
+  const state = makeStateDir();
+  const child = spawn(
+    SOCKET_ACTIVATE!,
+    [
+      '-l', sock,
+      '-E', `PROCCTL_STATE_DIR=${state}`,
+      '-E', `XDG_CONFIG_HOME=${join(dir, 'config')}`,
+      // Not the test's own socket: a daemon that took the default path would be told apart.
+      '-E', `PROCCTL_SOCKET=${join(dir, 'elsewhere', 'procctl.sock')}`,
+      ...env.flatMap((e) => ['-E', e]),
+      process.execPath, PROCCTLD, ...extra, '--log-level', 'warn',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.add(child);
+  let out = '';
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  const exited = new Promise<number | string | null>((r) => child.on('exit', (code, signal) => r(code ?? signal)));
+  return { child, out: () => out, exited };
+}
+
 describe('socket activation', () => {
   // systemd-socket-activate (without --accept) listens itself and, on the first connection, execs
   // the command in its own process with the listening socket as fd 3 (LISTEN_FDS=1).
   it.skipIf(!SOCKET_ACTIVATE)(needs(SOCKET_ACTIVATE, 'systemd-socket-activate', 'procctld serves the socket it is handed (LISTEN_FDS) and exits on SIGTERM'), async () => {
     const dir = tempDir('procctl-activate-');
     const sock = join(dir, 'procctl.sock');
-    const state = makeStateDir();
-    const child = spawn(
-      SOCKET_ACTIVATE!,
-      [
-        '-l', sock,
-        '-E', `PROCCTL_STATE_DIR=${state}`,
-        '-E', `XDG_CONFIG_HOME=${join(dir, 'config')}`,
-        process.execPath, PROCCTLD, '--socket', sock, '--log-level', 'warn',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    children.add(child);
-    let out = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    const exited = new Promise<number | string | null>((r) => child.on('exit', (code, signal) => r(code ?? signal)));
+    const { child, out, exited } = activate(sock, dir, ['--socket', sock]);
 
-    await waitFor(() => /Listening on/.test(out), { what: 'systemd-socket-activate to listen' });
+    await waitFor(() => /Listening on/.test(out()), { what: 'systemd-socket-activate to listen' });
     const inode = statSync(sock).ino;
     expect(cmdline(child.pid!)).toContain('systemd-socket-activate');
 
@@ -95,7 +105,47 @@ describe('socket activation', () => {
 
     child.kill('SIGTERM');
     const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000))]);
-    expect(code, out).toBe(0);
+    expect(code, out()).toBe(0);
+  });
+
+  // Without --socket the daemon must not place its files by the default path ($PROCCTL_SOCKET here):
+  // the approver credential and the runtime directory go beside the socket it was handed.
+  it.skipIf(!SOCKET_ACTIVATE)(needs(SOCKET_ACTIVATE, 'systemd-socket-activate', 'without --socket, the files beside the socket follow the inherited socket (getsockname), and procctl resume finds the credential'), async () => {
+    const dir = tempDir('procctl-activate-');
+    const sock = join(dir, 'run', 'a.sock');
+    mkdirSync(join(dir, 'run'), { mode: 0o700 });
+    const config = join(dir, 'config.json');
+    writeFileSync(config, JSON.stringify({ approvals: { rules: [{ command: ['touch'], action: 'ask' }] } }));
+    const { child, out, exited } = activate(sock, dir, [], [`PROCCTL_CONFIG=${config}`]);
+    await waitFor(() => /Listening on/.test(out()), { what: 'systemd-socket-activate to listen' });
+
+    const c = await TestClient.connect(sock);
+    const r = await c.exec({ command: 'echo activated', yieldMs: 20_000 });
+    expect(r.status, out()).toBe('completed');
+    expect((await c.call('daemon.status')).socket).toBe(sock);
+    expect(readdirSync(join(dir, 'run')).sort()).toEqual(['a.sock', 'a.sock.approver', 'a.sock.d']);
+
+    const ask = await c.exec({ command: `touch ${join(dir, 'made')}`, yieldMs: 20_000 });
+    expect(ask.status).toBe('approval_required');
+    const answered = await cli(['--socket', sock, 'resume', ask.sessionId, '--yes']);
+    expect(answered.code, answered.stderr).toBe(0);
+    await waitFor(() => statSync(join(dir, 'made'), { throwIfNoEntry: false }) !== undefined, { what: 'the approved touch to run' });
+    c.close();
+
+    child.kill('SIGTERM');
+    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000))]);
+    expect(code, out()).toBe(0);
+  });
+
+  it.skipIf(!SOCKET_ACTIVATE)(needs(SOCKET_ACTIVATE, 'systemd-socket-activate', 'a --socket that is not the inherited socket is refused, naming both'), async () => {
+    const dir = tempDir('procctl-activate-');
+    const sock = join(dir, 'a.sock');
+    const other = join(dir, 'b.sock');
+    const { out, exited } = activate(sock, dir, ['--socket', other]);
+    await waitFor(() => /Listening on/.test(out()), { what: 'systemd-socket-activate to listen' });
+    await TestClient.connect(sock).then((c) => c.close(), () => undefined);
+    expect(await exited).toBe(2);
+    expect(out()).toContain(`--socket ${other} is not the socket systemd handed over (${sock})`);
   });
 });
 
