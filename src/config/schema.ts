@@ -118,8 +118,12 @@ export const ConfigSchema = z.strictObject({
       default: Action.default('allow'),
       /** Add the built-in list of read-only commands as allowed (policy/safe.ts). */
       safe: z.boolean().default(false),
-      /** What a part that cannot be judged without running it gets (a name from an expansion, eval of a variable, a shell reading stdin). */
-      unanalyzable: Action.default('ask'),
+      /**
+       * What a part that cannot be judged without running it gets (a name from an expansion, eval of
+       * a variable, a shell reading stdin): "ask" when unset. Set, it makes the policy judge commands
+       * even with no rules (SPEC §8), so no default here: the policy must see whether it was written.
+       */
+      unanalyzable: Action.optional(),
       timeoutSeconds: int(1).max(2_147_483).default(300),
       /** Who may answer an approval (SPEC §8): a request carrying this token as `approverToken`; stored as `sha256:<hex>`. */
       approverToken: z.string().min(1).optional(),

@@ -21,7 +21,8 @@ export interface ApprovalPolicy {
   rules: ApprovalRuleConfig[];
   default: Action;
   safe: boolean;
-  unanalyzable: Action;
+  /** Unset: "ask"; set in the config, the policy judges commands even with no rules. */
+  unanalyzable?: Action;
 }
 
 /** A rule ready to match: its pattern compiled once, its prefix split, its scopes as a set. */
@@ -178,7 +179,7 @@ const why = (rule: CompiledRule) => rule.reason ?? `approval rule ${rule.index}`
 function judgePart(policy: ApprovalPolicy, rules: readonly CompiledRule[], part: Part, scope: string, remembered: readonly RememberedRule[]): PartDecision {
   if (part.unanalyzable !== undefined) {
     const byText = rules.find((r) => applies(r, scope) && r.pattern?.test(part.text));
-    const own: PartDecision = { text: part.text, decision: policy.unanalyzable, reason: `cannot be judged without running it: ${part.unanalyzable} (approvals.unanalyzable)` };
+    const own: PartDecision = { text: part.text, decision: policy.unanalyzable ?? 'ask', reason: `cannot be judged without running it: ${part.unanalyzable} (approvals.unanalyzable)` };
     if (byText && STRICTNESS[byText.action] > STRICTNESS[own.decision]) return { text: part.text, decision: byText.action, rule: byText.index, reason: why(byText) };
     return own;
   }
@@ -210,7 +211,11 @@ export function judge(policy: ApprovalPolicy, line: string, parts: readonly Part
   return { decision: decided.decision, parts: decisions, decided };
 }
 
-/** Does a policy need the command parsed at all? Not with no rules and everything allowed: the exec stays as fast as before. */
+/**
+ * Does a policy need the command parsed at all (SPEC §8)? When rules exist, the default is not
+ * "allow", or the operator wrote approvals.unanalyzable. A fresh install (none of these) parses
+ * nothing: the exec stays as fast as before.
+ */
 export function judges(policy: ApprovalPolicy): boolean {
-  return policy.rules.length > 0 || policy.default !== 'allow';
+  return policy.rules.length > 0 || policy.default !== 'allow' || policy.unanalyzable !== undefined;
 }

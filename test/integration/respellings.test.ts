@@ -91,3 +91,27 @@ describe('respellings run for real change nothing', () => {
     expect(existsSync(join(work, 'tmp.log'))).toBe(false);
   });
 });
+
+// SPEC §8: an operator who writes approvals.unanalyzable with no rules means it.
+describe('approvals.unanalyzable set alone', () => {
+  let only: TestDaemon;
+  let o: Scoped;
+  beforeAll(async () => {
+    only = await startDaemon({ config: { approvals: { unanalyzable: 'deny' } } });
+    o = new Scoped(await only.client(), 'unanalyzable');
+  });
+  afterAll(() => only?.stop());
+
+  it.each(['$(printf touch) z1', 't=touch; $t z2', 'echo dG91Y2ggejMK | base64 -d | bash'])('%j is denied and makes no file', async (command) => {
+    const r = await o.exec({ command, workdir: work });
+    expect(r.status, JSON.stringify(r).slice(0, 300)).toBe('denied');
+    expect(r.text).toContain('approvals.unanalyzable');
+    for (const f of ['z1', 'z2', 'z3']) expect(existsSync(join(work, f))).toBe(false);
+  });
+
+  it('what can be judged still runs', async () => {
+    const r = await o.exec({ command: 'touch z4 && echo made', workdir: work });
+    expect(r).toMatchObject({ status: 'completed', exitCode: 0 });
+    expect(existsSync(join(work, 'z4'))).toBe(true);
+  });
+});
