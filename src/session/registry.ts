@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { customAlphabet } from 'nanoid';
 import { notFound } from '../errors.js';
 import { EventBus } from './events.js';
 import type { Session } from './session.js';
@@ -8,15 +8,8 @@ export { ALL_SCOPES };
 
 const inScope = (s: Session, scope: string) => scope === ALL_SCOPES || s.scope === scope;
 
-const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
-
-/** A short id that is easy to read and type: no 0/o, 1/l. */
-export function newSessionId(): string {
-  const bytes = randomBytes(8);
-  let id = '';
-  for (const b of bytes) id += ID_ALPHABET[b % ID_ALPHABET.length];
-  return id;
-}
+/** A short id that is easy to read and type: 8 of lowercase letters and digits without 0/o, 1/l. */
+export const newSessionId = customAlphabet('abcdefghijkmnpqrstuvwxyz23456789', 8);
 
 /** Which finished sessions have outlived their TTL at `now` (pure; unit-tested with a fake clock). */
 export function expiredSessions(sessions: Iterable<Session>, now: number, ttlMs: number): Session[] {
