@@ -2,12 +2,13 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { PROCCTLD, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { spawnProcctld, stopRawDaemons } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
 import { logLines } from '../helpers/state.js';
 import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
 import { cannotActAsAnotherUser } from '../helpers/caps.js';
+import { checkoutFor, removeCheckouts } from '../helpers/readable.js';
 
 /** Why a daemon cannot be started as another user here (setpriv --reuid), or undefined. */
 const ANOTHER_USER = cannotActAsAnotherUser();
@@ -25,6 +26,7 @@ afterEach(async () => {
 afterAll(() => {
   killMarked(ids);
   fs.cleanup();
+  removeCheckouts();
 });
 
 /** Start procctld with this config and PATH; resolve with how it exited. */
@@ -92,9 +94,11 @@ describe('refusal to start', () => {
     writeFileSync(file, JSON.stringify({ sandbox: { user: 'nobody' } }));
     const env = { ...process.env, PROCCTL_STATE_DIR: join(dir, 'state'), HOME: dir, PROCCTL_LOG_LEVEL: 'warn' };
     delete env.PROCCTL_SOCKET;
-    const args = ['--reuid=65534', '--regid=65534', '--clear-groups', '--', process.execPath, PROCCTLD, '--socket', join(dir, 'procctl.sock'), '--config', file];
+    // Run from where uid 65534 can read it: a checkout under a 0700 directory is copied first.
+    const { root } = checkoutFor(65534);
+    const args = ['--reuid=65534', '--regid=65534', '--clear-groups', '--', process.execPath, join(root, 'bin', 'procctld'), '--socket', join(dir, 'procctl.sock'), '--config', file];
     const run = spawnSync('setpriv', args, { env, encoding: 'utf8', timeout: 30_000 });
-    expect(run.status).toBe(1);
+    expect(run.status, run.stderr).toBe(1);
     expect(run.stderr).toContain('sandbox.user is set but the daemon runs as uid 65534, not root');
   });
 
