@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -128,6 +129,7 @@ static int stdio_pair(int fds[2]) {
 // SpawnSteps: what a confined job (src/sandbox/) gets between fork and exec. Limits are set
 // here rather than by a wrapper program: no extra exec, and nothing runs unlimited meanwhile.
 #define MAX_STEPS 64
+#define MAX_OVERLAYS 8
 #define MAX_CGROUPS 8
 #define CGROUP_PATH_MAX 512
 struct steps {
@@ -144,6 +146,13 @@ struct steps {
   int keep[8];            // the daemon's descriptors the job inherits at the same numbers (its channel, bwrap's filter)
   int ncgroups;           // cgroup.procs files the child writes itself into, first of all (src/cgroup/)
   char cgroups[MAX_CGROUPS][CGROUP_PATH_MAX];
+  // Review mode (src/sandbox/overlay.ts): a mount namespace of the job's own (in a user namespace
+  // of its own when the daemon is not root, its ids mapped to themselves) with overlays mounted.
+  int ns;                 // 0, CLONE_NEWNS, or CLONE_NEWNS | CLONE_NEWUSER
+  char uid_map[32], gid_map[32];
+  int noverlays;
+  char *overlay_target[MAX_OVERLAYS];   // malloc'd by parse_steps, freed by free_steps
+  char *overlay_options[MAX_OVERLAYS];
 };
 
 // What the child needs, all of it made before the vfork: the child allocates nothing.
@@ -178,6 +187,30 @@ __attribute__((noreturn)) static void child_fail(struct job *job, int error, con
   _exit(127);
 }
 
+static void child_write(struct job *job, const char *path, const char *text, const char *step) {
+  size_t len = strlen(text);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, text, len) != (ssize_t)len) child_fail(job, errno, step);
+  close(fd);
+}
+
+// The job's own mount namespace, private so nothing mounted here reaches the host, and its
+// overlays: the job (and bwrap, which binds the workspace as this namespace shows it) writes to
+// the upper directories, never to the workspace itself.
+static void child_mounts(struct job *job) {
+  const struct steps *st = job->steps;
+  if (syscall(SYS_unshare, st->ns) < 0) child_fail(job, errno, "unshare");
+  if (st->ns & CLONE_NEWUSER) {
+    child_write(job, "/proc/self/setgroups", "deny", "setgroups");
+    child_write(job, "/proc/self/uid_map", st->uid_map, "uid_map");
+    child_write(job, "/proc/self/gid_map", st->gid_map, "gid_map");
+  }
+  if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) child_fail(job, errno, "mount");
+  for (int i = 0; i < st->noverlays; i++) {
+    if (syscall(SYS_mount, "overlay", st->overlay_target[i], "overlay", 0, st->overlay_options[i]) < 0) child_fail(job, errno, "overlay");
+  }
+}
+
 // The confinement steps, after stdio and before the workdir (so the workdir is entered as the
 // user). Raw system calls only: glibc's setuid/setgid/setgroups would try to signal the
 // daemon's other threads, whose memory this vfork child shares.
@@ -198,6 +231,7 @@ static void child_steps(struct job *job) {
   for (int i = 0; i < st->nlimits; i++) {
     if (syscall(SYS_prlimit64, 0, st->limits[i].resource, &st->limits[i].value, NULL) < 0) child_fail(job, errno, "setrlimit");
   }
+  if (st->ns) child_mounts(job);
   if (!st->set_user) return;
   if (syscall(SYS_setgroups, st->ngroups, st->groups) < 0) child_fail(job, errno, "setgroups");
   if (syscall(SYS_setresgid, st->gid, st->gid, st->gid) < 0) child_fail(job, errno, "setgid");
@@ -385,6 +419,41 @@ static int limit_resource(const char *name) {
   return -1;
 }
 
+// steps.mounts: {userns: bool, overlays: [{target, options}]}, or absent. Returns 1 when malformed.
+static int parse_mounts(napi_env env, napi_value from, struct steps *st) {
+  bool has = false, userns = false;
+  napi_value mounts, list, item, v;
+  napi_valuetype type = napi_undefined;
+  if (napi_has_named_property(env, from, "mounts", &has) != napi_ok) return 1;
+  if (!has) return 0;
+  if (napi_get_named_property(env, from, "mounts", &mounts) != napi_ok || napi_typeof(env, mounts, &type) != napi_ok) return 1;
+  if (type == napi_undefined) return 0;
+  if (type != napi_object || napi_get_named_property(env, mounts, "userns", &v) != napi_ok || napi_get_value_bool(env, v, &userns) != napi_ok) return 1;
+  int n = array_at(env, mounts, "overlays", MAX_OVERLAYS, &list);
+  if (n < 0) return 1;
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    if (napi_get_element(env, list, i, &item) != napi_ok) return 1;
+    if (napi_get_named_property(env, item, "target", &v) != napi_ok) return 1;
+    st->overlay_target[i] = string_arg(env, v, &bad);
+    if (napi_get_named_property(env, item, "options", &v) != napi_ok) return 1;
+    st->overlay_options[i] = string_arg(env, v, &bad);
+    st->noverlays++;
+    if (bad) return 1;
+  }
+  st->ns = CLONE_NEWNS | (userns ? CLONE_NEWUSER : 0);
+  snprintf(st->uid_map, sizeof st->uid_map, "%u %u 1\n", (unsigned)geteuid(), (unsigned)geteuid());
+  snprintf(st->gid_map, sizeof st->gid_map, "%u %u 1\n", (unsigned)getegid(), (unsigned)getegid());
+  return 0;
+}
+
+static void free_steps(struct steps *st) {
+  for (int i = 0; i < st->noverlays; i++) {
+    free(st->overlay_target[i]);
+    free(st->overlay_options[i]);
+  }
+}
+
 // SpawnSteps from JS: {ignore?: number[], keep?: fds (above 2), limits?: [name, soft, hard][], user?: {uid, gid, groups},
 // cgroups?: cgroup.procs paths}.
 // Returns 0, or 1 when the object is malformed.
@@ -426,6 +495,7 @@ static int parse_steps(napi_env env, napi_value from, struct steps *st) {
         strlen(st->cgroups[i]) != len) return 1;
     st->ncgroups++;
   }
+  if (parse_mounts(env, from, st)) return 1;
   bool has = false;
   napi_valuetype type = napi_undefined;
   if (napi_has_named_property(env, from, "user", &has) == napi_ok && has && napi_get_named_property(env, from, "user", &item) == napi_ok) {
@@ -459,7 +529,8 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
   napi_valuetype steps_type = napi_undefined;
   if (argc > 5) napi_typeof(env, args[5], &steps_type);
   if (steps_type != napi_undefined && (steps_type != napi_object || parse_steps(env, args[5], &steps))) {
-    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, keep?: descriptors above 2, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}, cgroups?: paths}");
+    free_steps(&steps);
+    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, keep?: descriptors above 2, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}, cgroups?: paths, mounts?: {userns, overlays: [{target, options}]}}");
     return NULL;
   }
   int bad = 0;
@@ -514,6 +585,7 @@ done:
   free(cwd);
   free_vector(argv);
   free_vector(envp);
+  free_steps(&steps);
   return result;
 }
 

@@ -85,6 +85,10 @@ export const NetworkSchema = z.union([
 ]);
 export type NetworkPolicy = z.output<typeof NetworkSchema>;
 
+/** A session's writes to the workspaces: straight in, or held for review (SPEC §16). */
+export const ChangesMode = z.enum(['direct', 'review']);
+export type ChangesMode = z.infer<typeof ChangesMode>;
+
 export const ConfigSchema = z.strictObject({
   tools: z
     .strictObject({
@@ -154,6 +158,8 @@ export const ConfigSchema = z.strictObject({
         selfApprove: z.boolean().default(false),
         /** This scope's per-session limits, replacing limits.session key by key (SPEC §15). */
         limits: SessionLimitsSchema.optional(),
+        /** Whether this scope's sessions write the workspace directly or hold their changes for review, replacing sandbox.changes (SPEC §16). */
+        changes: ChangesMode.optional(),
       }),
     )
     .default({}),
@@ -176,6 +182,8 @@ export const ConfigSchema = z.strictObject({
       user: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/, 'must be a user name or a numeric uid').optional(),
       /** Let sandboxed jobs make Unix sockets (refused by a seccomp filter otherwise): for tools that need their own. */
       allowUnixSockets: z.boolean().default(false),
+      /** "review": sessions' writes to the workspaces are held on an overlay until applied (SPEC §16); an exec's `changes` overrides it. */
+      changes: ChangesMode.default('direct'),
     })
     .prefault({}),
   /** Resource limits of every non-elevated session (SPEC §12); none by default. */

@@ -1,3 +1,4 @@
+import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
 import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import pino, { type Logger } from 'pino';
@@ -135,6 +136,14 @@ export class ProcctlDaemon implements Daemon {
 
   config(): Config {
     return this.current;
+  }
+
+  private review: ReviewSupport | undefined;
+
+  /** Whether review mode can run here: tried for real the first time it is asked, on the state directory's file system. */
+  reviewSupport(): ReviewSupport {
+    this.review ??= probeReview(this.state.dir);
+    return this.review;
   }
 
   /** The daemon's own paths, hidden from a sandboxed job (SPEC §12): its socket and runtime directory, the log a detached start writes beside them, its approver credential, state directory and config file. */

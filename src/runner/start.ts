@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { chmodSync, chownSync, mkdirSync, statSync } from 'node:fs';
+import type { Overlay } from '../sandbox/overlay.js';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
 import { SessionCgroup } from '../cgroup/session.js';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Config, NetworkPolicy } from '../config/schema.js';
 import { limit } from '../errors.js';
 import { byName, networkOf, proxyEnv } from '../sandbox/network.js';
@@ -27,7 +29,7 @@ export interface LaunchContext {
   socketPath: string;
   registry: Registry;
   scratch: ScratchDirs;
-  state: Pick<SessionFiles, 'spoolPath' | 'disk'>;
+  state: Pick<SessionFiles, 'spoolPath' | 'disk' | 'dir'>;
   keeper: RecordKeeper;
   /** The daemon's own paths (its socket and runtime directory, state directory, config, log, approver credential): hidden from a sandboxed job. */
   controls(): readonly string[];
@@ -67,6 +69,8 @@ export interface JobRequest {
   policy: { inherited: NodeJS.ProcessEnv; elevated: boolean };
   /** An approved exec takes the id of the session that waited for it, and its approval history. */
   approved?: { id: string; history: InterruptOutcome[] };
+  /** Review mode (SPEC §16): the workspaces are overlays, their writes kept under `<state>/changes/<id>`. */
+  review?: boolean;
 }
 
 /**
@@ -131,7 +135,8 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   });
   if (refused === undefined) {
     try {
-      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd }, user);
+      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined }, user);
+      if (plan.overlays) makeUpperDirs(plan.overlays);
     } catch (err) {
       refused = (err as Error).message;
     }
@@ -186,6 +191,25 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
   return { session, warnings };
+}
+
+/** Where a review session's changes are kept, under the state directory (hidden in the sandbox). */
+export const changesDir = (stateDir: string, id: string) => join(stateDir, 'changes', id);
+
+/**
+ * The overlays' upper and work directories, made before the job mounts them inside the session's
+ * 0700 directory. The workspace's root is shown with the upper root's mode and owner: they are
+ * the workspace's own, so the job sees its workspace as it is.
+ */
+function makeUpperDirs(overlays: readonly Overlay[]): void {
+  for (const o of overlays) {
+    const root = statSync(o.target);
+    mkdirSync(dirname(dirname(o.upper)), { recursive: true, mode: 0o700 });
+    mkdirSync(o.upper, { recursive: true, mode: 0o700 });
+    mkdirSync(o.work, { recursive: true, mode: 0o700 });
+    chmodSync(o.upper, root.mode & 0o7777);
+    if (process.getuid?.() === 0) chownSync(o.upper, root.uid, root.gid);
+  }
 }
 
 /** Refuse a session past the scope's maxSessions. */

@@ -20,6 +20,9 @@ export interface SandboxHost {
   prlimit?: string;
   /** util-linux setpriv: becomes sandbox.user inside the sandbox, and for terminals and the fork fallback. */
   setpriv?: string;
+  /** util-linux unshare and mount: review mode's overlays for jobs the project's spawner does not start. */
+  unshare?: string;
+  mount?: string;
   /** The daemon runs as root (bwrap drops its capabilities). */
   root: boolean;
   /** `sandbox.user`, resolved. */
@@ -160,6 +163,8 @@ function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
     env: which('env', path),
     prlimit: which('prlimit', path),
     setpriv: which('setpriv', path),
+    unshare: which('unshare', path),
+    mount: which('mount', path),
     root: process.getuid?.() === 0,
   };
   const mode = c.sandbox.mode;

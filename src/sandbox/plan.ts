@@ -10,6 +10,7 @@ import { findProtected } from './protect.js';
 import { byName, INSIDE_NET, networkOf, PROXY_PORT } from './network.js';
 import { unixSocketFilter } from './seccomp.js';
 import { workspacesOf, writableTrees } from './workspaces.js';
+import { mountChain, mountSteps, overlaysFor, type MountSteps, type Overlay } from './overlay.js';
 
 /** What a confined job gets between fork and exec (the project's spawner, native/spawn.c, does it). */
 export interface SpawnSteps {
@@ -23,6 +24,8 @@ export interface SpawnSteps {
   keep?: number[];
   /** The session's cgroup.procs files, joined first of all (src/cgroup/join.ts adds them). */
   cgroups?: string[];
+  /** Review mode: a mount namespace of the job's own with its workspaces' overlays (sandbox/overlay.ts). */
+  mounts?: MountSteps;
 }
 
 /** What decides a session's confinement: the config in force, the scope, and whether it asked for elevated. */
@@ -45,6 +48,8 @@ export interface Job {
   channel?: number;
   /** Network by name: the descriptor the sandbox's proxy helper asks the daemon's proxy for streams on. */
   proxy?: number;
+  /** Review mode (SPEC §16): where the session's changes are kept (`<state>/changes/<id>`); its workspaces become overlays. */
+  review?: string;
 }
 
 /** How to start a session's job: what to exec, and what to do between fork and exec. */
@@ -68,6 +73,8 @@ export interface LaunchPlan {
   inherit: readonly number[];
   /** Close what the plan opened (the filter's descriptor), once the job is started or given up. */
   release(): void;
+  /** Review mode: the workspaces the job writes through overlays, and where their upper directories are (made by the runner). */
+  overlays?: Overlay[];
 }
 
 /**
@@ -122,11 +129,17 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
   }
   const notes: string[] = [];
   let writable: string[] = [];
+  let workspaces: string[] = [];
   if (mode === 'workspace-write') {
     const trees = writableTrees(workspacesOf(c.config, c.scope), c.config.sandbox.writable, job.cwd);
     writable = trees.writable;
+    workspaces = trees.workspaces;
     if (trees.note) notes.push(trees.note);
   }
+  // Review mode: the workspaces (not the caches of sandbox.writable, /tmp or the scratch directory) through overlays.
+  const overlays = job.review === undefined ? undefined : overlaysFor(workspaces, job.review);
+  const mounts = overlays && overlays.length > 0 ? mountSteps(overlays, host.root) : undefined;
+  if (mounts && !mountsPossible(host)) throw new SandboxUnavailable('review mode needs util-linux unshare and mount on the daemon\'s PATH for terminal sessions; install util-linux');
   const protect = findProtected(writable, c.config.sandbox.protect);
   if (protect.truncated) notes.push(`sandbox.protect: ${protect.truncated}`);
   // Network by name: no network of its own (bwrap's namespace has only loopback), a proxy helper first.
@@ -156,9 +169,10 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
   return {
     file: bwrap,
     args,
-    steps: { ignore: SANDBOX_IGNORE_NUMBERS, ...(inherit.length > 0 ? { keep: inherit } : {}), ...(limits.length > 0 ? { limits: [...limits] } : {}) },
+    steps: { ignore: SANDBOX_IGNORE_NUMBERS, ...(inherit.length > 0 ? { keep: inherit } : {}), ...(limits.length > 0 ? { limits: [...limits] } : {}), ...(mounts ? { mounts } : {}) },
     wrapped: () => {
-      const chain = [...prlimit, host.env!, `--ignore-signal=${SANDBOX_IGNORES.map((s) => s.slice(3)).join(',')}`, bwrap, ...args];
+      const overlay = mounts ? mountChain(mounts, { unshare: host.unshare!, mount: host.mount!, sh: '/bin/sh' }) : [];
+      const chain = [...prlimit, ...overlay, host.env!, `--ignore-signal=${SANDBOX_IGNORES.map((s) => s.slice(3)).join(',')}`, bwrap, ...args];
       return { file: chain[0], args: chain.slice(1) };
     },
     sandboxed: true,
@@ -168,7 +182,11 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
     release: () => {
       if (filter !== undefined) closeSync(filter);
     },
+    ...(overlays ? { overlays } : {}),
   };
 }
+
+/** Terminals and the fork fallback mount the overlays through programs. */
+const mountsPossible = (host: SandboxHost) => host.unshare !== undefined && host.mount !== undefined;
 
 const nothing = () => undefined;

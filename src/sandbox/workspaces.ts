@@ -26,13 +26,13 @@ export function writableTrees(
   workspaces: { list: string[]; key: string },
   extra: readonly string[],
   workdir: string,
-): { writable: string[]; note?: string } {
+): { writable: string[]; workspaces: string[]; note?: string } {
   const trees = workspaces.list.map(real).filter((p): p is string => p !== undefined);
   if (trees.length === 0) {
-    return { writable: [], note: `the sandbox is workspace-write but no workspace is configured (${workspaces.key}): it runs read-only; an operator adds the trees agents may write to ${workspaces.key}` };
+    return { writable: [], workspaces: [], note: `the sandbox is workspace-write but no workspace is configured (${workspaces.key}): it runs read-only; an operator adds the trees agents may write to ${workspaces.key}` };
   }
   const writable = [...trees, ...extra.map(real).filter((p): p is string => p !== undefined)];
   const at = real(workdir) ?? workdir;
-  if (writable.some((w) => under(at, w))) return { writable };
-  return { writable, note: `${workdir} is outside the workspaces (${workspaces.list.join(', ')}): it runs read-only there; run it in a workspace, or an operator adds it to ${workspaces.key}` };
+  if (writable.some((w) => under(at, w))) return { writable, workspaces: trees };
+  return { writable, workspaces: trees, note: `${workdir} is outside the workspaces (${workspaces.list.join(', ')}): it runs read-only there; run it in a workspace, or an operator adds it to ${workspaces.key}` };
 }

@@ -64,6 +64,12 @@ export const ExecParamsSchema = z
       'Which ends of a backgrounded session are notifications (the exited event carries summary): "exit" (default), "failure" (only when it did not complete with 0), "never", or {match: RE2} to also send an output_match event for each matching line (rate-limited, counted).',
     ),
     limits: SessionLimitsSchema.optional(),
+    changes: z
+      .enum(['direct', 'review'])
+      .optional()
+      .describe(
+        '"review" holds what the command writes in the workspaces for review (see it with process changes, then apply or discard); "direct" writes them as it runs. Default: the scope\'s setting (sandbox.changes), "direct" unless an operator set it.',
+      ),
   })
   .describe(
     'Run a shell command. Returns its output if it finishes within yieldMs, else status "running" with a sessionId to use with the process tool.',

@@ -1,3 +1,4 @@
+import type { ReviewSupport } from '../sandbox/overlay.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Registry } from '../session/registry.js';
@@ -30,6 +31,8 @@ export interface Daemon extends LaunchContext {
   remembered: RememberedAnswers;
   /** The config file in use (null: none) and how the last reload went, for daemon.status. */
   configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } };
+  /** Whether review mode can run on this host (SPEC §16), found at start. */
+  reviewSupport(): ReviewSupport;
 }
 
 /** The remembered answers, kept in the state directory across restarts (daemon/remembered.ts). */

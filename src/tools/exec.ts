@@ -1,3 +1,4 @@
+import { reviewed } from './review.js';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { YIELD_MS_RANGE } from '../config/schema.js';
@@ -70,6 +71,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     );
   }
   const cwd = checkWorkdir(p.workdir, ctx.voice);
+  const review = reviewed(d, ctx.scope, p);
   if (p.env) checkEnvOverrides(p.env);
   checkPatterns(p);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy);
@@ -80,7 +82,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
-    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved });
+    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review || undefined });
     void started.session.finished.then(() => announceExit(d, started.session));
     if (p.waitFor) watchReadiness(started.session, p.waitFor, cwd);
     if (p.notify && typeof p.notify === 'object') notifyMatches(started.session, p.notify.match);

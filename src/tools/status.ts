@@ -21,6 +21,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
     sandbox: await sandboxStatus(d.config()),
+    changes: d.reviewSupport(),
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
   };
 }

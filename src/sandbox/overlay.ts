@@ -1,0 +1,105 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { under } from './bwrap.js';
+import { which } from './host.js';
+
+/**
+ * Review mode (SPEC §16): each writable workspace of a session is an overlay whose upper
+ * directory the daemon keeps. The job's own mount namespace gets the overlays before bwrap
+ * starts (the project's spawner mounts them between fork and exec, native/spawn.c), so bwrap
+ * binds the workspace as that namespace shows it and needs no `--overlay` of its own (bubblewrap
+ * 0.8 has none). Nothing here touches the host's mounts: the namespace is private and goes with
+ * the job.
+ */
+
+/** One workspace seen through an overlay: writes go to `upper`, `work` is the kernel's scratch beside it. */
+export interface Overlay {
+  /** The workspace (resolved), mounted over at the same path. */
+  target: string;
+  upper: string;
+  work: string;
+}
+
+/** What the spawner does between fork and exec (SpawnSteps.mounts). */
+export interface MountSteps {
+  /** The daemon is not root: a user namespace of its own first, its ids mapped to themselves. */
+  userns: boolean;
+  overlays: { target: string; options: string }[];
+}
+
+/** The outermost of these trees, in order: a workspace inside another is already under its overlay. */
+export function outermost(trees: readonly string[]): string[] {
+  return trees.filter((t, i) => !trees.some((o, j) => j !== i && under(t, o) && (o !== t || j < i)));
+}
+
+/** The overlays of a session whose changes are kept under `dir` (`<state>/changes/<id>`): upper/N and work/N per workspace. */
+export function overlaysFor(workspaces: readonly string[], dir: string): Overlay[] {
+  return outermost(workspaces).map((target, i) => ({ target, upper: join(dir, 'upper', String(i)), work: join(dir, 'work', String(i)) }));
+}
+
+/** overlayfs splits its options on `,` and lower layers on `:`, and takes `\` as the escape. */
+const escape = (path: string) => path.replace(/[\\,:]/g, '\\$&');
+
+/**
+ * The mount options of one overlay. Redirects, metacopy and the index stay off, so the upper
+ * directory holds whole files, whiteouts and opaque markers only (what changes/ reads); in a user
+ * namespace the markers are user.overlay.* xattrs (`userxattr`), trusted.overlay.* otherwise.
+ */
+export function mountOptions(o: Overlay, userns: boolean): string {
+  const base = `lowerdir=${escape(o.target)},upperdir=${escape(o.upper)},workdir=${escape(o.work)},redirect_dir=nofollow,metacopy=off`;
+  return userns ? `${base},userxattr` : `${base},index=off`;
+}
+
+export function mountSteps(overlays: readonly Overlay[], root: boolean): MountSteps {
+  return { userns: !root, overlays: overlays.map((o) => ({ target: o.target, options: mountOptions(o, !root) })) };
+}
+
+/**
+ * The same as programs run before the rest of the chain, for spawners that cannot do it between
+ * fork and exec (terminals, the fork fallback): util-linux unshare, then a shell that mounts each
+ * overlay and execs what follows `--`.
+ */
+export function mountChain(steps: MountSteps, programs: { unshare: string; mount: string; sh: string }): string[] {
+  const script = `while [ "$1" != -- ]; do ${programs.mount} -t overlay overlay -o "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"`;
+  return [
+    programs.unshare, '--mount', '--propagation', 'private', ...(steps.userns ? ['--user', '--map-current-user'] : []), '--',
+    programs.sh, '-c', script, 'procctl-overlay', ...steps.overlays.flatMap((o) => [o.options, o.target]), '--',
+  ];
+}
+
+/** `daemon.status.changes` (SPEC §16): whether review mode can run here, how, and else why not. */
+export interface ReviewSupport {
+  review: boolean;
+  how?: 'overlayfs' | 'overlayfs in a user namespace';
+  reason?: string;
+}
+
+/**
+ * Can this host mount an overlay for a session? Tried once for real, as the spawner will do it:
+ * an overlay over a scratch directory in a private mount namespace (a user namespace of its
+ * own when the daemon is not root), with util-linux unshare, in `scratch` (then removed).
+ */
+export function probeReview(scratch: string): ReviewSupport {
+  const root = process.getuid?.() === 0;
+  const how = root ? 'overlayfs' : 'overlayfs in a user namespace';
+  const unshare = which('unshare', process.env.PATH);
+  const mount = which('mount', process.env.PATH);
+  if (!unshare || !mount) return { review: false, reason: 'util-linux unshare and mount are not on the daemon\'s PATH; install util-linux' };
+  const dir = mkdtempSync(join(scratch, 'review-probe-'));
+  try {
+    const o: Overlay = { target: join(dir, 'lower'), upper: join(dir, 'upper'), work: join(dir, 'work') };
+    for (const d of [o.target, o.upper, o.work]) mkdirSync(d);
+    const chain = mountChain(mountSteps([o], root), { unshare, mount, sh: '/bin/sh' });
+    const r = spawnSync(chain[0], [...chain.slice(1), '/bin/sh', '-c', `echo x > ${JSON.stringify(join(o.target, 'probe'))}`], { encoding: 'utf8', timeout: 10_000 });
+    if (r.status === 0 && existsSync(join(o.upper, 'probe')) && !existsSync(join(o.target, 'probe'))) return { review: true, how };
+    const said = (r.stderr || r.error?.message || `exit ${r.status}`).trim().split('\n').pop();
+    const fix = root
+      ? 'the kernel needs overlayfs (modprobe overlay) and the daemon CAP_SYS_ADMIN (a container may drop it)'
+      : 'the kernel must allow overlayfs in user namespaces (Linux 5.11 or newer) and unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0), or run the daemon as root';
+    return { review: false, reason: `cannot mount an overlay for a session (${said}): ${fix}` };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
