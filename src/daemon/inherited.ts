@@ -1,4 +1,4 @@
-import { closeSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { closeSync, fstatSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { listenFds } from './systemd.js';
 
 /** fdinfo's flags: close-on-exec, and the access mode. */
@@ -56,4 +56,26 @@ export function closeInherited(env: NodeJS.ProcessEnv = process.env): number[] {
     }
   }
   return closed;
+}
+
+/**
+ * The regular files behind the daemon's stdout and stderr (`procctld > daemon.log`), by the path
+ * that leads to them now: looked up each time, so a file renamed since is found under its new
+ * name, and one deleted (no path leads to it) is left out rather than hidden by a name it lost.
+ */
+export function stdioFiles(): string[] {
+  const files: string[] = [];
+  for (const fd of [1, 2]) {
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile() || st.nlink === 0) continue;
+      const path = readlinkSync(`/proc/self/fd/${fd}`);
+      // The path names this very file (not one of another mount namespace, nor a namesake).
+      const there = statSync(path, { throwIfNoEntry: false });
+      if (there?.dev === st.dev && there.ino === st.ino && !files.includes(path)) files.push(path);
+    } catch {
+      // closed, or not a file we can name
+    }
+  }
+  return files;
 }

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -8,8 +8,9 @@ import { Scoped } from '../helpers/session.js';
 import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
- * What the daemon got from whoever started it (SPEC §12): no descriptor it inherited reaches a
- * job. Everything lives outside /tmp, which the sandbox replaces with its own.
+ * What the daemon got from whoever started it (SPEC §12): the file its stdout goes to is hidden
+ * from a sandboxed job like its other controls, and no descriptor it inherited reaches a job.
+ * Everything lives outside /tmp, which the sandbox replaces with its own and so hides anyway.
  */
 const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-descriptors-'));
 const workspace = join(base, 'workspace');
@@ -33,6 +34,43 @@ async function run(s: Scoped, command: string, extra: Record<string, unknown> = 
   expect(r.status, r.output).toBe('completed');
   return r;
 }
+
+/** Ask the daemon to write a line to its log (a reload says so at info) and wait until it is in `file`. */
+async function logsTo(d: TestDaemon, file: string, count: number): Promise<void> {
+  d.proc.kill('SIGHUP');
+  const lines = () => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.includes('config reloaded')).length : 0);
+  await waitFor(() => lines() >= count || undefined, { what: `the daemon's reload line #${count} in ${file}` });
+}
+
+describe.skipIf(SKIP_SANDBOX)("the file behind the daemon's stdout", () => {
+  it('is hidden from a sandboxed job, also once renamed, and hiding survives its deletion; the daemon writes on, and the files beside it and an elevated job are as before', async () => {
+    const logs = join(base, 'logs');
+    mkdirSync(logs);
+    const log = join(logs, 'daemon.log');
+    const beside = join(logs, 'notes.txt');
+    writeFileSync(beside, 'a note beside the log\n');
+    const d = await startDaemon({ base, logFile: log, config, env: { PROCCTL_LOG_LEVEL: 'info' } });
+    const s = new Scoped(await d.client(), 'fds');
+    await waitFor(() => d.stdout().includes('procctld listening') || undefined, { what: 'the start line in the log file' });
+
+    // Hidden as the other controls are: nothing can be read from it (an empty file, or none at all).
+    const inside = await run(s, `cat ${log} 2>/dev/null | wc -c; cat ${beside}`);
+    expect(inside.output).toBe('0\na note beside the log\n');
+    // The daemon still writes to it, and a job on the host (elevated: no sandbox) reads it.
+    await logsTo(d, log, 1);
+    expect((await run(s, `cat ${log}`, { elevated: true })).output).toContain('config reloaded');
+
+    // Renamed (logrotate's copy-less rotation): hidden under its new name.
+    const rotated = join(logs, 'daemon.log.1');
+    renameSync(log, rotated);
+    await logsTo(d, rotated, 2);
+    expect((await run(s, `cat ${rotated} 2>/dev/null | wc -c`)).output).toBe('0\n');
+
+    // Deleted: no path leads to it, and a sandboxed job still starts.
+    unlinkSync(rotated);
+    expect((await run(s, 'echo still starts')).output).toContain('still starts');
+  });
+});
 
 describe("the daemon's inherited descriptors", () => {
   it('are closed at start: the daemon lets them go, and no job sees them, sandboxed or not', async () => {
