@@ -28,6 +28,7 @@ import { loadBash } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
 import { nativeSpawner } from '../runner/native.js';
 import { Notifier } from './systemd.js';
+import { stdioFiles } from './inherited.js';
 import { packageVersion } from '../version.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
@@ -146,10 +147,11 @@ export class ProcctlDaemon implements Daemon {
     return this.review;
   }
 
-  /** The daemon's own paths, hidden from a sandboxed job (SPEC §12): its socket and runtime directory, the log a detached start writes beside them, its approver credential, state directory and config file. */
+  /** The daemon's own paths, hidden from a sandboxed job (SPEC §12): its socket and runtime directory, the log a detached start writes beside them, its approver credential, state directory, config file, and the files behind its stdout and stderr. */
   controls(): string[] {
     const paths = [this.socketPath, this.runtimeDir, approverFile(this.socketPath), join(dirname(this.socketPath), 'procctld.log'), this.state.dir];
     if (this.loadedFrom) paths.push(this.loadedFrom);
+    for (const file of stdioFiles()) if (!paths.includes(file)) paths.push(file);
     return paths;
   }
 

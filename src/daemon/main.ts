@@ -8,9 +8,12 @@ import { SocketInUseError } from './socket.js';
 import { StateDirInUseError } from './state.js';
 import { activatedFds, boundPath } from './systemd.js';
 import { packageVersion } from '../version.js';
+import { closeInherited } from './inherited.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
 export async function runDaemon(argv: string[]): Promise<void> {
+  // Before anything is opened: what it inherited must not reach a job.
+  closeInherited();
   const program = new Command('procctld')
     .description('Run the procctl daemon in the foreground.')
     .option('--socket <path>', 'Unix socket to listen on')

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { readStat } from '../runner/procfs.js';
 import { unavailable } from '../errors.js';
-import { DiskHealth, type DiskState } from '../session/disk.js';
+import { DiskHealth, type DiskState, type WriteKind } from '../session/disk.js';
 import { isEnded, parseRecord, type SessionRecord } from '../session/persist.js';
 
 /** While records wait to be written (the directory refused them), they are tried again this often. */
@@ -107,8 +107,10 @@ export class StateStore {
    * its own file, written atomically (temp file + rename).
    */
   save(snap: SessionRecord): void {
+    const ended = isEnded(snap);
+    const kind = ended ? this.journalKind() : 'file';
     try {
-      if (isEnded(snap)) this.appendEnded(snap);
+      if (ended) this.appendEnded(snap);
       else {
         const file = this.recordPath(snap.id);
         const tmp = `${file}.tmp`;
@@ -117,10 +119,10 @@ export class StateStore {
         this.files.add(snap.id);
       }
     } catch (err) {
-      return this.refused(snap, err as Error);
+      return this.refused(snap, kind, err as Error);
     }
     this.unsaved.delete(snap.id);
-    this.disk.succeeded();
+    this.disk.succeeded(kind);
   }
 
   /**
@@ -142,6 +144,11 @@ export class StateStore {
   private journalLines = 0;
   /** Sessions that have a record file of their own (running, waiting for approval). */
   private readonly files = new Set<string>();
+
+  /** A line for the journal adds to a file there is, or makes it (compacted away, or never written). */
+  private journalKind(): WriteKind {
+    return this.journalLines > 0 ? 'data' : 'file';
+  }
 
   private append(line: string): void {
     // Opened for each line (3 us): a journal replaced or made read-only is seen at once.
@@ -188,9 +195,9 @@ export class StateStore {
   }
 
   /** A record the directory did not take: it waits (the newest of its session) and is tried again. */
-  private refused(snap: SessionRecord, err: Error): void {
+  private refused(snap: SessionRecord, kind: WriteKind, err: Error): void {
     this.unsaved.set(snap.id, snap);
-    this.disk.failed(err, `the record of session ${snap.id}`);
+    this.disk.failed(kind, err, `the record of session ${snap.id}`);
     this.retry ??= setInterval(() => this.retryUnsaved(), RETRY_MS);
     this.retry.unref();
   }
@@ -238,9 +245,9 @@ export class StateStore {
    */
   remove(id: string): void {
     const record = this.recordPath(id);
-    const refuse = (err: unknown, what: string) => {
+    const refuse = (kind: WriteKind, err: unknown, what: string) => {
       const e = err as NodeJS.ErrnoException;
-      this.disk.failed(e, `the record of session ${id}`);
+      this.disk.failed(kind, e, `the record of session ${id}`);
       return unavailable(
         `session ${id} was not forgotten: its record ${what} cannot be deleted (${e.message}); it stays listed. Make ${this.sessionsDir} writable and try again`,
         { sessionId: id, stateDir: this.dir },
@@ -248,11 +255,13 @@ export class StateStore {
     };
     let forgotten = false;
     if (this.ended.has(id)) {
+      const kind = this.journalKind();
       try {
         this.append(`${JSON.stringify({ forget: id })}\n`);
       } catch (err) {
-        throw refuse(err, `in ${this.journalPath()}`);
+        throw refuse(kind, err, `in ${this.journalPath()}`);
       }
+      this.disk.succeeded(kind);
       this.ended.delete(id);
       forgotten = true;
     }
@@ -260,8 +269,9 @@ export class StateStore {
     // forget it, a file left behind is never read back (the journal's word wins at load).
     try {
       unlinkSync(record);
+      this.disk.succeeded('file');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !forgotten) throw refuse(err, record);
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !forgotten) throw refuse('file', err, record);
     }
     this.files.delete(id);
     this.unsaved.delete(id);
@@ -269,6 +279,7 @@ export class StateStore {
     try {
       this.compact();
     } catch (err) {
+      this.disk.failed('file', err as Error, 'the journal of ended sessions');
       this.log.warn({ file: this.journalPath(), err: (err as Error).message }, 'cannot compact the journal of ended sessions; it is tried again at the next forget');
     }
     for (const f of [this.spoolPath(id), `${this.spoolPath(id)}.1`]) {
@@ -418,6 +429,7 @@ export class StateStore {
     try {
       this.compact(true);
     } catch (err) {
+      this.disk.failed('file', err as Error, 'the journal of ended sessions');
       this.log.warn({ file, err: (err as Error).message }, 'cannot compact the journal of ended sessions; it is tried again at the next forget');
     }
     return { records, said, corrupt: bad.length };

@@ -11,11 +11,17 @@ const LISTEN_FDS_START = 3;
  * process. The variables are removed so no session inherits them.
  */
 export function activatedFds(env: NodeJS.ProcessEnv = process.env): number[] {
-  const count = Number(env.LISTEN_FDS);
-  const forUs = env.LISTEN_PID === undefined || Number(env.LISTEN_PID) === process.pid;
+  const fds = listenFds(env);
   delete env.LISTEN_FDS;
   delete env.LISTEN_PID;
   delete env.LISTEN_FDNAMES;
+  return fds;
+}
+
+/** The sockets socket activation passes to this process, leaving the variables in place. */
+export function listenFds(env: NodeJS.ProcessEnv = process.env): number[] {
+  const count = Number(env.LISTEN_FDS);
+  const forUs = env.LISTEN_PID === undefined || Number(env.LISTEN_PID) === process.pid;
   if (!forUs || !Number.isInteger(count) || count < 1) return [];
   return Array.from({ length: count }, (_, i) => LISTEN_FDS_START + i);
 }

@@ -6,34 +6,45 @@ export interface DiskState {
 }
 
 /**
- * The state directory's health, as every write there finds it. A fault is told once when it
- * starts and once when writes succeed again, never once per write: a full disk under a thousand
- * chatty sessions is one log line, not a million.
+ * What a write needs of the state directory: `file`, to make, rename or delete a file in it (a
+ * record, a spool, the journal's first line); `data`, to add to a file it already has (a journal
+ * line, output to an open spool). A read-only directory refuses the first and takes the second.
+ */
+export type WriteKind = 'file' | 'data';
+
+/**
+ * The state directory's health, as every write there finds it. It does not take writes while a
+ * kind of write failed and none of that kind succeeded since: a line appended to the journal
+ * says nothing of whether a spool can be made. A fault is told once when it starts and once when
+ * writes succeed again, never once per write: a full disk under a thousand chatty sessions is
+ * one log line, not a million.
  */
 export class DiskHealth {
-  private fault: string | undefined;
+  /** The last error of each kind of write that fails now, newest last. */
+  private readonly faults = new Map<WriteKind, string>();
 
   constructor(private readonly told: (state: DiskState, what?: string) => void = () => undefined) {}
 
   get state(): DiskState {
-    return this.fault === undefined ? { writable: true } : { writable: false, error: this.fault };
+    const newest = [...this.faults.values()].at(-1);
+    return newest === undefined ? { writable: true } : { writable: false, error: newest };
   }
 
   get writable(): boolean {
-    return this.fault === undefined;
+    return this.faults.size === 0;
   }
 
-  /** A write failed: `what` says which (a session record, a spool). */
-  failed(err: Error, what: string): void {
-    const first = this.fault === undefined;
-    this.fault = err.message;
+  /** A write of this kind failed: `what` says which (a session record, a spool). */
+  failed(kind: WriteKind, err: Error, what: string): void {
+    const first = this.faults.size === 0;
+    this.faults.delete(kind);
+    this.faults.set(kind, err.message);
     if (first) this.told(this.state, what);
   }
 
-  /** A write succeeded. */
-  succeeded(): void {
-    if (this.fault === undefined) return;
-    this.fault = undefined;
+  /** A write of this kind succeeded. */
+  succeeded(kind: WriteKind): void {
+    if (!this.faults.delete(kind) || this.faults.size > 0) return;
     this.told(this.state);
   }
 }

@@ -1,5 +1,5 @@
 import { closeSync, openSync, readFileSync, renameSync, rmSync, statSync, writev } from 'node:fs';
-import type { DiskHealth } from './disk.js';
+import type { DiskHealth, WriteKind } from './disk.js';
 
 /** Output not yet written is held up to this much (or maxBytes, if less), newest kept. */
 const MAX_BACKLOG = 8 * 1024 * 1024;
@@ -162,13 +162,16 @@ export class Spool {
     this.batchBytes -= bytes;
     try {
       if (this.gap) this.discardWritten(this.gap);
-      this.fd ??= openSync(this.file, 'a', 0o600);
+      if (this.fd === undefined) {
+        this.fd = openSync(this.file, 'a', 0o600);
+        this.disk?.succeeded('file');
+      }
     } catch (err) {
-      return this.fail(err as Error, bytes);
+      return this.fail('file', err as Error, bytes);
     }
     writev(this.fd, take, null, (err) => {
-      if (err) return this.fail(err, bytes);
-      this.disk?.succeeded();
+      if (err) return this.fail('data', err, bytes);
+      this.disk?.succeeded('data');
       this.segmentBytes += bytes;
       this.tokens -= bytes;
       if (this.segmentBytes >= this.maxBytes / 2 && !this.removed) this.rotate();
@@ -207,7 +210,7 @@ export class Spool {
       this.dropped.rotated += size;
       this.segmentBytes = 0;
     } catch (err) {
-      this.fail(err as Error, 0);
+      this.fail('file', err as Error, 0);
     }
   }
 
@@ -215,7 +218,7 @@ export class Spool {
    * A write failed: what was being written and what waits are not spooled (counted, with the
    * error), and so is new output for a moment; then writing is tried again.
    */
-  private fail(err: Error, inFlight: number): void {
+  private fail(kind: WriteKind, err: Error, inFlight: number): void {
     this.closeFd();
     this.fault = err.message;
     this.dropped.fault += inFlight + this.batchBytes;
@@ -224,7 +227,7 @@ export class Spool {
     this.gap = 'fault';
     this.faultUntil = Date.now() + RETRY_MS;
     this.flushing = false;
-    this.disk?.failed(err, `the output spool ${this.file}`);
+    this.disk?.failed(kind, err, `the output spool ${this.file}`);
     for (const fn of this.idle.splice(0)) fn();
   }
 

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { TestClient } from './rpc.js';
@@ -56,6 +56,10 @@ export interface StartOptions {
   launcher?: string[];
   /** Where its temp directory (socket, state, config) is made; the system's temp dir by default. */
   base?: string;
+  /** A regular file its stdout and stderr go to (as `procctld > file 2>&1` does), instead of pipes; `stdout()` reads it. */
+  logFile?: string;
+  /** Descriptors from 3 on that it inherits, as spawn's stdio takes them (a pipe left open by whoever started it). */
+  extraFds?: ('pipe' | 'ignore' | number)[];
 }
 
 const started = new Set<TestDaemon>();
@@ -79,19 +83,28 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
   };
   delete env.PROCCTL_SOCKET;
   const [file, ...pre] = [...(opts.launcher ?? []), process.execPath];
-  const proc = spawn(file, [...pre, PROCCTLD, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logFd = opts.logFile === undefined ? undefined : openSync(opts.logFile, 'a', 0o644);
+  const proc = spawn(file, [...pre, PROCCTLD, ...args], { env, stdio: ['ignore', logFd ?? 'pipe', logFd ?? 'pipe', ...(opts.extraFds ?? [])] });
+  if (logFd !== undefined) closeSync(logFd);
   let out = '';
   let err = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  proc.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const readLog = () => {
+    try {
+      return readFileSync(opts.logFile!, 'utf8');
+    } catch {
+      return '';
+    }
+  };
   const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
   const d: TestDaemon = {
     dir,
     env,
     socket,
     proc,
-    stdout: () => out,
-    stderr: () => err,
+    stdout: () => (opts.logFile === undefined ? out : readLog()),
+    stderr: () => (opts.logFile === undefined ? err : readLog()),
     client: () => TestClient.connect(socket),
     async stop() {
       started.delete(d);
@@ -107,7 +120,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
   started.add(d);
   await waitFor(
     async () => {
-      if (proc.exitCode !== null) throw new Error(`procctld exited with ${proc.exitCode}: ${err}`);
+      if (proc.exitCode !== null) throw new Error(`procctld exited with ${proc.exitCode}: ${d.stderr()}`);
       try {
         (await TestClient.connect(socket)).close();
         return true;

@@ -71,6 +71,32 @@ describe.skipIf(CANNOT_DROP !== undefined)('the state directory refuses writes',
     for (const r of during) expect(ids).toContain(r.sessionId);
   });
 
+  it('a write that fails is told by daemon.status even when another write in the directory still succeeds, until one of its kind succeeds again', async () => {
+    const state = makeStateDir();
+    const { d, s } = await start(state);
+    // A session ended before the fault: the journal of ended sessions exists and stays writable.
+    const before = await s.exec({ command: 'echo before' });
+    await waitFor(() => readRecords(state).has(before.sessionId) || undefined, { what: 'the first record in the journal' });
+
+    // New files cannot be made (no spool), but a line still goes to the journal that exists.
+    writable(sessionsDir(state), false);
+    const during = await s.exec({ command: 'seq 1 3000' });
+    expect(during.status).toBe('completed');
+    await waitFor(() => readRecords(state).has(during.sessionId) || undefined, { what: 'its final record appended to the journal' });
+    await waitFor(() => faultLines(d).length > 0 || undefined, { what: 'the warning that the directory does not take writes' });
+    const st = await status(s);
+    expect(st.writable, 'the journal\'s append does not hide that the spool could not be made').toBe(false);
+    expect(st.error).toMatch(/EACCES|permission denied/i);
+    expect((await s.log(during.sessionId)).notSpooled.bytes).toBeGreaterThan(0);
+
+    // Legitimate use: writable again, the next spool is made, and status says so.
+    writable(sessionsDir(state), true);
+    const after = await s.exec({ command: 'seq 1 3000' });
+    expect((await s.log(after.sessionId, { offset: 0, limit: 2 })).source).toBe('spool');
+    await waitFor(async () => (await status(s)).writable || undefined, { what: 'status to say writable again' });
+    expect(await status(s)).toEqual({ dir: state, writable: true });
+  });
+
   it('clear and remove are all or nothing: unavailable, and the session stays, also after a restart', async () => {
     const state = makeStateDir();
     const { d, s } = await start(state);
