@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, type BigIntStats } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, type BigIntStats } from 'node:fs';
 import { baseOf, parentOf, shown, under, type RelPath } from './paths.js';
 
 /** A directory of the workspace as apply reaches it, or why it cannot. */
@@ -75,7 +75,9 @@ function openAt(dir: string, base: RelPath, rel = ''): DirState {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return { absent: true };
-    if (code === 'ELOOP') return { why: `${shown(rel)} is a symlink in the workspace (not written through)` };
+    // With O_DIRECTORY the kernel answers ENOTDIR for a symlink too: ask which it is.
+    const symlink = code === 'ELOOP' || (code === 'ENOTDIR' && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink());
+    if (symlink) return { why: `${shown(rel)} is a symlink in the workspace (not written through)` };
     if (code === 'ENOTDIR') return { why: `${shown(rel)} is not a directory in the workspace` };
     return { why: `${shown(rel || '.')} cannot be opened (${code ?? (err as Error).message})` };
   }
