@@ -1,0 +1,86 @@
+// One extended attribute of a path, not following a final symlink (lgetxattr). Node has no call
+// for it; src/changes/ reads overlayfs's marks on an upper directory (an opaque directory, a
+// redirect) from it.
+//
+// getxattr(path, name) -> Buffer, or null when the path has no such attribute or its filesystem
+// keeps none. path is a string or a Buffer (names that are not UTF-8 are passed as bytes).
+// Throws an Error with `errno` for any other failure (no such file, permission).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <node_api.h>
+#include "errors.h"
+
+// Read a string or Buffer argument into a NUL-terminated heap copy; NULL when it is neither.
+static char *c_string(napi_env env, napi_value value) {
+  bool is_buffer = false;
+  napi_is_buffer(env, value, &is_buffer);
+  if (is_buffer) {
+    void *data;
+    size_t len;
+    if (napi_get_buffer_info(env, value, &data, &len) != napi_ok || memchr(data, 0, len)) return NULL;
+    char *s = malloc(len + 1);
+    if (!s) return NULL;
+    memcpy(s, data, len);
+    s[len] = '\0';
+    return s;
+  }
+  size_t len;
+  if (napi_get_value_string_utf8(env, value, NULL, 0, &len) != napi_ok) return NULL;
+  char *s = malloc(len + 1);
+  if (!s) return NULL;
+  napi_get_value_string_utf8(env, value, s, len + 1, &len);
+  return strlen(s) == len ? s : (free(s), NULL);
+}
+
+static napi_value GetXattr(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], result;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2) {
+    napi_throw_type_error(env, NULL, "getxattr(path, name): both are needed");
+    return NULL;
+  }
+  char *path = c_string(env, argv[0]);
+  char *name = c_string(env, argv[1]);
+  if (!path || !name) {
+    free(path);
+    free(name);
+    napi_throw_type_error(env, NULL, "getxattr(path, name): a string or Buffer without NUL bytes each");
+    return NULL;
+  }
+  // Ask for the size first; the value may change in between, so retry on ERANGE.
+  for (int tries = 0; tries < 4; tries++) {
+    ssize_t size = lgetxattr(path, name, NULL, 0);
+    if (size >= 0) {
+      void *data;
+      if (napi_create_buffer(env, (size_t)size, &data, &result) != napi_ok) break;
+      ssize_t got = size == 0 ? 0 : lgetxattr(path, name, data, (size_t)size);
+      if (got == size) {
+        free(path);
+        free(name);
+        return result;
+      }
+      if (got >= 0 || errno == ERANGE) continue;
+    }
+    int err = errno;
+    free(path);
+    free(name);
+    if (err == ENODATA || err == ENOTSUP) {
+      napi_get_null(env, &result);
+      return result;
+    }
+    return procctl_throw_errno(env, err, "lgetxattr");
+  }
+  free(path);
+  free(name);
+  return procctl_throw_errno(env, ERANGE, "lgetxattr");
+}
+
+// Called by addon.c, the module's one init.
+void procctl_xattr_init(napi_env env, napi_value exports) {
+  napi_value fn;
+  napi_create_function(env, "getxattr", NAPI_AUTO_LENGTH, GetXattr, NULL, &fn);
+  napi_set_named_property(env, exports, "getxattr", fn);
+}

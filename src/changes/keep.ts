@@ -1,0 +1,111 @@
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fstatSync,
+  linkSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  readSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeSync,
+  type BigIntStats,
+} from 'node:fs';
+import { permissions, typeOf } from './overlay.js';
+import type { Fingerprint, FileType } from './types.js';
+
+/** What a path holds, exactly enough to tell later whether it still does. */
+export const fingerprint = (st: BigIntStats): Fingerprint => ({
+  type: typeOf(st),
+  dev: Number(st.dev),
+  ino: st.ino.toString(),
+  size: Number(st.size),
+  mtimeNs: st.mtimeNs.toString(),
+  mode: permissions(st),
+});
+
+/** Whether a path still holds what a fingerprint recorded (a directory: the same one). */
+export function holds(st: BigIntStats, fp: Fingerprint): boolean {
+  const now = fingerprint(st);
+  if (now.type !== fp.type || now.dev !== fp.dev || now.ino !== fp.ino) return false;
+  return fp.type === 'dir' || (now.size === fp.size && now.mtimeNs === fp.mtimeNs && now.mode === fp.mode);
+}
+
+const isExdev = (err: unknown) => (err as NodeJS.ErrnoException).code === 'EXDEV';
+
+/**
+ * Keep a file or symlink that is about to be replaced: a second link to it under `dest` (the
+ * replacement then renames over the name, so the workspace never lacks the file), or, on
+ * another filesystem, a copy that follows no symlink.
+ */
+export function keepByLink(at: string | Buffer, dest: string, type: FileType): void {
+  try {
+    linkSync(at, dest);
+  } catch (err) {
+    if (!isExdev(err)) throw err;
+    if (type === 'symlink') symlinkSync(readlinkSync(at, { encoding: 'buffer' }), Buffer.from(dest));
+    else copyNoFollow(at, dest);
+  }
+}
+
+/** Move anything (a whole tree too) to `dest`: a rename, or on another filesystem a copy and a removal. */
+export function move(at: string | Buffer, dest: string | Buffer): void {
+  try {
+    renameSync(at, dest);
+  } catch (err) {
+    if (!isExdev(err)) throw err;
+    copyTree(Buffer.from(at), Buffer.from(dest));
+    rmSync(at, { recursive: true, force: true });
+  }
+}
+
+/** Copy a tree by bytes of names (fs.cpSync takes names as strings), following no symlink. */
+function copyTree(from: Buffer, to: Buffer): void {
+  const st = lstatSync(from, { bigint: true });
+  if (st.isDirectory()) {
+    mkdirSync(to, { mode: 0o700 });
+    for (const name of readdirSync(from, { encoding: 'buffer' }) as Buffer[]) copyTree(join(from, name), join(to, name));
+  } else if (st.isSymbolicLink()) symlinkSync(readlinkSync(from, { encoding: 'buffer' }), to);
+  else if (st.isFile()) copyNoFollow(from, to);
+  else throw Object.assign(new Error(`a ${typeOf(st)} cannot be copied to another filesystem`), { code: 'EINVAL' });
+  if (!st.isSymbolicLink()) chmodSync(to, permissions(st));
+  lutimesSync(to, Number(st.atimeNs / 1000n) / 1e6, Number(st.mtimeNs / 1000n) / 1e6);
+}
+
+const join = (dir: Buffer, name: Buffer) => Buffer.concat([dir, Buffer.from('/'), name]);
+
+/** Copy a regular file's bytes to a new file, refusing a symlink at `from`; returns what was read. */
+export function copyNoFollow(from: string | Buffer, to: string | Buffer, mode = 0o600): BigIntStats {
+  const src = openSync(from, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    const st = fstatSync(src, { bigint: true });
+    if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'EINVAL' });
+    const dst = openSync(to, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+    try {
+      copyFd(src, dst);
+    } finally {
+      closeSync(dst);
+    }
+    return st;
+  } finally {
+    closeSync(src);
+  }
+}
+
+let chunk: Buffer | undefined;
+
+/** Copy from one descriptor to another to the end, through one reused 1 MiB buffer. */
+export function copyFd(src: number, dst: number): void {
+  chunk ??= Buffer.allocUnsafe(1 << 20);
+  for (;;) {
+    const n = readSync(src, chunk, 0, chunk.length, null);
+    if (n === 0) return;
+    for (let off = 0; off < n; ) off += writeSync(dst, chunk, off, n - off);
+  }
+}
