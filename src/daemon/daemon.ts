@@ -1,3 +1,5 @@
+import { ALL_SCOPES } from '../config/schema.js';
+import { HeldChanges } from '../changes/held.js';
 import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
 import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -86,6 +88,8 @@ export class ProcctlDaemon implements Daemon {
   readonly keeper: Records;
   readonly channels: Channels;
   readonly remembered: RememberedStore;
+  /** The changes review sessions hold (SPEC §16), under the state directory. */
+  readonly held: HeldChanges;
   /** Where sessions' cgroups go (SPEC §15): found at start, "none" until then. */
   cgroups: CgroupLayout;
   private statusTimer: NodeJS.Timeout | undefined;
@@ -103,6 +107,7 @@ export class ProcctlDaemon implements Daemon {
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
+    this.held = new HeldChanges(this.state.dir);
     this.guardian = new GuardianLink(this.log);
     this.budget = new ClientBudget(clientLimits(this.current));
     this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
@@ -165,6 +170,8 @@ export class ProcctlDaemon implements Daemon {
     this.state.init(this.socketPath);
     this.remembered.load();
     this.keeper.recover(this.current, (s) => restorePending(this, s));
+    // Changes held for review survive a restart: a job the restart ended is settled like any other.
+    this.held.load((id, summary) => this.registry.find(ALL_SCOPES, id)?.noteChanges(summary));
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {
@@ -221,6 +228,8 @@ export class ProcctlDaemon implements Daemon {
   reap(now = Date.now()): void {
     const ttl = this.current.tools.exec.cleanupMs;
     for (const s of this.registry.expired(now, ttl)) {
+      // Changes held for review wait for a person, however long: the TTL does not drop them.
+      if (s.changes?.pending) continue;
       try {
         forget(this, s);
       } catch {

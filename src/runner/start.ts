@@ -5,7 +5,7 @@ import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
 import { SessionCgroup } from '../cgroup/session.js';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Config, NetworkPolicy } from '../config/schema.js';
 import { limit } from '../errors.js';
 import { byName, networkOf, proxyEnv } from '../sandbox/network.js';
@@ -15,7 +15,7 @@ import { describeWaitFor, type ExecParams } from '../schema/exec.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
 import { deriveName } from '../session/name.js';
 import type { Registry } from '../session/registry.js';
-import { Session, type InterruptOutcome } from '../session/session.js';
+import { Session, type ChangesSummary, type InterruptOutcome } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { buildEnv } from './env.js';
 import { scratchFor, type ScratchDirs } from './scratch.js';
@@ -37,6 +37,8 @@ export interface LaunchContext {
   channels: ChannelHost;
   /** Where sessions' cgroups go on this host (SPEC §15), found at start; mode "none" where there are none. */
   cgroups: CgroupLayout;
+  /** Review mode's keeper (changes/held.ts): told of each review session before its job runs. */
+  held: { begin(id: string, workspace: string, startedAt: number): ChangesSummary };
 }
 
 /** A session's own channel back (daemon/channel.ts). */
@@ -133,10 +135,12 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     ...(user ? { HOME: user.home, USER: user.name, LOGNAME: user.name } : {}),
     ...(proxy ? proxyEnv() : {}),
   });
+  let changes: ChangesSummary | undefined;
   if (refused === undefined) {
     try {
       plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined }, user);
       if (plan.overlays) makeUpperDirs(plan.overlays);
+      if (plan.overlays?.length) changes = ctx.held.begin(id, plan.overlays[0].target, Date.now());
     } catch (err) {
       refused = (err as Error).message;
     }
@@ -172,6 +176,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     notify: p.notify,
   });
   late = session;
+  if (changes) session.noteChanges(changes);
   if (user) stopFileOwner(session, user);
   ctx.registry.add(session);
 
@@ -204,7 +209,6 @@ export const changesDir = (stateDir: string, id: string) => join(stateDir, 'chan
 function makeUpperDirs(overlays: readonly Overlay[]): void {
   for (const o of overlays) {
     const root = statSync(o.target);
-    mkdirSync(dirname(dirname(o.upper)), { recursive: true, mode: 0o700 });
     mkdirSync(o.upper, { recursive: true, mode: 0o700 });
     mkdirSync(o.work, { recursive: true, mode: 0o700 });
     chmodSync(o.upper, root.mode & 0o7777);

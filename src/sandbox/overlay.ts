@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { under } from './bwrap.js';
 import { which } from './host.js';
@@ -28,14 +28,23 @@ export interface MountSteps {
   overlays: { target: string; options: string }[];
 }
 
-/** The outermost of these trees, in order: a workspace inside another is already under its overlay. */
-export function outermost(trees: readonly string[]): string[] {
-  return trees.filter((t, i) => !trees.some((o, j) => j !== i && under(t, o) && (o !== t || j < i)));
+/**
+ * The overlay of a session whose changes are kept under `dir` (`<state>/changes/<id>`): the
+ * workspace that holds the workdir (the innermost, when one holds another), or none when the
+ * workdir is in no workspace (it runs read-only there).
+ */
+export function overlaysFor(workspaces: readonly string[], workdir: string, dir: string): Overlay[] {
+  const at = realOr(workdir);
+  const target = workspaces.filter((w) => under(at, w)).sort((a, b) => b.length - a.length)[0];
+  return target === undefined ? [] : [{ target, upper: join(dir, 'upper'), work: join(dir, 'work') }];
 }
 
-/** The overlays of a session whose changes are kept under `dir` (`<state>/changes/<id>`): upper/N and work/N per workspace. */
-export function overlaysFor(workspaces: readonly string[], dir: string): Overlay[] {
-  return outermost(workspaces).map((target, i) => ({ target, upper: join(dir, 'upper', String(i)), work: join(dir, 'work', String(i)) }));
+function realOr(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
 }
 
 /** overlayfs splits its options on `,` and lower layers on `:`, and takes `\` as the escape. */

@@ -136,8 +136,10 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
     workspaces = trees.workspaces;
     if (trees.note) notes.push(trees.note);
   }
-  // Review mode: the workspaces (not the caches of sandbox.writable, /tmp or the scratch directory) through overlays.
-  const overlays = job.review === undefined ? undefined : overlaysFor(workspaces, job.review);
+  // Review mode: the workspace of the workdir through an overlay (not the caches of sandbox.writable, /tmp or the
+  // scratch directory); one review holds one workspace's changes, so the session's other workspaces are read-only.
+  const overlays = job.review === undefined ? undefined : overlaysFor(workspaces, job.cwd, job.review);
+  if (overlays) writable = writable.filter((w) => !workspaces.includes(w) || overlays.some((o) => o.target === w));
   const mounts = overlays && overlays.length > 0 ? mountSteps(overlays, host.root) : undefined;
   if (mounts && !mountsPossible(host)) throw new SandboxUnavailable('review mode needs util-linux unshare and mount on the daemon\'s PATH for terminal sessions; install util-linux');
   const protect = findProtected(writable, c.config.sandbox.protect);

@@ -14,7 +14,8 @@ export type ResumeAnswer = { confirm: boolean } | { text: string } | { eof: true
 export type Call =
   | { action: 'list' }
   | { action: 'poll'; sessionId: string; timeout?: number }
-  | { action: 'log' | 'kill' | 'remove' | 'clear' | 'pause' | 'continue'; sessionId: string }
+  | { action: 'log' | 'kill' | 'remove' | 'clear' | 'pause' | 'continue' | 'changes' | 'apply' | 'discard' | 'undo'; sessionId: string }
+  | { action: 'remove' | 'clear'; sessionId: string; discard: true }
   | { action: 'write'; sessionId: string; eof?: boolean }
   | { action: 'signal'; sessionId: string; signal?: string }
   | { action: 'resume'; sessionId: string; input: ResumeAnswer }
@@ -91,7 +92,9 @@ export function cliVoice(scope = 'default'): Voice {
         case 'poll':
           return procctl('poll', c.sessionId, ...(c.timeout === undefined ? [] : ['--wait', String(c.timeout)]));
         case 'remove':
-          return procctl('rm', c.sessionId);
+          return procctl('rm', c.sessionId, ...('discard' in c ? ['--discard'] : []));
+        case 'clear':
+          return procctl('clear', c.sessionId, ...('discard' in c ? ['--discard'] : []));
         case 'write':
           return procctl('write', c.sessionId, c.eof ? '--eof' : 'DATA');
         case 'signal':

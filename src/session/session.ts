@@ -73,6 +73,14 @@ export interface Attached {
   resize: ((cols: number, rows: number) => void) | undefined;
 }
 
+/** A review session's changes (SPEC §16): held while it runs, then pending until applied or discarded. */
+export interface ChangesSummary {
+  state: 'running' | 'pending' | 'applied' | 'discarded' | 'undone' | 'none';
+  pending: boolean;
+  files: number;
+  bytes: number;
+}
+
 /** How many checkpoints a session keeps (the newest). */
 export const MAX_CHECKPOINTS = 20;
 /** How many refused destinations a session keeps counts for. */
@@ -478,6 +486,18 @@ export class Session {
   watchOutput(fn: (stream: Stream, text: string) => void): () => void {
     this.outputWatchers.add(fn);
     return () => this.outputWatchers.delete(fn);
+  }
+
+  private held: ChangesSummary | undefined;
+
+  /** Review mode (SPEC §16): what its changes are and what became of them, as list and poll show it. */
+  get changes(): ChangesSummary | undefined {
+    return this.held;
+  }
+
+  /** The keeper of held changes (changes/held.ts) says where they stand: at the start, the end, and each apply, discard or undo. */
+  noteChanges(summary: ChangesSummary | undefined): void {
+    this.held = summary;
   }
 
   /** Destinations its network proxy refused, by host: how often and why (SPEC §12). */

@@ -1,4 +1,5 @@
 import type { ReviewSupport } from '../sandbox/overlay.js';
+import type { HeldChanges } from '../changes/held.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Registry } from '../session/registry.js';
@@ -33,6 +34,8 @@ export interface Daemon extends LaunchContext {
   configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } };
   /** Whether review mode can run on this host (SPEC §16), found at start. */
   reviewSupport(): ReviewSupport;
+  /** The changes review sessions hold (SPEC §16). */
+  held: HeldChanges;
 }
 
 /** The remembered answers, kept in the state directory across restarts (daemon/remembered.ts). */

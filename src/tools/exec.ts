@@ -83,7 +83,11 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
     const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review || undefined });
-    void started.session.finished.then(() => announceExit(d, started.session));
+    // A review session's changes are settled (pending, or nothing held) before its end is announced.
+    void started.session.finished.then(() => {
+      settleChanges(d, started.session);
+      announceExit(d, started.session);
+    });
     if (p.waitFor) watchReadiness(started.session, p.waitFor, cwd);
     if (p.notify && typeof p.notify === 'object') notifyMatches(started.session, p.notify.match);
     return { started };
@@ -100,7 +104,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
-    if (!session.running) return answer(execResult(session, warnings, ctx.voice));
+    if (!session.running) return answer(execResult(settleChanges(d, session), warnings, ctx.voice));
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
   // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
@@ -110,6 +114,12 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   function answer<R extends { text: string }>(r: R): R {
     return foreground ? { ...r, text: `Warning: background sessions are disabled for scope "${ctx.scope}"; ran in the foreground.\n${r.text}` } : r;
   }
+}
+
+/** A review session that has ended: its changes become pending (or nothing is held) before anyone is told of its end. */
+function settleChanges(d: Daemon, s: Session): Session {
+  if (s.changes?.state === 'running' && !s.running) s.noteChanges(d.held.settle(s.id));
+  return s;
 }
 
 /** RE2 patterns in the params compile, or the call is refused naming the field and the engine's reason. */

@@ -128,6 +128,8 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     // Frozen by process pause (SPEC §15); its status stays what it was.
     paused: s.paused || undefined,
     resources: sessionResources(s),
+    // Review mode (SPEC §16): held, pending until applied or discarded.
+    changes: s.changes,
     // As the stop file says it: the text given to kill (else who stopped it), and who did.
     stop: s.stop && {
       reason: s.stop.note ?? s.stop.reason,

@@ -20,6 +20,7 @@ interface ExecOptions {
   name?: string;
   stdinNull?: boolean;
   elevated?: boolean;
+  review?: boolean;
   memory?: number;
   processes?: number;
   cpuPercent?: number;
@@ -86,6 +87,7 @@ function execParams(words: string[], o: ExecOptions, workdir: string | undefined
   if (o.name !== undefined) p.name = o.name;
   if (o.stdinNull) p.stdin = 'null';
   if (o.elevated) p.elevated = true;
+  if (o.review) p.changes = 'review';
   const limits = { memoryBytes: o.memory, processes: o.processes, cpuPercent: o.cpuPercent };
   if (Object.values(limits).some((v) => v !== undefined)) p.limits = JSON.parse(JSON.stringify(limits));
   const notify = notifyOf(o);
@@ -196,6 +198,7 @@ export function registerExec(program: Command): void {
     .option('--name <label>', 'a label for the session')
     .option('--stdin-null', 'give the command no stdin (it reads end-of-input at once)')
     .option('--elevated', "run outside the sandbox and limits, as the scope's policy allows (deny by default; ask waits for an approval)")
+    .option('--review', 'hold what it writes in the workspaces for review: `procctl changes ID`, then apply or discard')
     .option('--memory <size>', "the session's memory limit as a whole (512M, 2G), within its scope's", byteSize)
     .option('--processes <n>', 'how many processes and threads the session may have at once, within its scope\'s limit', wholeNumber(1))
     .option('--cpu-percent <n>', 'CPU time for the session as a percent of one CPU (200 = two), within its scope\'s limit', wholeNumber(1))

@@ -1,4 +1,4 @@
-import { notFound, ProcctlError } from '../../errors.js';
+import { conflict, notFound, ProcctlError } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
@@ -13,14 +13,26 @@ import { stopAndRecord } from './kill.js';
  */
 export function forget(d: Daemon, s: Session): void {
   d.state.remove(s.id);
+  if (s.changes) d.held.remove(s.id);
   s.recordWith(undefined); // a forgotten session writes no record again
   s.spool?.remove();
   d.registry.delete(s.id);
   d.scratch.release(s.tmpdir);
 }
 
+/** A review session's pending changes are not dropped by forgetting it, unless the caller says so (SPEC §16). */
+function keepsChanges(s: Session, ctx: CallContext, p: ProcessParams): void {
+  if (!s.changes?.pending || p.discard) return;
+  const v = ctx.voice;
+  throw conflict(
+    `session ${s.id} holds ${s.changes.files} changed path${s.changes.files === 1 ? '' : 's'} not applied yet; apply them (${v.call({ action: 'apply', sessionId: s.id })}), or drop them with it (${v.call({ action: p.action === 'clear' ? 'clear' : 'remove', sessionId: s.id, discard: true })})`,
+    { sessionId: s.id, changes: s.changes },
+  );
+}
+
 export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
+  keepsChanges(s, ctx, p);
   if (s.running) {
     const v = ctx.voice;
     throw notFound(
@@ -34,6 +46,7 @@ export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 
 export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
+  keepsChanges(s, ctx, p);
   return forgetAfter(d, s, await stopAndRecord(d, s, p, ctx.voice));
 }
 

@@ -2,6 +2,7 @@ import { ProcessParamsSchema, type ProcessAction, type ProcessParams } from '../
 import { parseParams } from '../../schema/parse.js';
 import { unstartedAction } from '../approval/answer.js';
 import type { CallContext, Daemon } from '../context.js';
+import { applyAction, changesAction, discardAction, undoAction } from './changes.js';
 import { clearAction, removeAction } from './forget.js';
 import { killAction } from './kill.js';
 import { pasteAction, resizeAction, sendKeysAction, submitAction } from './keys.js';
@@ -33,6 +34,10 @@ const HANDLERS: Record<ProcessAction, Handler> = {
   wait: waitAction,
   pause: pauseAction,
   continue: continueAction,
+  changes: changesAction,
+  apply: applyAction,
+  discard: discardAction,
+  undo: undoAction,
 };
 
 /**

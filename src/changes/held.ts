@@ -1,0 +1,228 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, relative } from 'node:path';
+import { z } from 'zod';
+import { conflict, notFound } from '../errors.js';
+import { apply, type ApplyResult } from './apply.js';
+import { diff, type DiffPage } from './diff.js';
+import { plan } from './plan.js';
+import { ReviewStore, type ReviewState } from './store.js';
+import type { Change, PlanEntry, Totals } from './types.js';
+import { undo, type UndoResult } from './undo.js';
+import { read } from './upper.js';
+
+/**
+ * The changes review sessions hold (SPEC §16), one directory each under `<state>/changes/<id>`:
+ * `layout.json` (which workspace, since when, which overlay marks), `upper/` and `work/` (the
+ * overlay's), `originals/` (what an apply replaced, for undo), and the review's state in
+ * `<state>/changes/<id>.json` (store.ts). Reading, planning and writing are changes/' other
+ * files; this one knows where a session's are and what may happen next.
+ */
+
+const LayoutSchema = z.strictObject({
+  v: z.literal(1),
+  workspace: z.string(),
+  startedAt: z.number(),
+  xattrs: z.enum(['trusted', 'user']),
+});
+type Layout = z.infer<typeof LayoutSchema>;
+
+/** Where a review session's changes stand, as list and poll show them. */
+export interface HeldSummary {
+  state: 'running' | ReviewState | 'none';
+  pending: boolean;
+  files: number;
+  bytes: number;
+}
+
+export interface ChangesAnswer {
+  workspace: string;
+  state: HeldSummary['state'];
+  files: Change[];
+  totals: Totals;
+  diff?: DiffPage;
+}
+
+export interface ApplyAnswer extends ApplyResult {
+  workspace: string;
+  state: ReviewState;
+}
+
+const NONE: Totals = { files: 0, added: 0, modified: 0, deleted: 0, bytes: 0 };
+
+export class HeldChanges {
+  private readonly root: string;
+  private readonly store: ReviewStore;
+  private readonly summaries = new Map<string, HeldSummary>();
+
+  constructor(stateDir: string) {
+    this.root = join(stateDir, 'changes');
+    this.store = new ReviewStore(this.root);
+  }
+
+  dirOf(id: string): string {
+    return join(this.root, id);
+  }
+
+  /** A review session starts: its layout is written before its job runs, so a crash leaves enough to review what it wrote. */
+  begin(id: string, workspace: string, startedAt: number): HeldSummary {
+    const layout: Layout = { v: 1, workspace, startedAt, xattrs: process.getuid?.() === 0 ? 'trusted' : 'user' };
+    const file = join(this.dirOf(id), 'layout.json');
+    mkdirSync(this.dirOf(id), { recursive: true, mode: 0o700 });
+    writeFileSync(`${file}.tmp`, `${JSON.stringify(layout)}\n`, { mode: 0o600 });
+    renameSync(`${file}.tmp`, file);
+    return this.note(id, { state: 'running', pending: false, files: 0, bytes: 0 });
+  }
+
+  /** Its job ended (or the daemon found it after a restart): what it wrote becomes pending, or nothing is held. */
+  settle(id: string): HeldSummary | undefined {
+    const layout = this.layout(id);
+    if (!layout) return undefined;
+    const existing = this.record(id);
+    if (existing) return this.note(id, this.summaryOf(existing.state, layout, id));
+    const { totals } = this.read(id, layout);
+    if (totals.files === 0) {
+      rmSync(this.dirOf(id), { recursive: true, force: true });
+      return this.note(id, { state: 'none', pending: false, files: 0, bytes: 0 });
+    }
+    this.store.open(id);
+    return this.note(id, { state: 'pending', pending: true, files: totals.files, bytes: totals.bytes });
+  }
+
+  summary(id: string): HeldSummary | undefined {
+    return this.summaries.get(id);
+  }
+
+  /** At start: every review a previous run left, settled (a job the crash ended is pending like any other). */
+  load(each: (id: string, summary: HeldSummary) => void): void {
+    if (!existsSync(this.root)) return;
+    for (const name of readdirSync(this.root)) {
+      if (!existsSync(join(this.root, name, 'layout.json'))) continue;
+      const summary = this.settle(name);
+      if (summary) each(name, summary);
+    }
+  }
+
+  /** What the session changed, with its diff unless `stat`. */
+  changes(id: string, o: { paths?: readonly string[]; stat?: boolean; offset?: number; limit?: number } = {}): ChangesAnswer {
+    const layout = this.mustLayout(id);
+    const state = this.summaries.get(id)?.state ?? 'pending';
+    if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NONE };
+    const set = this.read(id, layout);
+    const wanted = o.paths?.map((p) => this.relative(layout, p));
+    const files = wanted ? set.files.filter((f) => wanted.some((w) => f.path === w || f.path.startsWith(`${w}/`))) : set.files;
+    const answer: ChangesAnswer = { workspace: layout.workspace, state, files, totals: wanted ? totalsOf(files) : set.totals };
+    if (!o.stat) answer.diff = diff(files, join(this.dirOf(id), 'upper'), layout.workspace, { offset: o.offset, limit: o.limit });
+    return answer;
+  }
+
+  /** The plan an apply would carry out: the table of what it writes, refuses, and where it conflicts. */
+  plan(id: string, o: { paths?: readonly string[]; force?: boolean } = {}): PlanEntry[] {
+    const layout = this.mustLayout(id);
+    const set = this.read(id, layout);
+    return plan(set, layout.workspace, { paths: o.paths?.map((p) => this.relative(layout, p)), force: o.force, sessionStartMs: layout.startedAt });
+  }
+
+  apply(id: string, o: { paths?: readonly string[]; force?: boolean } = {}): ApplyAnswer {
+    const layout = this.mustLayout(id);
+    this.pendingOr(id, 'apply');
+    const rows = this.plan(id, o);
+    const result = apply(rows, { workspace: layout.workspace, upper: join(this.dirOf(id), 'upper'), originals: join(this.dirOf(id), 'originals') });
+    const paths = o.paths?.map((p) => this.relative(layout, p));
+    const record = this.store.applied(id, result.manifest, paths);
+    this.note(id, this.summaryOf(record.state, layout, id));
+    return { ...result, workspace: layout.workspace, state: record.state };
+  }
+
+  discard(id: string): { workspace: string; state: ReviewState } {
+    const layout = this.mustLayout(id);
+    this.pendingOr(id, 'discard');
+    const record = this.store.discarded(id);
+    // What the job wrote goes; originals an earlier apply of some paths kept stay for undo.
+    rmSync(join(this.dirOf(id), 'upper'), { recursive: true, force: true });
+    rmSync(join(this.dirOf(id), 'work'), { recursive: true, force: true });
+    this.note(id, this.summaryOf(record.state, layout, id));
+    return { workspace: layout.workspace, state: record.state };
+  }
+
+  undo(id: string): UndoResult & { workspace: string; state: ReviewState } {
+    const layout = this.mustLayout(id);
+    const r = this.store.undoable(id);
+    const result = undo(r.manifest, { workspace: layout.workspace, originals: join(this.dirOf(id), 'originals') });
+    const record = this.store.undone(id);
+    this.note(id, this.summaryOf(record.state, layout, id));
+    return { ...result, workspace: layout.workspace, state: record.state };
+  }
+
+  /** The session is forgotten: its changes, kept originals and review go with it. */
+  remove(id: string): void {
+    rmSync(this.dirOf(id), { recursive: true, force: true });
+    this.store.remove(id);
+    this.summaries.delete(id);
+  }
+
+  private note(id: string, summary: HeldSummary): HeldSummary {
+    this.summaries.set(id, summary);
+    return summary;
+  }
+
+  private summaryOf(state: ReviewState, layout: Layout, id: string): HeldSummary {
+    if (state !== 'pending') return { state, pending: false, files: 0, bytes: 0 };
+    const { totals } = this.read(id, layout);
+    return { state, pending: true, files: totals.files, bytes: totals.bytes };
+  }
+
+  private read(id: string, layout: Layout) {
+    const upper = join(this.dirOf(id), 'upper');
+    if (!existsSync(upper)) return { files: [], totals: NONE, facts: new Map() };
+    return read(upper, layout.workspace, { xattrs: layout.xattrs });
+  }
+
+  private record(id: string) {
+    try {
+      return this.store.get(id);
+    } catch (err) {
+      if ((err as { kind?: string }).kind === 'not_found') return undefined;
+      throw err;
+    }
+  }
+
+  private pendingOr(id: string, what: string): void {
+    const s = this.summaries.get(id);
+    if (s?.state === 'running') throw conflict(`session ${id} is still running: its changes can be ${what === 'apply' ? 'applied' : 'discarded'} once it has ended`, { state: 'running' });
+    if (s?.state === 'none') throw conflict(`session ${id} changed nothing in its workspace: there is nothing to ${what}`, { state: 'none' });
+  }
+
+  private layout(id: string): Layout | undefined {
+    try {
+      return LayoutSchema.parse(JSON.parse(readFileSync(join(this.dirOf(id), 'layout.json'), 'utf8')));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private mustLayout(id: string): Layout {
+    const layout = this.layout(id);
+    if (layout) return layout;
+    const s = this.summaries.get(id);
+    if (s?.state === 'none') return { v: 1, workspace: '', startedAt: 0, xattrs: 'trusted' };
+    throw notFound(`session ${id} holds no changes for review: it was not run with changes "review"`);
+  }
+
+  /** A path as given (relative to the workspace, or absolute under it) as the reader names it. */
+  private relative(layout: Layout, path: string): string {
+    const rel = isAbsolute(path) ? relative(layout.workspace, path) : path;
+    return rel.replace(/^\.\/+/, '').replace(/\/+$/, '');
+  }
+}
+
+function totalsOf(files: readonly Change[]): Totals {
+  const t = { ...NONE };
+  for (const f of files) {
+    t.files++;
+    if (f.kind === 'added') t.added++;
+    else if (f.kind === 'deleted') t.deleted++;
+    else t.modified++;
+    t.bytes += f.size ?? 0;
+  }
+  return t;
+}

@@ -1,0 +1,74 @@
+import type { Change, PathWhy } from '../../changes/types.js';
+import { shown } from '../../changes/paths.js';
+import { conflict } from '../../errors.js';
+import type { ProcessParams } from '../../schema/process.js';
+import type { Session } from '../../session/session.js';
+import type { CallContext, Daemon } from '../context.js';
+import { target } from './target.js';
+
+/**
+ * process changes, apply, discard and undo (SPEC §16): thin over changes/held.ts, which reads,
+ * plans and writes. The text says what happened and what the person or model can do next.
+ */
+
+const KIND_MARK: Record<Change['kind'], string> = { added: 'A', modified: 'M', deleted: 'D', type: 'T', mode: 'P', symlink: 'L' };
+
+function statLine(c: Change): string {
+  const size = c.kind === 'deleted' ? (c.oldSize !== undefined ? ` (${c.oldSize} bytes)` : '') : c.size !== undefined ? ` (${c.oldSize !== undefined ? `${c.oldSize} -> ` : ''}${c.size} bytes)` : '';
+  const link = c.target !== undefined ? ` -> ${shown(c.target)}` : '';
+  const mode = c.kind === 'mode' && c.mode !== undefined ? ` (mode ${c.oldMode?.toString(8) ?? '?'} -> ${c.mode.toString(8)})` : '';
+  return `${KIND_MARK[c.kind]} ${shown(c.path)}${link}${size}${mode}`;
+}
+
+/** The review session this action is about, its job ended (a running one has nothing settled to act on). */
+function reviewed(d: Daemon, ctx: CallContext, p: ProcessParams): Session {
+  const s = target(d, ctx, p);
+  if (!s.changes) {
+    throw conflict(`session ${s.id} was not run with changes "review": what it wrote went straight into the workspace, and there is nothing held to ${p.action}`, { sessionId: s.id });
+  }
+  return s;
+}
+
+export function changesAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+  const s = reviewed(d, ctx, p);
+  const v = ctx.voice;
+  const a = d.held.changes(s.id, { paths: p.paths, stat: p.stat, offset: p.offset, limit: p.limit });
+  const t = a.totals;
+  const head = `Session ${s.id} (${a.state}) changed ${t.files} path${t.files === 1 ? '' : 's'} in ${a.workspace}: ${t.added} added, ${t.modified} modified, ${t.deleted} deleted, ${t.bytes} bytes.`;
+  const lines = [head, ...a.files.map(statLine)];
+  if (a.diff) lines.push('', a.diff.text, ...(a.diff.hint ? [a.diff.hint] : []));
+  if (s.running) lines.push(`It is still running; what it writes until it ends is held too.`);
+  else if (a.state === 'pending' && t.files > 0) {
+    lines.push(`Nothing of this is in the workspace yet. Apply it with ${v.call({ action: 'apply', sessionId: s.id })} (some paths: add paths), or drop it with ${v.call({ action: 'discard', sessionId: s.id })}.`);
+  }
+  return { sessionId: s.id, status: s.status, state: a.state, workspace: a.workspace, files: a.files, totals: t, ...(a.diff ? { diff: a.diff.text, diffLines: a.diff.totalLines } : {}), text: lines.join('\n') };
+}
+
+const listed = (title: string, rows: readonly PathWhy[]) => (rows.length === 0 ? [] : [`${title}:`, ...rows.map((r) => `  ${shown(r.path)}: ${r.why}`)]);
+
+export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+  const s = reviewed(d, ctx, p);
+  const r = d.held.apply(s.id, { paths: p.paths, force: p.force });
+  const v = ctx.voice;
+  const lines = [
+    `Applied ${r.applied.length} change${r.applied.length === 1 ? '' : 's'} of session ${s.id} to ${r.workspace}.`,
+    ...listed('Conflicts, left as the workspace has them (changed there since the session wrote them; force overwrites)', r.conflicts),
+    ...listed('Refused (never written)', r.refused),
+    ...listed('Failed', r.failed),
+    `${v.call({ action: 'undo', sessionId: s.id })} puts back what this replaced.`,
+  ];
+  return { sessionId: s.id, status: s.status, state: r.state, workspace: r.workspace, applied: r.applied, conflicts: r.conflicts, refused: r.refused, failed: r.failed, text: lines.join('\n') };
+}
+
+export function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+  const s = reviewed(d, ctx, p);
+  const r = d.held.discard(s.id);
+  return { sessionId: s.id, status: s.status, state: r.state, text: `Discarded the changes of session ${s.id}: ${r.workspace} is as it was.` };
+}
+
+export function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+  const s = reviewed(d, ctx, p);
+  const r = d.held.undo(s.id);
+  const lines = [`Undid the apply of session ${s.id}: ${r.restored.length} path${r.restored.length === 1 ? '' : 's'} of ${r.workspace} back as they were.`, ...listed('Conflicts, left alone (changed since the apply)', r.conflicts)];
+  return { sessionId: s.id, status: s.status, state: r.state, restored: r.restored, conflicts: r.conflicts, text: lines.join('\n') };
+}
