@@ -216,6 +216,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
       status: s.status,
       ...base,
       ...(network ? { network } : {}),
+      ...(s.changes ? { changes: s.changes } : {}),
       pid: s.pid ?? null,
       startedAt: iso(s.startedAt),
       ...(s.interrupt ? { interrupt: interruptView(s.interrupt) } : {}),
@@ -242,8 +243,17 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
     droppedChars: s.output.droppedChars,
     ...readiness,
     ...(network ? { network } : {}),
-    text: warningText + networkNote(s) + droppedNote(s) + body + footer,
+    ...(s.changes ? { changes: s.changes } : {}),
+    text: warningText + networkNote(s) + droppedNote(s) + body + footer + changesNote(s, v),
   };
+}
+
+/** A review session's end: what it holds and the next step (SPEC §16). */
+function changesNote(s: Session, v: Voice): string {
+  const c = s.changes;
+  if (!c || s.running) return '';
+  if (!c.pending) return c.state === 'none' ? '\n(Review: it changed nothing in its workspace.)' : '';
+  return `\n(Review: its ${c.files} changed path${c.files === 1 ? '' : 's'} (${c.bytes} bytes) are held, not in the workspace; see them with ${v.call({ action: 'changes', sessionId: s.id })}, then ${v.call({ action: 'apply', sessionId: s.id })} or ${v.call({ action: 'discard', sessionId: s.id })}.)`;
 }
 
 /** The one-line summary of a backgrounded session's exit (SPEC §6, notifyOnExit). */

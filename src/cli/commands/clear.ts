@@ -7,7 +7,8 @@ export function registerClear(program: Command): void {
     .summary('forget a finished session')
     .description('Forget finished session ID: its record, output and scratch directory. A running session is refused; use rm.')
     .argument('<id>', 'session id')
+    .option('--discard', 'also drop the changes a review session still holds (refused otherwise)')
     .action(
-      act((id: string, _o: unknown, cmd: Command) => runAction(globalsOf(cmd), { action: 'clear', sessionId: id })),
+      act((id: string, o: { discard?: boolean }, cmd: Command) => runAction(globalsOf(cmd), { action: 'clear', sessionId: id, ...(o.discard ? { discard: true } : {}) })),
     );
 }

@@ -7,7 +7,8 @@ export function registerRm(program: Command): void {
     .summary('kill a session if it is running, then forget it')
     .description('Remove session ID: stop it first if it is still running (SIGTERM, then SIGKILL after the grace), then forget it.')
     .argument('<id>', 'session id')
+    .option('--discard', 'also drop the changes a review session still holds (refused otherwise)')
     .action(
-      act((id: string, _o: unknown, cmd: Command) => runAction(globalsOf(cmd), { action: 'remove', sessionId: id })),
+      act((id: string, o: { discard?: boolean }, cmd: Command) => runAction(globalsOf(cmd), { action: 'remove', sessionId: id, ...(o.discard ? { discard: true } : {}) })),
     );
 }

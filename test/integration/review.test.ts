@@ -1,0 +1,231 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { Scoped } from '../helpers/session.js';
+import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
+import { cli } from '../cli/run.js';
+
+/**
+ * Review and undo (SPEC §16), tried as a user would, with a real sandbox and real overlay mounts:
+ * a command's writes are held until applied, the workspace is untouched meanwhile, apply and
+ * undo are exact, and what a hostile job plants in its changes is never followed on apply.
+ */
+
+const fs = scratchRoot('procctl-review-');
+const ws = fs.dir('ws');
+const ids = new Set<string>();
+let d: TestDaemon;
+let s: Scoped;
+const state = join(fs.root, 'state');
+
+const config = { sandbox: { mode: 'workspace-write', workspaces: [ws] }, scopes: { host: { elevated: 'allow' } } };
+
+async function review(command: string, cwd = ws): Promise<any> {
+  const r = await s.exec({ command, workdir: cwd, changes: 'review', yieldMs: 60_000 });
+  ids.add(r.sessionId);
+  return r;
+}
+
+beforeAll(async () => {
+  if (SKIP_SANDBOX) return;
+  d = await startDaemon({ config, env: { PROCCTL_STATE_DIR: state } });
+  s = new Scoped(await d.client(), 'review');
+});
+
+afterAll(async () => {
+  await d?.stop();
+  killMarked(ids);
+  fs.cleanup();
+});
+
+describe.skipIf(SKIP_SANDBOX)('review mode', () => {
+  it('holds what a command writes: the workspace is untouched until apply, exact after it, and back after undo', async () => {
+    const dir = join(ws, 'basic');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'keep.txt'), 'original\n');
+    writeFileSync(join(dir, 'gone.txt'), 'to delete\n');
+    const r = await review('echo changed > keep.txt && echo new > added.txt && rm gone.txt && mkdir sub && echo deep > sub/f && cat keep.txt', dir);
+    expect(r.status, r.text).toBe('completed');
+    // The job saw its own writes; nobody else does.
+    expect(r.output).toBe('changed\n');
+    expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('original\n');
+    expect(existsSync(join(dir, 'added.txt'))).toBe(false);
+    expect(existsSync(join(dir, 'gone.txt'))).toBe(true);
+    expect(r.changes).toMatchObject({ state: 'pending', pending: true, files: 5 });
+
+    const c = await s.process({ action: 'changes', sessionId: r.sessionId });
+    expect(c.totals).toMatchObject({ files: 5, added: 3, modified: 1, deleted: 1 });
+    expect(c.files.map((f: any) => `${f.kind} ${f.path}`).sort()).toEqual(['added basic/added.txt', 'added basic/sub', 'added basic/sub/f', 'deleted basic/gone.txt', 'modified basic/keep.txt']);
+    expect(c.diff).toContain('-original');
+    expect(c.diff).toContain('+changed');
+    expect(c.text).toContain('Nothing of this is in the workspace yet');
+    const stat = await s.process({ action: 'changes', sessionId: r.sessionId, stat: true });
+    expect(stat.diff).toBeUndefined();
+
+    const listed = (await s.list()).find((x) => x.sessionId === r.sessionId);
+    expect(listed.changes).toMatchObject({ pending: true, files: 5 });
+
+    const a = await s.process({ action: 'apply', sessionId: r.sessionId });
+    expect(a.conflicts).toEqual([]);
+    expect(a.refused).toEqual([]);
+    expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('changed\n');
+    expect(readFileSync(join(dir, 'added.txt'), 'utf8')).toBe('new\n');
+    expect(readFileSync(join(dir, 'sub', 'f'), 'utf8')).toBe('deep\n');
+    expect(existsSync(join(dir, 'gone.txt'))).toBe(false);
+    // Exactly once.
+    const again = await s.error('process', { action: 'apply', sessionId: r.sessionId });
+    expect(again.data.kind).toBe('conflict');
+    const discard = await s.error('process', { action: 'discard', sessionId: r.sessionId });
+    expect(discard.data.kind).toBe('conflict');
+
+    const u = await s.process({ action: 'undo', sessionId: r.sessionId });
+    expect(u.conflicts).toEqual([]);
+    expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('original\n');
+    expect(readFileSync(join(dir, 'gone.txt'), 'utf8')).toBe('to delete\n');
+    expect(existsSync(join(dir, 'added.txt'))).toBe(false);
+    expect(existsSync(join(dir, 'sub'))).toBe(false);
+  });
+
+  it('npm ci in review mode: node_modules appears only with apply, the project runs, and undo removes it', async () => {
+    const npm = spawnSync('npm', ['--version'], { encoding: 'utf8' });
+    if (npm.status !== 0) return void process.stderr.write('skipping the npm ci review test: npm is not on PATH\n');
+    // A real project whose dependency is a local package: npm ci needs no network.
+    const dep = join(ws, 'npm', 'dep');
+    const app = join(ws, 'npm', 'app');
+    mkdirSync(dep, { recursive: true });
+    mkdirSync(app, { recursive: true });
+    writeFileSync(join(dep, 'package.json'), JSON.stringify({ name: 'dep', version: '1.0.0', main: 'index.js' }));
+    writeFileSync(join(dep, 'index.js'), 'module.exports = () => "from dep";\n');
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', dependencies: { dep: 'file:../dep' } }));
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--install-links', '--package-lock-only'], { cwd: app, stdio: 'ignore' });
+    const r = await review('npm ci --no-audit --no-fund --install-links --cache "$PROCCTL_TMPDIR/npm-cache" && node -e "console.log(require(\'dep\')())"', app);
+    expect(r.status, r.text).toBe('completed');
+    expect(r.output).toContain('from dep');
+    expect(existsSync(join(app, 'node_modules'))).toBe(false);
+    const stat = await s.process({ action: 'changes', sessionId: r.sessionId, stat: true });
+    expect(stat.files.some((f: any) => f.path === 'npm/app/node_modules/dep/index.js')).toBe(true);
+    expect(stat.totals.files).toBeGreaterThanOrEqual(4);
+
+    await s.process({ action: 'apply', sessionId: r.sessionId });
+    const run = spawnSync(process.execPath, ['-e', 'console.log(require("dep")())'], { cwd: app, encoding: 'utf8' });
+    expect(run.stdout).toBe('from dep\n');
+    await s.process({ action: 'undo', sessionId: r.sessionId });
+    expect(existsSync(join(app, 'node_modules'))).toBe(false);
+  });
+
+  it('git commit in review mode changes .git only once applied', async () => {
+    const repo = join(ws, 'repo');
+    mkdirSync(repo);
+    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args], { cwd: repo, encoding: 'utf8' }).trim();
+    git('init', '-q');
+    writeFileSync(join(repo, 'a.txt'), 'a\n');
+    git('add', 'a.txt');
+    git('commit', '-qm', 'first');
+    const head = git('rev-parse', 'HEAD');
+    const r = await review('echo b > b.txt && git add b.txt && git -c user.name=agent -c user.email=a@example.invalid commit -qm second && git log --oneline | wc -l', repo);
+    expect(r.status, r.text).toBe('completed');
+    expect(r.output.trim()).toBe('2');
+    expect(git('rev-parse', 'HEAD')).toBe(head);
+    const a = await s.process({ action: 'apply', sessionId: r.sessionId });
+    expect(a.conflicts).toEqual([]);
+    expect(git('log', '--format=%s')).toBe('second\nfirst');
+    expect(git('status', '--porcelain')).toBe('');
+  });
+
+  it('two review sessions that change the same file: the second apply is a conflict, left alone unless force', async () => {
+    const dir = join(ws, 'both');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'shared.txt'), 'base\n');
+    const first = await review('echo first > shared.txt', dir);
+    const second = await review('echo second > shared.txt', dir);
+    await s.process({ action: 'apply', sessionId: first.sessionId });
+    expect(readFileSync(join(dir, 'shared.txt'), 'utf8')).toBe('first\n');
+    const a = await s.process({ action: 'apply', sessionId: second.sessionId });
+    expect(a.conflicts.map((c: any) => c.path)).toEqual(['both/shared.txt']);
+    expect(a.text).toContain('Conflicts');
+    expect(readFileSync(join(dir, 'shared.txt'), 'utf8')).toBe('first\n');
+  });
+
+  it('a conflict is overwritten with force', async () => {
+    const dir = join(ws, 'forced');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'f.txt'), 'base\n');
+    const r = await review('echo session > f.txt', dir);
+    writeFileSync(join(dir, 'f.txt'), 'person\n');
+    const a = await s.process({ action: 'apply', sessionId: r.sessionId, force: true });
+    expect(a.conflicts).toEqual([]);
+    expect(readFileSync(join(dir, 'f.txt'), 'utf8')).toBe('session\n');
+  });
+
+  it('a symlink the job planted is applied as a symlink, and nothing is written through it', async () => {
+    const dir = join(ws, 'planted');
+    const outside = fs.dir('outside');
+    mkdirSync(dir);
+    const r = await review(`ln -s ${outside} escape && ln -s /etc/passwd pw && mkfifo fifo && touch suid && chmod u+s suid && echo ok`, dir);
+    expect(r.status, r.text).toBe('completed');
+    const a = await s.process({ action: 'apply', sessionId: r.sessionId });
+    expect(lstatSync(join(dir, 'escape')).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(join(dir, 'escape'))).toBe(outside);
+    expect(readlinkSync(join(dir, 'pw'))).toBe('/etc/passwd');
+    // A FIFO is refused and said; a setuid bit is never carried.
+    expect(a.refused.map((x: any) => x.path)).toContain('planted/fifo');
+    expect(existsSync(join(dir, 'fifo'))).toBe(false);
+    if (existsSync(join(dir, 'suid'))) expect(lstatSync(join(dir, 'suid')).mode & 0o6000).toBe(0);
+    expect(readFileSync('/etc/passwd', 'utf8')).toContain('root:');
+  });
+
+  it('clear and remove of pending changes are conflicts unless discard; discard leaves the workspace as it was', async () => {
+    const dir = join(ws, 'pending');
+    mkdirSync(dir);
+    const r = await review('echo x > made.txt', dir);
+    const clear = await s.error('process', { action: 'clear', sessionId: r.sessionId });
+    expect(clear.data.kind).toBe('conflict');
+    expect(clear.message).toContain('discard');
+    const viaCli = await cli(['--socket', d.socket, '--scope', 'review', 'rm', r.sessionId]);
+    expect(viaCli.code).not.toBe(0);
+    expect(viaCli.stderr).toContain(`--scope review rm ${r.sessionId} --discard`);
+    await s.process({ action: 'remove', sessionId: r.sessionId, discard: true });
+    expect(existsSync(join(dir, 'made.txt'))).toBe(false);
+    expect(existsSync(join(state, 'changes', r.sessionId))).toBe(false);
+  });
+
+  it('is refused at the request when elevated, or with no workspace sandbox, and says why', async () => {
+    const e = await new Scoped(s.c, 'host').error('exec', { command: 'true', workdir: ws, changes: 'review', elevated: true });
+    expect(e.data.kind).toBe('invalid');
+    expect(e.message).toContain('elevated');
+    const plain = await startDaemon({});
+    try {
+      const p = new Scoped(await plain.client(), 'x');
+      const r = await p.error('exec', { command: 'true', changes: 'review' });
+      expect(r.data.kind).toBe('invalid');
+      expect(r.message).toContain('sandbox.mode is "off"');
+      expect((await p.c.call('daemon.status')).changes).toMatchObject({ review: true });
+    } finally {
+      await plain.stop();
+    }
+  });
+
+  it('a session started direct writes straight in, and has no changes to act on', async () => {
+    const dir = join(ws, 'direct');
+    mkdirSync(dir);
+    const r = await s.exec({ command: 'echo x > now.txt', workdir: dir });
+    expect(readFileSync(join(dir, 'now.txt'), 'utf8')).toBe('x\n');
+    const e = await s.error('process', { action: 'changes', sessionId: r.sessionId });
+    expect(e.data.kind).toBe('conflict');
+  });
+
+  it('pending changes survive a daemon restart and can be applied after it', async () => {
+    const dir = join(ws, 'restart');
+    mkdirSync(dir);
+    const r = await review('echo kept > later.txt', dir);
+    await d.stop();
+    d = await startDaemon({ config, env: { PROCCTL_STATE_DIR: state } });
+    s = new Scoped(await d.client(), 'review');
+    const listed = (await s.list()).find((x) => x.sessionId === r.sessionId);
+    expect(listed?.changes).toMatchObject({ pending: true, files: 1 });
+    await s.process({ action: 'apply', sessionId: r.sessionId });
+    expect(readFileSync(join(dir, 'later.txt'), 'utf8')).toBe('kept\n');
+  });
+});
