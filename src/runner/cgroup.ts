@@ -2,6 +2,7 @@ import type { SessionCgroup } from '../cgroup/session.js';
 import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
+import { UsageSampler } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -16,10 +17,16 @@ export function cgroupOf(session: Session): SessionCgroup | undefined {
   return cgroups.get(session);
 }
 
-/** What a session has used: read now from its cgroup while it runs, its final figures once it ended. */
+/** Running sessions' figures, one held sample each while they are asked for (runner/usage.ts). */
+const usage = new UsageSampler<Session>(
+  (s) => cgroups.get(s)!.resources(),
+  (s) => s.running,
+);
+
+/** What a session has used: its held sample while it runs, its final figures (read at its end) once it ended. */
 export function sessionResources(session: Session): Resources | undefined {
   if (!session.running) return session.resources;
-  return cgroups.get(session)?.resources();
+  return cgroups.has(session) ? usage.of(session) : undefined;
 }
 
 /** Wait until nothing of any of these cgroups is alive, or the time runs out; which are still populated. */
