@@ -1,9 +1,10 @@
+import { spawn } from 'node:child_process';
 import type { BenchOptions } from './lib/options.js';
 import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { alive, liveProcesses } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
-import { median, now, round, sleep } from './lib/stats.js';
+import { median, now, p99, round, sleep } from './lib/stats.js';
 
 const CHILDREN = 100;
 /** Every child ignores SIGTERM (inherited from the shell's trap), so only SIGKILL ends them. */
@@ -15,7 +16,7 @@ interface Run {
   goneMs: number;
   /** Request sent → first process gone: the daemon's work before the signal, plus the request. */
   firstMs: number;
-  /** Request sent → kill answered with the final record. */
+  /** Request sent → kill answered with the final record (NaN for the floor, which has no answer). */
   answerMs: number;
   /** Median gap between the bench's /proc looks: the resolution of goneMs. */
   lookMs: number;
@@ -26,28 +27,35 @@ interface Run {
  * added to the daemon to time it from inside; the bench times from outside, from the moment it
  * sends `kill` to the moment the last of the 101 pids is gone from /proc (zombies count as gone):
  *
- * - `kill {signal: "SIGKILL", graceMs: 0}`: the whole stop path (request, stop file, /proc scan
- *   for escapees, SIGKILL to the group) — an upper bound on SIGKILL → gone;
+ * - `kill {signal: "SIGKILL", graceMs: 0}`: the whole stop path (request, stop file, the kill of
+ *   the session's cgroup or group) — an upper bound on SIGKILL → gone;
  * - `kill {graceMs: 200}` (SIGTERM first, ignored): time to gone minus the grace, the SIGKILL
- *   phase as the daemon's escalation runs it.
+ *   phase as the daemon's escalation runs it;
+ * - the floor, in the same run: the same tree started by the bench itself in a process group of
+ *   its own and sent SIGKILL by it, timed the same way (the kernel's part alone).
+ *
+ * Runs alternate the three, so load on a shared machine hits them alike; p50 and p99 of each.
  */
 export async function killTree(opts: BenchOptions): Promise<Metric[]> {
-  const runs = opts.quick ? 2 : Math.max(opts.rounds, 5);
+  const runs = opts.quick ? 3 : Math.max(opts.rounds * 10, 20);
   const daemon = await BenchDaemon.start();
   const client = await daemon.client();
   const cg = (await client.call('daemon.status')).cgroups;
   const how = cg.mode === 'none' ? `no cgroups (${cg.reason}): the process group and a /proc sweep` : `session cgroups (${cg.mode}), the kill by ${cg.kill}`;
-  opts.log(`kill-tree: a session with ${CHILDREN} children ignoring SIGTERM; ${runs} kills with SIGKILL at once, ${runs} with SIGTERM + ${GRACE_MS} ms grace`);
+  opts.log(`kill-tree: a tree of ${CHILDREN} children ignoring SIGTERM, through ${how}; ${runs} kills each: SIGKILL at once, SIGTERM + ${GRACE_MS} ms grace, and the bench's own SIGKILL to the group (floor)`);
   const direct: Run[] = [];
   const escalated: Run[] = [];
+  const floor: Run[] = [];
   try {
     for (let i = 0; i < runs; i++) {
       direct.push(await killOnce(client, { signal: 'SIGKILL', graceMs: 0 }, 'SIGKILL'));
       escalated.push(await killOnce(client, { graceMs: GRACE_MS }, 'SIGKILL'));
+      floor.push(await killBare());
     }
+    const ms = (xs: number[]) => `p50 ${round(median(xs), 1)} / p99 ${round(p99(xs), 1)} ms`;
     opts.log(
-      `  SIGKILL at once: gone ${fmtList(direct.map((r) => r.goneMs))} ms (answered ${fmtList(direct.map((r) => r.answerMs))} ms); ` +
-        `SIGTERM + grace: gone − grace ${fmtList(escalated.map((r) => r.goneMs - GRACE_MS))} ms`,
+      `  SIGKILL at once: gone ${ms(direct.map((r) => r.goneMs))}, answered ${ms(direct.map((r) => r.answerMs))}; ` +
+        `SIGTERM + grace: gone − grace ${ms(escalated.map((r) => r.goneMs - GRACE_MS))}; floor: gone ${ms(floor.map((r) => r.goneMs))}`,
     );
   } finally {
     client.close();
@@ -55,67 +63,76 @@ export async function killTree(opts: BenchOptions): Promise<Metric[]> {
   }
 
   const gone = direct.map((r) => r.goneMs);
+  const answered = direct.map((r) => r.answerMs);
   const spread = direct.map((r) => r.goneMs - r.firstMs);
   const afterGrace = escalated.map((r) => r.goneMs - GRACE_MS);
+  const afterGraceAnswered = escalated.map((r) => r.answerMs - GRACE_MS);
+  const floorGone = floor.map((r) => r.goneMs);
   const look = round(median(direct.map((r) => r.lookMs)), 1);
+  const p50 = (xs: number[]) => round(median(xs), 1);
   return [
     {
       bench: 'kill-tree',
-      name: `kill of a ${CHILDREN}-process tree, request → all gone`,
-      value: median(gone),
+      name: `kill of a ${CHILDREN}-process tree, request → all gone, p99`,
+      value: p99(gone),
       unit: 'ms',
       target: { op: '<', value: 50 },
       rounds: gone.map((v) => round(v, 1)),
       detail:
-        `kill {signal:SIGKILL, graceMs:0} through ${how}: from the request to the last of ${CHILDREN + 1} pids gone in /proc (looked at every ${look} ms); an upper bound on SIGKILL → gone. ` +
-        `Request → first pid gone ${round(median(direct.map((r) => r.firstMs)), 1)} ms (the request and the daemon's work before the signal); kill answered after ${round(median(direct.map((r) => r.answerMs)), 1)} ms`,
+        `p50 ${p50(gone)} ms; kill {signal:SIGKILL, graceMs:0} through ${how}: from the request to the last of ${CHILDREN + 1} pids gone in /proc (looked at every ${look} ms); an upper bound on SIGKILL → gone. ` +
+        `Request → first pid gone p50 ${p50(direct.map((r) => r.firstMs))} ms. Floor (the bench's own SIGKILL to the group) p50 ${p50(floorGone)} / p99 ${round(p99(floorGone), 1)} ms`,
     },
     {
       bench: 'kill-tree',
-      name: `kill of a ${CHILDREN}-process tree, first → last pid gone`,
-      value: median(spread),
+      name: `kill of a ${CHILDREN}-process tree, request → answered, p99`,
+      value: p99(answered),
+      unit: 'ms',
+      target: { op: '<', value: 50 },
+      rounds: answered.map((v) => round(v, 1)),
+      detail: `p50 ${p50(answered)} ms; the kill answers with the final record once the session has ended (nothing of it left, its leader reaped, its output closed)`,
+    },
+    {
+      bench: 'kill-tree',
+      name: `SIGKILL of the same tree by the bench itself (floor), → all gone, p99`,
+      value: p99(floorGone),
+      unit: 'ms',
+      rounds: floorGone.map((v) => round(v, 1)),
+      detail: `p50 ${p50(floorGone)} ms; no daemon: process.kill(-pgid, SIGKILL) on a tree the bench started, timed the same way, in the same run`,
+    },
+    {
+      bench: 'kill-tree',
+      name: `kill of a ${CHILDREN}-process tree, first → last pid gone, p99`,
+      value: p99(spread),
       unit: 'ms',
       rounds: spread.map((v) => round(v, 1)),
-      detail: 'the SIGKILL phase as the kernel runs it: from the first process of the tree gone to the last (a lower bound on SIGKILL → all gone)',
+      detail: `p50 ${p50(spread)} ms; the SIGKILL phase as the kernel runs it: from the first process of the tree gone to the last (a lower bound on SIGKILL → all gone)`,
     },
     {
       bench: 'kill-tree',
-      name: `SIGKILL phase after a ${GRACE_MS} ms grace`,
-      value: median(afterGrace),
+      name: `SIGKILL phase after a ${GRACE_MS} ms grace, p99`,
+      value: p99(afterGrace),
       unit: 'ms',
       rounds: afterGrace.map((v) => round(v, 1)),
-      detail: `kill {graceMs:${GRACE_MS}} of children that ignore SIGTERM: request → all gone, minus the grace (includes the daemon's polling for the group during the grace); answered after ${round(median(escalated.map((r) => r.answerMs)), 0)} ms`,
+      detail: `p50 ${p50(afterGrace)} ms; kill {graceMs:${GRACE_MS}} of children that ignore SIGTERM: request → all gone, minus the grace; answered ${p50(afterGraceAnswered)} / ${round(p99(afterGraceAnswered), 1)} ms (p50 / p99) after the grace`,
     },
   ];
 }
 
-async function killOnce(client: BenchClient, params: Record<string, unknown>, expectSignal: string): Promise<Run> {
-  const r = await client.call('exec', { command: COMMAND, background: true });
-  if (r.status !== 'running') throw new Error(`exec answered ${JSON.stringify(r).slice(0, 200)}`);
-  const leader = r.pid as number;
-  const group = new Set([leader]);
-  // Wait until the job said ready and every child is up.
+/** Until the tree of `group` is all up (the leader and every child); their pids. */
+async function treeUp(group: number, ready: () => Promise<boolean>): Promise<number[]> {
   const deadline = now() + 20_000;
-  let pids: number[] = [];
   for (;;) {
-    const p = await client.call('process', { action: 'poll', sessionId: r.sessionId });
-    pids = liveProcesses({ pgrps: group }).map((x) => x.pid);
-    if (p.output.includes('ready') || pids.length > CHILDREN) {
-      if (pids.length === CHILDREN + 1) break;
-    }
+    const pids = liveProcesses({ pgrps: new Set([group]) }).map((x) => x.pid);
+    if (pids.length === CHILDREN + 1 && (await ready())) return pids;
     if (now() > deadline) throw new Error(`only ${pids.length} of ${CHILDREN + 1} processes came up`);
     await sleep(20);
   }
-  await sleep(100);
+}
 
+/** From t0 until none of `pids` is alive: the time to the first and the last gone, and the look interval. */
+async function timeGone(pids: number[], t0: number): Promise<{ goneMs: number; firstMs: number; lookMs: number }> {
   let left = pids;
   const looks: number[] = [];
-  const t0 = now();
-  let answeredAt = Number.NaN;
-  const answer = client.call('process', { action: 'kill', sessionId: r.sessionId, ...params }).then((rec) => {
-    answeredAt = now();
-    return rec;
-  });
   let last = t0;
   let firstMs = Number.NaN;
   while (left.length > 0) {
@@ -127,11 +144,54 @@ async function killOnce(client: BenchClient, params: Record<string, unknown>, ex
     if (Number.isNaN(firstMs) && left.length < pids.length) firstMs = t - t0;
     if (t - t0 > 20_000) throw new Error(`${left.length} processes still alive 20 s after kill`);
   }
-  const goneMs = now() - t0;
+  return { goneMs: now() - t0, firstMs, lookMs: median(looks) };
+}
+
+async function killOnce(client: BenchClient, params: Record<string, unknown>, expectSignal: string): Promise<Run> {
+  const r = await client.call('exec', { command: COMMAND, background: true });
+  if (r.status !== 'running') throw new Error(`exec answered ${JSON.stringify(r).slice(0, 200)}`);
+  let said = false;
+  const pids = await treeUp(r.pid as number, async () => {
+    said ||= (await client.call('process', { action: 'poll', sessionId: r.sessionId })).output.includes('ready');
+    return said;
+  });
+  await sleep(100);
+
+  const t0 = now();
+  let answeredAt = Number.NaN;
+  const answer = client.call('process', { action: 'kill', sessionId: r.sessionId, ...params }).then((rec) => {
+    answeredAt = now();
+    return rec;
+  });
+  const timed = await timeGone(pids, t0);
   const rec = await answer;
   if (rec.status !== 'failed' || rec.signal !== expectSignal) throw new Error(`kill answered ${JSON.stringify(rec).slice(0, 300)}`);
   await client.call('process', { action: 'clear', sessionId: r.sessionId });
-  return { goneMs, firstMs, answerMs: answeredAt - t0, lookMs: median(looks) };
+  return { ...timed, answerMs: answeredAt - t0 };
 }
 
-const fmtList = (xs: number[]) => xs.map((x) => Math.round(x)).join('/');
+/** The floor: the same tree, started by the bench in a group of its own and killed by it; cleaned up by pid. */
+async function killBare(): Promise<Run> {
+  const child = spawn('/bin/sh', ['-c', COMMAND], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  let said = false;
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (said ||= d.includes('ready')));
+  const group = child.pid!;
+  try {
+    const pids = await treeUp(group, async () => said);
+    await sleep(100);
+    const t0 = now();
+    process.kill(-group, 'SIGKILL');
+    const timed = await timeGone(pids, t0);
+    return { ...timed, answerMs: Number.NaN };
+  } finally {
+    for (const p of liveProcesses({ pgrps: new Set([group]) })) {
+      try {
+        process.kill(p.pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
+    await exited;
+  }
+}

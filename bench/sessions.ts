@@ -1,5 +1,6 @@
 import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { bareRpc } from './lib/floor.js';
 import { startSleepers } from './lib/sessions.js';
 import { alive, liveProcesses, memoryKb } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
@@ -7,10 +8,12 @@ import { median, now, p99, round, sleep } from './lib/stats.js';
 
 
 /**
- * Benchmark 3: many running sessions in one scope. Starts `sleep 600` sessions, times `process
- * list` and `process poll` round trips on one persistent connection (with `daemon.status`, a
- * request that does no work, as the transport's floor), samples the daemon's RSS, then kills
- * them all and checks by pid that every process is gone.
+ * Benchmark 3: many running sessions in one scope. Starts `sleep 600` sessions (each in a cgroup
+ * of its own where the host gives them), times `process list` and `process poll` round trips on
+ * one persistent connection (with `daemon.status`, a request that does little work, beside
+ * them), samples the daemon's RSS, then kills them all and checks by pid that every process is
+ * gone. Each list is followed by the same request to a bare server answering the bytes the
+ * daemon's list gave (bench/lib/bare-rpc.ts): the floor of the transport and the client alone.
  */
 export async function sessions(opts: BenchOptions): Promise<Metric[]> {
   const count = opts.quick ? 200 : 1000;
@@ -23,7 +26,7 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
   const pids = new Set<number>();
   const rss: number[] = [];
   const sampleRss = () => rss.push(memoryKb(daemon.pid)?.rss ?? Number.NaN);
-  const rounds: { list: number[]; listParsed: number[]; poll: number[]; status: number[] }[] = [];
+  const rounds: { list: number[]; bare: number[]; listParsed: number[]; poll: number[]; status: number[] }[] = [];
   let startMs = 0;
   let killMs = Number.NaN;
   let stallMs = 0;
@@ -32,25 +35,33 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
   let leftovers: number[] = [];
   let rssIdleKb = 0;
   let helperKb = 0;
+  let floor: Awaited<ReturnType<typeof bareRpc>> | undefined;
+  const cgroups = (await client.call('daemon.status')).cgroups;
   try {
     rssIdleKb = memoryKb(daemon.pid)!.rss;
     const t0 = now();
     await startSleepers(client, count, ids, pids);
     startMs = now() - t0;
-    opts.log(`  started ${ids.length} sessions in ${round(startMs / 1000, 1)} s; RSS ${mb(memoryKb(daemon.pid)!.rss)} MB`);
+    opts.log(`  started ${ids.length} sessions in ${round(startMs / 1000, 1)} s; RSS ${mb(memoryKb(daemon.pid)!.rss)} MB; cgroups ${cgroups.mode} (${cgroups.reason})`);
     await sleep(500);
     sampleRss();
     helperKb = daemon.helpers.reduce((sum, pid) => sum + (memoryKb(pid)?.rss ?? 0), 0);
 
     for (let r = 0; r < opts.rounds; r++) {
-      const s = { list: [] as number[], listParsed: [] as number[], poll: [] as number[], status: [] as number[] };
+      const s = { list: [] as number[], bare: [] as number[], listParsed: [] as number[], poll: [] as number[], status: [] as number[] };
       for (let i = 0; i < 20; i++) await client.call('process', { action: 'list' });
+      if (!floor) {
+        const sample = await client.call('process', { action: 'list' });
+        listBytes = JSON.stringify(sample).length;
+        floor = await bareRpc(sample);
+        for (let i = 0; i < 20; i++) await floor.client.call('process', { action: 'list' });
+      }
       for (let i = 0; i < listCalls; i++) {
         const t = await client.timed('process', { action: 'list' });
         if (t.result.sessions.length !== count) throw new Error(`list returned ${t.result.sessions.length} sessions, expected ${count}`);
         s.list.push(t.receivedMs);
-        if (listBytes === 0) listBytes = JSON.stringify(t.result).length;
         s.listParsed.push(t.parsedMs);
+        s.bare.push((await floor.client.timed('process', { action: 'list' })).receivedMs);
       }
       sampleRss();
       for (let i = 0; i < 100; i++) await client.call('process', { action: 'poll', sessionId: ids[i % ids.length] });
@@ -64,7 +75,7 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
       sampleRss();
       rounds.push(s);
       opts.log(
-        `  round ${r + 1}: list p50 ${round(median(s.list), 2)} / p99 ${round(p99(s.list), 2)} ms (parsed p99 ${round(p99(s.listParsed), 2)}), ` +
+        `  round ${r + 1}: list p50 ${round(median(s.list), 2)} / p99 ${round(p99(s.list), 2)} ms (parsed p99 ${round(p99(s.listParsed), 2)}; bare server p50 ${round(median(s.bare), 2)} / p99 ${round(p99(s.bare), 2)} ms), ` +
           `poll p50 ${round(median(s.poll), 3)} / p99 ${round(p99(s.poll), 3)} ms, status p99 ${round(p99(s.status), 3)} ms; RSS ${mb(rss[rss.length - 1])} MB`,
       );
     }
@@ -93,6 +104,8 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
     opts.log(`  kill all: ${killed} sessions in ${round(killMs, 0)} ms (slowest daemon.status meanwhile ${round(stallMs, 0)} ms); ${leftovers.length} processes left`);
   } finally {
     client.close();
+    floor?.client.close();
+    await floor?.stop();
     await daemon.stop();
     // Whatever the outcome, nothing the bench started may outlive it: check by pid.
     const survivors = liveProcesses({ pgrps: pids }).map((p) => p.pid);
@@ -107,6 +120,8 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
   }
 
   const list = rounds.map((s) => p99(s.list));
+  const bare = rounds.map((s) => p99(s.bare));
+  const vsBare = rounds.map((s) => p99(s.list) / p99(s.bare));
   const listParsed = rounds.map((s) => p99(s.listParsed));
   const poll = rounds.map((s) => p99(s.poll));
   const status = rounds.map((s) => p99(s.status));
@@ -119,7 +134,18 @@ export async function sessions(opts: BenchOptions): Promise<Metric[]> {
       unit: 'ms',
       target: { op: '<', value: 5 },
       rounds: list.map((v) => round(v, 3)),
-      detail: `median ${round(median(rounds.map((s) => median(s.list))), 2)} ms; response ${Math.round(listBytes / 1024)} kB; p99 incl. client JSON.parse ${round(median(listParsed), 2)} ms; daemon.status p99 ${round(median(status), 3)} ms`,
+      detail: `median ${round(median(rounds.map((s) => median(s.list))), 2)} ms; response ${Math.round(listBytes / 1024)} kB; p99 incl. client JSON.parse ${round(median(listParsed), 2)} ms; daemon.status p99 ${round(median(status), 3)} ms; cgroups ${cgroups.mode}`,
+    },
+    {
+      bench: 'sessions',
+      name: `process list p99 / a bare server answering the same bytes (${count} sessions)`,
+      value: median(vsBare),
+      unit: 'x',
+      target: { op: '<=', value: 1.5 },
+      rounds: vsBare.map((v) => round(v, 3)),
+      detail:
+        `list p99 ${round(median(list), 2)} ms vs bare p99 ${round(median(bare), 2)} ms; p50 ${round(median(rounds.map((s) => median(s.list))), 2)} vs ${round(median(rounds.map((s) => median(s.bare))), 2)} ms; ` +
+        `calls alternate, ${listCalls} each per round; sessions in cgroups: ${cgroups.mode}${cgroups.mode === 'none' ? '' : ` (kill by ${cgroups.kill}; memory from ${cgroups.controllers.memory ?? '/proc'})`}`,
     },
     {
       bench: 'sessions',

@@ -9,7 +9,7 @@ export const SESSION_CGROUP_PREFIX = 's-';
 
 export type { SessionLimits };
 
-/** What a session used (SPEC §15): read on demand and once at its end, never on a timer. */
+/** What a session used (SPEC §15): read when asked (the sample then held a second, runner/usage.ts) and once at its end. */
 export interface Resources {
   cpuMs: number;
   memoryBytes: number;

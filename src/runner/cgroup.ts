@@ -1,7 +1,9 @@
+import { whenEmpty } from '../cgroup/empty.js';
 import type { SessionCgroup } from '../cgroup/session.js';
 import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
+import { UsageSampler } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -16,24 +18,22 @@ export function cgroupOf(session: Session): SessionCgroup | undefined {
   return cgroups.get(session);
 }
 
-/** What a session has used: read now from its cgroup while it runs, its final figures once it ended. */
+/** Running sessions' figures, one held sample each while they are asked for (runner/usage.ts). */
+const usage = new UsageSampler<Session>(
+  (s) => cgroups.get(s)!.resources(),
+  (s) => s.running,
+);
+
+/** What a session has used: its held sample while it runs, its final figures (read at its end) once it ended. */
 export function sessionResources(session: Session): Resources | undefined {
   if (!session.running) return session.resources;
-  return cgroups.get(session)?.resources();
+  return cgroups.has(session) ? usage.of(session) : undefined;
 }
 
-/** Wait until nothing of any of these cgroups is alive, or the time runs out; which are still populated. */
+/** Wait until nothing of any of these cgroups is alive (told by the kernel where it can), or the time runs out; which are still populated. */
 export async function waitCgroupsEmpty(list: readonly SessionCgroup[], withinMs: number): Promise<boolean[]> {
-  const deadline = Date.now() + withinMs;
-  let pause = 2;
-  for (;;) {
-    const live = list.map((cg) => cg.populated());
-    if (!live.includes(true)) return live;
-    const left = deadline - Date.now();
-    if (left <= 0) return live;
-    await sleep(Math.min(pause, left));
-    pause = Math.min(pause * 2, 50);
-  }
+  const empty = await Promise.all(list.map((cg) => whenEmpty(cg, withinMs)));
+  return empty.map((e) => !e);
 }
 
 /**
@@ -41,6 +41,8 @@ export async function waitCgroupsEmpty(list: readonly SessionCgroup[], withinMs:
  * as a whole, and to each member that left the group (setsid, a double fork) by itself.
  */
 function signalMembers(cg: SessionCgroup, pgid: number | undefined, signal: NodeJS.Signals): void {
+  // SIGKILL is what the cgroup's kill sends, once to each member, without reading each member's group while they die.
+  if (signal === 'SIGKILL') return cg.kill();
   if (pgid !== undefined) signalGroup(pgid, signal);
   for (const pid of cg.members()) {
     if (pgid !== undefined && readStat(pid)?.pgrp === pgid) continue;

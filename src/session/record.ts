@@ -90,7 +90,7 @@ export const FailReasonSchema = z.enum([
   'refused',
 ]);
 
-/** What a session used (SPEC §15), from its cgroup: read on demand while it runs, once at its end. */
+/** What a session used (SPEC §15), from its cgroup: a held sample while it runs, read once at its end. */
 export const ResourcesSchema = z.object({
   cpuMs: finite,
   memoryBytes: finite,

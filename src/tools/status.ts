@@ -27,8 +27,8 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
 }
 
 /**
- * What the running sessions use together, read now from their cgroups (SPEC §15: on demand, no
- * timer): CPU time, memory now, processes, and how many sessions that covers.
+ * What the running sessions use together, from the samples held while they are asked for
+ * (runner/usage.ts): CPU time, memory now, processes, and how many sessions that covers.
  */
 function runningTotals(d: Daemon) {
   const total = { sessions: 0, cpuMs: 0, memoryBytes: 0, processes: 0 };

@@ -276,6 +276,31 @@ describe.skipIf(!ROOT || !V2)('sessions as cgroups, v2 membership with v1 contro
     await s.process({ action: 'kill', sessionId: bg.sessionId });
   });
 
+  it(why(ROOT && V2, "list answers running sessions' resources from the sample the daemon holds: a call reads no session's cgroup"), async () => {
+    const { d, s } = await daemon({});
+    const count = 20;
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const r = await s.exec({ command: 'sleep 600', background: true });
+      seen.add(r.pid);
+      ids.push(r.sessionId);
+    }
+    const first = await s.list();
+    expect(first.filter((x) => x.resources?.processes === 1)).toHaveLength(count);
+    // read(2) calls the daemon made (every thread): reading a session's figures takes six (cpu.stat, cgroup.procs, the member's status).
+    const reads = () => Number(/^syscr:\s+(\d+)$/m.exec(readFileSync(`/proc/${d.proc.pid}/io`, 'latin1'))![1]);
+    const calls = 20;
+    const before = reads();
+    const lists = await Promise.all(Array.from({ length: calls }, () => s.list()));
+    const perCall = (reads() - before) / calls;
+    for (const l of lists) expect(l.filter((x) => x.resources?.processes === 1)).toHaveLength(count);
+    // The request, its answer and a refresh of the held samples at most; not a read of every session per call.
+    expect(perCall).toBeLessThan(count);
+    const end = await s.process({ action: 'kill', sessionId: ids[0] });
+    expect(end.resources.processes).toBe(1);
+    await s.process({ action: 'kill', all: true });
+  });
+
   it(why(ROOT && V2, 'SIGKILL of the daemon and its guardian: the next start empties and removes what the last run left'), async () => {
     const state = makeStateDir();
     const { d, s } = await daemon({}, { env: { PROCCTL_STATE_DIR: state } });

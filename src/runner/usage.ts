@@ -1,0 +1,111 @@
+import type { Resources } from '../cgroup/session.js';
+
+/** How the held samples are kept fresh; tests shorten the times. */
+export interface UsageTiming {
+  /** A held sample is read again this often, while it is asked for. */
+  everyMs: number;
+  /** A sample nobody asked for in this many refreshes is let go. */
+  idleRefreshes: number;
+  /** Samples read per turn of the event loop during a refresh, so requests are answered between them. */
+  perTurn: number;
+}
+
+const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 16 };
+
+interface Held {
+  value: Resources;
+  /** The refresh count when it was last asked for. */
+  asked: number;
+}
+
+/**
+ * What running sessions use, from one sample per session that the sampler holds (SPEC §15):
+ * the first ask reads it, and while anyone keeps asking (list, poll, daemon.status) every held
+ * sample is read again once per `everyMs`, off the requests, a few per turn of the event loop.
+ * Reading a session's cgroup costs tens of microseconds (cpu.stat, cgroup.procs, each member's
+ * memory), so a list of a thousand sessions that read them all on every call cost more than
+ * the answer itself. A sample unasked for a few refreshes is let go, and with none held no
+ * timer runs.
+ */
+export class UsageSampler<K> {
+  private readonly held = new Map<K, Held>();
+  private timer: NodeJS.Timeout | undefined;
+  private refreshes = 0;
+  private refreshing = false;
+  /** Samples read so far, first asks and refreshes alike. */
+  reads = 0;
+
+  constructor(
+    /** Read one key's figures now. */
+    private readonly read: (key: K) => Resources,
+    /** Whether a key is still worth sampling (its session runs). */
+    private readonly live: (key: K) => boolean,
+    private readonly timing: UsageTiming = TIMING,
+  ) {}
+
+  /** The held sample of `key` (read now when none is held), at most about `everyMs` old. */
+  of(key: K): Resources {
+    let h = this.held.get(key);
+    if (h === undefined) {
+      h = { value: this.readOne(key), asked: this.refreshes };
+      this.held.set(key, h);
+      this.start();
+    } else h.asked = this.refreshes;
+    return h.value;
+  }
+
+  /** Whether its refresh timer runs (only while samples are held). */
+  get active(): boolean {
+    return this.timer !== undefined;
+  }
+
+  /** How many samples are held now. */
+  get size(): number {
+    return this.held.size;
+  }
+
+  /** Let go of every sample and stop the timer (daemon shutdown). */
+  close(): void {
+    this.held.clear();
+    this.stop();
+  }
+
+  private readOne(key: K): Resources {
+    this.reads++;
+    return this.read(key);
+  }
+
+  private start(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setInterval(() => this.refresh(), this.timing.everyMs);
+    this.timer.unref();
+  }
+
+  private stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Read again every sample still asked for, a few per turn; let go of the rest. */
+  private refresh(): void {
+    if (this.refreshing) return;
+    this.refreshes++;
+    const keys: K[] = [];
+    for (const [key, h] of this.held) {
+      if (this.refreshes - h.asked > this.timing.idleRefreshes || !this.live(key)) this.held.delete(key);
+      else keys.push(key);
+    }
+    if (this.held.size === 0) return this.stop();
+    this.refreshing = true;
+    let next = 0;
+    const turn = () => {
+      for (const end = Math.min(next + this.timing.perTurn, keys.length); next < end; next++) {
+        const h = this.held.get(keys[next]);
+        if (h !== undefined && this.live(keys[next])) h.value = this.readOne(keys[next]);
+      }
+      if (next < keys.length && this.timer !== undefined) setImmediate(turn);
+      else this.refreshing = false;
+    };
+    turn();
+  }
+}

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import type { Resources } from '../../../src/cgroup/session.js';
+import { UsageSampler } from '../../../src/runner/usage.js';
+import { waitFor } from '../../helpers/daemon.js';
+
+/** A reader whose figures grow with each read of a key, so a test can tell a fresh sample from a held one. */
+function counter() {
+  const reads = new Map<number, number>();
+  const read = (key: number): Resources => {
+    const n = (reads.get(key) ?? 0) + 1;
+    reads.set(key, n);
+    return { cpuMs: n, memoryBytes: key, memoryPeakBytes: key, processes: 1 };
+  };
+  return { reads, read, total: () => [...reads.values()].reduce((a, b) => a + b, 0) };
+}
+
+const FAST = { everyMs: 20, idleRefreshes: 2, perTurn: 4 };
+const keys = Array.from({ length: 50 }, (_, i) => i);
+
+describe('UsageSampler: one held sample per session, not a read per ask', () => {
+  it('answers repeated asks for many sessions from one read of each', () => {
+    const c = counter();
+    // A period no test waits out: only first asks can read.
+    const sampler = new UsageSampler(c.read, () => true, { everyMs: 3_600_000, idleRefreshes: 1, perTurn: 16 });
+    try {
+      for (let call = 0; call < 10; call++) for (const k of keys) expect(sampler.of(k).memoryBytes).toBe(k);
+      expect(c.total()).toBe(keys.length);
+      expect(sampler.reads).toBe(keys.length);
+    } finally {
+      sampler.close();
+    }
+  });
+
+  it('reads the held samples again while they are asked for', async () => {
+    const c = counter();
+    const sampler = new UsageSampler(c.read, () => true, FAST);
+    try {
+      for (const k of keys) sampler.of(k);
+      // Each ask finds the latest refresh; every key is read again, not just the first ones of a turn.
+      await waitFor(() => keys.every((k) => sampler.of(k).cpuMs >= 3), { what: 'two refreshes of every held sample' });
+      expect(sampler.active).toBe(true);
+    } finally {
+      sampler.close();
+    }
+  });
+
+  it('lets every sample go and stops its timer once nobody asks', async () => {
+    const c = counter();
+    const sampler = new UsageSampler(c.read, () => true, FAST);
+    for (const k of keys) sampler.of(k);
+    expect(sampler.active).toBe(true);
+    await waitFor(() => !sampler.active, { what: 'the sampler to stop' });
+    expect(sampler.size).toBe(0);
+    const before = c.total();
+    // Nothing reads on its own once stopped; the next ask reads afresh.
+    const fresh = sampler.of(7);
+    expect(fresh.cpuMs).toBe(c.reads.get(7));
+    expect(c.total()).toBe(before + 1);
+    sampler.close();
+  });
+
+  it('drops a session that stopped running at the next refresh, and reads it no more', async () => {
+    const c = counter();
+    const running = new Set(keys);
+    const sampler = new UsageSampler(c.read, (k: number) => running.has(k), FAST);
+    try {
+      for (const k of keys) sampler.of(k);
+      running.delete(3);
+      await waitFor(() => {
+        sampler.of(1);
+        return sampler.size === 1;
+      }, { what: 'the ended and the unasked samples to be let go' });
+      const readsOf3 = c.reads.get(3);
+      const readsOf1 = c.reads.get(1)!;
+      await waitFor(() => sampler.of(1).cpuMs >= readsOf1 + 2, { what: 'two more refreshes of the session still asked for' });
+      expect(c.reads.get(3)).toBe(readsOf3);
+    } finally {
+      sampler.close();
+    }
+  });
+});
