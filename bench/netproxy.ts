@@ -21,7 +21,9 @@ const BIG = 256 * 1024 * 1024;
  * machine (bench/lib/bare-proxy.ts, curl on the host): the smallest forward proxy Node's http
  * makes, and the addon's kernel relay with no proxy in front of it. What procctl's proxy adds
  * beyond those floors is its own cost; the floors are what one more hop costs here (on 2 cores,
- * a third busy process for a download that keeps two busy).
+ * a third busy process for a download that keeps two busy). The goals are against the floors
+ * (issue 26): first byte within 1.3x of the bare proxy's ratio, CONNECT at 0.9x of the bare
+ * relay's or better; the rows against direct are for information.
  */
 export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
   const gets = opts.quick ? 20 : 100;
@@ -113,13 +115,13 @@ export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
     row(
       'network by name: first byte of a GET, proxy / direct',
       ttfbRatio,
-      `median per round of ${gets} GETs: ${ms(ttfb.proxy)} through the proxy vs ${ms(ttfb.direct)} direct (curl time_starttransfer, a fresh connection each)`,
-      { op: '<=', value: 1.5 },
+      `median per round of ${gets} GETs: ${ms(ttfb.proxy)} through the proxy vs ${ms(ttfb.direct)} direct (curl time_starttransfer, a fresh connection each); for information: against a loopback server on 2 cores no proxy reaches issue 19's 1.5x`,
     ),
-    row('network by name: 256 MiB through CONNECT / direct', speedRatio, `${mbs(speed.proxy)} through the proxy's CONNECT vs ${mbs(speed.direct)} direct (curl speed_download)`, {
-      op: '>=',
-      value: 0.8,
-    }),
+    row(
+      'network by name: 256 MiB through CONNECT / direct',
+      speedRatio,
+      `${mbs(speed.proxy)} through the proxy's CONNECT vs ${mbs(speed.direct)} direct (curl speed_download); for information: no relay reaches issue 19's 0.8x here (the floor below)`,
+    ),
     row(
       'floor: first byte through the smallest Node http proxy / direct',
       ttfbFloor,
@@ -134,13 +136,13 @@ export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
       "network by name: first byte, procctl's ratio / the floor's",
       per(ttfbRatio, ttfbFloor),
       "what the daemon's proxy (policy, the session's accounting, the sandbox's netns) adds beyond the smallest Node http proxy",
-      { op: '<=', value: 1.5 },
+      { op: '<=', value: 1.3 },
     ),
     row(
       "network by name: CONNECT throughput, procctl's ratio / the floor's",
       per(speedRatio, speedFloor),
       'what the CONNECT handshake, the handover and the sandbox add beyond the bare kernel relay',
-      { op: '>=', value: 0.8 },
+      { op: '>=', value: 0.9 },
     ),
   ];
 }

@@ -1,7 +1,7 @@
 import { closeSync } from 'node:fs';
 import { createServer, Socket, type Server } from 'node:net';
 import type { Logger } from 'pino';
-import { ADDON_FIX, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../addon.js';
 import { ALL_SCOPES } from '../config/schema.js';
 import { forbidden } from '../errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
@@ -59,7 +59,7 @@ export class Channels implements ChannelHost {
    */
   openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void): Channel | Error {
     const addon = this.loadAddon();
-    if (addon instanceof Error) return new Error(`this session's network proxy needs procctl's addon (${addon.message}); ${ADDON_FIX}`);
+    if (addon instanceof Error) return new Error(`this session's network proxy needs procctl's addon (${addon.message}); ${addonFix()}`);
     // The job's streams, and the tunnels the kernel relays for it: closed at the session's end, and counted.
     const open = new Set<Held>();
     const hold = (held: Held) => {
@@ -120,7 +120,7 @@ export class Channels implements ChannelHost {
 
   private serve(sessionId: string, needs: string, serve: (socket: Socket) => void): Channel | Error {
     const addon = this.loadAddon();
-    if (addon instanceof Error) return new Error(`${needs} procctl's addon (${addon.message}); ${ADDON_FIX}`);
+    if (addon instanceof Error) return new Error(`${needs} procctl's addon (${addon.message}); ${addonFix()}`);
     const [ours, theirs] = addon.socketPair();
     const control = new Socket({ fd: ours, readable: true, writable: false });
     const open = new Set<Socket>();

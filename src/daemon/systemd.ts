@@ -1,7 +1,7 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
-import { ADDON_FIX, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../addon.js';
 
 /** The first fd systemd passes (SD_LISTEN_FDS_START). */
 const LISTEN_FDS_START = 3;
@@ -94,7 +94,7 @@ export class Notifier {
       const addon = loadAddon<NotifyAddon>(['notify']);
       if (addon instanceof Error) {
         // Said once, then notification is off: repeating it every status update helps no one.
-        this.log.warn({ err: addon.message, socket: this.path }, `cannot notify systemd: ${addon.message}; run the unit with Type=simple, or ${ADDON_FIX}`);
+        this.log.warn({ err: addon.message, socket: this.path }, `cannot notify systemd: ${addon.message}; run the unit with Type=simple, or ${addonFix()}`);
         this.path = undefined;
         return;
       }

@@ -1,5 +1,5 @@
 import { constants as os } from 'node:os';
-import { ADDON_FIX, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../addon.js';
 import type { SpawnSteps } from '../sandbox/plan.js';
 
 export type { SpawnSteps };
@@ -43,7 +43,7 @@ export function nativeSpawner(): Addon | Error {
     if (process.env.PROCCTL_SPAWN === 'node') addon = new Error('PROCCTL_SPAWN=node is set in the daemon\'s environment');
     else {
       const found = loadAddon<Addon>(['spawn', 'reap', 'exited']);
-      addon = found instanceof Error ? new Error(`${found.message}; ${ADDON_FIX}`) : found;
+      addon = found instanceof Error ? new Error(`${found.message}; ${addonFix()}`) : found;
     }
   }
   return addon;

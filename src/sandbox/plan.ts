@@ -1,6 +1,6 @@
 import { closeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { PACKAGE_ROOT } from '../addon.js';
+import { packageRoot } from '../addon.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
 import { checkSandbox, SandboxUnavailable, type SandboxHost } from './host.js';
@@ -159,7 +159,7 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
     asRoot: host.root,
     asUser: user !== undefined,
     // The helper runs from procctl's own files, and node from wherever it is.
-    seen: proxied ? [PACKAGE_ROOT, dirname(process.execPath)] : [],
+    seen: proxied ? [packageRoot(), dirname(process.execPath)] : [],
   });
   // No Unix socket can be made inside (native/seccomp.c), unless the operator lifted it.
   const filter = c.config.sandbox.allowUnixSockets ? undefined : unixSocketFilter();

@@ -1,5 +1,5 @@
 import { closeSync } from 'node:fs';
-import { ADDON_FIX, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../addon.js';
 
 interface SeccompAddon {
   seccompFilter(): number;
@@ -13,7 +13,7 @@ interface SeccompAddon {
  */
 export function unixSocketFilter(): number {
   const addon = loadAddon<SeccompAddon>(['seccompFilter']);
-  if (addon instanceof Error) throw new Error(`the sandbox's seccomp filter needs procctl's addon: ${addon.message}; ${ADDON_FIX}`);
+  if (addon instanceof Error) throw new Error(`the sandbox's seccomp filter needs procctl's addon: ${addon.message}; ${addonFix()}`);
   return addon.seccompFilter();
 }
 

@@ -1,6 +1,6 @@
 import { Socket } from 'node:net';
 import { constants } from 'node:os';
-import { ADDON_FIX, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../addon.js';
 import type { Dial } from './dial.js';
 import { DaemonUnreachableError } from './unreachable.js';
 
@@ -32,7 +32,7 @@ export function channelDial(fd: number): Dial {
   const where = `the session's channel (inherited descriptor ${fd})`;
   return async (sink) => {
     const addon = loadAddon<ChannelAddon>(['receiveConnection']);
-    if (addon instanceof Error) throw new DaemonUnreachableError(where, `reaching it needs procctl's addon: ${addon.message}; ${ADDON_FIX}`, 'connect', 'ENOENT', CHANNEL_HINT);
+    if (addon instanceof Error) throw new DaemonUnreachableError(where, `reaching it needs procctl's addon: ${addon.message}; ${addonFix()}`, 'connect', 'ENOENT', CHANNEL_HINT);
     let connection: number;
     try {
       connection = addon.receiveConnection(fd, RECEIVE_TIMEOUT_MS);
