@@ -1,5 +1,5 @@
 import type { BigIntStats, Dirent, Stats } from 'node:fs';
-import { ADDON_FIX, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../addon.js';
 import { unavailable } from '../errors.js';
 import type { FileType } from './types.js';
 
@@ -22,7 +22,7 @@ let addon: XattrAddon | undefined;
 export function getxattr(path: string | Buffer, name: string): Buffer | null {
   if (!addon) {
     const found = loadAddon<XattrAddon>(['getxattr']);
-    if (found instanceof Error) throw unavailable(`cannot read an overlay's upper directory: ${found.message}; ${ADDON_FIX}`);
+    if (found instanceof Error) throw unavailable(`cannot read an overlay's upper directory: ${found.message}; ${addonFix()}`);
     addon = found;
   }
   return addon.getxattr(path, name);
