@@ -34,9 +34,11 @@ describe('a forgotten session leaves nothing behind', () => {
     const c = await d.client();
     // Warm up: modules load, spare scratch directories are made, the terminal library is opened.
     await runMany(20, 4, async (i) => void (await execAndClear(c, { command: 'true', pty: i % 2 === 0 })));
-    // A first kill opens the event loop's one inotify descriptor (the wait for a cgroup to empty watches cgroup.events).
-    const first = await c.exec({ command: 'sleep 30', background: true });
-    await c.process({ action: 'kill', sessionId: first.sessionId });
+    // A first kill opens the event loop's one inotify descriptor (the wait for a cgroup to empty watches cgroup.events):
+    // its job ignores the stop signal, so the kill must wait for the cgroup whatever the machine's load.
+    const first = await c.exec({ command: "trap '' TERM; echo ready; sleep 30", background: true });
+    await waitFor(async () => (await c.process({ action: 'log', sessionId: first.sessionId })).output.includes('ready') || undefined, { what: 'the job to ignore TERM' });
+    await c.process({ action: 'kill', sessionId: first.sessionId, graceMs: 300 });
     await c.process({ action: 'clear', sessionId: first.sessionId });
     await waitFor(async () => (await c.process({ action: 'list' })).sessions.length === 0 || undefined);
     const before = await diagnose(c);
