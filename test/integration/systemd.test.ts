@@ -71,7 +71,12 @@ function activate(sock: string, dir: string, extra: string[], env: string[] = []
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
   const exited = new Promise<number | string | null>((r) => child.on('exit', (code, signal) => r(code ?? signal)));
-  return { child, out: () => out, exited };
+  /** SIGTERM, and how it exited (a string when it did not within 15 s). */
+  const stop = () => {
+    child.kill('SIGTERM');
+    return Promise.race([exited, new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000))]);
+  };
+  return { child, out: () => out, exited, stop };
 }
 
 describe('socket activation', () => {
@@ -80,7 +85,7 @@ describe('socket activation', () => {
   it.skipIf(!SOCKET_ACTIVATE)(needs(SOCKET_ACTIVATE, 'systemd-socket-activate', 'procctld serves the socket it is handed (LISTEN_FDS) and exits on SIGTERM'), async () => {
     const dir = tempDir('procctl-activate-');
     const sock = join(dir, 'procctl.sock');
-    const { child, out, exited } = activate(sock, dir, ['--socket', sock]);
+    const { child, out, stop } = activate(sock, dir, ['--socket', sock]);
 
     await waitFor(() => /Listening on/.test(out()), { what: 'systemd-socket-activate to listen' });
     const inode = statSync(sock).ino;
@@ -103,9 +108,7 @@ describe('socket activation', () => {
     expect((await again.exec({ command: 'echo second' })).output).toBe('second\n');
     again.close();
 
-    child.kill('SIGTERM');
-    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000))]);
-    expect(code, out()).toBe(0);
+    expect(await stop(), out()).toBe(0);
   });
 
   // Without --socket the daemon must not place its files by the default path ($PROCCTL_SOCKET here):
@@ -116,7 +119,7 @@ describe('socket activation', () => {
     mkdirSync(join(dir, 'run'), { mode: 0o700 });
     const config = join(dir, 'config.json');
     writeFileSync(config, JSON.stringify({ approvals: { rules: [{ command: ['touch'], action: 'ask' }] } }));
-    const { child, out, exited } = activate(sock, dir, [], [`PROCCTL_CONFIG=${config}`]);
+    const { out, stop } = activate(sock, dir, [], [`PROCCTL_CONFIG=${config}`]);
     await waitFor(() => /Listening on/.test(out()), { what: 'systemd-socket-activate to listen' });
 
     const c = await TestClient.connect(sock);
@@ -132,9 +135,7 @@ describe('socket activation', () => {
     await waitFor(() => statSync(join(dir, 'made'), { throwIfNoEntry: false }) !== undefined, { what: 'the approved touch to run' });
     c.close();
 
-    child.kill('SIGTERM');
-    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000))]);
-    expect(code, out()).toBe(0);
+    expect(await stop(), out()).toBe(0);
   });
 
   it.skipIf(!SOCKET_ACTIVATE)(needs(SOCKET_ACTIVATE, 'systemd-socket-activate', 'a --socket that is not the inherited socket is refused, naming both'), async () => {
