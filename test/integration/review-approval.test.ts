@@ -205,6 +205,23 @@ describe.skipIf(SKIP_SANDBOX)('review as an approval', () => {
     expect(existsSync(join(dir, 'later'))).toBe(true);
   });
 
+  it('a review job the daemon died under: after the restart its changes are pending and asked about like any other', async () => {
+    const dir = dirFor('crash');
+    const r = await s.exec({ command: 'touch k && sleep 600', workdir: dir, background: true });
+    ids.add(r.sessionId);
+    await waitFor(async () => (await s.process({ action: 'changes', sessionId: r.sessionId, stat: true })).totals.files === 1, { what: 'the job to write k' });
+    d.proc.kill('SIGKILL');
+    await new Promise((res) => d.proc.once('exit', res));
+    d = await startDaemon({ config, env: { PROCCTL_STATE_DIR: state } });
+    s = new Scoped(await d.client(), 'agent');
+    const listed = (await s.list()).find((x) => x.sessionId === r.sessionId);
+    expect(listed).toMatchObject({ status: 'failed', reason: 'lost', changes: { pending: true }, interrupt: { kind: 'changes' } });
+    expect(listed.interrupt.reason).toContain('A crash/k');
+    expect((await s.error('process', { action: 'apply', sessionId: r.sessionId })).data.kind).toBe('forbidden');
+    await s.process({ action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...person() });
+    expect(existsSync(join(dir, 'k'))).toBe(true);
+  });
+
   it('an MCP client with elicitation is asked with the summary, and its yes applies', async () => {
     const dir = dirFor('mcp');
     const transport = new StdioClientTransport({ command: process.execPath, args: [PROCCTL, '--socket', d.socket, 'mcp', '--scope', 'agent'], env: process.env as Record<string, string>, stderr: 'pipe' });
