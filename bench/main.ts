@@ -35,10 +35,14 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   cli: (o) => import('./cli.js').then((m) => m.cliStartup(o)),
   // The same from the tarball installed with npm, as a user has it.
   'cli-installed': (o) => import('./cli-installed.js').then((m) => m.cliInstalled(o)),
+  // Review and undo: reading a session's changes and applying them, against cp -a.
+  changes: (o) => import('./changes.js').then((m) => m.changesCost(o)),
+  // Review mode's cost against direct writes: exec of true, npm ci.
+  review: (o) => import('./review.js').then((m) => m.reviewCost(o)),
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

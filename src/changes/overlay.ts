@@ -38,9 +38,10 @@ export const isOpaque = (path: string | Buffer, format: XattrFormat) => getxattr
  * `origin`, `impure` and `uuid` marks the kernel does write only help it keep inode numbers; the
  * content is the upper entry's either way, so they are not read.
  */
-export function foreignMark(path: string | Buffer, format: XattrFormat, type: FileType): string | undefined {
-  if (type === 'dir' && getxattr(path, `${format}.overlay.redirect`) !== null) return 'redirect';
-  if (type === 'file' && getxattr(path, `${format}.overlay.metacopy`) !== null) return 'metacopy';
+export function foreignMark(path: string | Buffer, st: BigIntStats, format: XattrFormat): string | undefined {
+  if (st.isDirectory() && getxattr(path, `${format}.overlay.redirect`) !== null) return 'redirect';
+  // A metacopy file holds no data of its own: only a file without blocks can be one.
+  if (st.isFile() && st.blocks === 0n && st.size > 0n && getxattr(path, `${format}.overlay.metacopy`) !== null) return 'metacopy';
   return undefined;
 }
 

@@ -38,7 +38,7 @@ export function read(upper: string, workspace: string, options: ReadOptions = {}
         continue;
       }
       const type = typeOf(st);
-      const mark = foreignMark(up, format, type);
+      const mark = foreignMark(up, st, format);
       if (mark) fact.overlayMark = mark;
       if (type === 'dir') {
         const madeOpaque = opaque || isOpaque(up, format);

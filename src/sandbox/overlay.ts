@@ -67,13 +67,19 @@ export function mountSteps(overlays: readonly Overlay[], root: boolean): MountSt
 /**
  * The same as programs run before the rest of the chain, for spawners that cannot do it between
  * fork and exec (terminals, the fork fallback): util-linux unshare, then a shell that mounts each
- * overlay and execs what follows `--`.
+ * overlay and execs what follows `--`. mount(8) insists on uid 0, so a daemon that is not root
+ * mounts as root of a user namespace of its own and then takes back its own ids in a second one
+ * (the job must not run as root of anything, and bwrap must find the ids it expects).
  */
 export function mountChain(steps: MountSteps, programs: { unshare: string; mount: string; sh: string }): string[] {
   const script = `while [ "$1" != -- ]; do ${programs.mount} -t overlay overlay -o "$1" "$2" || exit 126; shift 2; done; shift; exec "$@"`;
+  const uid = process.getuid?.() ?? 0;
+  const gid = process.getgid?.() ?? 0;
+  const back = steps.userns ? [programs.unshare, '--user', `--map-user=${uid}`, `--map-group=${gid}`, '--'] : [];
   return [
-    programs.unshare, '--mount', '--propagation', 'private', ...(steps.userns ? ['--user', '--map-current-user'] : []), '--',
+    programs.unshare, '--mount', '--propagation', 'private', ...(steps.userns ? ['--user', '--map-root-user'] : []), '--',
     programs.sh, '-c', script, 'procctl-overlay', ...steps.overlays.flatMap((o) => [o.options, o.target]), '--',
+    ...back,
   ];
 }
 

@@ -6,6 +6,10 @@ import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
 import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
 import { cli } from '../cli/run.js';
+import { cannotActAsAnotherUser } from '../helpers/caps.js';
+import { checkoutFor, removeCheckouts } from '../helpers/readable.js';
+import { TestClient } from '../helpers/rpc.js';
+import { waitFor } from '../helpers/daemon.js';
 
 /**
  * Review and undo (SPEC §16), tried as a user would, with a real sandbox and real overlay mounts:
@@ -38,7 +42,11 @@ afterAll(async () => {
   await d?.stop();
   killMarked(ids);
   fs.cleanup();
+  removeCheckouts();
 });
+
+/** Why a daemon cannot run as uid 65534 here, or undefined. */
+const AS_NOBODY = cannotActAsAnotherUser();
 
 describe.skipIf(SKIP_SANDBOX)('review mode', () => {
   it('holds what a command writes: the workspace is untouched until apply, exact after it, and back after undo', async () => {
@@ -113,6 +121,17 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     expect(run.stdout).toBe('from dep\n');
     await s.process({ action: 'undo', sessionId: r.sessionId });
     expect(existsSync(join(app, 'node_modules'))).toBe(false);
+  });
+
+  it('a terminal session (its overlay mounted by util-linux, not the spawner) is held the same way', async () => {
+    const dir = join(ws, 'pty');
+    mkdirSync(dir);
+    const r = await s.exec({ command: 'echo typed > t.txt && cat t.txt', workdir: dir, changes: 'review', pty: true, yieldMs: 60_000 });
+    ids.add(r.sessionId);
+    expect(r.status, r.text).toBe('completed');
+    expect(r.output).toContain('typed');
+    expect(existsSync(join(dir, 't.txt'))).toBe(false);
+    expect(r.changes).toMatchObject({ pending: true, files: 1 });
   });
 
   it('git commit in review mode changes .git only once applied', async () => {
@@ -227,5 +246,56 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     expect(listed?.changes).toMatchObject({ pending: true, files: 1 });
     await s.process({ action: 'apply', sessionId: r.sessionId });
     expect(readFileSync(join(dir, 'later.txt'), 'utf8')).toBe('kept\n');
+  });
+});
+
+// A daemon that is not root mounts the overlay in a user namespace of the job's own (its ids mapped to
+// themselves), with overlayfs's user.* marks; nothing else changes for the person.
+describe.skipIf(SKIP_SANDBOX || AS_NOBODY !== undefined)('review mode on a daemon that is not root', () => {
+  it('holds, applies and undoes as it does for root', async () => {
+    const home = fs.dir('nobody');
+    const work = join(home, 'ws');
+    mkdirSync(work);
+    writeFileSync(join(work, 'a.txt'), 'before\n');
+    execFileSync('chown', ['-R', '65534:65534', home]);
+    execFileSync('chmod', ['0755', fs.root]);
+    const file = join(home, 'config.json');
+    writeFileSync(file, JSON.stringify({ sandbox: { mode: 'workspace-write', workspaces: [work] } }));
+    const sock = join(home, 'run', 'procctl.sock');
+    const { root } = checkoutFor(65534);
+    const env = { ...process.env, PROCCTL_STATE_DIR: join(home, 'state'), HOME: home, PROCCTL_LOG_LEVEL: 'warn' };
+    delete env.PROCCTL_SOCKET;
+    delete env.XDG_RUNTIME_DIR;
+    const { spawn } = await import('node:child_process');
+    const daemon = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--', process.execPath, join(root, 'bin', 'procctld'), '--socket', sock, '--config', file], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    daemon.stderr!.setEncoding('utf8').on('data', (x: string) => (out += x));
+    const exited = new Promise((r) => daemon.on('exit', r));
+    try {
+      await waitFor(() => existsSync(sock) || daemon.exitCode !== null, { what: 'the daemon as uid 65534 to listen' });
+      expect(daemon.exitCode, out).toBe(null);
+      const c = new Scoped(await waitFor(() => TestClient.connect(sock).catch(() => undefined), { what: 'a connection' }) as TestClient, 'nobody');
+      expect((await c.c.call('daemon.status')).changes, out).toMatchObject({ review: true, how: 'overlayfs in a user namespace' });
+      const r = await c.exec({ command: 'echo after > a.txt && echo new > b.txt && id -u', workdir: work, changes: 'review', yieldMs: 60_000 });
+      ids.add(r.sessionId);
+      expect(r.status, r.text).toBe('completed');
+      expect(r.output.trim()).toBe('65534');
+      expect(readFileSync(join(work, 'a.txt'), 'utf8')).toBe('before\n');
+      expect(existsSync(join(work, 'b.txt'))).toBe(false);
+      const changes = await c.process({ action: 'changes', sessionId: r.sessionId, stat: true });
+      expect(changes.files.map((f: any) => `${f.kind} ${f.path}`).sort()).toEqual(['added b.txt', 'modified a.txt']);
+      await c.process({ action: 'apply', sessionId: r.sessionId });
+      expect(readFileSync(join(work, 'a.txt'), 'utf8')).toBe('after\n');
+      expect(lstatSync(join(work, 'b.txt')).uid).toBe(65534);
+      await c.process({ action: 'undo', sessionId: r.sessionId });
+      expect(readFileSync(join(work, 'a.txt'), 'utf8')).toBe('before\n');
+      expect(existsSync(join(work, 'b.txt'))).toBe(false);
+      c.c.close();
+    } finally {
+      daemon.kill('SIGTERM');
+      const t = setTimeout(() => daemon.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(t);
+    }
   });
 });
