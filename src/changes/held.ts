@@ -23,6 +23,8 @@ const LayoutSchema = z.strictObject({
   workspace: z.string(),
   startedAt: z.number(),
   xattrs: z.enum(['trusted', 'user']),
+  /** An approval rule said review (SPEC §16): the changes wait for a person, and only a person applies them. */
+  approval: z.literal(true).optional(),
 });
 type Layout = z.infer<typeof LayoutSchema>;
 
@@ -63,9 +65,12 @@ export class HeldChanges {
     return join(this.root, id);
   }
 
-  /** A review session starts: its layout is written before its job runs, so a crash leaves enough to review what it wrote. */
-  begin(id: string, workspace: string, startedAt: number): HeldSummary {
-    const layout: Layout = { v: 1, workspace, startedAt, xattrs: process.getuid?.() === 0 ? 'trusted' : 'user' };
+  /**
+   * A review session starts: its layout is written before its job runs, so a crash leaves enough
+   * to review what it wrote, and whether a person must answer for it (`approval`).
+   */
+  begin(id: string, workspace: string, startedAt: number, o: { approval?: boolean } = {}): HeldSummary {
+    const layout: Layout = { v: 1, workspace, startedAt, xattrs: process.getuid?.() === 0 ? 'trusted' : 'user', ...(o.approval ? { approval: true as const } : {}) };
     const file = join(this.dirOf(id), 'layout.json');
     mkdirSync(this.dirOf(id), { recursive: true, mode: 0o700 });
     writeFileSync(`${file}.tmp`, `${JSON.stringify(layout)}\n`, { mode: 0o600 });
@@ -86,6 +91,16 @@ export class HeldChanges {
     }
     this.store.open(id);
     return this.note(id, { state: 'pending', pending: true, files: totals.files, bytes: totals.bytes });
+  }
+
+  /** Whether these changes wait for a person's approval (an approval rule said review): only a person applies them. */
+  needsApproval(id: string): boolean {
+    return this.layout(id)?.approval === true;
+  }
+
+  /** Where the changes go: the workspace the session's overlay covered. */
+  workspaceOf(id: string): string | undefined {
+    return this.layout(id)?.workspace;
   }
 
   summary(id: string): HeldSummary | undefined {

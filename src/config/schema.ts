@@ -38,8 +38,13 @@ const Regex = z.string().refine((s) => {
 /** A variable-name glob: `*` and `?` over letters, digits and `_`. */
 const Glob = z.string().regex(/^[A-Za-z0-9_*?]+$/, 'must be a variable-name glob: letters, digits, _, * and ?');
 
-/** An approval rule (SPEC §8); its pattern is RE2 syntax, checked here and compiled by policy/approvals. */
-const Action = z.enum(['allow', 'deny', 'ask']);
+/**
+ * What an approval rule (or approvals.default) says about a command (SPEC §8, §16): run it, refuse
+ * it, ask a person first, or run it at once with its changes held until a person applies them.
+ */
+export const ApprovalAction = z.enum(['allow', 'deny', 'ask', 'review']);
+export type ApprovalAction = z.infer<typeof ApprovalAction>;
+const Action = ApprovalAction;
 
 /**
  * One approval rule (SPEC §8): `command`, an argument-vector prefix (globs per word; a word that
@@ -118,7 +123,7 @@ export const ConfigSchema = z.strictObject({
   approvals: z
     .strictObject({
       rules: ApprovalRules.default([]),
-      /** What a simple command no rule matches gets: "ask" makes the rules an allowlist. */
+      /** What a simple command no rule matches gets: "ask" makes the rules an allowlist; "review" holds every command's changes for a person. */
       default: Action.default('allow'),
       /** Add the built-in list of read-only commands as allowed (policy/safe.ts). */
       safe: z.boolean().default(false),

@@ -28,6 +28,7 @@ import { RememberedStore } from './remembered.js';
 import { compileRules } from '../policy/approvals.js';
 import { loadBash } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
+import { restoreChangesApprovals } from '../tools/approval/changes.js';
 import { nativeSpawner } from '../runner/native.js';
 import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
@@ -172,6 +173,8 @@ export class ProcctlDaemon implements Daemon {
     this.keeper.recover(this.current, (s) => restorePending(this, s));
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
     this.held.load((id, summary) => this.registry.find(ALL_SCOPES, id)?.noteChanges(summary));
+    // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
+    restoreChangesApprovals(this);
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {

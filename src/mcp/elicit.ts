@@ -1,5 +1,6 @@
 /**
- * A pending interrupt (SPEC §7: a question a running command waits on; §8: an approval) as an
+ * A pending interrupt (SPEC §7: a question a running command waits on; §8: an approval; §16: held
+ * changes waiting for a person) as an
  * MCP form elicitation, and the person's answer back as the `input` of `process resume`. Pure:
  * the server decides when to ask, this only says what to ask and how to read the answer.
  */
@@ -7,7 +8,7 @@
 /** The interrupt as the daemon reports it (`interrupt` of an exec, poll or list result). */
 export interface InterruptView {
   id: string;
-  kind: 'confirm' | 'text' | 'secret' | 'select' | 'approval';
+  kind: 'confirm' | 'text' | 'secret' | 'select' | 'approval' | 'changes';
   reason: string;
   fields: { name: string; type: 'confirm' | 'text' | 'secret' | 'select'; label: string; required: boolean; options?: { value: string; label: string }[] }[];
   expiresAt: string;
@@ -39,6 +40,7 @@ export function elicitationFor(interrupt: InterruptView, session: { sessionId: s
   switch (type) {
     case 'confirm':
     case 'approval':
+    case 'changes':
       property = { type: 'boolean', title: field?.label ?? 'Confirm', description: interrupt.reason };
       break;
     case 'select':
@@ -58,7 +60,9 @@ export function elicitationFor(interrupt: InterruptView, session: { sessionId: s
   const message =
     interrupt.kind === 'approval'
       ? `A command needs your approval before it runs: ${session.command ?? who}\nWhy: ${interrupt.reason}`
-      : `${who} is waiting for input: ${interrupt.reason}`;
+      : interrupt.kind === 'changes'
+        ? `${who} ran in review mode; what it changed waits for your approval before it reaches the workspace (yes applies, no discards):\n${interrupt.reason}`
+        : `${who} is waiting for input: ${interrupt.reason}`;
   return { message, requestedSchema: { type: 'object', properties: { [name]: property }, required: [name] } };
 }
 
@@ -70,7 +74,7 @@ export function resumeInputFrom(interrupt: InterruptView, content: Record<string
   const field = interrupt.fields[0];
   const name = field?.name ?? 'answer';
   const value = content?.[name];
-  const type = field?.type ?? (interrupt.kind === 'approval' ? 'confirm' : interrupt.kind);
+  const type = field?.type ?? (interrupt.kind === 'approval' || interrupt.kind === 'changes' ? 'confirm' : interrupt.kind);
   if (type === 'confirm') {
     return typeof value === 'boolean' ? { confirm: value } : { problem: `the answer to "${name}" must be true or false` };
   }

@@ -13,12 +13,12 @@ const STATUS = z
 const INTERRUPT = z
   .looseObject({
     id: z.string(),
-    kind: z.enum(['confirm', 'text', 'secret', 'select', 'approval']),
+    kind: z.enum(['confirm', 'text', 'secret', 'select', 'approval', 'changes']),
     reason: z.string(),
     fields: z.array(z.looseObject({ name: z.string(), type: z.string(), label: z.string(), required: z.boolean() })),
     expiresAt: z.string(),
   })
-  .describe('The question the session waits on, answered once with process resume.');
+  .describe('The question the session waits on, answered once with process resume; kind "changes": an ended review session whose changes wait for a person.');
 
 export const ExecResultSchema = z
   .looseObject({

@@ -75,7 +75,8 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
         'procctl runs shell commands on this host. exec runs one and answers with its output, or status "running" with a sessionId; ' +
         `then use process poll with a timeout (at most ${MCP_MAX_WAIT_MS} ms) rather than polling in a tight loop. ` +
         'waiting_input is a question the command asks: answer it with process resume. approval_required is for the user: ' +
-        'a person approves or refuses it (their MCP client asks them, or they run procctl resume); poll to see when it starts.',
+        'a person approves or refuses it (their MCP client asks them, or they run procctl resume); poll to see when it starts. ' +
+        'An ended command whose interrupt has kind "changes" holds what it wrote until a person applies or discards it the same way.',
     },
   );
   const withScope = (p: Record<string, unknown>) => ({ ...p, ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
@@ -88,7 +89,8 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
 
   /** Put the question to the person, or answer as the daemon did. */
   const answerOrAsk = async (tool: Flow['tool'], r: DaemonResult, waitMs: number, ctx: ServerContext, command?: string): Promise<CallToolResult | InputRequiredResult> => {
-    const asks = (r.status === 'waiting_input' || r.status === 'approval_required') && r.interrupt && r.sessionId;
+    // A command's question, its approval, or (it ended) the approval its held changes wait for.
+    const asks = (r.status === 'waiting_input' || r.status === 'approval_required' || r.interrupt?.kind === 'changes') && r.interrupt && r.sessionId;
     if (!asks || !canElicit(server, ctx)) return toolResult(r);
     const id = randomBytes(12).toString('hex');
     flows.set(id, { tool, sessionId: r.sessionId!, interrupt: r.interrupt!, result: r, waitMs });
@@ -111,11 +113,11 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
     let r: DaemonResult;
     try {
       // The person answered: an approval carries the approver credential; a model's own resume never does.
-      const approverToken = flow.interrupt.kind === 'approval' ? opts.approverToken?.() : undefined;
+      const approverToken = flow.interrupt.kind === 'approval' || flow.interrupt.kind === 'changes' ? opts.approverToken?.() : undefined;
       r = await call('process', { action: 'resume', sessionId: flow.sessionId, input, ...(approverToken ? { approverToken } : {}) }, ctx);
       // An answered question lets the command go on: wait for it as exec would have (poll answers
       // at each new output, so poll until it ends, asks again, or the wait is over).
-      if (flow.interrupt.kind !== 'approval' && r.status === 'running') {
+      if (flow.interrupt.kind !== 'approval' && flow.interrupt.kind !== 'changes' && r.status === 'running') {
         const until = Date.now() + flow.waitMs;
         let output = flow.result.output ?? '';
         do {

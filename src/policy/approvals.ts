@@ -1,11 +1,13 @@
 import type { RE2JS } from 're2js';
 import { compilePattern } from '../config/pattern.js';
+import type { ApprovalAction } from '../config/schema.js';
 import { remembers, type RememberedRule } from './remembered.js';
 import { safeCommand } from './safe.js';
 
 export { compilePattern };
 
-export type Action = 'allow' | 'deny' | 'ask';
+/** The actions are the config schema's (config/schema.ts). */
+export type Action = ApprovalAction;
 
 /** An approval rule as the config holds it (SPEC §8): a `match` pattern or a `command` prefix. */
 export interface ApprovalRuleConfig {
@@ -73,9 +75,15 @@ export interface Judgement {
   parts: PartDecision[];
   /** The part whose decision is the whole's (the first of the strictest). */
   decided: PartDecision;
+  /**
+   * The first part that said "review", unless the whole is denied: the command runs in review
+   * mode, at once (decision "review") or once a person approved it (decision "ask").
+   */
+  review?: PartDecision;
 }
 
-const STRICTNESS: Record<Action, number> = { allow: 0, ask: 1, deny: 2 };
+/** Review is stricter than allow (its changes wait for a person) and laxer than ask (it runs at once). */
+const STRICTNESS: Record<Action, number> = { allow: 0, review: 1, ask: 2, deny: 3 };
 
 /** A glob over one word: `*` any run of characters, `?` one; everything else literal, case-sensitive. */
 function wordGlob(glob: string): RegExp {
@@ -196,7 +204,8 @@ function judgePart(policy: ApprovalPolicy, rules: readonly CompiledRule[], part:
 
 /**
  * How a command line is judged (SPEC §8): each part on its own, `match` rules also against the
- * whole line, and the whole gets the strictest (deny > ask > allow). Pure.
+ * whole line, and the whole gets the strictest (deny > ask > review > allow); a part that said
+ * review makes an asked command run in review mode once approved. Pure.
  */
 export function judge(policy: ApprovalPolicy, line: string, parts: readonly Part[], scope: string, remembered: readonly RememberedRule[] = []): Judgement {
   const rules = compileRules(policy.rules);
@@ -208,7 +217,8 @@ export function judge(policy: ApprovalPolicy, line: string, parts: readonly Part
   if (decisions.length === 0) decisions.push({ text: line, decision: policy.default, reason: `nothing to run (approvals.default is "${policy.default}")` });
   let decided = decisions[0];
   for (const d of decisions) if (STRICTNESS[d.decision] > STRICTNESS[decided.decision]) decided = d;
-  return { decision: decided.decision, parts: decisions, decided };
+  const review = decided.decision === 'deny' ? undefined : decisions.find((d) => d.decision === 'review');
+  return { decision: decided.decision, parts: decisions, decided, ...(review ? { review } : {}) };
 }
 
 /**

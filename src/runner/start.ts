@@ -38,7 +38,7 @@ export interface LaunchContext {
   /** Where sessions' cgroups go on this host (SPEC §15), found at start; mode "none" where there are none. */
   cgroups: CgroupLayout;
   /** Review mode's keeper (changes/held.ts): told of each review session before its job runs. */
-  held: { begin(id: string, workspace: string, startedAt: number): ChangesSummary };
+  held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean }): ChangesSummary };
 }
 
 /** A session's own channel back (daemon/channel.ts). */
@@ -71,8 +71,11 @@ export interface JobRequest {
   policy: { inherited: NodeJS.ProcessEnv; elevated: boolean };
   /** An approved exec takes the id of the session that waited for it, and its approval history. */
   approved?: { id: string; history: InterruptOutcome[] };
-  /** Review mode (SPEC §16): the workspaces are overlays, their writes kept under `<state>/changes/<id>`. */
-  review?: boolean;
+  /**
+   * Review mode (SPEC §16): the workspaces are overlays, their writes kept under `<state>/changes/<id>`;
+   * `approval`: an approval rule said review, so its changes wait for a person's answer once it ends.
+   */
+  review?: { approval: boolean };
 }
 
 /**
@@ -140,7 +143,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     try {
       plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined }, user);
       if (plan.overlays) makeUpperDirs(plan.overlays);
-      if (plan.overlays?.length) changes = ctx.held.begin(id, plan.overlays[0].target, Date.now());
+      if (plan.overlays?.length) changes = ctx.held.begin(id, plan.overlays[0].target, Date.now(), { approval: req.review?.approval });
     } catch (err) {
       refused = (err as Error).message;
     }

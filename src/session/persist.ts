@@ -92,7 +92,17 @@ export function restoreSession(
     startedAt: r.startedAt,
     spool,
     pastInterrupts: r.pastInterrupts,
-    restored: { state: restoredState(r, now), pty: r.pty, backgrounded: r.backgrounded, stop: r.stop, checkpoints: r.checkpoints, networkDenied: r.networkDenied, resources: r.resources },
+    restored: {
+      state: restoredState(r, now),
+      pty: r.pty,
+      backgrounded: r.backgrounded,
+      stop: r.stop,
+      checkpoints: r.checkpoints,
+      networkDenied: r.networkDenied,
+      resources: r.resources,
+      // Its held changes were waiting for a person: the daemon asks again if they still are (tools/approval/changes.ts).
+      ...(isEnded(r) && r.interrupt?.kind === 'changes' ? { changesApproval: r.interrupt } : {}),
+    },
   });
   s.output.restore(r.output);
   return s;

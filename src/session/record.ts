@@ -18,10 +18,13 @@ export const InterruptFieldSchema = z.object({
 });
 export type InterruptField = z.infer<typeof InterruptFieldSchema>;
 
-/** A question the session is waiting on (SPEC §7), or the approval it waits for before it starts (§8). */
+/**
+ * A question the session is waiting on (SPEC §7), the approval it waits for before it starts
+ * (§8), or, once it ended, the approval its held changes wait for (`changes`, §16).
+ */
 export const InterruptSchema = z.object({
   id: z.string(),
-  kind: z.enum(['confirm', 'text', 'secret', 'select', 'approval']),
+  kind: z.enum(['confirm', 'text', 'secret', 'select', 'approval', 'changes']),
   reason: z.string(),
   fields: z.array(InterruptFieldSchema),
   createdAt: finite,
@@ -66,6 +69,8 @@ export const PendingExecSchema = z.object({
   cwd: z.string(),
   /** The rule that asked (its position in approvals.rules), for the log; absent when the scope's elevated policy asked. */
   rule: z.number().int().optional(),
+  /** A part of it said "review" (SPEC §16): approved, it runs in review mode and its changes wait for a person. */
+  review: z.string().optional(),
 });
 export type PendingExec = z.infer<typeof PendingExecSchema>;
 

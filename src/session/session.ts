@@ -30,6 +30,8 @@ export interface RestoredParts {
   checkpoints: Checkpoint[];
   networkDenied?: { host: string; count: number; reason: string }[];
   resources?: Resources;
+  /** An ended session's held changes were waiting for a person's answer (SPEC §16). */
+  changesApproval?: Interrupt;
 }
 
 export interface SessionInit {
@@ -185,6 +187,7 @@ export class Session {
       this.stopRequest = r.stop;
       this.used = r.resources;
       if (this.endedAt !== undefined) this.resolveFinished();
+      if (this.endedAt !== undefined) this.changesQuestion = r.changesApproval;
     }
   }
 
@@ -230,9 +233,9 @@ export class Session {
     return this.state.status === 'denied' ? this.state.denial : undefined;
   }
 
-  /** The question the session is waiting on (or the approval it waits for), if any. */
+  /** The question the session is waiting on (or the approval it, or once it ended its held changes, waits for), if any. */
   get interrupt(): Interrupt | undefined {
-    return 'interrupt' in this.state ? this.state.interrupt : undefined;
+    return 'interrupt' in this.state ? this.state.interrupt : this.changesQuestion;
   }
 
   /** While it waits for its approval: what it will run. */
@@ -489,6 +492,25 @@ export class Session {
   }
 
   private held: ChangesSummary | undefined;
+  /** Ended, its held changes wait for a person's answer (SPEC §16): the interrupt that asks. */
+  private changesQuestion: Interrupt | undefined;
+
+  /** Its job ended and a rule said review: its held changes wait for a person's answer. */
+  awaitChangesApproval(interrupt: Interrupt): void {
+    if (this.endedAt === undefined || this.status === 'denied' || this.changesQuestion) return;
+    this.changesQuestion = interrupt;
+    this.changed();
+  }
+
+  /** The changes approval is over: answered (apply or discard), expired (the changes stay pending), or nothing is left to approve. */
+  settleChangesApproval(outcome: InterruptOutcome['outcome']): Interrupt | undefined {
+    const i = this.changesQuestion;
+    if (!i) return undefined;
+    this.remember(i, outcome);
+    this.changesQuestion = undefined;
+    this.changed();
+    return i;
+  }
 
   /** Review mode (SPEC §16): what its changes are and what became of them, as list and poll show it. */
   get changes(): ChangesSummary | undefined {

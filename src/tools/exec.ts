@@ -15,6 +15,8 @@ import { patternError } from '../config/pattern.js';
 import { matchCounts, notifyMatches } from '../readiness/notify.js';
 import { watchReadiness } from '../readiness/watch.js';
 import { gateExec } from './approval/gate.js';
+import { decidedBy, judgeCommand } from './approval/judge.js';
+import { askChangesApproval } from './approval/changes.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
@@ -71,10 +73,14 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     );
   }
   const cwd = checkWorkdir(p.workdir, ctx.voice);
-  const review = reviewed(d, ctx.scope, p);
+  // Judged once, before anything runs; an approved exec was judged when it was asked.
+  const judgement = approved ? undefined : judgeCommand(d.config().approvals, p.command, ctx.scope, d.remembered.list());
+  // A rule's "review" makes it a review exec whatever the params say; a deny wins over review's refusals.
+  const byRule = approved ? approved.review : judgement?.review && decidedBy(judgement.review);
+  const review = judgement?.decision === 'deny' ? false : reviewed(d, ctx.scope, p, byRule);
   if (p.env) checkEnvOverrides(p.env);
   checkPatterns(p);
-  const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy);
+  const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy, judgement);
   if (gated) return gated;
 
   const start = async () => {
@@ -82,7 +88,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
-    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review || undefined });
+    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined });
     // A review session's changes are settled (pending, or nothing held) before its end is announced.
     void started.session.finished.then(() => {
       settleChanges(d, started.session);
@@ -116,9 +122,12 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   }
 }
 
-/** A review session that has ended: its changes become pending (or nothing is held) before anyone is told of its end. */
+/** A review session that has ended: its changes become pending (or nothing is held), and an approval where a rule said review, before anyone is told of its end. */
 function settleChanges(d: Daemon, s: Session): Session {
-  if (s.changes?.state === 'running' && !s.running) s.noteChanges(d.held.settle(s.id));
+  if (s.changes?.state !== 'running' || s.running) return s;
+  s.noteChanges(d.held.settle(s.id));
+  // A rule said review: what it holds waits for a person's answer (SPEC §16).
+  if (s.changes?.pending && d.held.needsApproval(s.id)) askChangesApproval(d, s);
   return s;
 }
 

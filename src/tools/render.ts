@@ -150,6 +150,7 @@ export function interruptText(s: Session, v: Voice = RPC): string {
   const i = s.interrupt;
   if (!i) return '';
   if (i.kind === 'approval') return approvalText(s, i, v);
+  if (i.kind === 'changes') return changesApprovalText(s, i, v);
   const resume = (input: ResumeAnswer) => v.call({ action: 'resume', sessionId: s.id, input });
   const how =
     i.kind === 'confirm'
@@ -181,6 +182,21 @@ function approvalText(s: Session, i: Interrupt, v: Voice): string {
   const no = person.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
   const poll = v.call({ action: 'poll', sessionId: s.id });
   return `${head} A person decides: tell the user what it is for and wait; they answer with ${yes} or ${no} (or in their MCP client). ${poll} shows when it starts. ${until}`;
+}
+
+/** How a changes approval is answered (SPEC §16): by a person; a model is told to wait, not how to apply what it wrote. */
+function changesApprovalText(s: Session, i: Interrupt, v: Voice): string {
+  const head = `The changes of session ${s.id} wait for a person's approval before they reach the workspace:\n${i.reason}`;
+  const until = `Unanswered by ${iso(i.expiresAt)}, the question expires and the changes stay held until a person applies or discards them.`;
+  if (v.name === 'cli') {
+    const yes = v.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
+    const no = v.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
+    return `${head}\nSee the diff with ${v.call({ action: 'changes', sessionId: s.id })}; apply them with ${yes}, discard them with ${no}. ${until}`;
+  }
+  const person = cliVoice(s.scope);
+  const yes = person.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
+  const no = person.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });
+  return `${head}\nA person decides: tell the user what the command changed and why, and wait; they apply with ${yes} or discard with ${no} (or answer in their MCP client). ${v.call({ action: 'changes', sessionId: s.id })} shows the diff; ${v.call({ action: 'poll', sessionId: s.id })} shows what became of them. ${until}`;
 }
 
 export function checkpointView(c: Checkpoint | undefined) {
@@ -244,6 +260,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
     ...readiness,
     ...(network ? { network } : {}),
     ...(s.changes ? { changes: s.changes } : {}),
+    ...(s.interrupt ? { interrupt: interruptView(s.interrupt) } : {}),
     text: warningText + networkNote(s) + droppedNote(s) + body + footer + changesNote(s, v),
   };
 }
@@ -253,6 +270,7 @@ function changesNote(s: Session, v: Voice): string {
   const c = s.changes;
   if (!c || s.running) return '';
   if (!c.pending) return c.state === 'none' ? '\n(Review: it changed nothing in its workspace.)' : '';
+  if (s.interrupt?.kind === 'changes') return `\n\n${interruptText(s, v)}`;
   return `\n(Review: its ${c.files} changed path${c.files === 1 ? '' : 's'} (${c.bytes} bytes) are held, not in the workspace; see them with ${v.call({ action: 'changes', sessionId: s.id })}, then ${v.call({ action: 'apply', sessionId: s.id })} or ${v.call({ action: 'discard', sessionId: s.id })}.)`;
 }
 

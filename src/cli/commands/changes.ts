@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { approverCredential } from '../../rpc/credential.js';
 import { act, globalsOf, runAction } from '../context.js';
 
 /** A number option's value, or a usage error naming the option. */
@@ -43,15 +44,19 @@ export function registerApply(program: Command): void {
     .summary("write a review session's changes into the workspace")
     .description(
       'Write the changes session ID holds into the real workspace, each file replaced atomically. A path the workspace ' +
-        'changed since the session first wrote it is a conflict and is left alone unless --force. `procctl undo ID` puts back what an apply replaced.',
+        'changed since the session first wrote it is a conflict and is left alone unless --force. `procctl undo ID` puts back what an apply replaced. ' +
+        'Changes an approval rule held for a person (action "review") take the approver credential, which procctl sends as for resume.',
     )
     .argument('<id>', 'session id')
     .argument('[paths...]', 'only these paths')
     .option('--force', 'overwrite conflicting paths too')
     .action(
-      act((id: string, paths: string[], o: { force?: boolean }, cmd: Command) =>
-        runAction(globalsOf(cmd), { action: 'apply', sessionId: id, ...(paths.length > 0 ? { paths } : {}), ...(o.force ? { force: true } : {}) }),
-      ),
+      act((id: string, paths: string[], o: { force?: boolean }, cmd: Command) => {
+        const g = globalsOf(cmd);
+        // A person at the command line applies changes an approval rule held for them (SPEC §16): the credential goes along.
+        const approverToken = approverCredential(g.socket);
+        return runAction(g, { action: 'apply', sessionId: id, ...(paths.length > 0 ? { paths } : {}), ...(o.force ? { force: true } : {}), ...(approverToken ? { approverToken } : {}) });
+      }),
     );
 }
 

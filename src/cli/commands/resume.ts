@@ -30,13 +30,16 @@ function answerOf(o: ResumeOptions): Record<string, unknown> {
 export function registerResume(program: Command): void {
   program
     .command('resume')
-    .summary('answer the question a session is waiting on, or its approval')
+    .summary('answer the question a session is waiting on, or its approval (of a command, or of its held changes)')
     .description(
       'Answer the pending interrupt of session ID (see its status waiting_input in ps or poll), once: --yes or ' +
         '--no sends y or n and Enter, --text sends T and Enter (for a choice, its number or its label), --eof ' +
         "closes the session's input.\n" +
         'A session waiting for approval (status approval_required) takes --yes, which starts its command and ' +
-        'prints what exec would have (exit status as for exec), or --no, which denies it.',
+        'prints what exec would have (exit status as for exec), or --no, which denies it.\n' +
+        'An ended session whose changes wait for approval (an approval rule said review; procctl approvals lists ' +
+        'it with its summary, procctl changes ID shows the diff) takes --yes, which applies them to the workspace, ' +
+        'or --no, which discards them.',
     )
     .argument('<id>', 'session id')
     .option('--yes', 'confirm')

@@ -2,21 +2,22 @@ import type { ScopePolicy } from '../../policy/scopes.js';
 import type { ExecParams } from '../../schema/exec.js';
 import type { CallContext, Daemon } from '../context.js';
 import { execResult } from '../render.js';
-import { decidedBy, judgeCommand } from './judge.js';
+import type { Judgement } from '../../policy/approvals.js';
+import { decidedBy } from './judge.js';
 import { askApproval, endUnstarted } from './pending.js';
 import { unstartedSession } from './unstarted.js';
 
 /**
- * Ask the approval rules about an exec before anything runs (SPEC §8). Without rules (and with
- * everything allowed) nothing is done at all. `deny`: a session that never ran, `denied`, is the
- * answer. `ask`: a session waiting for its approval is the answer. `allow`: undefined, and exec
- * goes on. An elevated exec in a scope whose `elevated` policy is "ask" waits for an approval too
- * (a deny still wins).
+ * Act on how the approval rules judged an exec (`judgement`, undefined when the policy judges
+ * nothing), before anything runs (SPEC §8). `deny`: a session that never ran, `denied`, is the
+ * answer. `ask`: a session waiting for its approval is the answer (approved, it runs in review mode
+ * when a part said review). `allow` and `review`: undefined, and exec goes on (in review mode for
+ * `review`, which exec decided with the judgement). An elevated exec in a scope whose `elevated`
+ * policy is "ask" waits for an approval too (a deny still wins).
  */
-export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, policy: ScopePolicy): ReturnType<typeof execResult> | undefined {
+export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, policy: ScopePolicy, judgement: Judgement | undefined): ReturnType<typeof execResult> | undefined {
   // elevated is refused before this (deny) or asked about here (ask), unless a rule denies first.
   const elevatedAsks = p.elevated === true && policy.elevated === 'ask';
-  const judgement = judgeCommand(d.config().approvals, p.command, ctx.scope, d.remembered.list());
   if (judgement?.decision === 'deny') {
     const s = unstartedSession(d, ctx, p, cwd);
     d.registry.add(s);
@@ -32,7 +33,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
       ? decidedBy(judgement.decided)
       : `elevated mode needs an approval in scope "${ctx.scope}" (scopes.${ctx.scope}.elevated is "ask")`;
   const s = unstartedSession(d, ctx, p, cwd);
-  askApproval(d, s, p, why, judgement?.decision === 'ask' ? judgement.decided.rule : undefined);
+  askApproval(d, s, p, why, judgement?.decision === 'ask' ? judgement.decided.rule : undefined, judgement?.review && decidedBy(judgement.review));
   return execResult(s, [], ctx.voice);
 }
 

@@ -16,6 +16,8 @@ const LABEL_COMMAND_CHARS = 500;
 export interface ApprovedExec {
   id: string;
   history: InterruptOutcome[];
+  /** A part of it said review (the part, in words): it runs in review mode and its changes wait for a person. */
+  review?: string;
 }
 
 /** Expiry timers of pending approvals (one each; none when nothing is pending). */
@@ -29,7 +31,7 @@ const answering = new WeakSet<Session>();
  * `approval_required` event goes out, and it is denied if nobody answers by
  * `approvals.timeoutSeconds`. Also for other policies that ask before a command runs.
  */
-export function askApproval(d: Daemon, s: Session, p: ExecParams, reason: string, rule?: number): void {
+export function askApproval(d: Daemon, s: Session, p: ExecParams, reason: string, rule?: number, review?: string): void {
   const now = Date.now();
   const interrupt: Interrupt = {
     id: `apr_${randomBytes(6).toString('hex')}`,
@@ -40,7 +42,7 @@ export function askApproval(d: Daemon, s: Session, p: ExecParams, reason: string
     expiresAt: now + d.config().approvals.timeoutSeconds * 1000,
   };
   // What starts later is exactly this exec, in the directory it was checked in, never the rules again.
-  const pending: PendingExec = { params: p, cwd: s.cwd, ...(rule === undefined ? {} : { rule }) };
+  const pending: PendingExec = { params: p, cwd: s.cwd, ...(rule === undefined ? {} : { rule }), ...(review === undefined ? {} : { review }) };
   s.awaitApproval(interrupt, pending);
   d.registry.add(s);
   d.keeper.hold(s);

@@ -11,7 +11,7 @@ import { cliVoice } from '../../schema/voice.js';
  * `selfApprove`), and it must not come from inside any session, whatever it carries, so a job
  * cannot approve itself by running `procctl resume`. Throws `forbidden` saying who answers.
  */
-export function checkAnswerer(d: Daemon, ctx: CallContext, s: Session): void {
+export function checkAnswerer(d: Daemon, ctx: CallContext, s: Session, person: string = personText(s)): void {
   const caller = ctx.caller;
   // The daemon's own calls (none today) carry no caller and answer nothing.
   if (!caller) throw forbidden(`the approval of session ${s.id} is answered by a person`);
@@ -24,14 +24,14 @@ export function checkAnswerer(d: Daemon, ctx: CallContext, s: Session): void {
   const inside = insideSession(pid, groups, d.cgroups);
   if (inside) {
     d.log.warn({ sessionId: s.id, peerPid: pid, inside }, 'refused an approval answer sent from inside a session');
-    throw forbidden(`an approval cannot be answered from inside a session (this request came from ${inside}); ${personText(s)}`, { sessionId: s.id });
+    throw forbidden(`an approval cannot be answered from inside a session (this request came from ${inside}); ${person}`, { sessionId: s.id });
   }
   if (caller.approver || scopeRules(d.config()).policy(s.scope).selfApprove) return;
-  throw forbidden(`the approval of session ${s.id} is answered by a person, not by the agent that asked; ${personText(s)}`, { sessionId: s.id });
+  throw forbidden(`the approval of session ${s.id} is answered by a person, not by the agent that asked; ${person}`, { sessionId: s.id });
 }
 
 /** What the model is told to do instead: wait, and what the person runs. */
-function personText(s: Session): string {
+export function personText(s: Session): string {
   const person = cliVoice(s.scope);
   const yes = person.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
   const no = person.call({ action: 'resume', sessionId: s.id, input: { confirm: false } });

@@ -1,24 +1,17 @@
-import type { Change, PathWhy } from '../../changes/types.js';
+import type { PathWhy } from '../../changes/types.js';
 import { shown } from '../../changes/paths.js';
 import { conflict } from '../../errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { target } from './target.js';
+import { statLine, totalsLine } from '../stat.js';
+import { afterDecision, changesAnswer, checkApplier } from '../approval/changes.js';
 
 /**
  * process changes, apply, discard and undo (SPEC §16): thin over changes/held.ts, which reads,
  * plans and writes. The text says what happened and what the person or model can do next.
  */
-
-const KIND_MARK: Record<Change['kind'], string> = { added: 'A', modified: 'M', deleted: 'D', type: 'T', mode: 'P', symlink: 'L' };
-
-function statLine(c: Change): string {
-  const size = c.kind === 'deleted' ? (c.oldSize !== undefined ? ` (${c.oldSize} bytes)` : '') : c.size !== undefined ? ` (${c.oldSize !== undefined ? `${c.oldSize} -> ` : ''}${c.size} bytes)` : '';
-  const link = c.target !== undefined ? ` -> ${shown(c.target)}` : '';
-  const mode = c.kind === 'mode' && c.mode !== undefined ? ` (mode ${c.oldMode?.toString(8) ?? '?'} -> ${c.mode.toString(8)})` : '';
-  return `${KIND_MARK[c.kind]} ${shown(c.path)}${link}${size}${mode}`;
-}
 
 /** The review session this action is about, its job ended (a running one has nothing settled to act on). */
 function reviewed(d: Daemon, ctx: CallContext, p: ProcessParams): Session {
@@ -34,7 +27,7 @@ export function changesAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const v = ctx.voice;
   const a = d.held.changes(s.id, { paths: p.paths, stat: p.stat, offset: p.offset, limit: p.limit });
   const t = a.totals;
-  const head = `Session ${s.id} (${a.state}) changed ${t.files} path${t.files === 1 ? '' : 's'} in ${a.workspace}: ${t.added} added, ${t.modified} modified, ${t.deleted} deleted, ${t.bytes} bytes.`;
+  const head = `Session ${s.id} (${a.state}) changed ${totalsLine(t, a.workspace)}.`;
   const lines = [head, ...a.files.map(statLine)];
   if (a.diff) lines.push('', a.diff.text, ...(a.diff.hint ? [a.diff.hint] : []));
   if (s.running) lines.push(`It is still running; what it writes until it ends is held too.`);
@@ -46,9 +39,12 @@ export function changesAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 
 const listed = (title: string, rows: readonly PathWhy[]) => (rows.length === 0 ? [] : [`${title}:`, ...rows.map((r) => `  ${shown(r.path)}: ${r.why}`)]);
 
-export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
   const s = reviewed(d, ctx, p);
+  // Changes a rule held for a person are applied by a person (SPEC §16), whether they answer the question or not.
+  checkApplier(d, ctx, s);
   const r = d.held.apply(s.id, { paths: p.paths, force: p.force });
+  afterDecision(d, ctx, s, answered);
   const v = ctx.voice;
   const lines = [
     `Applied ${r.applied.length} change${r.applied.length === 1 ? '' : 's'} of session ${s.id} to ${r.workspace}.`,
@@ -60,15 +56,26 @@ export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   return { sessionId: s.id, status: s.status, state: r.state, workspace: r.workspace, applied: r.applied, conflicts: r.conflicts, refused: r.refused, failed: r.failed, text: lines.join('\n') };
 }
 
-export function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+export function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
   const s = reviewed(d, ctx, p);
+  // Dropping them needs no person: nothing reaches the workspace.
   const r = d.held.discard(s.id);
+  afterDecision(d, ctx, s, answered);
   return { sessionId: s.id, status: s.status, state: r.state, text: `Discarded the changes of session ${s.id}: ${r.workspace} is as it was.` };
 }
 
 export function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = reviewed(d, ctx, p);
   const r = d.held.undo(s.id);
+  s.noteChanges(d.held.summary(s.id));
   const lines = [`Undid the apply of session ${s.id}: ${r.restored.length} path${r.restored.length === 1 ? '' : 's'} of ${r.workspace} back as they were.`, ...listed('Conflicts, left alone (changed since the apply)', r.conflicts)];
   return { sessionId: s.id, status: s.status, state: r.state, restored: r.restored, conflicts: r.conflicts, text: lines.join('\n') };
+}
+
+/** `resume` of a changes approval (SPEC §16): a person's yes applies them all, a no discards them, answered as apply or discard. */
+export function resumeChanges(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
+  const { confirm, interruptId } = changesAnswer(d, ctx, p, s);
+  const act = { action: confirm ? 'apply' : 'discard', sessionId: s.id } as const;
+  const r = confirm ? applyAction(d, ctx, act, true) : discardAction(d, ctx, act, true);
+  return { ...r, interruptId };
 }

@@ -2,7 +2,7 @@ import { ProcessParamsSchema, type ProcessAction, type ProcessParams } from '../
 import { parseParams } from '../../schema/parse.js';
 import { unstartedAction } from '../approval/answer.js';
 import type { CallContext, Daemon } from '../context.js';
-import { applyAction, changesAction, discardAction, undoAction } from './changes.js';
+import { applyAction, changesAction, discardAction, resumeChanges, undoAction } from './changes.js';
 import { clearAction, removeAction } from './forget.js';
 import { killAction } from './kill.js';
 import { pasteAction, resizeAction, sendKeysAction, submitAction } from './keys.js';
@@ -35,15 +35,16 @@ const HANDLERS: Record<ProcessAction, Handler> = {
   pause: pauseAction,
   continue: continueAction,
   changes: changesAction,
-  apply: applyAction,
-  discard: discardAction,
+  apply: (d, ctx, p) => applyAction(d, ctx, p),
+  discard: (d, ctx, p) => discardAction(d, ctx, p),
   undo: undoAction,
 };
 
 /**
  * The process tool: validate, then hand over to the action's own file. A session waiting for its
  * approval has no process yet, so resume, kill, remove and the input actions mean something else
- * for it (approval/answer.ts).
+ * for it (approval/answer.ts); an ended one whose changes wait for a person takes resume as apply
+ * or discard (approval/changes.ts).
  */
 export async function processTool(d: Daemon, ctx: CallContext, raw: unknown) {
   const p = parseParams(ProcessParamsSchema, raw, 'process');
@@ -52,5 +53,7 @@ export async function processTool(d: Daemon, ctx: CallContext, raw: unknown) {
     const answer = await unstartedAction(d, ctx, p, s);
     if (answer !== undefined) return answer;
   }
+  // An ended review session whose changes wait for a person: resume answers that question (SPEC §16).
+  if (p.action === 'resume' && s?.interrupt?.kind === 'changes') return resumeChanges(d, ctx, p, s);
   return HANDLERS[p.action](d, ctx, p);
 }

@@ -47,8 +47,9 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
     result.paused = true;
     lines.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
   }
-  if (s.interrupt) {
-    result.interrupt = interruptView(s.interrupt);
+  if (s.interrupt) result.interrupt = interruptView(s.interrupt);
+  // An ended session may still ask about its held changes (SPEC §16): how it ended, then the question.
+  if (s.interrupt && s.endedAt === undefined) {
     lines.push(interruptText(s, v));
   } else if (s.running) {
     if (!drained.text) lines.push('(no new output)');
@@ -57,6 +58,7 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   } else {
     Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });
     lines.push(endLine(s, v));
+    if (s.interrupt) lines.push(interruptText(s, v));
   }
   result.text = lines.join('\n');
   return result;
