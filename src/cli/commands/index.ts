@@ -21,7 +21,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'send-keys', summary: 'type named keys into a terminal (pty) session', load: () => import('./send-keys.js').then((m) => m.registerSendKeys) },
   { name: 'paste', summary: 'paste text into a terminal (pty) session', load: () => import('./paste.js').then((m) => m.registerPaste) },
   { name: 'submit', summary: 'press Enter in a session', load: () => import('./submit.js').then((m) => m.registerSubmit) },
-  { name: 'resume', summary: 'answer the question a session is waiting on, or its approval', load: () => import('./resume.js').then((m) => m.registerResume) },
+  { name: 'resume', summary: 'answer the question a session is waiting on, or its approval (of a command, or of its held changes)', load: () => import('./resume.js').then((m) => m.registerResume) },
   { name: 'approvals', summary: 'list the approvals waiting for you to answer, in every scope your credential reaches', load: () => import('./approvals.js').then((m) => m.registerApprovals) },
   { name: 'policy', summary: 'explain how the approval rules judge a command, running nothing', load: () => import('./policy.js').then((m) => m.registerPolicy) },
   { name: 'rules', summary: "list remembered answers (numbered) and the config's approval rules", load: () => import('./rules.js').then((m) => m.registerRules) },
