@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget } from './limits.js';
+import { JsonText } from '../tools/json-text.js';
 import { peerOf } from '../transport/peer.js';
 
 type Id = string | number | null;
@@ -42,6 +43,14 @@ const errorResponse = (id: Id, code: number, message: string, data?: Record<stri
 });
 
 const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || v === null;
+
+/** A message as one line of JSON; a result whose text is already made (JsonText) is written as it is, not serialized again. */
+function serialize(message: unknown): string {
+  if (Array.isArray(message)) return `[${message.map(serialize).join(',')}]`;
+  const r = message as Response;
+  if (r.result instanceof JsonText) return `{"jsonrpc":"2.0","id":${JSON.stringify(r.id)},"result":${r.result.text}}`;
+  return JSON.stringify(message);
+}
 
 /**
  * One client connection: NDJSON framing, JSON-RPC 2.0 requests, batches and notifications,
@@ -250,7 +259,7 @@ export class Connection {
 
   send(message: unknown): void {
     if (this.closed || this.socket.destroyed) return;
-    this.socket.write(`${JSON.stringify(message)}\n`, this.onWritten);
+    this.socket.write(`${serialize(message)}\n`, this.onWritten);
   }
 
   /** Send a notification that may be dropped (and counted) if the client stopped reading. */
