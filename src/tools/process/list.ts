@@ -16,16 +16,21 @@ export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonT
   const page = d.registry.page(ctx.scope, offset, p.limit);
   // An operator's view (scope "*") spans scopes, so each session says whose it is.
   const all = ctx.scope === ALL_SCOPES;
-  const records: string[] = [];
+  // One array of pieces joined once: no intermediate string per session.
+  const parts: string[] = ['{"sessions":['];
   const lines: string[] = [];
   for (const s of page.sessions) {
     const e = listEntry(s);
-    records.push(`${all ? `{"scope":${JSON.stringify(s.scope)},${e.head.slice(1)}` : e.head}${s.runtimeMs}${e.rest}`);
+    if (lines.length > 0) parts.push(',');
+    if (all) parts.push(`{"scope":${JSON.stringify(s.scope)},`, e.head.slice(1));
+    else parts.push(e.head);
+    parts.push(String(s.runtimeMs), e.rest);
     lines.push(e.line);
   }
   const text = listText(lines, page.total, page.running, offset, p.limit);
   const limit = p.limit === undefined ? '' : `,"limit":${p.limit}`;
-  return new JsonText(`{"sessions":[${records.join(',')}],"total":${page.total},"offset":${offset}${limit},"text":${JSON.stringify(text)}}`);
+  parts.push(`],"total":${page.total},"offset":${offset}${limit},"text":${JSON.stringify(text)}}`);
+  return new JsonText(parts.join(''));
 }
 
 /** A session's list record as JSON around its running time (`head` + runtimeMs + `rest`), and its line of the text. */
