@@ -44,13 +44,21 @@ const errorResponse = (id: Id, code: number, message: string, data?: Record<stri
 
 const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || v === null;
 
-/** A message as one line of JSON; a result whose text is already made (JsonText) is written as it is, not serialized again. */
+/** The id and result of a response whose result's JSON is made (JsonText), else undefined. */
+const made = (message: unknown): { id: Id; result: JsonText } | undefined => {
+  const r = message as Response | null;
+  return r !== null && typeof r === 'object' && r.result instanceof JsonText ? { id: r.id, result: r.result } : undefined;
+};
+
+/** A message as JSON text; a made result is put in as it is, not serialized again. */
 function serialize(message: unknown): string {
   if (Array.isArray(message)) return `[${message.map(serialize).join(',')}]`;
-  const r = message as Response;
-  if (r.result instanceof JsonText) return `{"jsonrpc":"2.0","id":${JSON.stringify(r.id)},"result":${r.result.text}}`;
+  const m = made(message);
+  if (m) return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${m.result.bytes.toString('utf8')}}`;
   return JSON.stringify(message);
 }
+
+const RESULT_END = Buffer.from('}\n');
 
 /**
  * One client connection: NDJSON framing, JSON-RPC 2.0 requests, batches and notifications,
@@ -259,7 +267,10 @@ export class Connection {
 
   send(message: unknown): void {
     if (this.closed || this.socket.destroyed) return;
-    this.socket.write(`${serialize(message)}\n`, this.onWritten);
+    const m = made(message);
+    // A made result goes out as one buffer in one write, its bytes copied once and never encoded.
+    if (m) this.socket.write(Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`), m.result.bytes, RESULT_END]), this.onWritten);
+    else this.socket.write(`${serialize(message)}\n`, this.onWritten);
   }
 
   /** Send a notification that may be dropped (and counted) if the client stopped reading. */

@@ -1,14 +1,15 @@
 /**
- * A result whose JSON text is already made: the transport writes `text` as the result as it is,
- * so a large answer assembled from kept pieces (process list) is not serialized a second time.
- * Anything that serializes it the ordinary way gets the same value back through toJSON.
+ * A result whose JSON is already made, as UTF-8 bytes: the transport writes them as the result
+ * as they are, so a large answer put together from kept pieces (process list) is neither
+ * serialized nor encoded a second time. Anything that serializes it the ordinary way gets the
+ * same value back through toJSON.
  */
 export class JsonText {
-  constructor(readonly text: string) {}
+  constructor(readonly bytes: Buffer) {}
 
   /** The value, for a reader that wants it as an object (tests, a batch's generic path). */
   get value(): unknown {
-    return JSON.parse(this.text);
+    return JSON.parse(this.bytes.toString('utf8'));
   }
 
   toJSON(): unknown {

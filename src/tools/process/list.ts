@@ -8,39 +8,49 @@ import type { Session } from '../../session/session.js';
 
 /**
  * Sessions of the scope, newest first: all of them, or the page `[offset, offset + limit)`. The
- * answer is JSON text put together from each session's kept entry (listEntry), so a list of a
- * thousand sessions neither builds a thousand records nor serializes them on every call.
+ * answer is JSON bytes put together from each session's kept entry (listEntry), so a list of a
+ * thousand sessions neither builds a thousand records nor serializes and encodes them on every
+ * call, and leaves no large string behind for the collector.
  */
 export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText {
   const offset = p.offset ?? 0;
   const page = d.registry.page(ctx.scope, offset, p.limit);
   // An operator's view (scope "*") spans scopes, so each session says whose it is.
   const all = ctx.scope === ALL_SCOPES;
-  // One array of pieces joined once: no intermediate string per session.
-  const parts: string[] = ['{"sessions":['];
+  const pieces: (Buffer | string)[] = ['{"sessions":['];
   const lines: string[] = [];
   for (const s of page.sessions) {
     const e = listEntry(s);
-    if (lines.length > 0) parts.push(',');
-    if (all) parts.push(`{"scope":${JSON.stringify(s.scope)},`, e.head.slice(1));
-    else parts.push(e.head);
-    parts.push(String(s.runtimeMs), e.rest);
+    if (lines.length > 0) pieces.push(',');
+    if (all) pieces.push(`{"scope":${JSON.stringify(s.scope)},`, e.head.subarray(1));
+    else pieces.push(e.head);
+    pieces.push(String(s.runtimeMs), e.rest);
     lines.push(e.line);
   }
   const text = listText(lines, page.total, page.running, offset, p.limit);
   const limit = p.limit === undefined ? '' : `,"limit":${p.limit}`;
-  parts.push(`],"total":${page.total},"offset":${offset}${limit},"text":${JSON.stringify(text)}}`);
-  return new JsonText(parts.join(''));
+  pieces.push(`],"total":${page.total},"offset":${offset}${limit},"text":${JSON.stringify(text)}}`);
+  return new JsonText(concat(pieces));
 }
 
-/** A session's list record as JSON around its running time (`head` + runtimeMs + `rest`), and its line of the text. */
+/** The pieces as one buffer, strings written as UTF-8 into it (no buffer of their own). */
+function concat(pieces: (Buffer | string)[]): Buffer {
+  let size = 0;
+  for (const p of pieces) size += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const p of pieces) at += typeof p === 'string' ? out.write(p, at) : p.copy(out, at);
+  return out;
+}
+
+/** A session's list record as JSON bytes around its running time (`head` + runtimeMs + `rest`), and its line of the text. */
 interface Entry {
   revision: number;
   outputChars: number;
   resources: unknown;
   changes: unknown;
-  head: string;
-  rest: string;
+  head: Buffer;
+  rest: Buffer;
   line: string;
 }
 
@@ -65,8 +75,8 @@ function listEntry(s: Session): Entry {
     outputChars: s.output.totalChars,
     resources,
     changes: s.changes,
-    head: json.slice(0, at + RUNTIME_KEY.length),
-    rest: json.slice(at + RUNTIME_MARK.length),
+    head: Buffer.from(json.slice(0, at + RUNTIME_KEY.length)),
+    rest: Buffer.from(json.slice(at + RUNTIME_MARK.length)),
     line: `${s.id}  ${(record.paused ? 'paused' : record.status).padEnd(9)}  ${s.name}`,
   };
   kept.set(s, e);
