@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget } from './limits.js';
+import { JsonText } from '../tools/json-text.js';
 import { peerOf } from '../transport/peer.js';
 
 type Id = string | number | null;
@@ -42,6 +43,22 @@ const errorResponse = (id: Id, code: number, message: string, data?: Record<stri
 });
 
 const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v)) || v === null;
+
+/** The id and result of a response whose result's JSON is made (JsonText), else undefined. */
+const made = (message: unknown): { id: Id; result: JsonText } | undefined => {
+  const r = message as Response | null;
+  return r !== null && typeof r === 'object' && r.result instanceof JsonText ? { id: r.id, result: r.result } : undefined;
+};
+
+/** A message as JSON text; a made result is put in as it is, not serialized again. */
+function serialize(message: unknown): string {
+  if (Array.isArray(message)) return `[${message.map(serialize).join(',')}]`;
+  const m = made(message);
+  if (m) return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${m.result.bytes.toString('utf8')}}`;
+  return JSON.stringify(message);
+}
+
+const RESULT_END = Buffer.from('}\n');
 
 /**
  * One client connection: NDJSON framing, JSON-RPC 2.0 requests, batches and notifications,
@@ -250,7 +267,10 @@ export class Connection {
 
   send(message: unknown): void {
     if (this.closed || this.socket.destroyed) return;
-    this.socket.write(`${JSON.stringify(message)}\n`, this.onWritten);
+    const m = made(message);
+    // A made result goes out as one buffer in one write, its bytes copied once and never encoded.
+    if (m) this.socket.write(Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`), m.result.bytes, RESULT_END]), this.onWritten);
+    else this.socket.write(`${serialize(message)}\n`, this.onWritten);
   }
 
   /** Send a notification that may be dropped (and counted) if the client stopped reading. */

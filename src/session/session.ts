@@ -153,6 +153,8 @@ export class Session {
   private readonly denied = new Map<string, { count: number; reason: string }>();
   private readonly ready: { waitingFor: string; readyAt: number | undefined } | undefined;
   private quietPolls = 0;
+  /** Bumped by every change a view of it shows (output aside: its count says that), so a view can be kept until then. */
+  private rev = 0;
   private readonly events: EventBus;
   private readonly now: () => number;
 
@@ -328,6 +330,11 @@ export class Session {
     return (this.endedAt ?? this.now()) - this.startedAt;
   }
 
+  /** Changes whenever what `list` shows of it changes, its output and running time aside (those have counts of their own). */
+  get revision(): number {
+    return this.rev;
+  }
+
   get lastCheckpoint(): Checkpoint | undefined {
     return this.kept[this.kept.length - 1];
   }
@@ -345,6 +352,7 @@ export class Session {
   }
 
   private changed(): void {
+    this.rev++;
     this.recorder?.();
   }
 
@@ -354,6 +362,7 @@ export class Session {
     this.io = io;
     this.onPty = io.pty;
     this.state = { status: 'running', pid: io.pid };
+    this.rev++;
     // A terminal always has input; stdin "null" there means the job reads end-of-input at once.
     if (io.pty && this.stdinMode === 'null') io.input?.end();
     this.inputOpen = this.stdinMode === 'pipe' && io.input !== undefined;
@@ -389,6 +398,7 @@ export class Session {
   requestStop(stop: StopRequest): boolean {
     if (!this.running) return false;
     this.stopRequest ??= stop;
+    this.rev++;
     return this.beginCleanup();
   }
 
@@ -402,6 +412,7 @@ export class Session {
   /** Whether the stop needed SIGKILL: the job did not stop within the grace. */
   stopEscalated(escalated: boolean): void {
     if (this.stopRequest) this.stopRequest.escalated = escalated;
+    this.rev++;
   }
 
   /** Its processes are frozen (the runner froze its cgroup). */
@@ -459,6 +470,7 @@ export class Session {
     if (this.state.status !== 'running' || this.io) return;
     this.state = { status: 'approval_required', interrupt, exec };
     this.inputOpen = false;
+    this.rev++;
   }
 
   /**
@@ -520,6 +532,7 @@ export class Session {
   /** The keeper of held changes (changes/held.ts) says where they stand: at the start, the end, and each apply, discard or undo. */
   noteChanges(summary: ChangesSummary | undefined): void {
     this.held = summary;
+    this.rev++;
   }
 
   /** Destinations its network proxy refused, by host: how often and why (SPEC §12). */
@@ -535,6 +548,7 @@ export class Session {
   noteDenied(host: string, reason: string): void {
     const d = this.denied.get(host);
     this.emit('network_denied', { host, reason });
+    this.rev++;
     if (d) {
       d.count++;
       return;
@@ -598,6 +612,7 @@ export class Session {
   }
 
   private ended(): void {
+    this.rev++;
     this.inputOpen = false;
     this.resolveFinished();
     this.wake();

@@ -1,0 +1,18 @@
+/**
+ * A result whose JSON is already made, as UTF-8 bytes: the transport writes them as the result
+ * as they are, so a large answer put together from kept pieces (process list) is neither
+ * serialized nor encoded a second time. Anything that serializes it the ordinary way gets the
+ * same value back through toJSON.
+ */
+export class JsonText {
+  constructor(readonly bytes: Buffer) {}
+
+  /** The value, for a reader that wants it as an object (tests, a batch's generic path). */
+  get value(): unknown {
+    return JSON.parse(this.bytes.toString('utf8'));
+  }
+
+  toJSON(): unknown {
+    return this.value;
+  }
+}
