@@ -10,6 +10,7 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readlinkSync,
   renameSync,
   rmSync,
@@ -19,7 +20,6 @@ import { join } from 'node:path';
 import { WorkspaceDirs, named } from './dirs.js';
 import { copyFd, fingerprint, keepByLink, move } from './keep.js';
 import { typeOf } from './overlay.js';
-import { under } from './paths.js';
 import type { Action, Fingerprint, Manifest, ManifestEntry, PathWhy, PlanEntry } from './types.js';
 
 export interface ApplyOptions {
@@ -55,9 +55,11 @@ class Refusal extends Error {}
 export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyResult {
   const result: ApplyResult = { applied: [], refused: [], conflicts: [], failed: [], manifest: [] };
   const dirs = new WorkspaceDirs(options.workspace);
+  const uppers = new WorkspaceDirs(options.upper);
   mkdirSync(options.originals, { recursive: true, mode: 0o700 });
   const asRoot = process.getuid?.() === 0;
-  let kept = 0;
+  // Numbered after what an earlier apply of some paths of the same session kept there.
+  let kept = readdirSync(options.originals).reduce((most, n) => Math.max(most, Number(n) || 0), 0);
   // Originals are named by number: a flat directory whatever the workspace's names are.
   const keepName = () => String(++kept).padStart(6, '0');
   const temp = (fd: number) => named(fd, `.procctl-apply-${process.pid}-${kept}-${Math.random().toString(36).slice(2, 8)}`);
@@ -68,7 +70,9 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
     const parent = dirs.dir(row.path.slice(0, Math.max(0, row.path.lastIndexOf('/'))));
     const parentFd = (parent as { fd: number }).fd;
     const old = lstatSync(at, { bigint: true, throwIfNoEntry: false });
-    const src = under(options.upper, row.path);
+    // The upper directory too is reached one directory at a time, never through a symlink.
+    const src = uppers.at(row.path);
+    if (typeof src !== 'string' && !Buffer.isBuffer(src)) throw new Refusal('its directory in the session\'s changes is not a directory');
     // Keep what is there: a link when a file or symlink is replaced by its like, else moved away.
     const keep = (replacedByLike: boolean): ManifestEntry['original'] => {
       if (!old) return 'absent';
@@ -182,6 +186,7 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
     }
   } finally {
     dirs.close();
+    uppers.close();
   }
   return result;
 }

@@ -6,6 +6,9 @@ import type { Change } from './types.js';
 
 /** Over this a file is named with its sizes, not dumped (SPEC §16). */
 export const MAX_DIFF_BYTES = 1 << 20;
+/** How many changed lines, and how long, a file's diff may take before it is named instead. */
+const MAX_EDIT_LENGTH = 5000;
+const DIFF_TIMEOUT_MS = 200;
 /** A NUL byte in this much of a file's start makes it binary, as git decides. */
 const SNIFF_BYTES = 8192;
 export const DEFAULT_DIFF_LINES = 200;
@@ -27,11 +30,14 @@ export interface DiffPage {
  */
 export function diff(files: readonly Change[], upper: string, workspace: string, page: { offset?: number; limit?: number } = {}): DiffPage {
   const dirs = new WorkspaceDirs(workspace);
+  // The upper directory is walked as the workspace is, never through a symlink in a parent.
+  const uppers = new WorkspaceDirs(upper);
   const lines: string[] = [];
   try {
-    for (const c of files) lines.push(...fileDiff(c, upper, dirs));
+    for (const c of files) lines.push(...fileDiff(c, uppers, dirs));
   } finally {
     dirs.close();
+    uppers.close();
   }
   const from = Math.min(page.offset ?? 0, lines.length);
   const limit = page.limit ?? DEFAULT_DIFF_LINES;
@@ -43,7 +49,7 @@ export function diff(files: readonly Change[], upper: string, workspace: string,
 
 type Side = { text: string } | { binary: true; size: number } | { tooBig: true; size: number } | { absent: true };
 
-function fileDiff(c: Change, upper: string, dirs: WorkspaceDirs): string[] {
+function fileDiff(c: Change, uppers: WorkspaceDirs, dirs: WorkspaceDirs): string[] {
   const name = shown(c.path);
   const header = [`diff ${name}`];
   if (c.kind === 'mode') return [...header, `old mode ${octal(c.oldMode)}`, `new mode ${octal(c.mode)}`];
@@ -54,7 +60,7 @@ function fileDiff(c: Change, upper: string, dirs: WorkspaceDirs): string[] {
     return [...header, `${c.kind} ${c.type ?? c.oldType ?? ''}`.trimEnd()];
   }
   const before: Side = isFile(c.oldType) ? readSide(dirs.at(c.path)) : { absent: true };
-  const after: Side = isFile(c.type) && c.kind !== 'deleted' ? readSide(under(upper, c.path)) : { absent: true };
+  const after: Side = isFile(c.type) && c.kind !== 'deleted' ? readSide(uppers.at(c.path)) : { absent: true };
   if (c.kind === 'type') header.push(`type: ${c.oldType} -> ${c.type ?? 'absent'}`);
   if ('binary' in before || 'binary' in after || 'tooBig' in before || 'tooBig' in after) {
     const what = 'tooBig' in before || 'tooBig' in after ? `Files over ${MAX_DIFF_BYTES} bytes not shown` : 'Binary files differ';
@@ -62,9 +68,13 @@ function fileDiff(c: Change, upper: string, dirs: WorkspaceDirs): string[] {
   }
   const a = 'text' in before ? before.text : '';
   const b = 'text' in after ? after.text : '';
+  // Bounded: a file rewritten line by line would take the diff minutes on the daemon's thread.
   const patch = createTwoFilesPatch('absent' in before ? '/dev/null' : `a/${name}`, 'absent' in after ? '/dev/null' : `b/${name}`, a, b, undefined, undefined, {
     headerOptions: FILE_HEADERS_ONLY,
+    maxEditLength: MAX_EDIT_LENGTH,
+    timeout: DIFF_TIMEOUT_MS,
   });
+  if (patch === undefined) return [...header, `Files differ too much to show a diff here (${sizeOf(before)} -> ${sizeOf(after)} bytes)`];
   const body = patch.split('\n');
   if (body[body.length - 1] === '') body.pop();
   return [...header, ...body];

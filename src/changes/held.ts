@@ -34,6 +34,8 @@ export interface HeldSummary {
   pending: boolean;
   files: number;
   bytes: number;
+  /** Why its changes could not be read; they can still be discarded. */
+  error?: string;
 }
 
 export interface ChangesAnswer {
@@ -84,7 +86,14 @@ export class HeldChanges {
     if (!layout) return undefined;
     const existing = this.record(id);
     if (existing) return this.note(id, this.summaryOf(existing.state, layout, id));
-    const { totals } = this.read(id, layout);
+    let totals: Totals;
+    try {
+      totals = this.read(id, layout).totals;
+    } catch (err) {
+      // What the job left cannot be read (a tree deeper than a path can name, a directory it shut): held, and said.
+      this.store.open(id);
+      return this.note(id, { state: 'pending', pending: true, files: 0, bytes: 0, error: `its changes cannot be read: ${(err as Error).message}; discard them` });
+    }
     if (totals.files === 0) {
       rmSync(this.dirOf(id), { recursive: true, force: true });
       return this.note(id, { state: 'none', pending: false, files: 0, bytes: 0 });
@@ -112,7 +121,13 @@ export class HeldChanges {
     if (!existsSync(this.root)) return;
     for (const name of readdirSync(this.root)) {
       if (!existsSync(join(this.root, name, 'layout.json'))) continue;
-      const summary = this.settle(name);
+      let summary: HeldSummary | undefined;
+      try {
+        summary = this.settle(name);
+      } catch (err) {
+        // One review's files never keep the daemon from starting.
+        summary = { state: 'pending', pending: true, files: 0, bytes: 0, error: `its review could not be read at start: ${(err as Error).message}` };
+      }
       if (summary) each(name, summary);
     }
   }
@@ -134,16 +149,26 @@ export class HeldChanges {
   plan(id: string, o: { paths?: readonly string[]; force?: boolean } = {}): PlanEntry[] {
     const layout = this.mustLayout(id);
     const set = this.read(id, layout);
-    return plan(set, layout.workspace, { paths: o.paths?.map((p) => this.relative(layout, p)), force: o.force, sessionStartMs: layout.startedAt });
+    // What an earlier apply of some paths wrote is not planned again.
+    const done = new Set(this.record(id)?.applied ?? []);
+    const files = done.size === 0 ? set.files : set.files.filter((f) => !done.has(f.path));
+    return plan({ files, facts: set.facts }, layout.workspace, { paths: o.paths?.map((p) => this.relative(layout, p)), force: o.force, sessionStartMs: layout.startedAt });
   }
 
   apply(id: string, o: { paths?: readonly string[]; force?: boolean } = {}): ApplyAnswer {
     const layout = this.mustLayout(id);
     this.pendingOr(id, 'apply');
+    // Whether it may happen is settled before anything is written: pending, and no path asked for twice.
+    const before = this.store.get(id);
+    const asked = o.paths?.map((p) => this.relative(layout, p));
+    if (before.state !== 'pending') throw conflict(`the changes of session ${id} are ${before.state}, not pending: there is nothing to apply`, { state: before.state });
+    const again = asked?.filter((p) => before.applied.includes(p)) ?? [];
+    if (again.length > 0) throw conflict(`already applied: ${again.join(', ')}`, { paths: again });
     const rows = this.plan(id, o);
     const result = apply(rows, { workspace: layout.workspace, upper: join(this.dirOf(id), 'upper'), originals: join(this.dirOf(id), 'originals') });
-    const paths = o.paths?.map((p) => this.relative(layout, p));
-    const record = this.store.applied(id, result.manifest, paths);
+    // Only what was written counts as applied; conflicts and failures stay pending (force, or discard).
+    const whole = asked === undefined && result.conflicts.length === 0 && result.failed.length === 0;
+    const record = this.store.applied(id, result.manifest, whole ? undefined : result.applied.map((a) => a.path));
     this.note(id, this.summaryOf(record.state, layout, id));
     return { ...result, workspace: layout.workspace, state: record.state };
   }
@@ -153,8 +178,12 @@ export class HeldChanges {
     this.pendingOr(id, 'discard');
     const record = this.store.discarded(id);
     // What the job wrote goes; originals an earlier apply of some paths kept stay for undo.
-    rmSync(join(this.dirOf(id), 'upper'), { recursive: true, force: true });
-    rmSync(join(this.dirOf(id), 'work'), { recursive: true, force: true });
+    try {
+      rmSync(join(this.dirOf(id), 'upper'), { recursive: true, force: true });
+      rmSync(join(this.dirOf(id), 'work'), { recursive: true, force: true });
+    } catch {
+      // Discarded all the same: what cannot be removed now goes with the session.
+    }
     this.note(id, this.summaryOf(record.state, layout, id));
     return { workspace: layout.workspace, state: record.state };
   }

@@ -1,18 +1,14 @@
 import {
-  chmodSync,
   closeSync,
   constants,
   fstatSync,
   linkSync,
   lstatSync,
-  lutimesSync,
-  mkdirSync,
   openSync,
-  readdirSync,
   readlinkSync,
+  unlinkSync,
   readSync,
   renameSync,
-  rmSync,
   symlinkSync,
   writeSync,
   type BigIntStats,
@@ -60,23 +56,16 @@ export function move(at: string | Buffer, dest: string | Buffer): void {
     renameSync(at, dest);
   } catch (err) {
     if (!isExdev(err)) throw err;
-    copyTree(Buffer.from(at), Buffer.from(dest));
-    rmSync(at, { recursive: true, force: true });
+    // Across file systems only a file or symlink is carried (opened without following, then unlinked):
+    // copying and removing a tree by its names would follow a directory another session swaps for a symlink.
+    const st = lstatSync(at);
+    if (st.isDirectory()) throw new Error('a directory is not moved between file systems (the state directory and the workspace are on different ones): put stateDir on the workspace\'s file system');
+    if (st.isSymbolicLink()) symlinkSync(readlinkSync(at, { encoding: 'buffer' }), Buffer.from(dest));
+    else copyNoFollow(at, dest);
+    unlinkSync(at);
   }
 }
 
-/** Copy a tree by bytes of names (fs.cpSync takes names as strings), following no symlink. */
-function copyTree(from: Buffer, to: Buffer): void {
-  const st = lstatSync(from, { bigint: true });
-  if (st.isDirectory()) {
-    mkdirSync(to, { mode: 0o700 });
-    for (const name of readdirSync(from, { encoding: 'buffer' }) as Buffer[]) copyTree(join(from, name), join(to, name));
-  } else if (st.isSymbolicLink()) symlinkSync(readlinkSync(from, { encoding: 'buffer' }), to);
-  else if (st.isFile()) copyNoFollow(from, to);
-  else throw Object.assign(new Error(`a ${typeOf(st)} cannot be copied to another filesystem`), { code: 'EINVAL' });
-  if (!st.isSymbolicLink()) chmodSync(to, permissions(st));
-  lutimesSync(to, Number(st.atimeNs / 1000n) / 1e6, Number(st.mtimeNs / 1000n) / 1e6);
-}
 
 const join = (dir: Buffer, name: Buffer) => Buffer.concat([dir, Buffer.from('/'), name]);
 

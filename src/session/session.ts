@@ -81,6 +81,8 @@ export interface ChangesSummary {
   pending: boolean;
   files: number;
   bytes: number;
+  /** Why its changes could not be read; they can still be discarded. */
+  error?: string;
 }
 
 /** How many checkpoints a session keeps (the newest). */

@@ -207,9 +207,11 @@ describe.skipIf(SKIP_SANDBOX)('review as an approval', () => {
 
   it('a review job the daemon died under: after the restart its changes are pending and asked about like any other', async () => {
     const dir = dirFor('crash');
-    const r = await s.exec({ command: 'touch k && sleep 600', workdir: dir, background: true });
+    const r = await s.exec({ command: 'touch k && echo wrote && sleep 600', workdir: dir, background: true });
     ids.add(r.sessionId);
-    await waitFor(async () => (await s.process({ action: 'changes', sessionId: r.sessionId, stat: true })).totals.files === 1, { what: 'the job to write k' });
+    // A running session's changes are not shown (they may still be reshaped): its output says when k is written.
+    expect((await s.error('process', { action: 'changes', sessionId: r.sessionId })).data.kind).toBe('conflict');
+    await waitFor(async () => (await s.process({ action: 'log', sessionId: r.sessionId })).output.includes('wrote') || undefined, { what: 'the job to write k' });
     d.proc.kill('SIGKILL');
     await new Promise((res) => d.proc.once('exit', res));
     d = await startDaemon({ config, env: { PROCCTL_STATE_DIR: state } });

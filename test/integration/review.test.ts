@@ -167,6 +167,44 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     expect(readFileSync(join(dir, 'shared.txt'), 'utf8')).toBe('first\n');
   });
 
+  it('an apply that met a conflict leaves it pending: force then writes it, recorded, and undo puts the person\'s file back', async () => {
+    const dir = join(ws, 'pending-conflict');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'f.txt'), 'base\n');
+    const r = await review('echo session > f.txt && echo other > g.txt', dir);
+    writeFileSync(join(dir, 'f.txt'), 'person\n');
+    const first = await s.process({ action: 'apply', sessionId: r.sessionId });
+    expect(first.conflicts.map((c: any) => c.path)).toEqual(['pending-conflict/f.txt']);
+    expect(first.state).toBe('pending');
+    expect(readFileSync(join(dir, 'g.txt'), 'utf8')).toBe('other\n');
+    const forced = await s.process({ action: 'apply', sessionId: r.sessionId, force: true });
+    expect(forced.applied.map((a: any) => a.path)).toEqual(['pending-conflict/f.txt']);
+    expect(forced.state).toBe('applied');
+    expect(readFileSync(join(dir, 'f.txt'), 'utf8')).toBe('session\n');
+    await s.process({ action: 'undo', sessionId: r.sessionId });
+    expect(readFileSync(join(dir, 'f.txt'), 'utf8')).toBe('person\n');
+    expect(existsSync(join(dir, 'g.txt'))).toBe(false);
+    // Nothing is written by an apply that may not happen.
+    expect((await s.error('process', { action: 'apply', sessionId: r.sessionId, force: true })).data.kind).toBe('conflict');
+    expect(readFileSync(join(dir, 'f.txt'), 'utf8')).toBe('person\n');
+  });
+
+  it('two applies of some paths each keep their originals, and undo restores both', async () => {
+    const dir = join(ws, 'partial');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'a.txt'), 'a0\n');
+    writeFileSync(join(dir, 'b.txt'), 'b0\n');
+    const r = await review('echo a1 > a.txt && echo b1 > b.txt', dir);
+    await s.process({ action: 'apply', sessionId: r.sessionId, paths: ['partial/a.txt'] });
+    expect((await s.error('process', { action: 'apply', sessionId: r.sessionId, paths: ['partial/a.txt'] })).data.kind).toBe('conflict');
+    await s.process({ action: 'apply', sessionId: r.sessionId, paths: ['partial/b.txt'] });
+    expect(readFileSync(join(dir, 'a.txt'), 'utf8') + readFileSync(join(dir, 'b.txt'), 'utf8')).toBe('a1\nb1\n');
+    const all = await s.process({ action: 'apply', sessionId: r.sessionId });
+    expect(all.state).toBe('applied');
+    await s.process({ action: 'undo', sessionId: r.sessionId });
+    expect(readFileSync(join(dir, 'a.txt'), 'utf8') + readFileSync(join(dir, 'b.txt'), 'utf8')).toBe('a0\nb0\n');
+  });
+
   it('a conflict is overwritten with force', async () => {
     const dir = join(ws, 'forced');
     mkdirSync(dir);

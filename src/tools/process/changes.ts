@@ -25,6 +25,10 @@ function reviewed(d: Daemon, ctx: CallContext, p: ProcessParams): Session {
 export function changesAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = reviewed(d, ctx, p);
   const v = ctx.voice;
+  // A running job can still reshape its changes (a directory swapped for a symlink between a listing and a read): read once it is over.
+  if (s.running) {
+    throw conflict(`session ${s.id} is still running: its changes are shown once it has ended (${v.call({ action: 'wait', sessionIds: [s.id] })} waits for it)`, { sessionId: s.id, state: 'running' });
+  }
   const a = d.held.changes(s.id, { paths: p.paths, stat: p.stat, offset: p.offset, limit: p.limit });
   const t = a.totals;
   const head = `Session ${s.id} (${a.state}) changed ${totalsLine(t, a.workspace)}.`;

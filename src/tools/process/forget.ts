@@ -13,7 +13,14 @@ import { stopAndRecord } from './kill.js';
  */
 export function forget(d: Daemon, s: Session): void {
   d.state.remove(s.id);
-  if (s.changes) d.held.remove(s.id);
+  if (s.changes) {
+    try {
+      d.held.remove(s.id);
+    } catch (err) {
+      // What a job left in its changes (a directory it shut) never keeps its session from being forgotten.
+      d.log.warn({ sessionId: s.id, err: (err as Error).message }, 'could not remove all of a forgotten review session\'s changes');
+    }
+  }
   s.recordWith(undefined); // a forgotten session writes no record again
   s.spool?.remove();
   d.registry.delete(s.id);
