@@ -1,4 +1,6 @@
 import fc from 'fast-check';
+import { ExecParamsSchema } from '../../src/schema/exec.js';
+import { PROCESS_ACTIONS, ProcessParamsSchema } from '../../src/schema/process.js';
 import { expectLine, KNOWN_METHODS, PROTO_NAMES, Tally, Unpredictable, WouldRun, type LineAnswer } from './oracle.js';
 
 /**
@@ -9,8 +11,8 @@ import { expectLine, KNOWN_METHODS, PROTO_NAMES, Tally, Unpredictable, WouldRun,
  * string and an unknown key), so no single corruption can make one runnable.
  */
 
-const PROCESS_SCHEMA_KEYS = ['action', 'sessionId', 'timeout', 'offset', 'limit', 'data', 'eof', 'keys', 'literal', 'hex', 'text', 'bracketed', 'input', 'cols', 'rows', 'signal', 'graceMs', 'reason', 'all'];
-const EXEC_SCHEMA_KEYS = ['command', 'workdir', 'env', 'yieldMs', 'background', 'timeout', 'pty', 'stdin', 'elevated', 'key', 'ifRunning', 'name'];
+const PROCESS_SCHEMA_KEYS = Object.keys(ProcessParamsSchema.shape);
+const EXEC_SCHEMA_KEYS = Object.keys(ExecParamsSchema.shape);
 const RESERVED = new Set([...PROCESS_SCHEMA_KEYS, ...EXEC_SCHEMA_KEYS, 'scope', 'token', 'tool']);
 
 /** Invalid UTF-8: stray continuation, overlong, surrogate, past U+10FFFF, truncated sequences, 0xFF. */
@@ -85,7 +87,7 @@ const logParams = fc.record({ action: fc.constant('log'), sessionId: sessionIdVa
 const processBreaker = fc.oneof(
   { weight: 10, arbitrary: fc.constant((p: Params) => p) },
   { weight: 2, arbitrary: fc.tuple(unknownKey, anyValue).map(([k, v]) => (p: Params) => ({ ...p, [k]: v })) },
-  { weight: 2, arbitrary: fc.oneof(weirdString, someJson).filter((a) => typeof a !== 'string' || !['list', 'poll', 'log', 'write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'clear', 'remove'].includes(a)).map((a) => (p: Params) => ({ ...p, action: a })) },
+  { weight: 2, arbitrary: fc.oneof(weirdString, someJson).filter((a) => typeof a !== 'string' || !(PROCESS_ACTIONS as readonly string[]).includes(a)).map((a) => (p: Params) => ({ ...p, action: a })) },
   { weight: 2, arbitrary: fc.tuple(fc.constantFrom('offset', 'limit'), notNatural).map(([k, v]) => (p: Params) => ({ ...p, [k]: v })) },
   { weight: 1, arbitrary: fc.constantFrom(-1, '10', null, [], false).map((v) => (p: Params) => ({ ...p, timeout: v })) },
   { weight: 1, arbitrary: fc.constantFrom(5, '', null, true, [], {}).map((v) => (p: Params) => ({ ...p, sessionId: v })) },

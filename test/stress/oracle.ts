@@ -8,6 +8,8 @@
  * may come in any order.
  */
 
+import { PROCESS_ACTIONS as ALL_PROCESS_ACTIONS, ProcessParamsSchema } from '../../src/schema/process.js';
+
 export const PARSE = -32700;
 export const INVALID_REQUEST = -32600;
 export const NO_METHOD = -32601;
@@ -35,8 +37,10 @@ function deeperThan(v: unknown, max: number): boolean {
 }
 
 export const KNOWN_METHODS = new Set(['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscribe', 'checkpoint', 'daemon.status', 'approvals.list', '$/cancelRequest']);
-const PROCESS_ACTIONS = ['list', 'poll', 'log', 'write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'clear', 'remove'];
-const PROCESS_KEYS = new Set(['action', 'sessionId', 'timeout', 'offset', 'limit', 'data', 'eof', 'keys', 'literal', 'hex', 'text', 'bracketed', 'input', 'cols', 'rows', 'signal', 'graceMs', 'reason', 'all']);
+// Every action the process tool has (SPEC §6 and the sections that add actions): an unknown one is invalid.
+const PROCESS_ACTIONS: readonly string[] = ALL_PROCESS_ACTIONS;
+// The process tool's params as its schema names them: any other key is invalid.
+const PROCESS_KEYS = new Set(Object.keys(ProcessParamsSchema.shape));
 /** The process params the generator may send; any other schema key is a generator bug. */
 const GENERATED_PROCESS_KEYS = new Set(['action', 'sessionId', 'timeout', 'offset', 'limit']);
 const SCOPE = /^[A-Za-z0-9_.:@-]{1,128}$/;
