@@ -8,6 +8,7 @@ import type { Interrupt, Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { statLine, totalsLine } from '../stat.js';
 import { checkAnswerer } from './who.js';
+import { disarm, expireAt } from './expiry.js';
 
 /**
  * Review as an approval (SPEC §16, §8): a command a rule said "review" for ran at once in review
@@ -22,8 +23,6 @@ const PATHS_SHOWN = 20;
 /** The longest the question's summary gets. */
 const REASON_CHARS = 2000;
 
-/** Expiry timers of pending changes approvals (one each). */
-const expiries = new WeakMap<Session, NodeJS.Timeout>();
 
 /**
  * Ask a person about the changes `s` holds: the interrupt (its record written with it), an
@@ -41,7 +40,7 @@ export function askChangesApproval(d: Daemon, s: Session): void {
     expiresAt: now + d.config().approvals.timeoutSeconds * 1000,
   };
   s.awaitChangesApproval(interrupt);
-  armExpiry(d, s);
+  expireAt(s, s.interrupt!.expiresAt, () => expire(d, s));
   s.emit('approval_required', { interrupt: interruptView(interrupt), name: s.name, command: s.command, cwd: s.cwd });
   d.log.info({ sessionId: s.id, scope: s.scope, files: stat.totals.files, expiresAt: new Date(interrupt.expiresAt).toISOString() }, 'changes wait for approval');
 }
@@ -66,23 +65,13 @@ export function restoreChangesApprovals(d: Daemon): void {
     const open = s.interrupt?.kind === 'changes';
     const waits = s.changes?.pending === true && d.held.needsApproval(s.id);
     if (open && !waits) s.settleChangesApproval('ended');
-    else if (open) armExpiry(d, s);
+    else if (open) expireAt(s, s.interrupt!.expiresAt, () => expire(d, s));
     else if (waits && !s.pastInterrupts.some((i) => i.kind === 'changes')) askChangesApproval(d, s);
   }
 }
 
-function armExpiry(d: Daemon, s: Session): void {
-  clearTimeout(expiries.get(s));
-  const at = s.interrupt!.expiresAt;
-  // A timer may fire a millisecond early by the wall clock: never expire before expiresAt.
-  const timer = setTimeout(() => (Date.now() < at ? armExpiry(d, s) : expire(d, s)), Math.max(0, at - Date.now()));
-  timer.unref();
-  expiries.set(s, timer);
-}
-
 /** Unanswered in time: the question is over, the changes stay pending for a person to review. */
 function expire(d: Daemon, s: Session): void {
-  expiries.delete(s);
   if (s.interrupt?.kind !== 'changes' || d.registry.find(ALL_SCOPES, s.id) !== s) return;
   // Shutting down: it stays open, and the next start expires it.
   if (d.closing) return;
@@ -113,8 +102,7 @@ export function checkApplier(d: Daemon, ctx: CallContext, s: Session): void {
 export function afterDecision(d: Daemon, ctx: CallContext, s: Session, answered: boolean): void {
   s.noteChanges(d.held.summary(s.id));
   if (s.interrupt?.kind !== 'changes' || s.changes?.pending) return;
-  clearTimeout(expiries.get(s));
-  expiries.delete(s);
+  disarm(s);
   s.settleChangesApproval(answered || ctx.caller?.approver ? 'answered' : 'ended');
 }
 

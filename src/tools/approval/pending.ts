@@ -5,6 +5,7 @@ import type { Interrupt, InterruptOutcome, PendingExec, Session } from '../../se
 import type { DenyReason } from '../../session/types.js';
 import type { Daemon } from '../context.js';
 import { endLine } from '../render.js';
+import { disarm, expireAt } from './expiry.js';
 
 /** How much of the command an approval's label quotes. */
 const LABEL_COMMAND_CHARS = 500;
@@ -20,8 +21,6 @@ export interface ApprovedExec {
   review?: string;
 }
 
-/** Expiry timers of pending approvals (one each; none when nothing is pending). */
-const expiries = new WeakMap<Session, NodeJS.Timeout>();
 /** Pending approvals whose `confirm: true` is being carried out: a second answer is a conflict. */
 const answering = new WeakSet<Session>();
 
@@ -46,7 +45,7 @@ export function askApproval(d: Daemon, s: Session, p: ExecParams, reason: string
   s.awaitApproval(interrupt, pending);
   d.registry.add(s);
   d.keeper.hold(s);
-  armExpiry(d, s);
+  expireAt(s, s.interrupt!.expiresAt, () => expire(d, s));
   s.emit('approval_required', { interrupt: interruptView(interrupt), name: s.name, command: s.command, cwd: s.cwd });
   d.log.info({ sessionId: s.id, scope: s.scope, rule, expiresAt: new Date(interrupt.expiresAt).toISOString() }, 'exec waits for approval');
 }
@@ -58,19 +57,10 @@ function approvalLabel(command: string): string {
 
 /** A session restored from the state directory still waiting for its approval: its expiry counts on from when it was asked. */
 export function restorePending(d: Daemon, s: Session): void {
-  armExpiry(d, s);
-}
-
-function armExpiry(d: Daemon, s: Session): void {
-  const at = s.interrupt!.expiresAt;
-  // A timer may fire a millisecond early by the wall clock (the loop's time is cached): never expire before expiresAt.
-  const timer = setTimeout(() => (Date.now() < at ? armExpiry(d, s) : expire(d, s)), Math.max(0, at - Date.now()));
-  timer.unref();
-  expiries.set(s, timer);
+  expireAt(s, s.interrupt!.expiresAt, () => expire(d, s));
 }
 
 function expire(d: Daemon, s: Session): void {
-  expiries.delete(s);
   if (!s.awaitingApproval || d.registry.find(s.scope, s.id) !== s) return;
   // Shutting down: it stays pending, and the next start expires it (the time counts from when it was asked).
   if (d.closing) return;
@@ -84,8 +74,7 @@ function expire(d: Daemon, s: Session): void {
  * `outcome`; its record says why and subscribers get an `exited` event.
  */
 export function endUnstarted(d: Daemon, s: Session, reason: DenyReason, outcome?: InterruptOutcome['outcome'], why?: string): void {
-  clearTimeout(expiries.get(s));
-  expiries.delete(s);
+  disarm(s);
   s.deny(reason, why ?? s.interrupt?.reason ?? 'no reason given', outcome);
   s.emit('exited', { status: s.status, exitCode: null, signal: null, reason: s.reason, text: endLine(s) });
   d.log.info({ sessionId: s.id, scope: s.scope, reason }, 'exec denied; nothing ran');
@@ -105,8 +94,7 @@ export function beginAnswer(s: Session): boolean {
 export function finishAnswer(d: Daemon, s: Session, started: boolean): void {
   answering.delete(s);
   if (started) {
-    clearTimeout(expiries.get(s));
-    expiries.delete(s);
+    disarm(s);
     return;
   }
   if (s.awaitingApproval && Date.now() >= s.interrupt!.expiresAt) expire(d, s);
