@@ -24,7 +24,7 @@ let d: TestDaemon;
 let s: Scoped;
 const state = join(fs.root, 'state');
 
-const config = { sandbox: { mode: 'workspace-write', workspaces: [ws] }, scopes: { host: { elevated: 'allow' } } };
+const config = { sandbox: { mode: 'workspace-write', workspaces: [ws] }, scopes: { host: { elevated: 'allow' }, held: { changes: 'review' } } };
 
 async function review(command: string, cwd = ws): Promise<any> {
   const r = await s.exec({ command, workdir: cwd, changes: 'review', yieldMs: 60_000 });
@@ -262,6 +262,19 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     } finally {
       await plain.stop();
     }
+  });
+
+  it('scopes.NAME.changes "review" holds a scope\'s commands without asking each exec, and an exec may still ask for direct', async () => {
+    const dir = join(ws, 'scope-default');
+    mkdirSync(dir);
+    const held = new Scoped(s.c, 'held');
+    const r = await held.exec({ command: 'echo x > held.txt', workdir: dir });
+    ids.add(r.sessionId);
+    expect(r.changes).toMatchObject({ pending: true, files: 1 });
+    expect(existsSync(join(dir, 'held.txt'))).toBe(false);
+    const direct = await held.exec({ command: 'echo y > now.txt', workdir: dir, changes: 'direct' });
+    expect(direct.changes).toBeUndefined();
+    expect(readFileSync(join(dir, 'now.txt'), 'utf8')).toBe('y\n');
   });
 
   it('a session started direct writes straight in, and has no changes to act on', async () => {
