@@ -1,0 +1,63 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { HeldChanges } from '../../../src/changes/held.js';
+
+/**
+ * The keeper's own bookkeeping, on plain directories (what an overlay writes is read.test.ts's):
+ * a review that held nothing leaves no directory behind, whether it is removed at once or left
+ * half-removed by a crash, and one that held something stays pending.
+ */
+describe('HeldChanges: reviews that held nothing', () => {
+  let base: string | undefined;
+  afterEach(() => {
+    if (base) rmSync(base, { recursive: true, force: true });
+    base = undefined;
+  });
+
+  function setUp() {
+    base = mkdtempSync(join(tmpdir(), 'procctl-held-'));
+    const state = join(base, 'state');
+    const ws = join(base, 'ws');
+    mkdirSync(ws);
+    const held = new HeldChanges(state);
+    const begin = (id: string) => {
+      held.begin(id, ws, Date.now());
+      for (const d of ['upper', 'work/work']) mkdirSync(join(held.dirOf(id), d), { recursive: true });
+    };
+    return { state, ws, held, begin, root: join(state, 'changes') };
+  }
+
+  it('a review with an empty upper directory settles as none and its directory goes', async () => {
+    const { held, begin, root } = setUp();
+    begin('aaaaaaaa');
+    expect(held.settle('aaaaaaaa')).toMatchObject({ state: 'none', pending: false, files: 0 });
+    expect(existsSync(held.dirOf('aaaaaaaa'))).toBe(false);
+    // Removed in the background: nothing is left under the changes directory once it is done.
+    await vi.waitFor(() => expect(readdirSync(root)).toEqual([]), { timeout: 10_000, interval: 20 });
+  });
+
+  it('a review that wrote a file stays pending with its count, beside one that wrote nothing', () => {
+    const { held, begin } = setUp();
+    begin('bbbbbbbb');
+    begin('cccccccc');
+    writeFileSync(join(held.dirOf('bbbbbbbb'), 'upper', 'new.txt'), 'hello\n');
+    expect(held.settle('bbbbbbbb')).toMatchObject({ state: 'pending', pending: true, files: 1, bytes: 6 });
+    expect(held.settle('cccccccc')).toMatchObject({ state: 'none' });
+    expect(existsSync(join(held.dirOf('bbbbbbbb'), 'upper', 'new.txt'))).toBe(true);
+  });
+
+  it('a removal cut short (a crash) is finished at the next start, and is not taken for a review', () => {
+    const { held, begin, root, state } = setUp();
+    begin('dddddddd');
+    writeFileSync(join(held.dirOf('dddddddd'), 'upper', 'kept.txt'), 'x\n');
+    // What a crash mid-removal leaves: a renamed directory with its layout still inside.
+    mkdirSync(join(root, '.removing-eeeeeeee-1-0', 'upper'), { recursive: true });
+    writeFileSync(join(root, '.removing-eeeeeeee-1-0', 'layout.json'), '{}');
+    const seen: string[] = [];
+    new HeldChanges(state).load((id) => seen.push(id));
+    expect(seen).toEqual(['dddddddd']);
+    expect(readdirSync(root).filter((n) => n.startsWith('.'))).toEqual([]);
+  });
+});
