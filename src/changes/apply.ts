@@ -113,7 +113,8 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
           if (!st.isFile()) throw new Refusal('the upper entry is no longer a regular file');
           const out = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
           try {
-            copyFd(input, out);
+            // The job that wrote it is gone: its size as the descriptor says is all there is to copy.
+            copyFd(input, out, Number(st.size));
             fchmodSync(out, row.mode ?? 0o644);
             owner(out);
             futimesSync(out, Number(st.atimeMs) / 1000, Number(st.mtimeNs / 1000n) / 1e6);

@@ -18,6 +18,7 @@ const MAX_OPEN = 256;
  */
 export class WorkspaceDirs {
   private readonly open = new Map<RelPath, DirState>();
+  private readonly stats = new Map<RelPath, BigIntStats>();
 
   constructor(readonly root: string) {}
 
@@ -43,10 +44,16 @@ export class WorkspaceDirs {
     return named(parent.fd, baseOf(rel));
   }
 
-  /** The parent directory's own stat (for the owner of what is made in it). */
+  /** The parent directory's own stat (for the owner of what is made in it), read once while it is open. */
   parentStat(rel: RelPath): BigIntStats | undefined {
-    const parent = this.dir(parentOf(rel));
-    return 'fd' in parent ? fstatSync(parent.fd, { bigint: true }) : undefined;
+    const key = parentOf(rel);
+    const known = this.stats.get(key);
+    if (known) return known;
+    const parent = this.dir(key);
+    if (!('fd' in parent)) return undefined;
+    const st = fstatSync(parent.fd, { bigint: true });
+    this.stats.set(key, st);
+    return st;
   }
 
   /** Forget `rel` and everything under it: it was moved, replaced or made anew. */
@@ -55,6 +62,7 @@ export class WorkspaceDirs {
       if (key === rel || rel === '' || key.startsWith(`${rel}/`)) {
         if ('fd' in state) closeSync(state.fd);
         this.open.delete(key);
+        this.stats.delete(key);
       }
     }
   }
@@ -62,6 +70,7 @@ export class WorkspaceDirs {
   close(): void {
     for (const state of this.open.values()) if ('fd' in state) closeSync(state.fd);
     this.open.clear();
+    this.stats.clear();
   }
 }
 

@@ -1,7 +1,8 @@
-import { lstatSync, type BigIntStats } from 'node:fs';
+import { fstatSync, lstatSync, type BigIntStats } from 'node:fs';
 import { WorkspaceDirs } from './dirs.js';
+import { Listing } from './listing.js';
 import { typeOf } from './overlay.js';
-import { parentOf, shown, unsafeName } from './paths.js';
+import { baseOf, parentOf, shown, toBytes, unsafeName } from './paths.js';
 import type { Action, Change, ChangeSet, PlanEntry, UpperFacts } from './types.js';
 
 export interface PlanOptions {
@@ -45,10 +46,11 @@ export function plan(changes: Pick<ChangeSet, 'files' | 'facts'>, workspace: str
   const dirs = new WorkspaceDirs(workspace);
   const rows = new Map<string, PlanEntry>();
   const sessionStartNs = BigInt(Math.round(options.sessionStartMs)) * 1_000_000n;
+  const look = new Looker(dirs, changes.files);
   try {
     for (const c of changes.files) {
       const f = changes.facts.get(c.path) ?? { btimeNs: 0n, nlink: 1, linksInUpper: 1 };
-      rows.set(c.path, row(c, f, dirs, rows, f.btimeNs > 0n ? f.btimeNs : sessionStartNs, options.force ?? false));
+      rows.set(c.path, row(c, f, dirs, look, rows, f.btimeNs > 0n ? f.btimeNs : sessionStartNs, options.force ?? false));
     }
   } finally {
     dirs.close();
@@ -56,7 +58,41 @@ export function plan(changes: Pick<ChangeSet, 'files' | 'facts'>, workspace: str
   return options.paths ? select([...rows.values()], options.paths) : [...rows.values()];
 }
 
-function row(c: Change, f: UpperFacts, dirs: WorkspaceDirs, rows: Map<string, PlanEntry>, since: bigint, force: boolean): PlanEntry {
+/**
+ * What the workspace holds at a changed path now: an lstat through the directory's descriptor,
+ * skipped for names a listing of the directory (read once where many of its names are asked
+ * about, listing.ts) shows are not there.
+ */
+class Looker {
+  private readonly asked = new Map<string, number>();
+  private readonly listings = new Map<string, Listing | undefined>();
+
+  constructor(
+    private readonly dirs: WorkspaceDirs,
+    files: readonly Change[],
+  ) {
+    for (const c of files) {
+      const parent = parentOf(c.path);
+      this.asked.set(parent, (this.asked.get(parent) ?? 0) + 1);
+    }
+  }
+
+  now(path: string): BigIntStats | undefined {
+    const at = this.dirs.at(path);
+    if (typeof at !== 'string' && !Buffer.isBuffer(at)) return undefined;
+    const parent = parentOf(path);
+    let listed = this.listings.get(parent);
+    if (!this.listings.has(parent)) {
+      const state = this.dirs.dir(parent);
+      listed = 'fd' in state ? Listing.of(`/proc/self/fd/${state.fd}`, this.asked.get(parent) ?? 0, fstatSync(state.fd).size) : undefined;
+      this.listings.set(parent, listed);
+    }
+    if (listed && !listed.has(toBytes(baseOf(path)))) return undefined;
+    return lstatSync(at, { bigint: true, throwIfNoEntry: false });
+  }
+}
+
+function row(c: Change, f: UpperFacts, dirs: WorkspaceDirs, look: Looker, rows: Map<string, PlanEntry>, since: bigint, force: boolean): PlanEntry {
   const refuse = (why: string): PlanEntry => ({ path: c.path, kind: c.kind, action: 'refuse', why });
   for (const r of REFUSALS) {
     const why = r.refuses(c, f);
@@ -75,9 +111,7 @@ function row(c: Change, f: UpperFacts, dirs: WorkspaceDirs, rows: Map<string, Pl
     if ('why' in state) return refuse(state.why);
     if ('absent' in state) return refuse(`its directory ${shown(parent)} is no longer in the workspace`);
   }
-  const at = dirs.at(c.path);
-  let now: BigIntStats | undefined;
-  if (typeof at === 'string' || Buffer.isBuffer(at)) now = lstatSync(at, { bigint: true, throwIfNoEntry: false });
+  const now = look.now(c.path);
   const why = conflictWhy(c, now, since);
   if (c.kind === 'deleted' && !now && !why) return { ...entry, why: 'already gone from the workspace: nothing to do' };
   return why ? conflictOr(entry, why, force) : entry;

@@ -2,6 +2,7 @@ import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, readSync, ty
 import { constants } from 'node:fs';
 import { foreignMark, isOpaque, isWhiteout, permissions, typeOf, type XattrFormat } from './overlay.js';
 import { invalid } from '../errors.js';
+import { Listing } from './listing.js';
 import { fromBytes } from './paths.js';
 import type { Change, ChangeSet, Totals, UpperFacts } from './types.js';
 
@@ -23,12 +24,13 @@ export function read(upper: string, workspace: string, options: ReadOptions = {}
   // Hard-linked upper files by inode: how many of their links the upper directory holds.
   const linked = new Map<bigint, string[]>();
 
-  const visit = (dir: Buffer, lowerDir: Buffer | undefined, rel: string, opaque: boolean, opaqueBtime: bigint) => {
+  const visit = (dir: Buffer, lowerDir: Buffer | undefined, lowerBytes: number, rel: string, opaque: boolean, opaqueBtime: bigint) => {
     const names = (readdirSync(dir, { encoding: 'buffer' }) as Buffer[]).sort(Buffer.compare);
     if (opaque && lowerDir) hidden(lowerDir, rel, names, opaqueBtime);
+    const listed = lowerDir ? Listing.of(lowerDir, names.length, lowerBytes) : undefined;
     for (const name of names) {
       const up = join(dir, name);
-      const low = lowerDir ? join(lowerDir, name) : undefined;
+      const low = lowerDir && (!listed || listed.has(name)) ? join(lowerDir, name) : undefined;
       const path = rel === '' ? fromBytes(name) : `${rel}/${fromBytes(name)}`;
       const st = lstatSync(up, { bigint: true });
       const old = low ? lstatSync(low, { throwIfNoEntry: false }) : undefined;
@@ -46,7 +48,7 @@ export function read(upper: string, workspace: string, options: ReadOptions = {}
         if (!old) add({ path, kind: 'added', type, mode }, fact);
         else if (!old.isDirectory()) add({ path, kind: 'type', type, mode, ...before(old) }, fact);
         else if (mark || mode !== permissions(old)) add({ path, kind: mark ? 'modified' : 'mode', type, mode, ...before(old) }, fact);
-        if (!mark) visit(up, old?.isDirectory() ? low : undefined, path, madeOpaque, st.birthtimeNs);
+        if (!mark) visit(up, old?.isDirectory() ? low : undefined, old?.size ?? 0, path, madeOpaque, st.birthtimeNs);
         continue;
       }
       const change = compare(up, st, old && low ? { st: old, path: low } : undefined, path);
@@ -82,7 +84,7 @@ export function read(upper: string, workspace: string, options: ReadOptions = {}
   const root = lstatSync(upper, { bigint: true });
   if (!root.isDirectory()) throw invalid(`${upper} is not a directory`);
   const lowerRoot = lstatSync(workspace, { throwIfNoEntry: false });
-  visit(Buffer.from(upper), lowerRoot?.isDirectory() ? Buffer.from(workspace) : undefined, '', isOpaque(upper, format), root.birthtimeNs);
+  visit(Buffer.from(upper), lowerRoot?.isDirectory() ? Buffer.from(workspace) : undefined, lowerRoot?.size ?? 0, '', isOpaque(upper, format), root.birthtimeNs);
   for (const paths of linked.values()) for (const p of paths) facts.get(p)!.linksInUpper = paths.length;
   return { files, totals: totals(files), facts };
 }
