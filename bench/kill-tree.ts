@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { BenchOptions } from './lib/options.js';
 import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
@@ -32,7 +34,10 @@ interface Run {
  * - `kill {graceMs: 200}` (SIGTERM first, ignored): time to gone minus the grace, the SIGKILL
  *   phase as the daemon's escalation runs it;
  * - the floor, in the same run: the same tree started by the bench itself in a process group of
- *   its own and sent SIGKILL by it, timed the same way (the kernel's part alone).
+ *   its own and sent SIGKILL by it, timed the same way (the kernel's part alone);
+ * - where the bench can make a cgroup v2 directory: the same tree in a cgroup of the bench's own,
+ *   ended by the bench's own write to its `cgroup.kill` (the kernel's part of the daemon's way of
+ *   killing, with no daemon), to tell what the daemon adds from what the kernel's cgroup kill costs.
  *
  * Runs alternate the three, so load on a shared machine hits them alike; p50 and p99 of each.
  */
@@ -46,16 +51,20 @@ export async function killTree(opts: BenchOptions): Promise<Metric[]> {
   const direct: Run[] = [];
   const escalated: Run[] = [];
   const floor: Run[] = [];
+  const cgFloor: Run[] = [];
+  const cgRoot = ownCgroup2();
   try {
     for (let i = 0; i < runs; i++) {
       direct.push(await killOnce(client, { signal: 'SIGKILL', graceMs: 0 }, 'SIGKILL'));
       escalated.push(await killOnce(client, { graceMs: GRACE_MS }, 'SIGKILL'));
       floor.push(await killBare());
+      if (cgRoot) cgFloor.push(await killBare(cgRoot));
     }
     const ms = (xs: number[]) => `p50 ${round(median(xs), 1)} / p99 ${round(p99(xs), 1)} ms`;
     opts.log(
       `  SIGKILL at once: gone ${ms(direct.map((r) => r.goneMs))}, answered ${ms(direct.map((r) => r.answerMs))}; ` +
-        `SIGTERM + grace: gone − grace ${ms(escalated.map((r) => r.goneMs - GRACE_MS))}; floor: gone ${ms(floor.map((r) => r.goneMs))}`,
+        `SIGTERM + grace: gone − grace ${ms(escalated.map((r) => r.goneMs - GRACE_MS))}; floor: gone ${ms(floor.map((r) => r.goneMs))}` +
+        (cgRoot ? `; cgroup floor: gone ${ms(cgFloor.map((r) => r.goneMs))}` : `; no cgroup floor (${CGROUP_FLOOR_MISSING})`),
     );
   } finally {
     client.close();
@@ -99,6 +108,18 @@ export async function killTree(opts: BenchOptions): Promise<Metric[]> {
       rounds: floorGone.map((v) => round(v, 1)),
       detail: `p50 ${p50(floorGone)} ms; no daemon: process.kill(-pgid, SIGKILL) on a tree the bench started, timed the same way, in the same run`,
     },
+    ...(cgRoot
+      ? [
+          {
+            bench: 'kill-tree',
+            name: `cgroup.kill of the same tree by the bench itself (cgroup floor), → all gone, p99`,
+            value: p99(cgFloor.map((r) => r.goneMs)),
+            unit: 'ms',
+            rounds: cgFloor.map((r) => round(r.goneMs, 1)),
+            detail: `p50 ${p50(cgFloor.map((r) => r.goneMs))} ms; no daemon: the tree in a cgroup v2 directory the bench made, ended by its own write to cgroup.kill, timed the same way, in the same run`,
+          } satisfies Metric,
+        ]
+      : []),
     {
       bench: 'kill-tree',
       name: `kill of a ${CHILDREN}-process tree, first → last pid gone, p99`,
@@ -170,9 +191,33 @@ async function killOnce(client: BenchClient, params: Record<string, unknown>, ex
   return { ...timed, answerMs: answeredAt - t0 };
 }
 
-/** The floor: the same tree, started by the bench in a group of its own and killed by it; cleaned up by pid. */
-async function killBare(): Promise<Run> {
-  const child = spawn('/bin/sh', ['-c', COMMAND], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+let CGROUP_FLOOR_MISSING = '';
+
+/** A cgroup v2 directory the bench may make children in (its own), or undefined, saying why. */
+function ownCgroup2(): string | undefined {
+  try {
+    const mount = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((l) => l.split(' - ')[1]?.startsWith('cgroup2 '));
+    const own = readFileSync('/proc/self/cgroup', 'utf8').split('\n').find((l) => l.startsWith('0::'));
+    if (!mount || !own) throw new Error('no cgroup v2 mount');
+    const dir = join(mount.split(' ')[4], own.slice(3));
+    rmdirSync(mkdtempSync(join(dir, 'procctl-bench-probe-')));
+    return dir;
+  } catch (err) {
+    CGROUP_FLOOR_MISSING = (err as Error).message;
+    return undefined;
+  }
+}
+
+/**
+ * The floor: the same tree, started by the bench in a group of its own and killed by it; cleaned
+ * up by pid. With `cgroupRoot`, the tree runs in a new cgroup under it and is ended by the
+ * bench's write to its cgroup.kill.
+ */
+async function killBare(cgroupRoot?: string): Promise<Run> {
+  const cg = cgroupRoot ? mkdtempSync(join(cgroupRoot, 'procctl-bench-kill-')) : undefined;
+  // The shell joins the cgroup before it forks anything, so every child is born in it.
+  const script = cg ? `echo $$ > ${cg}/cgroup.procs && ${COMMAND}` : COMMAND;
+  const child = spawn('/bin/sh', ['-c', script], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   let said = false;
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (said ||= d.includes('ready')));
@@ -181,7 +226,8 @@ async function killBare(): Promise<Run> {
     const pids = await treeUp(group, async () => said);
     await sleep(100);
     const t0 = now();
-    process.kill(-group, 'SIGKILL');
+    if (cg) writeFileSync(join(cg, 'cgroup.kill'), '1');
+    else process.kill(-group, 'SIGKILL');
     const timed = await timeGone(pids, t0);
     return { ...timed, answerMs: Number.NaN };
   } finally {
@@ -193,5 +239,19 @@ async function killBare(): Promise<Run> {
       }
     }
     await exited;
+    if (cg) await removeCgroup(cg);
+  }
+}
+
+/** Remove a cgroup the bench made, once the kernel has let its last (zombie) member go. */
+async function removeCgroup(dir: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      rmdirSync(dir);
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || i > 200) throw err;
+      await sleep(10);
+    }
   }
 }
