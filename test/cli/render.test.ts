@@ -56,6 +56,21 @@ describe('cli rendering', () => {
     expect(sessionTable([{ ...base, sessionId: 'x', status: 'running' }]).split('\n')[0]).toBe('ID  STATUS   PID  RUNTIME  NAME');
   });
 
+  it('ps shows CHANGES where any session was run in review mode: pending paths, or how the review ended', () => {
+    const base = { pid: null, runtimeMs: 1000, name: 'job', status: 'completed', exitCode: 0 };
+    const text = sessionTable([
+      { ...base, sessionId: 'held', startedAt: '2026-01-03T00:00:00Z', changes: { state: 'pending', pending: true, files: 3, bytes: 2048 } },
+      { ...base, sessionId: 'took', startedAt: '2026-01-02T00:00:00Z', changes: { state: 'applied', pending: false, files: 0, bytes: 0 } },
+      { ...base, sessionId: 'plain', startedAt: '2026-01-01T00:00:00Z' },
+    ]);
+    expect(text.split('\n')).toEqual([
+      'ID     STATUS     PID  RUNTIME  CHANGES           NAME',
+      'held   completed  -    1.0s     3 pending (2.0K)  job',
+      'took   completed  -    1.0s     applied           job',
+      'plain  completed  -    1.0s     -                 job',
+    ]);
+  });
+
   it('splits a result text around its output', () => {
     expect(aroundOutput('[note]\nhello\nworld\n\n(Command exited with code 1)', 'hello\nworld\n')).toEqual({
       before: '[note]',

@@ -21,6 +21,8 @@ interface SessionRow {
   paused?: boolean;
   /** Where sessions have cgroups (SPEC §15). */
   resources?: { cpuMs: number; memoryBytes: number; memoryPeakBytes: number; processes: number };
+  /** Review sessions (SPEC §16): where their changes stand. */
+  changes?: { state: string; pending: boolean; files: number; bytes: number; error?: string };
 }
 
 interface PsOptions {
@@ -41,13 +43,24 @@ export function sessionTable(sessions: SessionRow[]): string {
     if (!r) return ['-', '-'];
     return [duration(r.cpuMs), bytes(s.status === 'running' || s.status === 'waiting_input' ? r.memoryBytes : r.memoryPeakBytes)];
   };
-  const rows = newestFirst.map((s) => [s.sessionId, statusCell(s), s.pid === null ? '-' : String(s.pid), duration(s.runtimeMs), ...used(s), s.name]);
-  const headers = ['ID', 'STATUS', 'PID', 'RUNTIME', ...(usage ? ['CPU', 'MEM'] : []), 'NAME'];
+  // CHANGES where any session was run in review mode: what a person still has to decide.
+  const reviewed = sessions.some((s) => s.changes !== undefined);
+  const held = (s: SessionRow) => (reviewed ? [changesCell(s.changes)] : []);
+  const rows = newestFirst.map((s) => [s.sessionId, statusCell(s), s.pid === null ? '-' : String(s.pid), duration(s.runtimeMs), ...used(s), ...held(s), s.name]);
+  const headers = ['ID', 'STATUS', 'PID', 'RUNTIME', ...(usage ? ['CPU', 'MEM'] : []), ...(reviewed ? ['CHANGES'] : []), 'NAME'];
   // The operator's view spans scopes: say whose each session is.
   if (sessions.some((s) => s.scope !== undefined)) {
     return table([headers[0], 'SCOPE', ...headers.slice(1)], rows.map((r, i) => [r[0], newestFirst[i].scope ?? '-', ...r.slice(1)]));
   }
   return table(headers, rows);
+}
+
+/** A review session's changes in a word or two: `3 pending (1.2 kB)`, `applied`, `none`; `-` for a session run with direct writes. */
+function changesCell(c: SessionRow['changes']): string {
+  if (!c) return '-';
+  if (c.error) return 'pending (unreadable)';
+  if (c.pending) return `${c.files} pending (${bytes(c.bytes)})`;
+  return c.state;
 }
 
 /** The line under the table when the scope has sessions it does not show, or ''. */
@@ -65,7 +78,8 @@ export function registerPs(program: Command): void {
     .summary('list the sessions of the scope, newest first')
     .description(
       `List running and finished sessions of the scope, newest first: ID, STATUS, PID, RUNTIME, NAME, and where ` +
-        `sessions have cgroups CPU (time used) and MEM (memory now, or the most it held once ended). ` +
+        `sessions have cgroups CPU (time used) and MEM (memory now, or the most it held once ended); where any ` +
+        `session was run with changes "review", CHANGES (how many changed paths wait to be applied or discarded). ` +
         `Shows the newest ${PS_DEFAULT_LIMIT} unless --all or --limit says otherwise, and says how many it left out.`,
     )
     .option('--all', 'show every session of the scope')

@@ -49,7 +49,30 @@ function startError(file: string, spec: LaunchSpec, err: NodeJS.ErrnoException):
   if (err.syscall === 'chdir' && user) return `the workdir ${spec.cwd} is not accessible to uid ${user.uid} (sandbox.user): ${err.message}`;
   if (err.syscall === 'setrlimit') return `could not set the session's resource limits (limits.*): ${err.message}`;
   if (err.syscall && ['setgroups', 'setgid', 'setuid'].includes(err.syscall)) return `could not become uid ${user?.uid} (sandbox.user): ${err.message}`;
+  const mounts = spec.plan.steps?.mounts;
+  if (mounts && err.syscall && REVIEW_STEPS.has(err.syscall)) return reviewMountError(err, mounts);
   return `could not start ${file}: ${err.message}`;
+}
+
+/** The spawner's steps that set up a review session's overlays (native/spawn.c child_mounts). */
+const REVIEW_STEPS = new Set(['unshare', 'setgroups', 'uid_map', 'gid_map', 'mount', 'overlay']);
+
+/**
+ * Why a review session's overlay could not be set up, with what to do: the session is refused,
+ * never run with direct writes (SPEC §16).
+ */
+export function reviewMountError(err: NodeJS.ErrnoException, mounts: NonNullable<NonNullable<LaunchSpec['plan']['steps']>['mounts']>): string {
+  const where = mounts.overlays.map((o) => o.target).join(', ');
+  const code = err.code ?? err.message;
+  const fix =
+    err.syscall === 'overlay'
+      ? code === 'EINVAL'
+        ? "the kernel refused the overlay's options: the workspace and the daemon's state directory must be on file systems overlayfs takes as its lower and upper (not overlayfs, FUSE or NFS for the upper); see procctl status, changes"
+        : code === 'EPERM' || code === 'EACCES'
+          ? 'the kernel does not let this daemon mount an overlay (overlayfs in user namespaces needs Linux 5.11; as root, CAP_SYS_ADMIN)'
+          : 'see procctl status, changes for whether review mode runs here'
+      : 'the daemon could not make the mount namespace a review session runs in (unprivileged user namespaces may be turned off: sysctl kernel.unprivileged_userns_clone=1)';
+  return `changes "review" could not hold this session's writes to ${where}: ${err.syscall} failed (${code}); ${fix}. The command was not run; run it with changes "direct" to write straight in`;
 }
 
 /** Through Node's child_process (a fork): where the addon is not built or is turned off. */
