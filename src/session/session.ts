@@ -523,6 +523,8 @@ export class Session {
     this.remember(i, outcome);
     this.changesQuestion = undefined;
     this.changed();
+    // Whoever shows the question (a console, an MCP client) hears that it is over, and how.
+    if (this.held) this.emit('changes', { ...this.held, approval: outcome });
     return i;
   }
 
@@ -533,8 +535,12 @@ export class Session {
 
   /** The keeper of held changes (changes/held.ts) says where they stand: at the start, the end, and each apply, discard or undo. */
   noteChanges(summary: ChangesSummary | undefined): void {
+    const before = this.held;
     this.held = summary;
     this.rev++;
+    // Subscribers hear where the changes went (pending at the end, applied, discarded, undone).
+    const moved = summary && (!before || before.state !== summary.state || before.files !== summary.files || before.bytes !== summary.bytes || before.error !== summary.error);
+    if (moved) this.emit('changes', { ...summary });
   }
 
   /** Destinations its network proxy refused, by host: how often and why (SPEC §12). */

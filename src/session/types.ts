@@ -14,7 +14,7 @@ export type DenyReason = 'rule' | 'refused' | 'expired' | 'user';
 /** Why a session failed or was denied: a stop, something about the command itself, or a denial. */
 export type FailReason = z.infer<typeof FailReasonSchema>;
 
-export type EventType = 'started' | 'output' | 'waiting_input' | 'approval_required' | 'checkpoint' | 'ready' | 'output_match' | 'network_denied' | 'paused' | 'continued' | 'exited';
+export type EventType = 'started' | 'output' | 'waiting_input' | 'approval_required' | 'checkpoint' | 'ready' | 'output_match' | 'network_denied' | 'paused' | 'continued' | 'changes' | 'exited';
 
 /** Which of a backgrounded session's ends are notifications (SPEC §5 `notify`). */
 export type Notify = 'exit' | 'failure' | 'never' | { match: string };

@@ -4,7 +4,7 @@ import type { EventType } from '../session/types.js';
 import type { CallContext, Daemon, Requester } from './context.js';
 import { sessionIn } from './process/target.js';
 
-const EVENT_TYPES: EventType[] = ['started', 'output', 'waiting_input', 'approval_required', 'checkpoint', 'ready', 'output_match', 'network_denied', 'paused', 'continued', 'exited'];
+const EVENT_TYPES: EventType[] = ['started', 'output', 'waiting_input', 'approval_required', 'checkpoint', 'ready', 'output_match', 'network_denied', 'paused', 'continued', 'changes', 'exited'];
 
 /** A client's subscriptions, by name; each ends with `unsubscribe` or when its connection closes. */
 export class Subscriptions {

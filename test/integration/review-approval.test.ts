@@ -271,6 +271,8 @@ describe.skipIf(SKIP_SANDBOX)('review as an approval', () => {
     });
     try {
       const a = new Scoped(await e.client(), 'agent');
+      const listener = await e.client();
+      await new Scoped(listener, 'agent').request('subscribe', { events: ['changes'] });
       const r = await a.exec({ command: 'echo one > one.txt', workdir: other, yieldMs: 60_000 });
       ids.add(r.sessionId);
       expect(r.interrupt?.kind, r.text).toBe('changes');
@@ -284,6 +286,9 @@ describe.skipIf(SKIP_SANDBOX)('review as an approval', () => {
       );
       expect(expired.pastInterrupts).toEqual([expect.objectContaining({ kind: 'changes', outcome: 'expired' })]);
       expect(expired.changes).toMatchObject({ state: 'pending', pending: true });
+      // Whoever showed the question hears it is over: the changes, still pending, and how the question ended.
+      await listener.until(() => listener.notifications.some((n) => n.params?.type === 'changes' && n.params.sessionId === r.sessionId && n.params.approval === 'expired'));
+      listener.close();
       // Expired, still only a person applies them.
       expect((await a.error('process', { action: 'apply', sessionId: r.sessionId })).data.kind).toBe('forbidden');
       expect((await a.error('process', { action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...asPerson(e) })).data.kind).toBe('conflict');

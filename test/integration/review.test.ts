@@ -96,6 +96,29 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     expect(existsSync(join(dir, 'sub'))).toBe(false);
   });
 
+  it('subscribers hear where a review\'s changes went: pending at its end, then applied, then undone', async () => {
+    const listener = await d.client();
+    try {
+      await new Scoped(listener, 'review').request('subscribe', { events: ['changes'] });
+      const dir = join(ws, 'heard');
+      mkdirSync(dir);
+      const r = await review('echo one > a.txt && echo two > b.txt', dir);
+      const states = () => listener.notifications.filter((n) => n.params?.type === 'changes' && n.params.sessionId === r.sessionId).map((n) => n.params);
+      await listener.until(() => states().some((e) => e.state === 'pending'));
+      expect(states().find((e) => e.state === 'pending')).toMatchObject({ pending: true, files: 2 });
+      await s.process({ action: 'apply', sessionId: r.sessionId });
+      await listener.until(() => states().some((e) => e.state === 'applied'));
+      await s.process({ action: 'undo', sessionId: r.sessionId });
+      await listener.until(() => states().some((e) => e.state === 'undone'));
+      // A session run with direct writes has no changes to tell of.
+      const plain = await s.exec({ command: 'echo x > c.txt', workdir: dir, yieldMs: 60_000 });
+      ids.add(plain.sessionId);
+      expect(listener.notifications.some((n) => n.params?.type === 'changes' && n.params.sessionId === plain.sessionId)).toBe(false);
+    } finally {
+      listener.close();
+    }
+  });
+
   it('npm ci in review mode: node_modules appears only with apply, the project runs, and undo removes it', async () => {
     const npm = spawnSync('npm', ['--version'], { encoding: 'utf8' });
     if (npm.status !== 0) return void process.stderr.write('skipping the npm ci review test: npm is not on PATH\n');
