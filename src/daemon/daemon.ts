@@ -172,7 +172,14 @@ export class ProcctlDaemon implements Daemon {
     this.remembered.load();
     this.keeper.recover(this.current, (s) => restorePending(this, s));
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
-    this.held.load((id, summary) => this.registry.find(ALL_SCOPES, id)?.noteChanges(summary));
+    this.held.load((id, summary) => {
+      const s = this.registry.find(ALL_SCOPES, id);
+      if (s) return s.noteChanges(summary);
+      // A review whose session is gone (its record lost, or forgotten while the daemon died): what
+      // nobody has to decide goes; changes still pending are kept and said, never dropped unseen.
+      if (!summary.pending) return this.held.remove(id);
+      this.log.warn({ sessionId: id, dir: this.held.dirOf(id), files: summary.files, bytes: summary.bytes }, 'changes held for review belong to no session any more: kept; copy what you need from its upper directory, then remove the directory');
+    });
     // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
     restoreChangesApprovals(this);
     const fds = this.listenFds;

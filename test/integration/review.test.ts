@@ -321,6 +321,26 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     await s.process({ action: 'apply', sessionId: r.sessionId });
     expect(readFileSync(join(dir, 'later.txt'), 'utf8')).toBe('kept\n');
   });
+
+  it('at start, a review whose session is gone is removed when nothing waits, and kept and said when changes do', async () => {
+    await d.stop();
+    // What a lost record leaves: review directories no session names.
+    const orphan = (id: string, file?: string) => {
+      const dir = join(state, 'changes', id);
+      mkdirSync(join(dir, 'upper'), { recursive: true });
+      writeFileSync(join(dir, 'layout.json'), `${JSON.stringify({ v: 1, workspace: ws, startedAt: Date.now(), xattrs: 'trusted' })}\n`);
+      if (file) writeFileSync(join(dir, 'upper', file), 'only copy\n');
+      return dir;
+    };
+    const empty = orphan('zzempty1');
+    const held = orphan('zzheld01', 'precious.txt');
+    const log = join(fs.root, 'orphans.log');
+    d = await startDaemon({ config, env: { PROCCTL_STATE_DIR: state }, logFile: log });
+    s = new Scoped(await d.client(), 'review');
+    expect(existsSync(empty)).toBe(false);
+    expect(readFileSync(join(held, 'upper', 'precious.txt'), 'utf8')).toBe('only copy\n');
+    expect(readFileSync(log, 'utf8')).toMatch(/zzheld01.*belong to no session any more: kept/);
+  });
 });
 
 // A daemon that is not root mounts the overlay in a user namespace of the job's own (its ids mapped to
