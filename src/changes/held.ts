@@ -146,8 +146,13 @@ export class HeldChanges {
     });
   }
 
-  /** At start: every review a previous run left, settled (a job the crash ended is pending like any other). */
-  load(each: (id: string, summary: HeldSummary) => void): void {
+  /**
+   * At start: every review a previous run left, settled (a job the crash ended is pending like any
+   * other). One whose job outlived that run (`running(id)`: its processes are being stopped) is
+   * `running` until they are gone, then settled by the caller: nothing is shown or applied while
+   * a job may still write.
+   */
+  load(each: (id: string, summary: HeldSummary) => void, running: (id: string) => boolean = () => false): void {
     if (!existsSync(this.root)) return;
     for (const name of readdirSync(this.root)) {
       if (name.startsWith(TRASH)) {
@@ -155,6 +160,10 @@ export class HeldChanges {
         continue;
       }
       if (!existsSync(join(this.root, name, 'layout.json'))) continue;
+      if (running(name) && !this.store.has(name)) {
+        each(name, this.note(name, { state: 'running', pending: false, files: 0, bytes: 0 }));
+        continue;
+      }
       let summary: HeldSummary | undefined;
       try {
         summary = this.settle(name);

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { conflict, invalid, notFound } from '../errors.js';
@@ -41,6 +41,11 @@ export class ReviewStore {
       if ((err as { kind?: string }).kind !== 'not_found') throw err;
     }
     return this.write({ v: 1, sessionId, state: 'pending', applied: [], manifest: [], updatedAt: '' });
+  }
+
+  /** Whether a session's review has a record (it was settled pending once). */
+  has(sessionId: string): boolean {
+    return existsSync(this.file(sessionId));
   }
 
   /** The review of a session; not_found when it has none, invalid when its file does not parse. */

@@ -28,7 +28,7 @@ import { RememberedStore } from './remembered.js';
 import { compileRules } from '../policy/approvals.js';
 import { loadBash } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
-import { restoreChangesApprovals } from '../tools/approval/changes.js';
+import { restoreChangesApprovals, settleChanges } from '../tools/approval/changes.js';
 import { nativeSpawner } from '../runner/native.js';
 import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
@@ -170,7 +170,7 @@ export class ProcctlDaemon implements Daemon {
     await loadBash();
     this.state.init(this.socketPath);
     this.remembered.load();
-    this.keeper.recover(this.current, (s) => restorePending(this, s));
+    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s));
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
     this.held.load((id, summary) => {
       const s = this.registry.find(ALL_SCOPES, id);
@@ -179,7 +179,12 @@ export class ProcctlDaemon implements Daemon {
       // nobody has to decide goes; changes still pending are kept and said, never dropped unseen.
       if (!summary.pending) return this.held.remove(id);
       this.log.warn({ sessionId: id, dir: this.held.dirOf(id), files: summary.files, bytes: summary.bytes }, 'changes held for review belong to no session any more: kept; copy what you need from its upper directory, then remove the directory');
-    });
+    }, (id) => ending.has(id));
+    // A review whose job outlived the last run is settled once the job is gone, not while it may still write.
+    for (const [id, gone] of ending) {
+      const s = this.registry.find(ALL_SCOPES, id);
+      if (s?.changes?.state === 'running') void gone.finally(() => settleChanges(this, s));
+    }
     // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
     restoreChangesApprovals(this);
     const fds = this.listenFds;

@@ -82,10 +82,12 @@ export class Records implements RecordKeeper {
    * marked failed with reason "lost". Sessions waiting for their approval still wait (their
    * expiry counts on from when they were asked): `pending` is told of each.
    */
-  recover(config: Config, pending: (s: Session) => void): void {
+  recover(config: Config, pending: (s: Session) => void): Map<string, Promise<unknown>> {
     const { records, corrupt } = this.state.loadAll();
     const caps = config.tools.exec;
     const lost: Session[] = [];
+    // The sessions whose processes outlived the last run, until they are gone.
+    const ending = new Map<string, Promise<unknown>>();
     for (const r of records) {
       let s: Session;
       try {
@@ -100,15 +102,19 @@ export class Records implements RecordKeeper {
       else if (!isEnded(r)) {
         lost.push(s);
         if (r.pid !== undefined && r.pidStartTime !== undefined && readStat(r.pid)?.startTime === r.pidStartTime) {
-          void terminate({ pgid: r.pid, pids: [] }, 'SIGTERM', caps.killGraceMs);
+          ending.set(r.id, terminate({ pgid: r.pid, pids: [] }, 'SIGTERM', caps.killGraceMs));
         }
         this.state.save(toRecord(s));
       }
     }
     const survivors = findSessionProcesses(new Set(lost.map((s) => s.id)));
-    for (const list of survivors.values()) void terminate({ pgid: undefined, pids: list.map((p) => p.pid) }, 'SIGTERM', caps.killGraceMs);
+    for (const [id, list] of survivors) {
+      const gone = terminate({ pgid: undefined, pids: list.map((p) => p.pid) }, 'SIGTERM', caps.killGraceMs);
+      ending.set(id, Promise.all([ending.get(id), gone]));
+    }
     if (records.length || corrupt) {
       this.log.info({ restored: records.length - lost.length, lost: lost.length, corrupt }, 'state recovered');
     }
+    return ending;
   }
 }

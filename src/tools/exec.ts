@@ -16,7 +16,7 @@ import { matchCounts, notifyMatches } from '../readiness/notify.js';
 import { watchReadiness } from '../readiness/watch.js';
 import { gateExec } from './approval/gate.js';
 import { decidedBy, judgeCommand } from './approval/judge.js';
-import { askChangesApproval } from './approval/changes.js';
+import { settleChanges } from './approval/changes.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
@@ -122,14 +122,6 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   }
 }
 
-/** A review session that has ended: its changes become pending (or nothing is held), and an approval where a rule said review, before anyone is told of its end. */
-function settleChanges(d: Daemon, s: Session): Session {
-  if (s.changes?.state !== 'running' || s.running) return s;
-  s.noteChanges(d.held.settle(s.id));
-  // A rule said review: what it holds waits for a person's answer (SPEC §16).
-  if (s.changes?.pending && d.held.needsApproval(s.id)) askChangesApproval(d, s);
-  return s;
-}
 
 /** RE2 patterns in the params compile, or the call is refused naming the field and the engine's reason. */
 function checkPatterns(p: ExecParams): void {

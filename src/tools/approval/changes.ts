@@ -70,6 +70,15 @@ export function restoreChangesApprovals(d: Daemon): void {
   }
 }
 
+/** A review session that has ended: its changes become pending (or nothing is held), and an approval where a rule said review, before anyone is told of its end. */
+export function settleChanges(d: Daemon, s: Session): Session {
+  if (s.changes?.state !== 'running' || s.running) return s;
+  s.noteChanges(d.held.settle(s.id));
+  // A rule said review: what it holds waits for a person's answer (SPEC §16).
+  if (s.changes?.pending && d.held.needsApproval(s.id)) askChangesApproval(d, s);
+  return s;
+}
+
 /** Unanswered in time: the question is over, the changes stay pending for a person to review. */
 function expire(d: Daemon, s: Session): void {
   if (s.interrupt?.kind !== 'changes' || d.registry.find(ALL_SCOPES, s.id) !== s) return;

@@ -60,4 +60,18 @@ describe('HeldChanges: reviews that held nothing', () => {
     expect(seen).toEqual(['dddddddd']);
     expect(readdirSync(root).filter((n) => n.startsWith('.'))).toEqual([]);
   });
+
+  it('a review whose job outlived the last run is running, not pending, until the caller settles it once the job is gone', () => {
+    const { held, begin, state } = setUp();
+    begin('ffffffff');
+    writeFileSync(join(held.dirOf('ffffffff'), 'upper', 'still-writing.txt'), 'part\n');
+    const after = new HeldChanges(state);
+    const seen = new Map<string, unknown>();
+    after.load((id, summary) => seen.set(id, summary), (id) => id === 'ffffffff');
+    expect(seen.get('ffffffff')).toMatchObject({ state: 'running', pending: false });
+    // Nothing of a running job's changes is applied.
+    expect(() => after.apply('ffffffff')).toThrow(/still running/);
+    writeFileSync(join(held.dirOf('ffffffff'), 'upper', 'still-writing.txt'), 'whole\n');
+    expect(after.settle('ffffffff')).toMatchObject({ state: 'pending', pending: true, files: 1, bytes: 6 });
+  });
 });
