@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { createServer as createHttpServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent, createServer as createHttpServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { refusedAddress, refusedName, type ByName } from './policy.js';
@@ -28,6 +28,8 @@ type Tagged = Socket & { [CLIENT]?: ProxyClient };
  */
 export class NetProxy {
   private readonly http = createHttpServer();
+  /** Each session's kept-alive connections for plain HTTP, closed with its other streams at its end. */
+  private readonly agents = new WeakMap<ProxyClient, Agent>();
 
   constructor() {
     this.http.on('request', (req, res) => void this.forward(req, res));
@@ -56,6 +58,17 @@ export class NetProxy {
    * judged first, then every address it resolves to: the first one the policy allows is used.
    */
   async open(host: string, port: number, client: ProxyClient): Promise<Socket | { refused: string }> {
+    const to = await this.allowed(host, client);
+    if ('refused' in to) return to;
+    return new Promise((resolve) => {
+      const upstream = connect({ host: to.address, port });
+      upstream.once('connect', () => resolve(upstream));
+      upstream.once('error', (err) => resolve({ refused: `cannot connect to ${to.name}:${port} (${(err as NodeJS.ErrnoException).code ?? err.message})` }));
+    });
+  }
+
+  /** The address a stream to `host` may go to (the first of its addresses the policy allows), or why none may. */
+  private async allowed(host: string, client: ProxyClient): Promise<{ name: string; address: string } | { refused: string }> {
     const name = host.replace(/^\[(.*)\]$/, '$1');
     const byName = refusedName(name, client.policy);
     if (byName) return this.refuse(client, name, byName);
@@ -65,22 +78,31 @@ export class NetProxy {
     } catch (err) {
       return { refused: `${name} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
     }
-    let address: string | undefined;
     let why: string | undefined;
     for (const a of addresses) {
       const refused = refusedAddress(name, a, client.policy);
-      if (refused === undefined) {
-        address = a;
-        break;
-      }
+      if (refused === undefined) return { name, address: a };
       why ??= refused;
     }
-    if (address === undefined) return this.refuse(client, name, why ?? `${name} has no address`);
-    return new Promise((resolve) => {
-      const upstream = connect({ host: address, port });
-      upstream.once('connect', () => resolve(upstream));
-      upstream.once('error', (err) => resolve({ refused: `cannot connect to ${name}:${port} (${(err as NodeJS.ErrnoException).code ?? err.message})` }));
-    });
+    return this.refuse(client, name, why ?? `${name} has no address`);
+  }
+
+  /**
+   * The session's pool of plain-HTTP connections: a request is judged by the policy every time,
+   * and then goes out on a connection kept from an earlier request of the same session to the
+   * same address and port when one is free (a fresh connection per request cost a TCP handshake
+   * and the server's accept before the first byte). Never shared between sessions; closed, with
+   * the session's other streams, at its end.
+   */
+  private agentOf(client: ProxyClient): Agent {
+    let agent = this.agents.get(client);
+    if (!agent) {
+      const made = new Agent({ keepAlive: true, maxFreeSockets: POOLED_PER_DESTINATION, timeout: POOLED_IDLE_MS });
+      client.hold?.({ close: () => made.destroy() });
+      this.agents.set(client, made);
+      agent = made;
+    }
+    return agent;
   }
 
   private refuse(client: ProxyClient, host: string, reason: string): { refused: string } {
@@ -98,16 +120,18 @@ export class NetProxy {
     }
     if (!client || url.protocol !== 'http:') return answer(res, 400, 'procctl proxy: only http:// URLs are forwarded; https goes through CONNECT');
     const port = Number(url.port || 80);
-    const up = await this.open(url.hostname, port, client);
-    if ('refused' in up) return answer(res, up.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${up.refused}\n`);
+    const to = await this.allowed(url.hostname, client);
+    if ('refused' in to) return answer(res, to.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${to.refused}\n`);
     const headers = { ...req.headers };
     for (const h of ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive']) delete headers[h];
-    const upstream = httpRequest({ createConnection: () => up, method: req.method, path: `${url.pathname}${url.search}`, headers: { ...headers, host: url.host } }, (r) => {
+    const upstream = httpRequest({ agent: this.agentOf(client), host: to.address, port, method: req.method, path: `${url.pathname}${url.search}`, headers: { ...headers, host: url.host } }, (r) => {
       res.writeHead(r.statusCode ?? 502, r.headers);
       r.pipe(res);
     });
     upstream.on('error', (err) => {
-      if (!res.headersSent) answer(res, 502, `procctl proxy: ${url.host}: ${err.message}\n`);
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code && CONNECT_ERRORS.has(code) && !res.headersSent ? `cannot connect to ${to.name}:${port} (${code})` : `${url.host}: ${err.message}`;
+      if (!res.headersSent) answer(res, 502, `procctl proxy: ${why}\n`);
       else res.destroy();
     });
     req.pipe(upstream);
@@ -131,6 +155,13 @@ export class NetProxy {
     splice(socket, up, client.hold);
   }
 }
+
+/** Kept-alive connections a session may hold free per destination, and how long an idle one is kept. */
+const POOLED_PER_DESTINATION = 4;
+const POOLED_IDLE_MS = 15_000;
+
+/** Errors of a connection that never opened: said as "cannot connect", as for a tunnel. */
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'ECONNRESET', 'EADDRNOTAVAIL']);
 
 function answer(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' });

@@ -34,6 +34,8 @@ let d: TestDaemon;
 let s: Scoped;
 const servers: (Server | TcpServer)[] = [];
 const ports: Record<string, number> = {};
+/** Connections the counting server was made and has open: the proxy's kept-alive pool, seen from the server. */
+const counted = { total: 0, open: new Set<import('node:net').Socket>() };
 /** How many descriptors a process has open. */
 const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 /** Connections the holding server has open now: each is one tunnel a job holds through the proxy. */
@@ -49,6 +51,14 @@ beforeAll(async () => {
   if (SKIP) return;
   ports.allowed = await listen(createHttpServer((_q, r) => r.end('hello from the allowed host\n')), '127.0.0.1');
   ports.refused = await listen(createHttpServer((_q, r) => r.end('should never be read\n')), '127.0.0.2');
+  const countedServer = createHttpServer((_q, r) => r.end('counted\n')).on('connection', (c) => {
+    counted.total++;
+    counted.open.add(c);
+    c.on('close', () => counted.open.delete(c));
+  });
+  // This server would keep an idle connection for two minutes: only the proxy closes them sooner.
+  countedServer.keepAliveTimeout = 120_000;
+  ports.counted = await listen(countedServer, '127.0.0.1');
   ports.echo = await listen(createTcpServer((c) => c.pipe(c)), '127.0.0.1');
   ports.hold = await listen(
     // Half-open allowed and nothing ever written: a tunnel here stays open until someone closes it.
@@ -115,6 +125,27 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
     expect(no.text).toContain('[blocked 127.0.0.2: not in sandbox.network.allow (2 times)]');
     const listed = (await s.list()).find((x: any) => x.sessionId === no.sessionId);
     expect(listed.network.denied[0]).toMatchObject({ host: '127.0.0.2', count: 2 });
+  });
+
+  it('plain HTTP requests of one session go out on connections it kept alive, never on another session\'s, and its end closes them', async () => {
+    const before = counted.total;
+    const many = await run(`for i in 1 2 3 4 5 6; do ${CURL} http://127.0.0.1:${ports.counted}/n$i; done`);
+    expect(many.output).toBe('counted\n'.repeat(6));
+    // Six requests, one after another: the later ones reuse what the first opened.
+    const first = counted.total - before;
+    expect(first).toBeGreaterThanOrEqual(1);
+    expect(first).toBeLessThan(6);
+    // The session has ended: nothing of its pool stays open.
+    await waitFor(() => counted.open.size === 0, { timeoutMs: 20_000, what: "the ended session's pooled connections to close" });
+    // Another session opens its own.
+    const other = await run(`${CURL} http://127.0.0.1:${ports.counted}/other`);
+    expect(other.output).toBe('counted\n');
+    expect(counted.total).toBe(before + first + 1);
+    // Each request is still judged: a host not allowed is refused in a session that pooled an allowed one.
+    const mixed = await run(`${CURL} http://127.0.0.1:${ports.counted}/a; ${CURL} -w '%{http_code}\n' http://127.0.0.2:${ports.refused}/`);
+    expect(mixed.output).toContain('counted\n');
+    expect(mixed.output).toContain('403');
+    expect(mixed.output).not.toContain('should never be read');
   });
 
   it('CONNECT tunnels to an allowed TCP service end to end; SOCKS5 too; both refuse what is not allowed', async () => {
