@@ -24,8 +24,9 @@ export async function reviewCost(opts: BenchOptions): Promise<Metric[]> {
   const c = await d.client();
   try {
     const execs = await execTrue(c, ws, opts);
+    const stat = await statOfMany(c, ws, opts);
     const npm = await npmCi(c, ws, cache, opts);
-    return [...execs, ...npm];
+    return [...execs, ...stat, ...npm];
   } finally {
     c.close();
     await d.stop();
@@ -64,6 +65,42 @@ async function execTrue(c: BenchClient, ws: string, opts: BenchOptions): Promise
   }
   const p99s = (k: 'review' | 'direct') => round(median(rounds.map((s) => p99(s[k]))), 2);
   return [ratioMetric('exec `true` in review mode / sandboxed exec in direct mode, median', rounds, 1.15, (ms) => `${round(ms.review, 2)} ms (p99 ${p99s('review')})`, (ms) => `direct ${round(ms.direct, 2)} ms (p99 ${p99s('direct')})`)];
+}
+
+/**
+ * `changes --stat` as a person asks it (the RPC, end to end: reading the upper directory, the
+ * answer's 10,000 rows and its text) of a review session that wrote 10,000 files of its own in
+ * 100 directories: the figure of SPEC §16's goal, where bench/changes.ts times the read alone.
+ */
+async function statOfMany(c: BenchClient, ws: string, opts: BenchOptions): Promise<Metric[]> {
+  const dirs = opts.quick ? 20 : 100;
+  const files = dirs * 100;
+  const work = join(ws, 'many');
+  mkdirSync(work);
+  const r = await c.call('exec', { command: `for d in $(seq ${dirs}); do mkdir d$d; for f in $(seq 100); do echo "file $f" > d$d/f$f.txt; done; done`, workdir: work, changes: 'review', yieldMs: 600_000 });
+  if (r.status !== 'completed' || r.changes?.files !== files + dirs) throw new Error(`the review job answered ${JSON.stringify(r).slice(0, 400)}`);
+  const times: number[] = [];
+  const asks = opts.quick ? 5 : 15;
+  for (let i = 0; i < asks + 2; i++) {
+    const t0 = now();
+    const a = await c.call('process', { action: 'changes', sessionId: r.sessionId, stat: true });
+    const ms = now() - t0;
+    if (a.totals.files !== files + dirs) throw new Error(`changes --stat counted ${a.totals.files}`);
+    if (i >= 2) times.push(ms);
+  }
+  await forget(c, r.sessionId);
+  opts.log(`review: changes --stat of ${files} files (+${dirs} dirs) held by a session: median ${round(median(times), 1)} ms, p99 ${round(p99(times), 1)} ms over ${asks}`);
+  return [
+    {
+      bench: 'review',
+      name: `changes --stat of ${files} files held by a review session (RPC, end to end), median`,
+      value: median(times),
+      unit: 'ms',
+      target: { op: '<=', value: 200 },
+      rounds: times.map((x) => round(x, 1)),
+      detail: `p99 ${round(p99(times), 1)} ms; the whole answer: the upper directory read, ${files + dirs} rows and their text`,
+    },
+  ];
 }
 
 async function npmCi(c: BenchClient, ws: string, cache: string, opts: BenchOptions): Promise<Metric[]> {
