@@ -1,5 +1,4 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
 import { conflict, notFound } from '../errors.js';
@@ -10,6 +9,7 @@ import { ReviewStore, type ReviewState } from './store.js';
 import type { Change, PlanEntry, Totals } from './types.js';
 import { undo, type UndoResult } from './undo.js';
 import { read } from './upper.js';
+import { removeReviewDir, removeReviewDirLater } from './work.js';
 
 /**
  * The changes review sessions hold (SPEC §16), one directory each under `<state>/changes/<id>`:
@@ -138,10 +138,10 @@ export class HeldChanges {
     try {
       renameSync(this.dirOf(id), gone);
     } catch {
-      rmSync(this.dirOf(id), { recursive: true, force: true });
+      removeReviewDir(this.dirOf(id));
       return;
     }
-    rm(gone, { recursive: true, force: true }).catch(() => {
+    removeReviewDirLater(gone).catch(() => {
       // Left for the next start's load, which removes what this could not.
     });
   }
@@ -156,7 +156,7 @@ export class HeldChanges {
     if (!existsSync(this.root)) return;
     for (const name of readdirSync(this.root)) {
       if (name.startsWith(TRASH)) {
-        rmSync(join(this.root, name), { recursive: true, force: true });
+        removeReviewDir(join(this.root, name));
         continue;
       }
       if (!existsSync(join(this.root, name, 'layout.json'))) continue;
@@ -223,7 +223,7 @@ export class HeldChanges {
     // What the job wrote goes; originals an earlier apply of some paths kept stay for undo.
     try {
       rmSync(join(this.dirOf(id), 'upper'), { recursive: true, force: true });
-      rmSync(join(this.dirOf(id), 'work'), { recursive: true, force: true });
+      removeReviewDir(join(this.dirOf(id), 'work'), join(this.dirOf(id), 'work'));
     } catch {
       // Discarded all the same: what cannot be removed now goes with the session.
     }
@@ -243,7 +243,7 @@ export class HeldChanges {
   /** The session is forgotten: its changes, kept originals and review go with it. */
   remove(id: string): void {
     this.layouts.delete(id);
-    rmSync(this.dirOf(id), { recursive: true, force: true });
+    removeReviewDir(this.dirOf(id));
     this.store.remove(id);
     this.summaries.delete(id);
   }

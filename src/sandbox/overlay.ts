@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { release } from 'node:os';
 import { join } from 'node:path';
 import { under } from './bwrap.js';
 import { which } from './host.js';
@@ -47,6 +48,12 @@ function realOr(path: string): string {
   }
 }
 
+/** `volatile` came with Linux 5.10; an older kernel refuses the mount with it. */
+const VOLATILE = ((release: string) => {
+  const [major, minor] = release.split('.').map(Number);
+  return major > 5 || (major === 5 && minor >= 10);
+})(release());
+
 /** overlayfs splits its options on `,` and lower layers on `:`, and takes `\` as the escape. */
 const escape = (path: string) => path.replace(/[\\,:]/g, '\\$&');
 
@@ -54,9 +61,14 @@ const escape = (path: string) => path.replace(/[\\,:]/g, '\\$&');
  * The mount options of one overlay. Redirects, metacopy and the index stay off, so the upper
  * directory holds whole files, whiteouts and opaque markers only (what changes/ reads); in a user
  * namespace the markers are user.overlay.* xattrs (`userxattr`), trusted.overlay.* otherwise.
+ * `volatile`: the unmount at the session's end does not sync the upper directory's whole file
+ * system (every dirty file of the state directory's disk, not only the job's: it stalled other
+ * work on a busy host). A job's writes then reach the disk as a direct job's do, when the kernel
+ * writes them back; the upper directory is read as plain files and never mounted again (the
+ * kernel refuses to remount a volatile one), so nothing else changes.
  */
 export function mountOptions(o: Overlay, userns: boolean): string {
-  const base = `lowerdir=${escape(o.target)},upperdir=${escape(o.upper)},workdir=${escape(o.work)},redirect_dir=nofollow,metacopy=off`;
+  const base = `lowerdir=${escape(o.target)},upperdir=${escape(o.upper)},workdir=${escape(o.work)},redirect_dir=nofollow,metacopy=off${VOLATILE ? ',volatile' : ''}`;
   return userns ? `${base},userxattr` : `${base},index=off`;
 }
 
@@ -114,6 +126,14 @@ export function probeReview(scratch: string): ReviewSupport {
       : 'the kernel must allow overlayfs in user namespaces (Linux 5.11 or newer) and unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0), or run the daemon as root';
     return { review: false, reason: `cannot mount an overlay for a session (${said}): ${fix}` };
   } finally {
+    // The kernel's work directory of a volatile overlay (work/incompat/volatile, mode 000): opened first, for a daemon that is not root.
+    for (const d of ['work/work', 'work/work/incompat', 'work/work/incompat/volatile']) {
+      try {
+        chmodSync(join(dir, d), 0o700);
+      } catch {
+        // not there
+      }
+    }
     rmSync(dir, { recursive: true, force: true });
   }
 }

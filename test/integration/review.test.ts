@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -384,6 +384,13 @@ describe.skipIf(SKIP_SANDBOX || AS_NOBODY !== undefined)('review mode on a daemo
       await c.process({ action: 'undo', sessionId: r.sessionId });
       expect(readFileSync(join(work, 'a.txt'), 'utf8')).toBe('before\n');
       expect(existsSync(join(work, 'b.txt'))).toBe(false);
+      // Discarded, and a review that wrote nothing: the kernel's work directories (mode 000) go too.
+      const other = await c.exec({ command: 'echo x > c.txt', workdir: work, changes: 'review', yieldMs: 60_000 });
+      const nothing = await c.exec({ command: 'true', workdir: work, changes: 'review', yieldMs: 60_000 });
+      ids.add(other.sessionId).add(nothing.sessionId);
+      await c.process({ action: 'discard', sessionId: other.sessionId });
+      const held = join(home, 'state', 'changes');
+      await waitFor(() => !existsSync(join(held, other.sessionId, 'work')) && readdirSync(held).every((n) => !n.startsWith('.') && n !== nothing.sessionId), { what: 'the review directories to go' });
       c.c.close();
     } finally {
       daemon.kill('SIGTERM');
