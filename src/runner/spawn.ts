@@ -43,6 +43,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   let groupGone = false;
   let outputClosed = false;
   let drainTimer: NodeJS.Timeout | undefined;
+  let drainTurn: NodeJS.Immediate | undefined;
   let timeoutTimer: NodeJS.Timeout | undefined;
   let launched: Launched | undefined;
 
@@ -56,6 +57,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     if (finished) return;
     finished = true;
     clearTimeout(drainTimer);
+    clearImmediate(drainTurn);
     clearTimeout(timeoutTimer);
     launched?.release();
     init?.release();
@@ -72,8 +74,32 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   const maybeFinish = () => {
     if (exited && groupGone && outputClosed) finish();
   };
+  // Chunks read so far: the drain below waits while they keep coming.
+  let chunks = 0;
+  /**
+   * Once every process of the group is gone, the output may still be held open by a process that
+   * escaped it: stop waiting for its end after PIPE_DRAIN_MS without a byte. Timers run before
+   * the loop reads its descriptors, so after a stall of the daemon (a busy loop, a loaded host)
+   * an expired timer would come before output already written and unread: the end is decided
+   * only after one more turn of the loop has read what was there, and waited again while it came.
+   */
+  const drainOrDetach = () => {
+    const seen = chunks;
+    drainTimer = setTimeout(() => {
+      drainTurn = setImmediate(() => {
+        if (outputClosed || finished) return;
+        if (chunks !== seen) return drainOrDetach();
+        launched?.detachOutput();
+        outputClosed = true;
+        maybeFinish();
+      });
+    }, PIPE_DRAIN_MS);
+  };
   const hooks: LaunchHooks = {
-    output: (stream, chunk) => session.onOutput(stream, chunk),
+    output: (stream, chunk) => {
+      chunks++;
+      session.onOutput(stream, chunk);
+    },
     failed: (message) => finish(message),
     inputClosed: () => session.inputClosed(),
     closed: () => {
@@ -88,12 +114,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       void (init?.gone() ? Promise.resolve() : reap()).then(() => {
         groupGone = true;
         if (outputClosed) return maybeFinish();
-        // Only a process that escaped the group can still hold the output open: stop waiting.
-        drainTimer = setTimeout(() => {
-          launched?.detachOutput();
-          outputClosed = true;
-          maybeFinish();
-        }, PIPE_DRAIN_MS);
+        // Only a process that escaped the group can still hold the output open: stop waiting once it is quiet.
+        drainOrDetach();
       });
     },
   };
