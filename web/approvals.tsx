@@ -6,7 +6,7 @@ interface Part {
   text: string;
   decision: string;
   reason?: string;
-  rule?: unknown;
+  rule?: number;
 }
 
 /** How the rules judged the command, part by part (policy.check in its scope). */
@@ -19,10 +19,10 @@ function Parts({ a }: { a: Approval }) {
   return (
     <table class="parts">
       <caption>How the rules judge it</caption>
-      <thead><tr><th scope="col">Part</th><th scope="col">Decision</th><th scope="col">Why</th></tr></thead>
+      <thead><tr><th scope="col">Part</th><th scope="col">Decision</th><th scope="col">Rule</th><th scope="col">Why</th></tr></thead>
       <tbody>
         {parts.map((p) => (
-          <tr class={`dec-${p.decision}`}><td><code>{p.text}</code></td><td>{p.decision}</td><td>{p.reason ?? ''}</td></tr>
+          <tr class={`dec-${p.decision}`}><td><code>{p.text}</code></td><td>{p.decision}</td><td>{typeof p.rule === 'number' ? `rule ${p.rule}` : ''}</td><td>{p.reason ?? ''}</td></tr>
         ))}
       </tbody>
     </table>

@@ -26,4 +26,7 @@ function App() {
 }
 
 connect();
-render(<App />, document.getElementById('app')!);
+const root = document.getElementById('app')!;
+// The placeholder goes: the page renders into an empty element.
+root.textContent = '';
+render(<App />, root);

@@ -95,7 +95,22 @@ export function TerminalOutput({ sessionId, ended }: { sessionId: string; ended:
   useEffect(() => {
     const t = term.current;
     if (!t || ended) return;
-    const sub = t.onData((data) => void act('write', sessionId, { data }).catch(() => undefined));
+    // Keys go in order, one write at a time; what is typed meanwhile goes with the next one.
+    let pending = '';
+    let sending = false;
+    const send = async () => {
+      sending = true;
+      while (pending) {
+        const data = pending;
+        pending = '';
+        await act('write', sessionId, { data }).catch(() => undefined);
+      }
+      sending = false;
+    };
+    const sub = t.onData((data) => {
+      pending += data;
+      if (!sending) void send();
+    });
     return () => sub.dispose();
   }, [sessionId, ended]);
   useFollow(
@@ -110,7 +125,7 @@ export function TerminalOutput({ sessionId, ended }: { sessionId: string; ended:
   return (
     <div class="output">
       <Earlier sessionId={sessionId} before={before} />
-      <div class="terminal" ref={box} aria-label="terminal" />
+      <div class="term-box" ref={box} aria-label="terminal" />
     </div>
   );
 }
