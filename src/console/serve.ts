@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { approverCredential } from '../rpc/credential.js';
-import { RpcCallError } from '../rpc/client.js';
+import { DaemonClient, RpcCallError } from '../rpc/client.js';
 import { dialFor } from '../remote/reach.js';
 import { resolveSocketPath } from '../config/paths.js';
 import { loadAssets } from './assets.js';
@@ -42,6 +42,8 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
   const adminToken = o.adminToken ?? (env.PROCCTL_ADMIN_TOKEN || undefined);
   const approverToken = approverCredential(o.socket, env);
   if (!adminToken && !approverToken) {
+    // No daemon is the likelier cause (its credential is made when it starts): say that first.
+    (await DaemonClient.over(await dialFor({ host: o.host, socket: o.socket, env }))).close();
     const beside = o.host ? 'set $PROCCTL_APPROVER_TOKEN to the daemon\'s approver credential' : `run it as the user who can read ${resolveSocketPath(o.socket, env)}.approver`;
     throw new Error(`procctl ui acts as the operator and answers approvals as you: set $PROCCTL_ADMIN_TOKEN to the daemon's adminToken, or ${beside}`);
   }
