@@ -43,9 +43,12 @@ export class DaemonLink {
   private closing = false;
   private retryMs = 250;
 
+  /** The credentials in force: read again at each connection, since a restarted daemon makes a new approver credential. */
+  private operator: Operator = {};
+
   constructor(
     private readonly dial: () => Promise<Dial>,
-    private readonly operator: Operator,
+    private readonly credentials: () => Operator,
   ) {}
 
   /** The params that make a call the operator's (and, for answers, the person's). */
@@ -65,6 +68,7 @@ export class DaemonLink {
 
   private async connect(): Promise<void> {
     const client = await DaemonClient.over(await this.dial(), (n) => this.onNotification(n));
+    this.operator = this.credentials();
     this.client = client;
     this.problem = undefined;
     this.retryMs = 250;
@@ -84,6 +88,7 @@ export class DaemonLink {
       if (this.closing || this.client) return;
       try {
         await this.connect();
+        this.broadcast('daemon', this.daemonView());
         this.sync();
       } catch (err) {
         this.problem = err instanceof Error ? err.message : String(err);

@@ -39,15 +39,15 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
   const env = o.env ?? process.env;
   const target = listenTarget(o.listen, o.port);
   const assets = loadAssets();
-  const adminToken = o.adminToken ?? (env.PROCCTL_ADMIN_TOKEN || undefined);
-  const approverToken = approverCredential(o.socket, env);
+  const credentials = () => ({ adminToken: o.adminToken ?? (env.PROCCTL_ADMIN_TOKEN || undefined), approverToken: approverCredential(o.socket, env) });
+  const { adminToken, approverToken } = credentials();
   if (!adminToken && !approverToken) {
     // No daemon is the likelier cause (its credential is made when it starts): say that first.
     (await DaemonClient.over(await dialFor({ host: o.host, socket: o.socket, env }))).close();
     const beside = o.host ? 'set $PROCCTL_APPROVER_TOKEN to the daemon\'s approver credential' : `run it as the user who can read ${resolveSocketPath(o.socket, env)}.approver`;
     throw new Error(`procctl ui acts as the operator and answers approvals as you: set $PROCCTL_ADMIN_TOKEN to the daemon's adminToken, or ${beside}`);
   }
-  const link = new DaemonLink(() => dialFor({ host: o.host, socket: o.socket, env }), { adminToken, approverToken });
+  const link = new DaemonLink(() => dialFor({ host: o.host, socket: o.socket, env }), credentials);
   try {
     await link.start();
   } catch (err) {

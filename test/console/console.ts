@@ -18,7 +18,7 @@ export interface TestConsole {
 const running = new Set<TestConsole>();
 
 /** Start `procctl ui` against a test daemon and wait for its one line. */
-export async function startConsole(d: TestDaemon, args: string[] = [], env: Record<string, string> = {}): Promise<TestConsole> {
+export async function startConsole(d: Pick<TestDaemon, 'socket' | 'env'>, args: string[] = [], env: Record<string, string> = {}): Promise<TestConsole> {
   const proc = spawn(process.execPath, [PROCCTL, '--socket', d.socket, 'ui', ...args], { env: { ...d.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
