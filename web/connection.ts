@@ -19,6 +19,31 @@ export interface State {
   version: number;
 }
 
+/** CPU and memory samples of a session, as its rows were pushed: for its chart. */
+export interface Usage {
+  at: number[];
+  cpuPercent: (number | null)[];
+  memoryMiB: (number | null)[];
+  lastCpuMs?: number;
+}
+const SAMPLES = 150;
+export const usage = new Map<string, Usage>();
+
+function sample(r: Row): void {
+  const res = r.resources as { cpuMs?: number; memoryBytes?: number } | undefined;
+  if (!res || r.status !== 'running') return;
+  const at = Date.now() / 1000;
+  let u = usage.get(r.sessionId);
+  if (!u) usage.set(r.sessionId, (u = { at: [], cpuPercent: [], memoryMiB: [] }));
+  const prevAt = u.at[u.at.length - 1];
+  const cpu = typeof res.cpuMs === 'number' && u.lastCpuMs !== undefined && prevAt !== undefined && at > prevAt ? Math.max(0, (res.cpuMs - u.lastCpuMs) / 10 / (at - prevAt)) : null;
+  u.lastCpuMs = res.cpuMs;
+  u.at.push(at);
+  u.cpuPercent.push(cpu);
+  u.memoryMiB.push(typeof res.memoryBytes === 'number' ? res.memoryBytes / 1048576 : null);
+  if (u.at.length > SAMPLES) for (const k of ['at', 'cpuPercent', 'memoryMiB'] as const) u[k].shift();
+}
+
 export const state: State = { live: false, daemon: { connected: false }, sessions: new Map(), approvals: [], version: 0 };
 
 const listeners = new Set<() => void>();
@@ -79,8 +104,14 @@ export function connect(): void {
   es.addEventListener('sessions', (e) => {
     const { upsert, remove, full } = JSON.parse((e as MessageEvent).data) as { upsert: Row[]; remove: string[]; full?: boolean };
     const next = full ? new Map<string, Row>() : new Map(state.sessions);
-    for (const r of upsert) next.set(r.sessionId, r);
-    for (const id of remove) next.delete(id);
+    for (const r of upsert) {
+      next.set(r.sessionId, r);
+      sample(r);
+    }
+    for (const id of remove) {
+      next.delete(id);
+      usage.delete(id);
+    }
     state.sessions = next;
     changed();
   });

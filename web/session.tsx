@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { Changes } from './changes.js';
+import { UsageChart } from './chart.js';
 import { act, type Row } from './connection.js';
 import { bytes, runtime, statusOf } from './format.js';
 import { useLive, useNow } from './hooks.js';
@@ -117,7 +118,7 @@ function Input({ row }: { row: Row }) {
 
 /** One session: its record, its output live, what can be done to it. */
 export function SessionView({ sessionId }: { sessionId: string }) {
-  const { sessions } = useLive();
+  const { sessions, version } = useLive();
   const now = useNow();
   const row = sessions.get(sessionId);
   const { said, busy, run } = useAction(sessionId);
@@ -160,6 +161,7 @@ export function SessionView({ sessionId }: { sessionId: string }) {
         )}
       </div>
       {said && <p role="status" class="said">{said}</p>}
+      {row.resources && !ended && <UsageChart sessionId={sessionId} version={version} />}
       <Prompt row={row} />
       {row.changes && <Changes sessionId={sessionId} version={JSON.stringify(row.changes)} />}
       {started && (row.pty ? <TerminalOutput sessionId={sessionId} ended={ended} /> : <PipeOutput sessionId={sessionId} />)}

@@ -123,6 +123,8 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
   it('Kill ends the session', async () => {
     const r = await c.exec({ command: 'sleep 600', background: true, scope: 'agent' });
     const page = await open(sessionRoute(r.sessionId));
+    // Where the daemon accounts sessions (cgroups), their CPU and memory are charted while they run.
+    if ((await session(r.sessionId))?.resources) await page.locator('.chart canvas').first().waitFor({ timeout: 20_000 });
     await page.getByRole('button', { name: 'Kill' }).click();
     await waitFor(async () => (await session(r.sessionId))?.status === 'failed', { what: 'the session to end' });
     expect(await session(r.sessionId)).toMatchObject({ status: 'failed', reason: 'user' });
