@@ -95,6 +95,8 @@ export function connect(): void {
   };
   es.onerror = () => {
     state.live = false;
+    // A stream the console refused (a restarted console, whose cookie this browser does not have) is not retried.
+    if (es.readyState === EventSource.CLOSED) state.daemon = { connected: false, problem: 'the console no longer knows this page (was procctl ui restarted?): open the link it printed' };
     changed();
   };
   es.addEventListener('daemon', (e) => {

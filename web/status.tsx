@@ -5,7 +5,7 @@ import { duration } from './format.js';
 export function DaemonStatus() {
   const { daemon, live } = useLive();
   const s = daemon.status;
-  if (!live) return <p class="banner warn" role="status">Reconnecting to the console…</p>;
+  if (!live) return <p class="banner warn" role="status">{daemon.problem && !daemon.connected ? daemon.problem : 'Reconnecting to the console…'}</p>;
   if (!daemon.connected) return <p class="banner warn" role="status">The daemon cannot be reached: {daemon.problem ?? 'not connected'}. The console tries again.</p>;
   if (!s) return <p class="muted">Daemon: connecting…</p>;
   const sandbox = s.sandbox ? `${s.sandbox.mode}${s.sandbox.available === false ? ' (unavailable)' : ''}` : '';

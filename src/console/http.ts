@@ -15,6 +15,9 @@ const MAX_BODY = 256 * 1024;
 /** A comment line keeps idle streams open through proxies. */
 const KEEPALIVE_MS = 15_000;
 
+/** The daemon's error kinds as HTTP statuses, so the page and a reader of the network log see what happened. */
+const STATUS_OF: Record<string, number> = { invalid: 400, forbidden: 403, not_found: 404, conflict: 409, limit: 429, unavailable: 503 };
+
 function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { ...SAFE_HEADERS, 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
   res.end(JSON.stringify(body));
@@ -41,7 +44,7 @@ function failure(res: ServerResponse, err: unknown): void {
   if (status) return json(res, status, { error: (err as Error).message });
   if (err instanceof RpcCallError || (err instanceof Error && err.name === 'RpcCallError')) {
     const e = err as RpcCallError;
-    return json(res, 409, { error: e.message, kind: e.data?.kind });
+    return json(res, STATUS_OF[String(e.kind)] ?? 400, { error: e.message, kind: e.kind });
   }
   json(res, 502, { error: err instanceof Error ? err.message : String(err), kind: 'unavailable' });
 }
@@ -111,8 +114,9 @@ export function consoleServer(guardOf: () => Guard, link: DaemonLink, assets: Ma
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return json(res, 400, { error: 'the body is a JSON object: {action, sessionId, ...}' });
     const { action, ...params } = body as Record<string, unknown>;
     if (typeof action !== 'string' || !ACTIONS.has(action)) return json(res, 400, { error: `action must be one of ${[...ACTIONS].join(', ')}` });
-    // The page cannot name a scope or a credential: the console's own are added, after what it sent.
-    for (const k of ['scope', 'token', 'approverToken']) delete params[k];
+    if (typeof params.sessionId !== 'string' || params.sessionId === '') return json(res, 400, { error: 'sessionId is required: the page acts on one session at a time' });
+    // The page cannot name a scope or a credential, nor act on every session at once: the console's own are added, after what it sent.
+    for (const k of ['scope', 'token', 'approverToken', 'all']) delete params[k];
     return json(res, 200, await link.call('process', { ...params, action }, ANSWERS.has(action)));
   }
 

@@ -53,10 +53,12 @@ export class DaemonLink {
 
   /** The params that make a call the operator's (and, for answers, the person's). */
   private auth(answer = false): Record<string, unknown> {
+    // The adminToken answers approvals too (SPEC §8), for a daemon whose credential file is not here.
+    const approver = this.operator.approverToken ?? this.operator.adminToken;
     return {
       scope: '*',
       ...(this.operator.adminToken ? { token: this.operator.adminToken } : {}),
-      ...(this.operator.approverToken && (answer || !this.operator.adminToken) ? { approverToken: this.operator.approverToken } : {}),
+      ...(approver && (answer || !this.operator.adminToken) ? { approverToken: approver } : {}),
     };
   }
 

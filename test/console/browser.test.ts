@@ -81,6 +81,25 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     expect(shownMs).toBeLessThan(10_000);
   });
 
+  it('several tabs at once each get the pushes; an answer in one clears it in the other', async () => {
+    const [one, two] = [await open(), await open()];
+    const r = await c.exec({ command: `touch ${join(dir, 'two-tabs')}`, scope: 'tabs' });
+    const cards = [one, two].map((p) => p.locator(`.approval[data-session="${r.sessionId}"]`));
+    for (const card of cards) await card.waitFor({ timeout: 20_000 });
+    await cards[0].getByRole('button', { name: 'Deny', exact: true }).click();
+    await cards[1].waitFor({ state: 'detached', timeout: 20_000 });
+    await one.close();
+    // A tab closed, the other goes on being pushed to.
+    const r2 = await c.exec({ command: 'echo still-pushed', scope: 'tabs' });
+    await two.locator(`tr[data-session="${r2.sessionId}"]`).waitFor({ timeout: 20_000 });
+    await two.close();
+    // Every tab closed (the console unsubscribes), a new one is served afresh.
+    const three = await open();
+    const r3 = await c.exec({ command: 'echo after-all-closed', scope: 'tabs' });
+    await three.locator(`tr[data-session="${r3.sessionId}"]`).waitFor({ timeout: 20_000 });
+    await three.close();
+  });
+
   it('Deny ends it denied; Approve and remember keeps an allow rule for the scope', async () => {
     const page = await open();
     const denied = join(dir, 'denied');
