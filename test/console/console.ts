@@ -18,8 +18,8 @@ export interface TestConsole {
 const running = new Set<TestConsole>();
 
 /** Start `procctl ui` against a test daemon and wait for its one line. */
-export async function startConsole(d: Pick<TestDaemon, 'socket' | 'env'>, args: string[] = [], env: Record<string, string> = {}): Promise<TestConsole> {
-  const proc = spawn(process.execPath, [PROCCTL, '--socket', d.socket, 'ui', ...args], { env: { ...d.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startConsole(d: Pick<TestDaemon, 'socket' | 'env'>, args: string[] = [], env: Record<string, string> = {}, reach = ['--socket', d.socket]): Promise<TestConsole> {
+  const proc = spawn(process.execPath, [PROCCTL, ...reach, 'ui', ...args], { env: { ...d.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   proc.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
@@ -88,3 +88,27 @@ export async function cookieOf(c: TestConsole): Promise<string> {
 /** Debian's chromium, where it is: the browser tests say so and skip without it. */
 export const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 if (!CHROMIUM) process.stderr.write('skipping the console browser tests: no chromium (apt-get install -y chromium)\n');
+
+/** Read a console's stream of pushes until `until` holds for what came so far; returns it. */
+export function pushesUntil(c: TestConsole, cookie: string, until: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${c.origin}/api/events`, { headers: { cookie } }, (res) => {
+      let text = '';
+      const timer = setTimeout(() => {
+        req.destroy();
+        reject(new Error(`the pushes did not hold what was awaited within ${timeoutMs} ms: ${text.slice(0, 2000)}`));
+      }, timeoutMs);
+      res.setEncoding('utf8');
+      res.on('data', (s: string) => {
+        text += s;
+        if (until(text)) {
+          clearTimeout(timer);
+          req.destroy();
+          resolve(text);
+        }
+      });
+    });
+    req.on('error', (e) => (e.message.includes('aborted') ? undefined : reject(e)));
+    req.end();
+  });
+}
