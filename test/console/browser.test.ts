@@ -139,11 +139,18 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     await page.close();
   });
 
-  it('Kill ends the session', async () => {
+  it('Pause and Continue freeze and thaw it where it has a cgroup; Kill ends it', async () => {
     const r = await c.exec({ command: 'sleep 600', background: true, scope: 'agent' });
     const page = await open(sessionRoute(r.sessionId));
     // Where the daemon accounts sessions (cgroups), their CPU and memory are charted while they run.
-    if ((await session(r.sessionId))?.resources) await page.locator('.chart canvas').first().waitFor({ timeout: 20_000 });
+    if ((await session(r.sessionId))?.resources) {
+      await page.locator('.chart canvas').first().waitFor({ timeout: 20_000 });
+      // Sessions in cgroups can be frozen and thawed from the page (SPEC §15).
+      await page.getByRole('button', { name: 'Pause' }).click();
+      await waitFor(async () => (await session(r.sessionId))?.paused === true, { what: 'the session to be paused' });
+      await page.getByRole('button', { name: 'Continue' }).click();
+      await waitFor(async () => !(await session(r.sessionId))?.paused, { what: 'the session to continue' });
+    }
     await page.getByRole('button', { name: 'Kill' }).click();
     await waitFor(async () => (await session(r.sessionId))?.status === 'failed', { what: 'the session to end' });
     expect(await session(r.sessionId)).toMatchObject({ status: 'failed', reason: 'user' });
