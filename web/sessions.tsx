@@ -3,6 +3,9 @@ import type { Row } from './connection.js';
 import { bytes, runtime, statusOf } from './format.js';
 import { useLive, useNow } from './hooks.js';
 
+/** Rows drawn at first; "Show more" adds as many again. */
+const PAGE = 200;
+
 const STATUSES = ['running', 'waiting_input', 'approval_required', 'paused', 'completed', 'failed', 'denied'];
 
 function matches(r: Row, status: string, scope: string, text: string): boolean {
@@ -28,7 +31,10 @@ export function Sessions() {
   const [text, setText] = useState('');
   const rows = useMemo(() => [...sessions.values()].sort((a, b) => String(b.startedAt).localeCompare(String(a.startedAt))), [sessions]);
   const scopes = useMemo(() => [...new Set(rows.map((r) => r.scope))].sort(), [rows]);
-  const shown = rows.filter((r) => matches(r, status, scope, text));
+  const [room, setRoom] = useState(PAGE);
+  const matching = rows.filter((r) => matches(r, status, scope, text));
+  // A thousand rows stay smooth: the newest are drawn, the rest on asking.
+  const shown = matching.slice(0, room);
   return (
     <section aria-labelledby="sessions-h">
       <h2 id="sessions-h">Sessions</h2>
@@ -50,7 +56,7 @@ export function Sessions() {
         <label>
           Search <input type="search" value={text} placeholder="id, name, command, workdir" onInput={(e) => setText((e.target as HTMLInputElement).value)} />
         </label>
-        <span class="muted" aria-live="polite">{shown.length} of {rows.length}</span>
+        <span class="muted" aria-live="polite">{matching.length} of {rows.length}</span>
       </div>
       <table class="sessions">
         <thead>
@@ -84,6 +90,11 @@ export function Sessions() {
           ))}
         </tbody>
       </table>
+      {matching.length > shown.length && (
+        <p>
+          <button type="button" onClick={() => setRoom(room + PAGE)}>Show {Math.min(PAGE, matching.length - shown.length)} more of {matching.length - shown.length}</button>
+        </p>
+      )}
       {rows.length === 0 && <p class="muted">No sessions yet.</p>}
     </section>
   );
