@@ -40,6 +40,8 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 
 /** A daemon's refusal goes to the page as its message and kind; anything else as unavailable. */
 function failure(res: ServerResponse, err: unknown): void {
+  // An answer already begun (a stream) cannot become an error: it ends.
+  if (res.headersSent) return void res.destroy();
   const status = (err as { status?: number }).status;
   if (status) return json(res, status, { error: (err as Error).message });
   if (err instanceof RpcCallError || (err instanceof Error && err.name === 'RpcCallError')) {
