@@ -6,7 +6,7 @@
 // bin/procctl runs it when its stamp matches the compiled sources (see writeStamp), else those.
 // `npm run build` runs this after tsc. docs/benchmarks.md ("CLI start-up") has the figures behind each choice.
 //
-// What a command loads with import() beyond its own file (the daemon, the MCP SDK, ssh) stays
+// What a command loads with import() beyond its own file (the daemon, the MCP SDK, the console, ssh) stays
 // outside, loaded from dist/ when that command runs; the build fails if zod, pino or the MCP SDK
 // end up inside, since every command would then pay for them at start-up.
 import { spawn } from 'node:child_process';
@@ -33,7 +33,7 @@ const FORBIDDEN = [/node_modules\/zod\//, /node_modules\/pino\//, /node_modules\
  * through `__procctlImport`, which bin/procctl passes in: a script compiled with a code cache
  * loses node's own import() callback (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
  */
-const OUTSIDE = [join(ROOT, 'dist', 'src', 'daemon') + '/', join(ROOT, 'dist', 'src', 'mcp') + '/'];
+const OUTSIDE = [join(ROOT, 'dist', 'src', 'daemon') + '/', join(ROOT, 'dist', 'src', 'mcp') + '/', join(ROOT, 'dist', 'src', 'console') + '/'];
 const outside = new Set();
 const lazyOutside = {
   name: 'lazy-outside',

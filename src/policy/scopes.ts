@@ -95,10 +95,15 @@ export class ScopeRules {
     return Object.hasOwn(this.config.scopes, scope) ? this.config.scopes[scope] : OPEN;
   }
 
-  /** May a request with this token act in this scope? */
-  authorize(scope: string, token: unknown): Authorization {
+  /**
+   * May a request with this token act in this scope? Scope "*" is the operator's: the adminToken,
+   * or where none is configured the approver credential (`approver()`, asked only then), so the
+   * person's console works on a fresh install (SPEC §17).
+   */
+  authorize(scope: string, token: unknown, approver: () => boolean = () => false): Authorization {
     if (scope === ALL_SCOPES) {
-      if (!this.admin) return { ok: false, why: 'scope "*" (every scope) needs the daemon\'s adminToken, and this daemon has none configured' };
+      if (!this.admin && approver()) return { ok: true, scope, admin: true, policy: OPEN };
+      if (!this.admin) return { ok: false, why: 'scope "*" (every scope) needs the daemon\'s adminToken, or where none is configured the approver credential (approverToken), and this request carries neither' };
       if (!matches(this.admin, token)) return { ok: false, why: 'scope "*" (every scope) needs the adminToken: pass it as "token" (procctl --scope \'*\' --token ...)' };
       return { ok: true, scope, admin: true, policy: OPEN };
     }

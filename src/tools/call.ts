@@ -16,7 +16,7 @@ export function authorize(d: Daemon, params: Record<string, unknown>, from: Requ
     throw invalid('scope must be 1-128 letters, digits or _.:@- (or "*" with the adminToken)', { path: ['scope'], schema: true });
   }
   const rules = scopeRules(d.config());
-  const auth = rules.authorize(scope, token);
+  const auth = rules.authorize(scope, token, () => rules.isApprover(approverToken, d.approverMade));
   if (!auth.ok) {
     d.log.warn({ scope, peer: from.peer() }, `refused a request: ${auth.why}`);
     throw forbidden(auth.why);

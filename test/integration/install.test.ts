@@ -11,7 +11,7 @@ import { TestClient } from '../helpers/rpc.js';
 // must run its one-file CLI (the stamp, not file times, says it is current) and its daemon the
 // prebuilt addon (posix_spawn, sd_notify), with no compiler involved. The dependencies come from
 // the registry: where it cannot be reached, the test says so and skips.
-const PACK_PARTS = ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'bench', 'bin', 'scripts', 'native', 'binding.gyp', 'docs', '.env.example', 'LICENSE', 'README.md'];
+const PACK_PARTS = ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'web', 'bench', 'bin', 'scripts', 'native', 'binding.gyp', 'docs', '.env.example', 'LICENSE', 'README.md'];
 
 /** npm without the variables of an npm running this test (npm test sets npm_config_* and more). */
 function npmEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
@@ -86,11 +86,11 @@ function procctl(prefix: string, args: string[]) {
 }
 
 describe.skipIf(Boolean(offline))('the packed tarball', () => {
-  it('holds the prebuilt addon, the CLI bundle with its stamp, the units and LICENSE; no bench output, soak data or source maps', () => {
+  it('holds the prebuilt addon, the CLI bundle with its stamp, the console\'s page, the units and LICENSE; no bench output, soak data or source maps', () => {
     const r = spawnSync('tar', ['-tzf', tarball], { encoding: 'utf8' });
     const files = r.stdout.split('\n').filter(Boolean);
     expect(files).toContain('package/prebuilds/linux-x64/procctl.napi.glibc.node');
-    for (const f of ['dist/src/cli/procctl.cjs', 'dist/src/cli/procctl.cjs.json', 'dist/src/cli/procctl.cjs.cache', 'LICENSE', 'docs/systemd/procctld.service', 'docs/systemd/user/procctld.service', 'docs/systemd.md']) {
+    for (const f of ['dist/src/cli/procctl.cjs', 'dist/src/cli/procctl.cjs.json', 'dist/src/cli/procctl.cjs.cache', 'dist/web/index.html', 'dist/web/app.js', 'dist/web/app.css', 'LICENSE', 'docs/systemd/procctld.service', 'docs/systemd/user/procctld.service', 'docs/systemd.md']) {
       expect(files).toContain(`package/${f}`);
     }
     expect(files.filter((f) => f.startsWith('package/dist/bench/') || f.endsWith('.map') || /soak\.(json|svg)$|bench-results/.test(f))).toEqual([]);
@@ -128,6 +128,26 @@ describe.skipIf(Boolean(offline))('npm install -g of the tarball', () => {
         expect(r.stdout).toContain('spawner:  posix_spawn');
         const run = procctl(prefix, ['--socket', socket, 'exec', '--', 'pwd']);
         expect(run.stdout).toBe(`${dir}\n`);
+      });
+
+      it("procctl ui serves the console's page from the package, nothing fetched elsewhere", async () => {
+        const ui = spawn(join(prefix, 'bin', 'procctl'), ['--socket', socket, 'ui'], { stdio: ['ignore', 'pipe', 'pipe'], env: npmEnv() });
+        let out = '';
+        ui.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
+        try {
+          await waitFor(() => out.includes('\n'), { what: 'procctl ui to print its link' });
+          const link = new URL(out.trim());
+          const traded = await fetch(link, { redirect: 'manual' });
+          expect(traded.status).toBe(303);
+          const cookie = String(traded.headers.get('set-cookie')).split(';')[0];
+          for (const path of ['/', '/app.js', '/app.css']) {
+            const r = await fetch(new URL(path, link), { headers: { cookie } });
+            expect(r.status, path).toBe(200);
+            expect((await r.text()).length, path).toBeGreaterThan(100);
+          }
+        } finally {
+          ui.kill('SIGTERM');
+        }
       });
 
       it('daemon install names the installed package, not a checkout', () => {

@@ -43,5 +43,6 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'status', summary: 'show whether the daemon is up, and its session counts', load: () => import('./status.js').then((m) => m.registerStatus) },
   { name: 'daemon', summary: 'run procctld in the foreground (same options as procctld), or install it as a systemd service', load: () => import('./daemon.js').then((m) => m.registerDaemon) },
   { name: 'mcp', summary: 'serve the exec and process tools over the Model Context Protocol (stdio)', load: () => import('./mcp.js').then((m) => m.registerMcp) },
+  { name: 'ui', summary: "serve the person's console: every scope's sessions, approvals and changes, live, in a browser", load: () => import('./ui.js').then((m) => m.registerUi) },
   { name: 'dial-stdio', summary: "connect stdin/stdout to this host's daemon, byte for byte (what --host runs over ssh)", load: () => import('./dial-stdio.js').then((m) => m.registerDialStdio) },
 ];

@@ -1,0 +1,45 @@
+import type { Command } from 'commander';
+import { act, EXIT, globalsOf, note, out } from '../context.js';
+import { wholeNumber } from '../options.js';
+
+interface UiOptions {
+  port?: number;
+  listen?: string;
+  url?: string;
+  open?: boolean;
+}
+
+export function registerUi(program: Command): void {
+  program
+    .command('ui')
+    .summary("serve the person's console: every scope's sessions, approvals and changes, live, in a browser")
+    .description(
+      'A web console on 127.0.0.1 and a free port (--port, --listen for another loopback address or a Unix socket ' +
+        'path a reverse proxy forwards to). Prints one line, the link with a one-time token; open it in your ' +
+        'browser (--open does). The console acts as the operator ($PROCCTL_ADMIN_TOKEN, else the approver ' +
+        'credential beside the socket) and answers approvals as you; it serves until interrupted. See docs/console.md.',
+    )
+    .option('--port <n>', 'the TCP port (default: a free one)', wholeNumber(0))
+    .option('--listen <addr|path>', 'a loopback address (default 127.0.0.1), or a Unix socket path for a reverse proxy')
+    .option('--url <url>', "with a Unix socket: the address the browser uses through the proxy (its Host and Origin are the console's own)")
+    .option('--open', 'start the browser on the link')
+    .action(
+      act(async (o: UiOptions, cmd: Command) => {
+        const g = globalsOf(cmd);
+        // Loaded only here: nothing else needs the console's server.
+        const { serveConsole } = await import('../../console/serve.js');
+        await serveConsole({
+          host: g.host,
+          socket: g.socket,
+          port: o.port,
+          listen: o.listen,
+          url: o.url,
+          open: o.open,
+          adminToken: g.scope === '*' ? g.token : undefined,
+          print: out,
+          say: note,
+        });
+        return EXIT.ok;
+      }),
+    );
+}

@@ -1,0 +1,241 @@
+import type { Dial } from '../transport/dial.js';
+import { DaemonClient, type Notification } from '../rpc/client.js';
+
+/** How the console speaks for the person: the operator's scope and credentials (SPEC §17). */
+export interface Operator {
+  /** The adminToken ($PROCCTL_ADMIN_TOKEN), when one is set. */
+  adminToken?: string;
+  /** The approver credential: answers approvals as the person; never sent to the page. */
+  approverToken?: string;
+}
+
+/** One open page's stream of pushes: the whole view, or one session's output. */
+export interface Viewer {
+  /** Set for a session view's stream: only that session's output goes to it. */
+  sessionId?: string;
+  send(event: string, data: unknown): void;
+}
+
+type Row = Record<string, unknown>;
+
+/** How often the list is asked again while a page is open: CPU and memory move without events. */
+const REFRESH_MS = 2000;
+/** Events come in bursts (a start, its output, its end): one list answers a burst. */
+const SETTLE_MS = 25;
+
+/**
+ * The console's one link to a daemon: one connection, one `subscribe` while any page is open
+ * (none when no page is, so a closed tab costs the daemon nothing), and what the pages show,
+ * kept once and pushed to every page as it changes. Pages never reach the daemon themselves.
+ */
+export class DaemonLink {
+  private client: DaemonClient | undefined;
+  private subscription: string | undefined;
+  private readonly viewers = new Set<Viewer>();
+  /** The rows as last pushed, by session id (as JSON, to send only what changed). */
+  private rows = new Map<string, string>();
+  private approvals = '[]';
+  private status: unknown;
+  private problem: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private settle: NodeJS.Timeout | undefined;
+  private syncing: Promise<void> = Promise.resolve();
+  private closing = false;
+  private retryMs = 250;
+
+  /** The credentials in force: read again at each connection, since a restarted daemon makes a new approver credential. */
+  private operator: Operator = {};
+
+  constructor(
+    private readonly dial: () => Promise<Dial>,
+    private readonly credentials: () => Operator,
+  ) {}
+
+  /** The params that make a call the operator's (and, for answers, the person's). */
+  private auth(answer = false): Record<string, unknown> {
+    // The adminToken answers approvals too (SPEC §8), for a daemon whose credential file is not here.
+    const approver = this.operator.approverToken ?? this.operator.adminToken;
+    return {
+      scope: '*',
+      ...(this.operator.adminToken ? { token: this.operator.adminToken } : {}),
+      ...(approver && (answer || !this.operator.adminToken) ? { approverToken: approver } : {}),
+    };
+  }
+
+  /** Connect and check that the daemon takes the console as the operator; throws why not. */
+  async start(): Promise<void> {
+    await this.connect();
+    await this.client!.call('process', { action: 'list', limit: 1, ...this.auth() });
+  }
+
+  private async connect(): Promise<void> {
+    const client = await DaemonClient.over(await this.dial(), (n) => this.onNotification(n));
+    this.operator = this.credentials();
+    this.client = client;
+    this.problem = undefined;
+    this.retryMs = 250;
+    void client.closed.then((why) => {
+      if (this.client !== client) return;
+      this.client = undefined;
+      this.subscription = undefined;
+      if (this.closing) return;
+      this.problem = why.message;
+      this.broadcast('daemon', this.daemonView());
+      this.reconnectLater();
+    });
+  }
+
+  private reconnectLater(): void {
+    setTimeout(async () => {
+      if (this.closing || this.client) return;
+      try {
+        await this.connect();
+        this.broadcast('daemon', this.daemonView());
+        this.sync();
+      } catch (err) {
+        this.problem = err instanceof Error ? err.message : String(err);
+        this.retryMs = Math.min(this.retryMs * 2, 5000);
+        this.reconnectLater();
+      }
+    }, this.retryMs).unref();
+  }
+
+  /** Call the daemon as the operator. */
+  call<T = any>(method: string, params: Record<string, unknown>, answer = false): Promise<T> {
+    if (!this.client) return Promise.reject(new Error(`the daemon cannot be reached: ${this.problem ?? 'not connected'}`));
+    return this.client.call<T>(method, { ...params, ...this.auth(answer) });
+  }
+
+  /** Call the daemon in one scope (policy.check judges in a scope, not in "*"), with the adminToken where one is set. */
+  callIn<T = any>(scope: string, method: string, params: Record<string, unknown>): Promise<T> {
+    if (!this.client) return Promise.reject(new Error(`the daemon cannot be reached: ${this.problem ?? 'not connected'}`));
+    return this.client.call<T>(method, { ...params, scope, ...(this.operator.adminToken ? { token: this.operator.adminToken } : {}) });
+  }
+
+  /** A page opened a stream: it gets the whole view at once, then what changes. */
+  add(viewer: Viewer): () => void {
+    this.viewers.add(viewer);
+    if (viewer.sessionId === undefined) {
+      viewer.send('daemon', this.daemonView());
+      viewer.send('sessions', { upsert: [...this.rows.values()].map((r) => JSON.parse(r)), remove: [], full: true });
+      viewer.send('approvals', JSON.parse(this.approvals));
+    }
+    this.sync();
+    return () => {
+      this.viewers.delete(viewer);
+      this.sync();
+    };
+  }
+
+  private get watched(): boolean {
+    return this.viewers.size > 0 && !this.closing;
+  }
+
+  /** Subscribe when the first page opens, unsubscribe when the last closes; one change at a time. */
+  private sync(): void {
+    this.syncing = this.syncing.then(async () => {
+      const client = this.client;
+      if (!client) return;
+      try {
+        if (this.watched && this.subscription === undefined) {
+          const { subscription } = await client.call('subscribe', this.auth());
+          this.subscription = subscription;
+          this.timer = setInterval(() => void this.refresh(), REFRESH_MS);
+          await this.refresh();
+        } else if (!this.watched && this.subscription !== undefined) {
+          const subscription = this.subscription;
+          this.subscription = undefined;
+          clearInterval(this.timer);
+          await client.call('unsubscribe', { subscription });
+        }
+      } catch (err) {
+        this.problem = err instanceof Error ? err.message : String(err);
+      }
+    });
+  }
+
+  private onNotification(n: Notification): void {
+    if (n.method !== 'event' || n.params.subscription !== this.subscription) return;
+    const { subscription: _s, ...event } = n.params;
+    if (event.type === 'output') {
+      for (const v of this.viewers) if (v.sessionId === event.sessionId) v.send('output', event);
+      return;
+    }
+    this.broadcast('event', event);
+    // What an event changes in the table (status, interrupt, readiness) comes with the next list.
+    clearTimeout(this.settle);
+    this.settle = setTimeout(() => void this.refresh(), SETTLE_MS);
+  }
+
+  private broadcast(name: string, data: unknown): void {
+    for (const v of this.viewers) if (v.sessionId === undefined) v.send(name, data);
+  }
+
+  private daemonView() {
+    return { connected: this.client !== undefined, problem: this.problem, status: this.status };
+  }
+
+  private refreshing: Promise<void> | undefined;
+  private again = false;
+
+  /** Ask the list, the approvals and the status once (a refresh asked meanwhile runs once after). */
+  private async refresh(): Promise<void> {
+    if (this.refreshing) {
+      this.again = true;
+      return this.refreshing;
+    }
+    this.refreshing = this.load().finally(() => (this.refreshing = undefined));
+    await this.refreshing;
+    if (this.again) {
+      this.again = false;
+      await this.refresh();
+    }
+  }
+
+  private async load(): Promise<void> {
+    if (!this.client || !this.watched) return;
+    try {
+      const [list, approvals, status] = await Promise.all([
+        this.call<{ sessions: Row[] }>('process', { action: 'list' }),
+        this.call<{ approvals: Row[] }>('approvals.list', {}, true),
+        this.client.call('daemon.status', {}),
+      ]);
+      this.pushRows(list.sessions);
+      const a = JSON.stringify(approvals.approvals);
+      if (a !== this.approvals) {
+        this.approvals = a;
+        this.broadcast('approvals', approvals.approvals);
+      }
+      if (JSON.stringify(status) !== JSON.stringify(this.status)) {
+        this.status = status;
+        this.broadcast('daemon', this.daemonView());
+      }
+    } catch (err) {
+      this.problem = err instanceof Error ? err.message : String(err);
+    }
+  }
+
+  /** Push the rows that changed since the last push (runtime and tail move on their own: the page keeps them). */
+  private pushRows(sessions: Row[]): void {
+    const next = new Map<string, string>();
+    const upsert: Row[] = [];
+    for (const s of sessions) {
+      const { runtimeMs: _r, tail: _t, ...row } = s;
+      const json = JSON.stringify(row);
+      next.set(String(s.sessionId), json);
+      if (this.rows.get(String(s.sessionId)) !== json) upsert.push(row);
+    }
+    const remove = [...this.rows.keys()].filter((id) => !next.has(id));
+    this.rows = next;
+    if (upsert.length || remove.length) this.broadcast('sessions', { upsert, remove });
+  }
+
+  close(): void {
+    this.closing = true;
+    clearInterval(this.timer);
+    clearTimeout(this.settle);
+    for (const v of this.viewers) v.send('bye', {});
+    this.viewers.clear();
+    this.client?.close();
+  }
+}

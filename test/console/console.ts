@@ -1,0 +1,114 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { request } from 'node:http';
+import { PROCCTL, waitFor, type TestDaemon } from '../helpers/daemon.js';
+
+/** A `procctl ui` under test: its link, its origin, and how to stop it (by pid). */
+export interface TestConsole {
+  url: string;
+  origin: string;
+  port: number;
+  token: string;
+  proc: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  stop(): Promise<void>;
+}
+
+const running = new Set<TestConsole>();
+
+/** Start `procctl ui` against a test daemon and wait for its one line. */
+export async function startConsole(d: Pick<TestDaemon, 'socket' | 'env'>, args: string[] = [], env: Record<string, string> = {}, reach = ['--socket', d.socket]): Promise<TestConsole> {
+  const proc = spawn(process.execPath, [PROCCTL, ...reach, 'ui', ...args], { env: { ...d.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
+  proc.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
+  const exited = new Promise<void>((r) => proc.on('exit', () => r()));
+  await waitFor(
+    () => {
+      if (proc.exitCode !== null) throw new Error(`procctl ui exited ${proc.exitCode}: ${err}`);
+      return out.includes('\n');
+    },
+    { what: 'procctl ui to print its link' },
+  );
+  const url = out.split('\n')[0];
+  const u = new URL(url);
+  const c: TestConsole = {
+    url,
+    origin: u.origin,
+    port: Number(u.port),
+    token: u.searchParams.get('token')!,
+    proc,
+    stdout: () => out,
+    stderr: () => err,
+    async stop() {
+      running.delete(c);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      const t = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+  running.add(c);
+  return c;
+}
+
+export async function stopAllConsoles(): Promise<void> {
+  await Promise.all([...running].map((c) => c.stop()));
+}
+
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** One HTTP request with exactly the headers given (Host included), as an attacker could send it. */
+export function http(url: string, opts: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: opts.method ?? 'GET', headers: opts.headers, setHost: opts.headers?.host === undefined }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (s: string) => (body += s));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+/** Trade the console's token for its cookie, as the person's browser does: `name=value`. */
+export async function cookieOf(c: TestConsole): Promise<string> {
+  const r = await http(c.url);
+  if (r.status !== 303) throw new Error(`the token trade answered ${r.status}: ${r.body}`);
+  return String((r.headers['set-cookie'] as string[])[0]).split(';')[0];
+}
+
+/** Debian's chromium, where it is: the browser tests say so and skip without it. */
+export const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+if (!CHROMIUM) process.stderr.write('skipping the console browser tests: no chromium (apt-get install -y chromium)\n');
+
+/** Read a console's stream of pushes until `until` holds for what came so far; returns it. */
+export function pushesUntil(c: TestConsole, cookie: string, until: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${c.origin}/api/events`, { headers: { cookie } }, (res) => {
+      let text = '';
+      const timer = setTimeout(() => {
+        req.destroy();
+        reject(new Error(`the pushes did not hold what was awaited within ${timeoutMs} ms: ${text.slice(0, 2000)}`));
+      }, timeoutMs);
+      res.setEncoding('utf8');
+      res.on('data', (s: string) => {
+        text += s;
+        if (until(text)) {
+          clearTimeout(timer);
+          req.destroy();
+          resolve(text);
+        }
+      });
+    });
+    req.on('error', (e) => (e.message.includes('aborted') ? undefined : reject(e)));
+    req.end();
+  });
+}

@@ -1,0 +1,92 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PROCCTLD, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { TestClient } from '../helpers/rpc.js';
+import { CHROMIUM, startConsole, stopAllConsoles } from './console.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'procctl-ui-serve-'));
+const daemons = new Set<ChildProcess>();
+
+afterAll(async () => {
+  await stopAllConsoles();
+  await stopAllDaemons();
+  for (const p of daemons) if (p.exitCode === null) p.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** One GET over a Unix socket, with the Host a proxy would send. */
+function overSocket(path: string, url: string, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: path, path: url, headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('procctl ui --listen PATH (behind a reverse proxy)', () => {
+  it("listens on a 0600 socket and answers to the proxy's URL only", async () => {
+    const d = await startDaemon();
+    const path = join(dir, 'console.sock');
+    const ui = await startConsole(d, ['--listen', path, '--url', 'https://console.example.org']);
+    expect(ui.url).toMatch(/^https:\/\/console\.example\.org\/\?token=/);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    const token = new URL(ui.url).search;
+    expect((await overSocket(path, `/${token}`, { host: 'localhost' })).status).toBe(421);
+    const traded = await overSocket(path, `/${token}`, { host: 'console.example.org' });
+    expect(traded.status).toBe(303);
+    const cookie = String((traded.headers['set-cookie'] as string[])[0]).split(';')[0];
+    expect(cookie).toMatch(/^procctl_console_sock=/);
+    expect((await overSocket(path, '/api/session', { host: 'console.example.org', cookie })).status).toBe(200);
+    await ui.stop();
+    await d.stop();
+  });
+});
+
+/** A daemon on a socket path of the test's choosing, so a second one can take the first one's place. */
+async function daemonAt(socket: string, state: string): Promise<ChildProcess> {
+  const env = { ...process.env, PROCCTL_STATE_DIR: state, XDG_CONFIG_HOME: join(dir, 'config'), PROCCTL_LOG_LEVEL: 'warn' };
+  delete env.PROCCTL_SOCKET;
+  const p = spawn(process.execPath, [PROCCTLD, '--socket', socket], { env, stdio: 'ignore' });
+  daemons.add(p);
+  await waitFor(async () => {
+    try {
+      (await TestClient.connect(socket)).close();
+      return true;
+    } catch {
+      return false;
+    }
+  }, { what: 'procctld to listen' });
+  return p;
+}
+
+describe.skipIf(!CHROMIUM)('when the daemon goes away', () => {
+  let browser: Browser | undefined;
+  afterAll(async () => browser?.close());
+
+  it('the page says so, and once a daemon is back (with a new approver credential) it shows that one', async () => {
+    const socket = join(dir, 'run', 'procctl.sock');
+    const state = join(dir, 'state');
+    const first = await daemonAt(socket, state);
+    const ui = await startConsole({ socket, env: { ...process.env, PROCCTL_STATE_DIR: state } });
+    browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
+    const page = await (await browser.newContext()).newPage();
+    await page.goto(ui.url);
+    await page.locator('dl.daemon').waitFor({ timeout: 20_000 });
+    first.kill('SIGTERM');
+    await page.getByText('The daemon cannot be reached').waitFor({ timeout: 20_000 });
+    await daemonAt(socket, state);
+    const c = await TestClient.connect(socket);
+    const r = await c.exec({ command: 'echo after-the-restart', scope: 'back' });
+    await page.locator(`tr[data-session="${r.sessionId}"]`).waitFor({ timeout: 20_000 });
+    c.close();
+    await ui.stop();
+  });
+});

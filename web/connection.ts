@@ -1,0 +1,144 @@
+// The one place that holds the page's connection: the CSRF token, the stream of pushes, and the
+// calls the page makes. Views read the store and call `act`; none of them speaks HTTP.
+
+export type Row = Record<string, any> & { sessionId: string; status: string; scope: string };
+export type Approval = { sessionId: string; scope: string; name: string; command: string; cwd: string; interrupt?: Record<string, any> };
+export interface DaemonView {
+  connected: boolean;
+  problem?: string;
+  status?: Record<string, any>;
+}
+
+export interface State {
+  /** The stream to the console is open. */
+  live: boolean;
+  daemon: DaemonView;
+  sessions: Map<string, Row>;
+  approvals: Approval[];
+  /** When the sessions last changed (ms), so views re-render. */
+  version: number;
+}
+
+/** CPU and memory samples of a session, as its rows were pushed: for its chart. */
+export interface Usage {
+  at: number[];
+  cpuPercent: (number | null)[];
+  memoryMiB: (number | null)[];
+  lastCpuMs?: number;
+}
+const SAMPLES = 150;
+export const usage = new Map<string, Usage>();
+
+function sample(r: Row): void {
+  const res = r.resources as { cpuMs?: number; memoryBytes?: number } | undefined;
+  if (!res || r.status !== 'running') return;
+  const at = Date.now() / 1000;
+  let u = usage.get(r.sessionId);
+  if (!u) usage.set(r.sessionId, (u = { at: [], cpuPercent: [], memoryMiB: [] }));
+  const prevAt = u.at[u.at.length - 1];
+  const cpu = typeof res.cpuMs === 'number' && u.lastCpuMs !== undefined && prevAt !== undefined && at > prevAt ? Math.max(0, (res.cpuMs - u.lastCpuMs) / 10 / (at - prevAt)) : null;
+  u.lastCpuMs = res.cpuMs;
+  u.at.push(at);
+  u.cpuPercent.push(cpu);
+  u.memoryMiB.push(typeof res.memoryBytes === 'number' ? res.memoryBytes / 1048576 : null);
+  if (u.at.length > SAMPLES) for (const k of ['at', 'cpuPercent', 'memoryMiB'] as const) u[k].shift();
+}
+
+export const state: State = { live: false, daemon: { connected: false }, sessions: new Map(), approvals: [], version: 0 };
+
+const listeners = new Set<() => void>();
+export function onChange(fn: () => void): () => void {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+function changed(): void {
+  state.version++;
+  for (const fn of [...listeners]) fn();
+}
+
+let csrf: string | undefined;
+
+/** The console refused or the daemon did: its message, to show as it is. */
+export class ActionError extends Error {}
+
+async function answer(res: Response): Promise<any> {
+  const body = await res.json().catch(() => ({ error: `${res.status} ${res.statusText}` }));
+  if (!res.ok) throw new ActionError(String(body.error ?? `${res.status} ${res.statusText}`));
+  return body;
+}
+
+/** Read from the daemon through the console (a page of output, held changes, a judgement). */
+export async function read(path: string, params: Record<string, string | number>): Promise<any> {
+  const q = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
+  return answer(await fetch(`/api/${path}?${q}`, { credentials: 'same-origin' }));
+}
+
+/** Ask the daemon to act on a session (write, kill, resume, apply …), as the operator. */
+export async function act(action: string, sessionId: string, params: Record<string, unknown> = {}): Promise<any> {
+  csrf ??= (await answer(await fetch('/api/session', { credentials: 'same-origin' }))).csrf;
+  return answer(
+    await fetch('/api/act', {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', 'x-csrf-token': csrf! },
+      body: JSON.stringify({ ...params, action, sessionId }),
+    }),
+  );
+}
+
+/** The whole view's stream: sessions, approvals, the daemon; EventSource reconnects by itself. */
+export function connect(): void {
+  const es = new EventSource('/api/events');
+  es.onopen = () => {
+    state.live = true;
+    changed();
+  };
+  es.onerror = () => {
+    state.live = false;
+    // A stream the console refused (a restarted console, whose cookie this browser does not have) is not retried.
+    if (es.readyState === EventSource.CLOSED) state.daemon = { connected: false, problem: 'the console no longer knows this page (was procctl ui restarted?): open the link it printed' };
+    changed();
+  };
+  es.addEventListener('daemon', (e) => {
+    state.daemon = JSON.parse((e as MessageEvent).data);
+    changed();
+  });
+  es.addEventListener('sessions', (e) => {
+    const { upsert, remove, full } = JSON.parse((e as MessageEvent).data) as { upsert: Row[]; remove: string[]; full?: boolean };
+    const next = full ? new Map<string, Row>() : new Map(state.sessions);
+    for (const r of upsert) {
+      next.set(r.sessionId, r);
+      sample(r);
+    }
+    for (const id of remove) {
+      next.delete(id);
+      usage.delete(id);
+    }
+    state.sessions = next;
+    changed();
+  });
+  es.addEventListener('approvals', (e) => {
+    state.approvals = JSON.parse((e as MessageEvent).data);
+    changed();
+  });
+  es.addEventListener('bye', () => {
+    es.close();
+    state.live = false;
+    state.daemon = { connected: false, problem: 'the console stopped (procctl ui ended)' };
+    changed();
+  });
+}
+
+export interface OutputChunk {
+  stream: string;
+  data: string;
+  offset?: number;
+}
+
+/** One session's live output, until the returned function closes it. */
+export function followOutput(sessionId: string, onChunk: (c: OutputChunk) => void): () => void {
+  const es = new EventSource(`/api/events?session=${encodeURIComponent(sessionId)}`);
+  es.addEventListener('output', (e) => onChunk(JSON.parse((e as MessageEvent).data)));
+  es.addEventListener('bye', () => es.close());
+  return () => es.close();
+}

@@ -1,0 +1,36 @@
+// Small formatters shared by the views: text only, never markup.
+
+export function bytes(n: unknown): string {
+  if (typeof n !== 'number') return '';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v >= 10 || u === 0 ? Math.round(v) : v.toFixed(1)} ${units[u]}`;
+}
+
+export function duration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '';
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${s % 60}s`;
+  const h = Math.floor(m / 60);
+  return `${h}h ${m % 60}m`;
+}
+
+/** How long a session has run: to its end, or to now. */
+export function runtime(row: Record<string, any>, now: number): string {
+  if (!row.startedAt) return '';
+  const start = Date.parse(row.startedAt);
+  const end = row.endedAt ? Date.parse(row.endedAt) : now;
+  return duration(end - start);
+}
+
+/** The status a person reads: paused and waiting shown as such. */
+export function statusOf(row: { status: string; paused?: boolean }): string {
+  return row.paused ? 'paused' : row.status;
+}

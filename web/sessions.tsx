@@ -1,0 +1,101 @@
+import { useMemo, useState } from 'preact/hooks';
+import type { Row } from './connection.js';
+import { bytes, runtime, statusOf } from './format.js';
+import { useLive, useNow } from './hooks.js';
+
+/** Rows drawn at first; "Show more" adds as many again. */
+const PAGE = 200;
+
+const STATUSES = ['running', 'waiting_input', 'approval_required', 'paused', 'completed', 'failed', 'denied'];
+
+function matches(r: Row, status: string, scope: string, text: string): boolean {
+  if (status && statusOf(r) !== status) return false;
+  if (scope && r.scope !== scope) return false;
+  if (!text) return true;
+  const t = text.toLowerCase();
+  return [r.sessionId, r.name, r.command, r.cwd].some((v) => typeof v === 'string' && v.toLowerCase().includes(t));
+}
+
+/** Refusals its network proxy counted: "host ×N" each. */
+function refusals(r: Row): string {
+  const denied = r.network?.denied as { host: string; count: number }[] | undefined;
+  return denied?.length ? denied.map((d) => `${d.host} ×${d.count}`).join(', ') : '';
+}
+
+/** Sessions of every scope, newest first, filtered by status, scope and text. */
+export function Sessions() {
+  const { sessions } = useLive();
+  const now = useNow();
+  const [status, setStatus] = useState('');
+  const [scope, setScope] = useState('');
+  const [text, setText] = useState('');
+  const rows = useMemo(() => [...sessions.values()].sort((a, b) => String(b.startedAt).localeCompare(String(a.startedAt))), [sessions]);
+  const scopes = useMemo(() => [...new Set(rows.map((r) => r.scope))].sort(), [rows]);
+  const [room, setRoom] = useState(PAGE);
+  const matching = rows.filter((r) => matches(r, status, scope, text));
+  // A thousand rows stay smooth: the newest are drawn, the rest on asking.
+  const shown = matching.slice(0, room);
+  return (
+    <section aria-labelledby="sessions-h">
+      <h2 id="sessions-h">Sessions</h2>
+      <div class="filters" role="search">
+        <label>
+          Status{' '}
+          <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+            <option value="">all</option>
+            {STATUSES.map((s) => <option value={s}>{s}</option>)}
+          </select>
+        </label>
+        <label>
+          Scope{' '}
+          <select value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
+            <option value="">all</option>
+            {scopes.map((s) => <option value={s}>{s}</option>)}
+          </select>
+        </label>
+        <label>
+          Search <input type="search" value={text} placeholder="id, name, command, workdir" onInput={(e) => setText((e.target as HTMLInputElement).value)} />
+        </label>
+        <span class="muted" aria-live="polite">{matching.length} of {rows.length}</span>
+      </div>
+      <table class="sessions">
+        <thead>
+          <tr>
+            <th scope="col">Status</th>
+            <th scope="col">Scope</th>
+            <th scope="col">Name</th>
+            <th scope="col">Command</th>
+            <th scope="col">Workdir</th>
+            <th scope="col">Runtime</th>
+            <th scope="col">CPU</th>
+            <th scope="col">Memory</th>
+            <th scope="col">Changes</th>
+            <th scope="col">Network refused</th>
+          </tr>
+        </thead>
+        <tbody>
+          {shown.map((r) => (
+            <tr key={r.sessionId} data-session={r.sessionId} class={`st-${statusOf(r)}`}>
+              <td><span class="status">{statusOf(r)}</span>{r.status === 'completed' || r.status === 'failed' ? ` ${r.exitCode ?? r.signal ?? ''}` : ''}</td>
+              <td>{r.scope}</td>
+              <td><a href={`#/s/${encodeURIComponent(r.sessionId)}`}>{r.name || r.sessionId}</a></td>
+              <td class="cmd"><code>{r.command}</code></td>
+              <td class="cwd">{r.cwd}</td>
+              <td>{runtime(r, now)}</td>
+              <td>{typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : ''}</td>
+              <td>{bytes(r.resources?.memoryBytes)}</td>
+              <td>{r.changes?.pending ? `${r.changes.files} file(s) pending` : r.changes?.state ?? ''}</td>
+              <td>{refusals(r)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {matching.length > shown.length && (
+        <p>
+          <button type="button" onClick={() => setRoom(room + PAGE)}>Show {Math.min(PAGE, matching.length - shown.length)} more of {matching.length - shown.length}</button>
+        </p>
+      )}
+      {rows.length === 0 && <p class="muted">No sessions yet.</p>}
+    </section>
+  );
+}
