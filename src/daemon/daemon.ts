@@ -40,6 +40,11 @@ import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js'
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
 import { cgroupRemovalsSettled } from '../runner/cgroup.js';
+import { AuditBus } from '../audit/events.js';
+import { auditDir } from '../audit/files.js';
+import { AuditTrail } from '../audit/writer.js';
+import { Metrics } from '../metrics/prometheus.js';
+import { noteEnded } from '../tools/trail.js';
 
 /** The config's per-user budgets of connections and incomplete frames. */
 const clientLimits = (c: Config): ClientLimits => ({
@@ -94,6 +99,10 @@ export class ProcctlDaemon implements Daemon {
   /** Where sessions' cgroups go (SPEC §15): found at start, "none" until then. */
   cgroups: CgroupLayout;
   private statusTimer: NodeJS.Timeout | undefined;
+  /** What happened, told to the audit trail and the metrics (SPEC §18). */
+  readonly audit = new AuditBus();
+  readonly trail: AuditTrail;
+  private metrics: Metrics | undefined;
 
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
@@ -109,6 +118,7 @@ export class ProcctlDaemon implements Daemon {
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
     this.held = new HeldChanges(this.state.dir);
+    this.trail = new AuditTrail(auditDir(this.state.dir), this.current.audit, this.log);
     this.guardian = new GuardianLink(this.log);
     this.budget = new ClientBudget(clientLimits(this.current));
     this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
@@ -170,7 +180,13 @@ export class ProcctlDaemon implements Daemon {
     await loadBash();
     this.state.init(this.socketPath);
     this.remembered.load();
-    this.keeper.recover(this.current, (s) => restorePending(this, s));
+    // The trail is open before recovery, so the end of a session a crash lost is on record.
+    this.trail.open(this.audit);
+    if (this.current.metrics.listen !== undefined) {
+      this.metrics = new Metrics(this.registry, this.audit);
+      await this.metrics.listen(this.current.metrics.listen, this.log);
+    }
+    this.keeper.recover(this.current, (s) => restorePending(this, s), (s) => noteEnded(this, s));
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
     this.held.load((id, summary) => this.registry.find(ALL_SCOPES, id)?.noteChanges(summary));
     // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
@@ -264,6 +280,10 @@ export class ProcctlDaemon implements Daemon {
       if (JSON.stringify(next.cgroups) !== JSON.stringify(this.current.cgroups)) {
         this.log.warn('cgroups.mode and cgroups.root changed: they apply after a restart');
       }
+      if (next.audit.enabled !== this.current.audit.enabled || next.metrics.listen !== this.current.metrics.listen) {
+        this.log.warn('audit.enabled and metrics.listen changed: they apply after a restart');
+      }
+      this.trail.setLimits(next.audit);
       this.current = next;
       this.budget.limits = clientLimits(next);
       this.refreshApprover();
@@ -323,6 +343,8 @@ export class ProcctlDaemon implements Daemon {
     this.guardian.stop();
     await cgroupRemovalsSettled();
     closeCgroups(this.cgroups);
+    await this.metrics?.close();
+    this.trail.close();
     this.state.flush();
     this.state.close();
     this.state.release();
