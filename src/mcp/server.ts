@@ -79,7 +79,12 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
         'An ended command whose interrupt has kind "changes" holds what it wrote until a person applies or discards it the same way.',
     },
   );
-  const withScope = (p: Record<string, unknown>) => ({ ...p, ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
+  // The audit trail names the MCP client as it introduced itself (SPEC §18).
+  const client = () => {
+    const name = server.server.getClientVersion()?.name;
+    return { kind: 'mcp', ...(typeof name === 'string' && name !== '' ? { name: name.slice(0, 200) } : {}) };
+  };
+  const withScope = (p: Record<string, unknown>) => ({ ...p, client: client(), ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
 
   const reach = reachWords(opts.reach ?? {});
   const call = async (method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<DaemonResult> => {
