@@ -3,6 +3,7 @@ import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asPerson, PROCCTL, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { makeStateDir, removeStateDirs } from '../helpers/state.js';
 import type { TestClient } from '../helpers/rpc.js';
 
 // The audit trail, history and verify through a real daemon (SPEC §18).
@@ -147,6 +148,46 @@ describe('audit.enabled false', () => {
     } finally {
       oc.close();
       await off.stop();
+    }
+  });
+});
+
+describe('across a crash', () => {
+  afterAll(() => removeStateDirs());
+
+  it("a SIGKILLed daemon's torn last line is told apart; the next start goes on after it, records the lost session's end, and the trail verifies", async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state };
+    const d1 = await startDaemon({ env, config: { adminToken: ADMIN } });
+    const c1 = await d1.client();
+    const long = await c1.exec({ command: 'sleep 300', background: true });
+    expect(long.status).toBe('running');
+    await c1.exec({ command: 'echo before-the-crash' });
+    await c1.call('history', {});
+    c1.close();
+    d1.proc.kill('SIGKILL');
+    await new Promise((r) => (d1.proc.exitCode !== null || d1.proc.signalCode !== null ? r(null) : d1.proc.once('exit', r)));
+    // What a crash in the middle of a write leaves: the start of a line and no newline.
+    const file = join(state, 'audit', 'audit-1.jsonl');
+    const whole = readFileSync(file, 'utf8');
+    const lines = whole.split('\n').length;
+    writeFileSync(file, `${whole}{"seq":99,"time":"2026-`);
+
+    const d2 = await startDaemon({ env, config: { adminToken: ADMIN } });
+    const c2 = await d2.client();
+    try {
+      const v = await c2.call('audit.verify', OP);
+      expect(v).toMatchObject({ ok: true, torn: [{ file: 'audit-1.jsonl', line: lines }] });
+      const h = await c2.call('history', { sessionId: long.sessionId });
+      expect(h.sessions[0]).toMatchObject({ status: 'failed', end: { status: 'failed', reason: 'lost' } });
+      await c2.exec({ command: 'echo after-the-crash' });
+      const all = await c2.call('history', {});
+      expect(all.sessions.map((s: { command: string }) => s.command)).toEqual(['echo after-the-crash', 'echo before-the-crash', 'sleep 300']);
+      expect((await c2.call('audit.verify', OP)).ok).toBe(true);
+    } finally {
+      c2.close();
+      await d2.stop();
+      await d1.stop();
     }
   });
 });
