@@ -196,6 +196,12 @@ export class AuditTrail {
     this.written = { seq: batch.seq, hash: batch.hash };
     const current = this.files.at(-1);
     if (current) current.bytes += bytes;
+    if (this.closed) {
+      // Closed while this write was under way: the descriptor is this one's to close.
+      if (this.fd !== undefined) closeSync(this.fd);
+      this.fd = undefined;
+      return this.settle();
+    }
     if (this.fault !== undefined) {
       this.log.info({ dir: this.dir }, 'the audit trail takes writes again');
       this.fault = undefined;
@@ -215,6 +221,13 @@ export class AuditTrail {
   /** The disk refused a batch: kept and tried again, unless too much waits, then given up on and said in the trail. */
   private refused(batch: { text: string; seq: number; hash: string; records: number }, err: Error): void {
     this.failedWrites++;
+    if (this.closed) {
+      this.lostRecords += batch.records;
+      this.log.error({ records: batch.records, err: err.message }, 'the audit trail could not take its last records at shutdown');
+      if (this.fd !== undefined) closeSync(this.fd);
+      this.fd = undefined;
+      return this.settle();
+    }
     this.failed(err);
     if (batch.text.length > MAX_UNWRITTEN_BYTES) {
       this.lostRecords += batch.records;
@@ -324,7 +337,18 @@ export class AuditTrail {
     }
   }
 
-  /** Write what is queued, now, and close (the daemon's shutdown). */
+  /**
+   * The daemon's shutdown: let a write under way finish (a little while at most: a disk that
+   * refuses is not waited for), then write what is queued and close.
+   */
+  async shutdown(waitMs = 2000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.flushed(), new Promise<void>((r) => (timer = setTimeout(r, waitMs)))]);
+    clearTimeout(timer);
+    this.close();
+  }
+
+  /** Write what is queued, now, and close. */
   close(): void {
     if (this.closed) return;
     clearInterval(this.ageTimer);
@@ -343,9 +367,18 @@ export class AuditTrail {
         }
       }
     }
+    if (this.writing) {
+      const left = this.queue.length + this.dropped;
+      if (left > 0) {
+        this.lostRecords += left;
+        this.log.error({ records: left }, 'the audit trail was still writing at shutdown; the records queued behind it are lost');
+      }
+    }
     this.closed = true;
-    if (this.fd !== undefined && !this.writing) closeSync(this.fd);
-    this.fd = undefined;
+    if (this.fd !== undefined && !this.writing) {
+      closeSync(this.fd);
+      this.fd = undefined;
+    }
   }
 }
 

@@ -344,7 +344,7 @@ export class ProcctlDaemon implements Daemon {
     await cgroupRemovalsSettled();
     closeCgroups(this.cgroups);
     await this.metrics?.close();
-    this.trail.close();
+    await this.trail.shutdown();
     this.state.flush();
     this.state.close();
     this.state.release();
