@@ -17,7 +17,7 @@ const OP = { scope: '*', token: ADMIN };
 let d: TestDaemon;
 let c: TestClient;
 beforeAll(async () => {
-  d = await startDaemon({ config: { adminToken: ADMIN, approvals: { rules: RULES } } });
+  d = await startDaemon({ config: { adminToken: ADMIN, approvals: { rules: RULES }, scopes: { trusted: { selfApprove: true } } } });
   c = await d.client();
 });
 afterAll(async () => {
@@ -77,12 +77,28 @@ describe('the audit trail through the daemon', () => {
     expect(ah.sessions[0]).toMatchObject({ status: 'completed', decision: { action: 'ask', rule: 1 }, answers: [{ kind: 'approval', answer: 'approve', by: 'approver' }] });
   });
 
+  it('an answer names its credential: the adminToken, MCP elicitation, a selfApprove scope; a bad client param is refused', async () => {
+    const answer = async (scope: string, extra: Record<string, unknown>) => {
+      const asked = await c.exec({ scope, command: 'echo audit-ask by' });
+      expect(asked.status).toBe('approval_required');
+      await c.process({ scope, action: 'resume', sessionId: asked.sessionId, input: { confirm: true }, ...extra });
+      return (await c.call('history', { scope, sessionId: asked.sessionId })).sessions[0].answers[0].by;
+    };
+    expect(await answer('who', { approverToken: ADMIN })).toBe('admin');
+    expect(await answer('who', { ...asPerson(d), client: { kind: 'mcp', name: 'some-client' } })).toBe('elicitation');
+    expect(await answer('trusted', {})).toBe('selfApprove');
+    const mcp = await c.exec({ scope: 'who', command: 'echo from-mcp', client: { kind: 'mcp', name: 'some-client' } });
+    expect((await c.call('history', { scope: 'who', sessionId: mcp.sessionId })).sessions[0].client).toEqual({ kind: 'mcp', name: 'some-client' });
+    const bad = await c.request('exec', { scope: 'who', command: 'true', client: { kind: 'browser' } });
+    expect(bad.error?.message).toMatch(/client must be \{kind: "cli"\|"mcp"\|"console"\|"rpc"/);
+  });
+
   it('a scope sees its own history; the operator sees every scope and may narrow to one', async () => {
     await c.exec({ scope: 'other', command: 'echo other-scope' });
     const own = await c.call('history', { scope: 'other' });
     expect(own.sessions.map((s: { scope: string }) => s.scope)).toEqual(['other']);
     const all = await c.call('history', OP);
-    expect(new Set(all.sessions.map((s: { scope: string }) => s.scope))).toEqual(new Set(['hist', 'other']));
+    expect(new Set(all.sessions.map((s: { scope: string }) => s.scope))).toEqual(new Set(['hist', 'other', 'who', 'trusted']));
     const narrowed = await c.call('history', { ...OP, ofScope: 'other' });
     expect(narrowed.total).toBe(1);
     const refused = await c.request('history', { scope: 'other', ofScope: 'hist' });
