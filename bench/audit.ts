@@ -1,4 +1,6 @@
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BenchOptions } from './lib/options.js';
@@ -196,4 +198,54 @@ function writeSynthetic(dir: string, n: number, from: number, to: number): { fil
   }
   closeSync(fd);
   return { files: file, bytes };
+}
+
+/** A scrape of `/metrics` with 1,000 running sessions (issue 29's figure: <= 50 ms). */
+export async function metricsScrape(opts: BenchOptions): Promise<Metric[]> {
+  const sessions = opts.quick ? 100 : 1000;
+  const port = await new Promise<number>((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+  const d = await BenchDaemon.start({}, { metrics: { listen: `127.0.0.1:${port}` }, tools: { exec: { maxSessions: sessions + 10 } } });
+  const c = await d.client();
+  try {
+    opts.log(`metrics: ${sessions} running sessions (sleep 600), then GET /metrics`);
+    for (let i = 0; i < sessions; i++) {
+      const r = await c.call('exec', { command: 'sleep 600', background: true, scope: `bench-${i % 10}` });
+      if (r.status !== 'running') throw new Error(`exec answered ${JSON.stringify(r).slice(0, 300)}`);
+    }
+    const times: number[] = [];
+    let size = 0;
+    for (let i = 0; i < 5 + opts.rounds * 10; i++) {
+      const t = now();
+      const body = await scrape(port);
+      if (i >= 5) times.push(now() - t);
+      size = body.length;
+      const running = [...body.matchAll(/^procctl_sessions\{state="running",scope="bench-\d"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+      if (running !== sessions) throw new Error(`/metrics counted ${running} running sessions, expected ${sessions}`);
+    }
+    opts.log(`  scrape: median ${round(median(times), 1)} ms, p99 ${round(p99(times), 1)} ms, ${round(size / 1024, 1)} KiB`);
+    return [{ bench: 'metrics', name: `scrape of /metrics with ${sessions} running sessions`, value: median(times), unit: 'ms', target: { op: '<=', value: 50 }, rounds: times.map((t) => round(t, 1)), detail: `p99 ${round(p99(times), 1)} ms; ${round(size / 1024, 1)} KiB of text; 10 scopes` }];
+  } finally {
+    for (let i = 0; i < 10; i++) await c.call('process', { action: 'kill', all: true, scope: `bench-${i}` }).catch(() => undefined);
+    c.close();
+    await d.stop();
+  }
+}
+
+function scrape(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (x: string) => (body += x));
+      res.on('end', () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`/metrics answered ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
