@@ -158,7 +158,8 @@ export class AuditTrail {
       const n = this.dropped;
       this.dropped = 0;
       this.lostRecords += n;
-      this.queue.unshift({ at: Date.now(), body: { type: 'audit', event: 'lost', records: n, why: 'the queue of records to write was full' } });
+      // They came after what is queued: said after it.
+      this.queue.push({ at: Date.now(), body: { type: 'audit', event: 'lost', records: n, why: 'the queue of records to write was full' } });
     }
     if (this.queue.length === 0) return undefined;
     const queue = this.queue;

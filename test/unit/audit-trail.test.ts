@@ -170,6 +170,16 @@ describe('the audit trail', () => {
     expect(verifyTrail(dir).firstBad).toEqual({ file: 'audit-2.jsonl', line: 1, why: 'missing' });
   });
 
+  it('events past the queue bound are dropped, counted, and said in the trail, which still verifies', async () => {
+    const { dir, bus, t } = trail();
+    for (let i = 0; i < 100_005; i++) bus.emit(ended(`q${i}`));
+    await t.flushed();
+    expect(t.status()).toMatchObject({ lostRecords: 5, records: 100_001 });
+    const last = JSON.parse(readFileSync(join(dir, readdirSync(dir).sort().at(-1)!), 'utf8').trimEnd().split('\n').at(-1)!);
+    expect(last).toMatchObject({ type: 'audit', event: 'lost', records: 5, seq: 100_001 });
+    expect(verifyTrail(dir, t.lastWritten())).toMatchObject({ ok: true, records: 100_001, lost: 5 });
+  });
+
   it('a write the disk refuses is counted and retried; the daemon goes on', async () => {
     const { dir, bus, t } = trail();
     bus.emit(started('a'));
