@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { cpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round } from './lib/stats.js';
 import { fileName } from '../src/audit/files.js';
@@ -30,7 +31,7 @@ async function roundTrip(opts: BenchOptions): Promise<Metric[]> {
   const iterations = opts.quick ? 60 : 300;
   const warmup = opts.quick ? 10 : 40;
   opts.log(`audit: exec \`true\` with the trail on vs off; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up), alternating, a fresh pair of daemons each round`);
-  const rounds: { on: number[]; off: number[] }[] = [];
+  const rounds: { on: number[]; off: number[]; onCpu: number; offCpu: number }[] = [];
   for (let r = 0; r < opts.rounds; r++) {
     const on = await BenchDaemon.start({}, {});
     const off = await BenchDaemon.start({}, { audit: { enabled: false } });
@@ -44,8 +45,14 @@ async function roundTrip(opts: BenchOptions): Promise<Metric[]> {
         await c.call('process', { action: 'clear', sessionId: x.sessionId });
         return ms;
       };
-      const s = { on: [] as number[], off: [] as number[] };
+      const s = { on: [] as number[], off: [] as number[], onCpu: 0, offCpu: 0 };
+      let cpuOn = 0;
+      let cpuOff = 0;
       for (let i = 0; i < warmup + iterations; i++) {
+        if (i === warmup) {
+          cpuOn = cpuMs(on.pid);
+          cpuOff = cpuMs(off.pid);
+        }
         const onFirst = i % 2 === 0;
         const a = onFirst ? await exec(con) : 0;
         const b = await exec(coff);
@@ -55,10 +62,14 @@ async function roundTrip(opts: BenchOptions): Promise<Metric[]> {
           s.off.push(b);
         }
       }
+      // The daemon's CPU per exec + clear moves much less with the machine's load than wall time.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      s.onCpu = (cpuMs(on.pid) - cpuOn) / iterations;
+      s.offCpu = (cpuMs(off.pid) - cpuOff) / iterations;
       const st = await con.call('daemon.status');
       if (!(st.audit?.records >= iterations * 2)) throw new Error(`the trail holds ${st.audit?.records} records, expected at least ${iterations * 2}`);
       rounds.push(s);
-      opts.log(`  round ${r + 1}: median ${round(median(s.on), 3)} ms on vs ${round(median(s.off), 3)} ms off (p99 ${round(p99(s.on), 2)} vs ${round(p99(s.off), 2)} ms)`);
+      opts.log(`  round ${r + 1}: median ${round(median(s.on), 3)} ms on vs ${round(median(s.off), 3)} ms off (p99 ${round(p99(s.on), 2)} vs ${round(p99(s.off), 2)} ms); daemon CPU per exec + clear ${round(s.onCpu, 3)} vs ${round(s.offCpu, 3)} ms`);
     } finally {
       con.close();
       coff.close();
@@ -76,6 +87,14 @@ async function roundTrip(opts: BenchOptions): Promise<Metric[]> {
       target: { op: '<=', value: 1.05 },
       rounds: ratios.map((x) => round(x, 3)),
       detail: `median ${round(med((s) => median(s.on)), 3)} vs ${round(med((s) => median(s.off)), 3)} ms; p99 ${round(med((s) => p99(s.on)), 2)} vs ${round(med((s) => p99(s.off)), 2)} ms; two daemons side by side, alternating`,
+    },
+    {
+      bench: 'audit',
+      name: 'daemon CPU per exec + clear, trail on ÷ off',
+      value: med((s) => s.onCpu) / med((s) => s.offCpu),
+      unit: 'x',
+      rounds: rounds.map((s) => round(s.onCpu / s.offCpu, 3)),
+      detail: `${round(med((s) => s.onCpu), 3)} vs ${round(med((s) => s.offCpu), 3)} ms (utime + stime of the daemon process, /proc/<pid>/stat)`,
     },
   ];
 }
