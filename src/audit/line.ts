@@ -1,11 +1,26 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 
 /** The `prev` of the very first record of a trail. */
 export const GENESIS = '0'.repeat(64);
 
 /** The hex sha256 of a record's line (without its newline): the next record's `prev`. */
 export function hashOf(line: string): string {
-  return createHash('sha256').update(line).digest('hex');
+  return oneShot ? oneShot('sha256', line, 'hex') : crypto.createHash('sha256').update(line).digest('hex');
+}
+
+/** `crypto.hash` (Node 20.12 on) hashes a short string about three times faster than a Hash object. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+
+const HEAD = /^\{"seq":(\d{1,15}),"time":"([^"]{1,40})","prev":"([0-9a-f]{64})","type":"([a-z_]{1,32})"/;
+
+/**
+ * `seq`, `time`, `prev` and `type` of a line as lineOf writes them, read without parsing the
+ * rest: verify follows the chain by these and the line's hash, so a changed field elsewhere in
+ * the line is caught by the hash. Undefined for a line that does not start so.
+ */
+export function headOf(line: string): { seq: number; time: string; prev: string; type: string } | undefined {
+  const m = HEAD.exec(line);
+  return m ? { seq: Number(m[1]), time: m[2], prev: m[3], type: m[4] } : undefined;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { trailFiles } from './files.js';
-import { GENESIS, hashOf, parseRecord, type TrailRecord } from './line.js';
+import { GENESIS, hashOf, headOf, parseRecord, type TrailRecord } from './line.js';
 
 export type BadWhy = 'changed' | 'missing' | 'reordered' | 'torn';
 
@@ -50,30 +50,29 @@ export function verifyTrail(dir: string, head?: { seq: number; hash: string }): 
   }
   const result: VerifyResult = { ok: true, records: 0, files: files.length };
   const bad = (l: Pick<Line, 'file' | 'line'>, why: BadWhy): VerifyResult => ({ ...result, ok: false, firstBad: { file: l.file, line: l.line, why } });
-  const parsed = lines.map((l) => parseRecord(l.text));
+  // Only the trail's own records are parsed whole (for their fields); the rest by their head.
+  const parsed = lines.map((l) => {
+    const h = headOf(l.text);
+    if (!h) return undefined;
+    return h.type === 'audit' ? parseRecord(l.text) : (h as TrailRecord);
+  });
   const removed = new Map<string, number>();
   let prevHash: string | undefined;
   let expect: number | undefined;
   let first: { at: Line; rec: TrailRecord } | undefined;
   let last: Line | undefined;
-  let tornAt: Line | undefined;
+  // Torn lines a later start found and said (an `audit` record naming them): passed over, listed.
+  const said = new Set<string>();
+  for (const r of parsed) if (r?.type === 'audit' && r.event === 'torn') said.add(`${String(r.file)}:${String(r.line)}`);
   for (let i = 0; i < lines.length; i++) {
     const l = lines[i];
     const rec = parsed[i];
-    if (!rec) {
-      if (l.unterminated && i === lines.length - 1) return bad(l, 'torn');
-      // Not a record: a crash's torn line the next start ended with a newline (its torn record follows), or an edit.
-      if (tornAt) return bad(tornAt, 'changed');
-      tornAt = l;
+    if (l.unterminated) return bad(l, i === lines.length - 1 ? 'torn' : 'changed');
+    if (said.has(`${l.file}:${l.line}`)) {
+      (result.torn ??= []).push({ file: l.file, line: l.line });
       continue;
     }
-    if (l.unterminated) return bad(l, 'changed');
-    if (tornAt) {
-      const said = rec.type === 'audit' && rec.event === 'torn' && rec.file === tornAt.file && rec.line === tornAt.line;
-      if (!said) return bad(tornAt, 'changed');
-      (result.torn ??= []).push({ file: tornAt.file, line: tornAt.line });
-      tornAt = undefined;
-    }
+    if (!rec) return bad(l, 'changed');
     if (expect === undefined) first = { at: l, rec };
     else if (rec.seq > expect) {
       const later = seekSeq(parsed, i + 1, expect);
@@ -95,7 +94,6 @@ export function verifyTrail(dir: string, head?: { seq: number; hash: string }): 
     last = l;
     result.records++;
   }
-  if (tornAt) return bad(tornAt, 'changed');
   if (first) {
     const { rec } = first;
     const genesis = rec.seq === 1 && rec.prev === GENESIS;
