@@ -5,7 +5,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditBus, type AuditEvent } from '../../src/audit/events.js';
 import { queryHistory } from '../../src/audit/history.js';
-import { GENESIS, hashOf } from '../../src/audit/line.js';
+import { GENESIS, hashOf, lineOf } from '../../src/audit/line.js';
 import { verifyTrail } from '../../src/audit/verify.js';
 import { AuditTrail } from '../../src/audit/writer.js';
 
@@ -220,6 +220,27 @@ describe('history from the trail', () => {
     expect((await queryHistory(dir, { ...q, since: future })).total).toBe(0);
     const story = await queryHistory(dir, { ...q, sessionId: 'two' });
     expect(story.records?.map((r) => r.type)).toEqual(['session', 'end']);
+  });
+
+  it('finds the window inside a file by bisection: every session from since on, none before', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'procctl-audit-'));
+    dirs.push(dir);
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    let prev = GENESIS;
+    let text = '';
+    for (let i = 0; i < 1000; i++) {
+      const line = lineOf(i + 1, new Date(t0 + i * 60_000).toISOString(), prev, started(`b${i}`) as unknown as Record<string, unknown>);
+      prev = hashOf(line);
+      text += `${line}\n`;
+    }
+    writeFileSync(join(dir, 'audit-1.jsonl'), text);
+    for (const from of [0, 1, 499, 500, 998, 999]) {
+      const r = await queryHistory(dir, { since: new Date(t0 + from * 60_000).toISOString(), offset: 0, limit: 1000 });
+      expect(r.total, `since minute ${from}`).toBe(1000 - from);
+      expect(r.sessions.at(-1)?.sessionId).toBe(`b${from}`);
+    }
+    const between = await queryHistory(dir, { since: new Date(t0 + 30_000).toISOString(), until: new Date(t0 + 10 * 60_000).toISOString(), offset: 0, limit: 1000 });
+    expect(between.sessions.map((s) => s.sessionId).reverse()).toEqual(['b1', 'b2', 'b3', 'b4', 'b5', 'b6', 'b7', 'b8', 'b9', 'b10']);
   });
 
   it('skips whole files whose last record is before the window', async () => {
