@@ -23,6 +23,13 @@ const MAX_QUEUED = 100_000;
 /** Lines built but not written (the disk refuses); past this they are dropped and counted. */
 const MAX_UNWRITTEN_BYTES = 8 * 1024 * 1024;
 const RETRY_MS = 1000;
+/**
+ * How long an event waits for others to share its write: one append per 25 ms at most, rather
+ * than one per turn of the event loop, which cost a write (and a trip through libuv's threads)
+ * per record. Past BATCH_EVENTS queued, the write goes at once.
+ */
+const FLUSH_MS = 25;
+const BATCH_EVENTS = 1000;
 const DAY_MS = 86_400_000;
 /** How often the age bound is looked at besides each rotation. */
 const AGE_CHECK_MS = 3_600_000;
@@ -63,7 +70,7 @@ export class AuditTrail {
   private dropped = 0;
   /** Built lines the disk refused, written again before anything newer. */
   private unwritten: { text: string; seq: number; hash: string; records: number } | undefined;
-  private scheduled = false;
+  private scheduled: NodeJS.Timeout | 'now' | undefined;
   private writing = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private ageTimer: NodeJS.Timeout | undefined;
@@ -137,18 +144,25 @@ export class AuditTrail {
       return;
     }
     this.queue.push({ at: Date.now(), body: e });
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(() => this.flush());
-    }
+    if (this.scheduled === undefined) this.scheduled = setTimeout(() => this.flush(), FLUSH_MS);
+    else if (this.queue.length >= BATCH_EVENTS) this.soon();
+  }
+
+  /** Write on the next turn rather than at the timer. */
+  private soon(): void {
+    if (this.scheduled === 'now') return;
+    clearTimeout(this.scheduled);
+    this.scheduled = 'now';
+    setImmediate(() => this.flush());
   }
 
   /** Everything queued so far is written (or given up on): for verify and tests. */
   flushed(): Promise<void> {
-    if (!this.writing && !this.scheduled && this.queue.length === 0 && !this.unwritten) return Promise.resolve();
+    if (!this.writing && this.scheduled === undefined && this.queue.length === 0 && !this.unwritten) return Promise.resolve();
     return new Promise((resolve) => {
       this.flushedWaiters.push(resolve);
-      if (!this.writing && !this.scheduled && !this.retryTimer) this.flush();
+      if (this.scheduled !== undefined) this.soon();
+      else if (!this.writing && !this.retryTimer) this.flush();
     });
   }
 
@@ -174,7 +188,8 @@ export class AuditTrail {
   }
 
   private flush(): void {
-    this.scheduled = false;
+    if (this.scheduled !== 'now') clearTimeout(this.scheduled);
+    this.scheduled = undefined;
     if (this.writing || this.closed) return;
     const batch = this.unwritten ?? this.build();
     this.unwritten = undefined;
@@ -285,8 +300,7 @@ export class AuditTrail {
         appendFileSync(f.path, '\n');
         f.bytes += 1;
         this.queue.push({ at: Date.now(), body: { type: 'audit', event: 'torn', file: f.name, line, bytes: Buffer.byteLength(fragment) } });
-        this.scheduled = true;
-        setImmediate(() => this.flush());
+        this.soon();
         this.log.warn({ file: f.name, line }, 'the audit trail ended in a torn record (the daemon stopped while writing it); the trail goes on from the last whole record');
       }
       newest = false;
@@ -354,6 +368,8 @@ export class AuditTrail {
     if (this.closed) return;
     clearInterval(this.ageTimer);
     clearTimeout(this.retryTimer);
+    if (this.scheduled !== 'now') clearTimeout(this.scheduled);
+    this.scheduled = undefined;
     this.unlisten?.();
     if (this.fd !== undefined && !this.writing) {
       const batch = this.unwritten ?? this.build();
