@@ -179,18 +179,20 @@ export class ProcctlDaemon implements Daemon {
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();
     this.state.init(this.socketPath);
-    this.remembered.load();
     // The trail is open before recovery, so the end of a session a crash lost is on record.
     this.trail.open(this.audit);
     if (this.current.metrics.listen !== undefined) {
       this.metrics = new Metrics(this.registry, this.audit);
       await this.metrics.listen(this.current.metrics.listen, this.log);
     }
-    this.keeper.recover(this.current, (s) => restorePending(this, s), (s) => noteEnded(this, s));
+    this.remembered.load();
+    this.keeper.recover(this.current, (s) => restorePending(this, s));
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
     this.held.load((id, summary) => this.registry.find(ALL_SCOPES, id)?.noteChanges(summary));
     // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
     restoreChangesApprovals(this);
+    // Sessions this start found lost (running when the last run died) ended now: on record.
+    for (const s of this.registry.all()) if (s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt) noteEnded(this, s);
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {

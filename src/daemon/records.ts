@@ -82,10 +82,10 @@ export class Records implements RecordKeeper {
    * marked failed with reason "lost". Sessions waiting for their approval still wait (their
    * expiry counts on from when they were asked): `pending` is told of each.
    */
-  recover(config: Config, pending: (s: Session) => void, lost: (s: Session) => void = () => undefined): void {
+  recover(config: Config, pending: (s: Session) => void): void {
     const { records, corrupt } = this.state.loadAll();
     const caps = config.tools.exec;
-    const lostSessions: Session[] = [];
+    const lost: Session[] = [];
     for (const r of records) {
       let s: Session;
       try {
@@ -98,18 +98,17 @@ export class Records implements RecordKeeper {
       this.registry.add(s);
       if (isPendingApproval(r)) pending(s);
       else if (!isEnded(r)) {
-        lostSessions.push(s);
+        lost.push(s);
         if (r.pid !== undefined && r.pidStartTime !== undefined && readStat(r.pid)?.startTime === r.pidStartTime) {
           void terminate({ pgid: r.pid, pids: [] }, 'SIGTERM', caps.killGraceMs);
         }
         this.state.save(toRecord(s));
-        lost(s);
       }
     }
-    const survivors = findSessionProcesses(new Set(lostSessions.map((s) => s.id)));
+    const survivors = findSessionProcesses(new Set(lost.map((s) => s.id)));
     for (const list of survivors.values()) void terminate({ pgid: undefined, pids: list.map((p) => p.pid) }, 'SIGTERM', caps.killGraceMs);
     if (records.length || corrupt) {
-      this.log.info({ restored: records.length - lostSessions.length, lost: lostSessions.length, corrupt }, 'state recovered');
+      this.log.info({ restored: records.length - lost.length, lost: lost.length, corrupt }, 'state recovered');
     }
   }
 }
