@@ -39,10 +39,13 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   changes: (o) => import('./changes.js').then((m) => m.changesCost(o)),
   // Review mode's cost against direct writes: exec of true, npm ci.
   review: (o) => import('./review.js').then((m) => m.reviewCost(o)),
+  // The audit trail: its cost to exec, verify, and history over a million records.
+  audit: (o) => import('./audit.js').then((m) => m.auditCost(o)),
+  metrics: (o) => import('./audit.js').then((m) => m.metricsScrape(o)),
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

@@ -221,12 +221,45 @@ export const ConfigSchema = z.strictObject({
       partialFrameTimeoutMs: int(100).default(30_000),
     })
     .prefault({}),
+  /** The audit trail (SPEC §18, src/audit/): one record per event under `<stateDir>/audit`, bounded by size and age. */
+  audit: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** The whole trail's size; the oldest whole files go first. */
+      maxBytes: int(64 * 1024).default(256 * 1024 * 1024),
+      /** Records older than this many days go, by whole files. */
+      days: int(1).default(90),
+    })
+    .prefault({}),
+  /** Prometheus metrics (SPEC §18): `listen` a loopback host:port or a Unix socket path; unset, off. */
+  metrics: z
+    .strictObject({
+      listen: z
+        .string()
+        .refine((v) => metricsAddress(v) !== undefined, {
+          message: 'must be a loopback address with its port (127.0.0.1:9464, [::1]:9464, localhost:9464) or an absolute Unix socket path (/run/procctl/metrics.sock)',
+        })
+        .optional(),
+    })
+    .prefault({}),
   log: z
     .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
     .prefault({}),
 });
 
 export type Config = z.output<typeof ConfigSchema>;
+
+/** Where `metrics.listen` serves: a loopback host and port, or a Unix socket path; undefined when it is neither. */
+export function metricsAddress(v: string): { host: string; port: number } | { path: string } | undefined {
+  if (v.startsWith('/')) return { path: v };
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(v);
+  if (!m) return undefined;
+  const host = m[1] ?? m[2];
+  const port = Number(m[3]);
+  if (port < 1 || port > 65535) return undefined;
+  const loopback = host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
+  return loopback ? { host, port } : undefined;
+}
 export type ExecConfig = Config['tools']['exec'];
 
 type Kind = 'int' | 'bool' | 'string';

@@ -40,6 +40,11 @@ import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js'
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
 import { cgroupRemovalsSettled } from '../runner/cgroup.js';
+import { AuditBus } from '../audit/events.js';
+import { auditDir } from '../audit/files.js';
+import { AuditTrail } from '../audit/writer.js';
+import { Metrics } from '../metrics/prometheus.js';
+import { noteEnded } from '../tools/trail.js';
 
 /** The config's per-user budgets of connections and incomplete frames. */
 const clientLimits = (c: Config): ClientLimits => ({
@@ -94,6 +99,10 @@ export class ProcctlDaemon implements Daemon {
   /** Where sessions' cgroups go (SPEC §15): found at start, "none" until then. */
   cgroups: CgroupLayout;
   private statusTimer: NodeJS.Timeout | undefined;
+  /** What happened, told to the audit trail and the metrics (SPEC §18). */
+  readonly audit = new AuditBus();
+  readonly trail: AuditTrail;
+  private metrics: Metrics | undefined;
 
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
@@ -109,6 +118,7 @@ export class ProcctlDaemon implements Daemon {
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
     this.held = new HeldChanges(this.state.dir);
+    this.trail = new AuditTrail(auditDir(this.state.dir), this.current.audit, this.log);
     this.guardian = new GuardianLink(this.log);
     this.budget = new ClientBudget(clientLimits(this.current));
     this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
@@ -169,6 +179,12 @@ export class ProcctlDaemon implements Daemon {
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();
     this.state.init(this.socketPath);
+    // The trail is open before recovery, so the end of a session a crash lost is on record.
+    this.trail.open(this.audit);
+    if (this.current.metrics.listen !== undefined) {
+      this.metrics = new Metrics(this.registry, this.audit);
+      await this.metrics.listen(this.current.metrics.listen, this.log);
+    }
     this.remembered.load();
     const ending = this.keeper.recover(this.current, (s) => restorePending(this, s));
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
@@ -187,6 +203,8 @@ export class ProcctlDaemon implements Daemon {
     }
     // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
     restoreChangesApprovals(this);
+    // Sessions this start found lost (running when the last run died) ended now: on record.
+    for (const s of this.registry.all()) if (s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt) noteEnded(this, s);
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {
@@ -276,6 +294,10 @@ export class ProcctlDaemon implements Daemon {
       if (JSON.stringify(next.cgroups) !== JSON.stringify(this.current.cgroups)) {
         this.log.warn('cgroups.mode and cgroups.root changed: they apply after a restart');
       }
+      if (next.audit.enabled !== this.current.audit.enabled || next.metrics.listen !== this.current.metrics.listen) {
+        this.log.warn('audit.enabled and metrics.listen changed: they apply after a restart');
+      }
+      this.trail.setLimits(next.audit);
       this.current = next;
       this.budget.limits = clientLimits(next);
       this.refreshApprover();
@@ -335,6 +357,8 @@ export class ProcctlDaemon implements Daemon {
     this.guardian.stop();
     await cgroupRemovalsSettled();
     closeCgroups(this.cgroups);
+    await this.metrics?.close();
+    await this.trail.shutdown();
     this.state.flush();
     this.state.close();
     this.state.release();

@@ -10,6 +10,7 @@ import {
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import { RpcCallError, type DaemonClient } from '../rpc/client.js';
+import { INVALID_PARAMS } from '../rpc/errors.js';
 import { describeWaitFor, ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { hintsReaching, reachWords } from '../schema/voice.js';
 import { ProcessParamsSchema, type ProcessParams } from '../schema/process.js';
@@ -79,11 +80,24 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
         'An ended command whose interrupt has kind "changes" holds what it wrote until a person applies or discards it the same way.',
     },
   );
-  const withScope = (p: Record<string, unknown>) => ({ ...p, ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
+  // The audit trail names the MCP client as it introduced itself (SPEC §18).
+  const client = () => {
+    const name = server.server.getClientVersion()?.name;
+    return { kind: 'mcp', ...(typeof name === 'string' && name !== '' ? { name: name.slice(0, 200) } : {}) };
+  };
+  const withScope = (p: Record<string, unknown>) => ({ ...p, client: client(), ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
 
   const reach = reachWords(opts.reach ?? {});
   const call = async (method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<DaemonResult> => {
-    const r = await (await daemon()).call<DaemonResult>(method, withScope(params), { signal: ctx.mcpReq.signal });
+    const client = await daemon();
+    const sent = withScope(params);
+    const r = await client.call<DaemonResult>(method, sent, { signal: ctx.mcpReq.signal }).catch((err: unknown) => {
+      // A daemon from before the audit trail refuses `client` by name: asked again without it.
+      const refused = err instanceof RpcCallError && err.code === INVALID_PARAMS && (err.data?.path as unknown[] | undefined)?.[0] === 'client';
+      if (!refused) throw err;
+      const { client: _client, ...without } = sent;
+      return client.call<DaemonResult>(method, without, { signal: ctx.mcpReq.signal });
+    });
     return typeof r.text === 'string' ? { ...r, text: hintsReaching(r.text, reach) } : r;
   };
 

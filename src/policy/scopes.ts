@@ -83,6 +83,11 @@ export class ScopeRules {
     return made !== undefined && matches({ digest: sha256(made), plain: false }, presented);
   }
 
+  /** Is `presented` the adminToken (an answer given by the operator's credential, for the audit trail)? */
+  isAdmin(presented: unknown): boolean {
+    return typeof presented === 'string' && presented.length > 0 && this.admin !== undefined && matches(this.admin, presented);
+  }
+
   /** Config keys holding a plain token instead of its `sha256:<hex>`: the daemon warns about them. */
   plainTokens(): string[] {
     const out = [...this.secrets].filter(([, s]) => s.plain).map(([name]) => `scopes.${name}.token`);

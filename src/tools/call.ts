@@ -4,6 +4,7 @@ import { forbidden, invalid } from '../errors.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { RPC, voiceFor } from '../schema/voice.js';
 import type { CallContext, Daemon, Requester } from './context.js';
+import { originOf } from './trail.js';
 
 /**
  * Take `scope`, `token`, `voice` and `approverToken` off a request's params and check scope and
@@ -11,7 +12,7 @@ import type { CallContext, Daemon, Requester } from './context.js';
  * who asked (the peer's pid and uid), never the token.
  */
 export function authorize(d: Daemon, params: Record<string, unknown>, from: Requester): { ctx: CallContext; rest: Record<string, unknown> } {
-  const { scope = 'default', token, voice: voiceName, approverToken, ...rest } = params;
+  const { scope = 'default', token, voice: voiceName, approverToken, client, ...rest } = params;
   if (typeof scope !== 'string' || (scope !== ALL_SCOPES && !SCOPE_NAME.test(scope))) {
     throw invalid('scope must be 1-128 letters, digits or _.:@- (or "*" with the adminToken)', { path: ['scope'], schema: true });
   }
@@ -25,11 +26,13 @@ export function authorize(d: Daemon, params: Record<string, unknown>, from: Requ
   const voice = voiceFor(voiceName, scope);
   if (!voice) throw invalid('voice must be "rpc" or "cli"', { path: ['voice'], schema: true });
   const approver = approverToken !== undefined && rules.isApprover(approverToken, d.approverMade);
+  const credential = approver ? (rules.isAdmin(approverToken) ? 'admin' : 'approver') : undefined;
+  const origin = originOf(from, client, voiceName);
   const pid = () => {
     const peer = from.peer();
     return 'pid' in peer ? peer.pid : peer;
   };
-  return { ctx: { scope, signal: from.signal, voice, caller: { pid, approver } }, rest };
+  return { ctx: { scope, signal: from.signal, voice, caller: { pid, approver, ...(credential ? { credential } : {}), origin } }, rest };
 }
 
 function sameToken(a: string, b: string): boolean {

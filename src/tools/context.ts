@@ -8,6 +8,8 @@ import type { LaunchContext } from '../runner/start.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
 import type { Voice } from '../schema/voice.js';
 import type { RememberedRule } from '../policy/remembered.js';
+import type { AuditBus, Client, Peer } from '../audit/events.js';
+import type { TrailStatus } from '../audit/writer.js';
 
 /** What the daemon gives every tool call. */
 export interface Daemon extends LaunchContext {
@@ -36,6 +38,20 @@ export interface Daemon extends LaunchContext {
   reviewSupport(): ReviewSupport;
   /** The changes review sessions hold (SPEC §16). */
   held: HeldChanges;
+  /** What happened that the audit trail and the metrics are told of (SPEC §18). */
+  audit: AuditBus;
+  /** The audit trail as far as verify, history and status need it. */
+  trail: TrailView;
+}
+
+/** The audit trail's writer as the tools see it (audit/writer.ts). */
+export interface TrailView {
+  readonly dir: string;
+  readonly enabled: boolean;
+  status(): TrailStatus;
+  /** Everything told so far is written (or given up on, and counted). */
+  flushed(): Promise<void>;
+  lastWritten(): { seq: number; hash: string };
 }
 
 /** The remembered answers, kept in the state directory across restarts (daemon/remembered.ts). */
@@ -52,6 +68,10 @@ export interface Caller {
   pid(): number | { unknown: string };
   /** The request carried the approver credential. */
   approver: boolean;
+  /** Which credential it was: the adminToken, or the approver's. */
+  credential?: 'admin' | 'approver';
+  /** Who asked, for the audit trail: the peer's credentials and executable, and what kind of client. */
+  origin(): { peer: Peer | null; client: Client };
 }
 
 /** The client a request came from, as the tools see it (rpc/ makes it from its connection). */
@@ -59,7 +79,7 @@ export interface Requester {
   /** Aborts when the request is cancelled or the connection closes. */
   signal: AbortSignal;
   /** The peer process (SO_PEERCRED), or why it is not known; asked only when it matters. */
-  peer(): { pid: number } | { unknown: string };
+  peer(): { pid: number; uid?: number } | { unknown: string };
   /** Send a notification on this client's connection (events of a subscription). */
   notify(method: string, params: Record<string, unknown>): void;
   /** Run `fn` when the connection closes; returns a function that unhooks it. */

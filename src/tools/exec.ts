@@ -21,6 +21,7 @@ import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary } from './render.js';
 import type { Voice } from '../schema/voice.js';
+import { noteEnded, noteExecRequest, noteStarted } from './trail.js';
 
 /** The longest a timer waits (2^31-1 ms, about 24 days): "until it ends". */
 const FOREVER_MS = 2 ** 31 - 1;
@@ -60,6 +61,15 @@ async function settleKey(d: Daemon, ctx: CallContext, p: ExecParams): Promise<Se
  * `approved`: an approval starts the exec it was asked for (SPEC §8), and the rules are not asked again.
  */
 export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approved?: ApprovedExec) {
+  const t0 = process.hrtime.bigint();
+  try {
+    return await runExec(d, ctx, raw, approved);
+  } finally {
+    noteExecRequest(d, ctx.scope, t0);
+  }
+}
+
+async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: ApprovedExec) {
   const p = parseParams(ExecParamsSchema, raw, 'exec');
   const cfg = d.config().tools.exec;
   if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
@@ -89,9 +99,12 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
     const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined });
+    // An approved exec was told of when it was asked for; its answer is on record.
+    if (!approved) noteStarted(d, ctx, started.session, p, { review, judgement });
     // A review session's changes are settled (pending, or nothing held) before its end is announced.
     void started.session.finished.then(() => {
       settleChanges(d, started.session);
+      noteEnded(d, started.session);
       announceExit(d, started.session);
     });
     if (p.waitFor) watchReadiness(started.session, p.waitFor, cwd);

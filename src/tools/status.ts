@@ -4,6 +4,7 @@ import { sandboxStatus } from '../sandbox/host.js';
 import { cgroupStatus } from '../cgroup/host.js';
 import { sessionResources } from '../runner/cgroup.js';
 import type { Daemon } from './context.js';
+import { lastVerifyOf } from './audit.js';
 
 /** `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here. */
 export async function daemonStatus(d: Daemon, startedAt: number, version: string) {
@@ -23,6 +24,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     sandbox: await sandboxStatus(d.config()),
     changes: d.reviewSupport(),
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
+    audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
   };
 }
 

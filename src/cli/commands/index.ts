@@ -40,6 +40,8 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'checkpoint', summary: 'report progress from inside a running job', load: () => import('./checkpoint.js').then((m) => m.registerCheckpoint) },
   { name: 'tool', summary: 'send a whole tool call object, e.g. {"tool":"exec","command":"ls"}', load: () => import('./tool.js').then((m) => m.registerTool) },
   { name: 'tools', summary: 'list the tools the daemon offers (--json: with their JSON Schemas)', load: () => import('./tools.js').then((m) => m.registerTools) },
+  { name: 'history', summary: 'sessions from the audit trail, long after they were forgotten; history ID tells one whole', load: () => import('./history.js').then((m) => m.registerHistory) },
+  { name: 'audit', summary: 'check that the audit trail is whole (verify)', load: () => import('./audit.js').then((m) => m.registerAudit) },
   { name: 'status', summary: 'show whether the daemon is up, and its session counts', load: () => import('./status.js').then((m) => m.registerStatus) },
   { name: 'daemon', summary: 'run procctld in the foreground (same options as procctld), or install it as a systemd service', load: () => import('./daemon.js').then((m) => m.registerDaemon) },
   { name: 'mcp', summary: 'serve the exec and process tools over the Model Context Protocol (stdio)', load: () => import('./mcp.js').then((m) => m.registerMcp) },

@@ -35,6 +35,14 @@ export function registerStatus(program: Command): void {
         if (r.cgroups) lines.push(`cgroups:  ${r.cgroups.mode} (${r.cgroups.reason})`);
         const used = r.cgroups?.running;
         if (used) lines.push(`in use:   ${used.processes} process(es) of ${used.sessions} running session(s), ${bytes(used.memoryBytes)} memory, ${duration(used.cpuMs)} CPU so far`);
+        if (r.audit) {
+          const a = r.audit;
+          const trail = a.enabled ? `${bytes(a.bytes)} in ${a.files} file(s), last record #${a.records}` : 'off (audit.enabled is false)';
+          const faults = a.writable === false ? `, NOT WRITABLE: ${a.error}` : '';
+          const lost = a.lostRecords ? `, ${a.lostRecords} record(s) lost` : '';
+          const v = a.lastVerify ? `; last verify ${a.lastVerify.at}: ${a.lastVerify.ok ? 'whole' : `NOT whole at ${a.lastVerify.firstBad?.file}:${a.lastVerify.firstBad?.line} (${a.lastVerify.firstBad?.why})`}` : '';
+          lines.push(`audit:    ${trail}${faults}${lost}${v}`);
+        }
         if (r.env?.withheld !== undefined) lines.push(`env:      ${r.env.withheld} inherited variable(s) withheld from sessions`);
         out(lines.join('\n'));
         return EXIT.ok;

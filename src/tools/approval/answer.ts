@@ -7,6 +7,7 @@ import { forget, forgetAfter } from '../process/forget.js';
 import { endLine, execResult, sessionRecord } from '../render.js';
 import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.js';
 import { checkAnswerer } from './who.js';
+import { noteAnswer } from '../trail.js';
 import { judgeCommand, partsOf } from './judge.js';
 import { wordsToRemember, type RememberedRule } from '../../policy/remembered.js';
 import type { Voice } from '../../schema/voice.js';
@@ -60,6 +61,7 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
   const kept = remember ? rulesToRemember(d, s, remember) : [];
   if (!beginAnswer(s)) throw conflict(`the approval of session ${s.id} was already given; it is starting now`, { sessionId: s.id });
   const approval = s.interrupt!;
+  noteAnswer(d, ctx, s, 'approval', confirm);
   if (!confirm) {
     finishAnswer(d, s, false);
     endUnstarted(d, s, 'refused', 'answered');

@@ -6,6 +6,7 @@ import type { Judgement } from '../../policy/approvals.js';
 import { decidedBy } from './judge.js';
 import { askApproval, endUnstarted } from './pending.js';
 import { unstartedSession } from './unstarted.js';
+import { noteStarted } from '../trail.js';
 
 /**
  * Act on how the approval rules judged an exec (`judgement`, undefined when the policy judges
@@ -21,6 +22,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
   if (judgement?.decision === 'deny') {
     const s = unstartedSession(d, ctx, p, cwd);
     d.registry.add(s);
+    noteStarted(d, ctx, s, p, { review: false, judgement });
     endUnstarted(d, s, 'rule', undefined, decidedBy(judgement.decided));
     d.keeper.hold(s);
     return execResult(s, [], ctx.voice);
@@ -33,6 +35,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
       ? decidedBy(judgement.decided)
       : `elevated mode needs an approval in scope "${ctx.scope}" (scopes.${ctx.scope}.elevated is "ask")`;
   const s = unstartedSession(d, ctx, p, cwd);
+  noteStarted(d, ctx, s, p, { review: judgement?.review !== undefined, judgement, asked: why });
   askApproval(d, s, p, why, judgement?.decision === 'ask' ? judgement.decided.rule : undefined, judgement?.review && decidedBy(judgement.review));
   return execResult(s, [], ctx.voice);
 }

@@ -6,6 +6,7 @@ import type { DenyReason } from '../../session/types.js';
 import type { Daemon } from '../context.js';
 import { endLine } from '../render.js';
 import { disarm, expireAt } from './expiry.js';
+import { noteEnded } from '../trail.js';
 
 /** How much of the command an approval's label quotes. */
 const LABEL_COMMAND_CHARS = 500;
@@ -77,6 +78,7 @@ export function endUnstarted(d: Daemon, s: Session, reason: DenyReason, outcome?
   disarm(s);
   s.deny(reason, why ?? s.interrupt?.reason ?? 'no reason given', outcome);
   s.emit('exited', { status: s.status, exitCode: null, signal: null, reason: s.reason, text: endLine(s) });
+  noteEnded(d, s);
   d.log.info({ sessionId: s.id, scope: s.scope, reason }, 'exec denied; nothing ran');
 }
 

@@ -7,6 +7,7 @@ import type { CallContext, Daemon } from '../context.js';
 import { target } from './target.js';
 import { statLine, totalsLine } from '../stat.js';
 import { afterDecision, changesAnswer, checkApplier } from '../approval/changes.js';
+import { noteAnswer, noteChanges } from '../trail.js';
 
 /**
  * process changes, apply, discard and undo (SPEC §16): thin over changes/held.ts, which reads,
@@ -48,6 +49,7 @@ export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams, answe
   // Changes a rule held for a person are applied by a person (SPEC §16), whether they answer the question or not.
   checkApplier(d, ctx, s);
   const r = d.held.apply(s.id, { paths: p.paths, force: p.force });
+  noteChanges(d, s, 'applied', { files: r.applied.length, conflicts: r.conflicts.length, refused: r.refused.length, failed: r.failed.length });
   afterDecision(d, ctx, s, answered);
   const v = ctx.voice;
   const lines = [
@@ -63,7 +65,9 @@ export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams, answe
 export function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
   const s = reviewed(d, ctx, p);
   // Dropping them needs no person: nothing reaches the workspace.
+  const files = d.held.summary(s.id)?.files ?? 0;
   const r = d.held.discard(s.id);
+  noteChanges(d, s, 'discarded', { files });
   afterDecision(d, ctx, s, answered);
   return { sessionId: s.id, status: s.status, state: r.state, text: `Discarded the changes of session ${s.id}: ${r.workspace} is as it was.` };
 }
@@ -71,6 +75,7 @@ export function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams, ans
 export function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = reviewed(d, ctx, p);
   const r = d.held.undo(s.id);
+  noteChanges(d, s, 'undone', { files: r.restored.length, conflicts: r.conflicts.length });
   s.noteChanges(d.held.summary(s.id));
   const lines = [`Undid the apply of session ${s.id}: ${r.restored.length} path${r.restored.length === 1 ? '' : 's'} of ${r.workspace} back as they were.`, ...listed('Conflicts, left alone (changed since the apply)', r.conflicts)];
   return { sessionId: s.id, status: s.status, state: r.state, restored: r.restored, conflicts: r.conflicts, text: lines.join('\n') };
@@ -79,6 +84,7 @@ export function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 /** `resume` of a changes approval (SPEC §16): a person's yes applies them all, a no discards them, answered as apply or discard. */
 export function resumeChanges(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
   const { confirm, interruptId } = changesAnswer(d, ctx, p, s);
+  noteAnswer(d, ctx, s, 'changes', confirm);
   const act = { action: confirm ? 'apply' : 'discard', sessionId: s.id } as const;
   const r = confirm ? applyAction(d, ctx, act, true) : discardAction(d, ctx, act, true);
   return { ...r, interruptId };
