@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
 import { conflict, notFound } from '../errors.js';
@@ -54,6 +55,8 @@ export interface ApplyAnswer extends ApplyResult {
 
 /** The name a held-nothing review's directory takes while it is removed (never a session id: ids do not start with '.'). */
 const TRASH = '.removing-';
+/** A review directory made ahead (its upper/ and work/), taken by the next review session. */
+const SPARE = '.spare-';
 
 const NONE: Totals = { files: 0, added: 0, modified: 0, deleted: 0, bytes: 0 };
 
@@ -65,6 +68,10 @@ export class HeldChanges {
   private readonly layouts = new Map<string, Layout>();
   /** Directories of reviews that held nothing, being removed off the answer's path. */
   private removing = 0;
+  /** A review directory made ahead, off the request's path, and whether one is being made. */
+  private spare: string | undefined;
+  private making = false;
+  private spares = 0;
 
   constructor(stateDir: string) {
     this.root = join(stateDir, 'changes');
@@ -81,12 +88,57 @@ export class HeldChanges {
    */
   begin(id: string, workspace: string, startedAt: number, o: { approval?: boolean } = {}): HeldSummary {
     const layout: Layout = { v: 1, workspace, startedAt, xattrs: process.getuid?.() === 0 ? 'trusted' : 'user', ...(o.approval ? { approval: true as const } : {}) };
-    const file = join(this.dirOf(id), 'layout.json');
-    mkdirSync(this.dirOf(id), { recursive: true, mode: 0o700 });
+    const dir = this.dirOf(id);
+    this.makeDir(dir);
+    const file = join(dir, 'layout.json');
     writeFileSync(`${file}.tmp`, `${JSON.stringify(layout)}\n`, { mode: 0o600 });
     renameSync(`${file}.tmp`, file);
     this.layouts.set(id, layout);
     return this.note(id, { state: 'running', pending: false, files: 0, bytes: 0 });
+  }
+
+  /**
+   * A review session's directory with its overlay's `upper/` and `work/` (0700): the one made
+   * ahead when there is one (one rename on the request's path instead of four mkdirs, about
+   * 0.4 ms of every review exec), else made now; the next is then made in the background.
+   */
+  private makeDir(dir: string): void {
+    const spare = this.spare;
+    this.spare = undefined;
+    let made = false;
+    if (spare) {
+      try {
+        renameSync(spare, dir);
+        made = true;
+      } catch {
+        // Gone (a restart's load removed it): made here instead.
+      }
+    }
+    if (!made) {
+      mkdirSync(join(dir, 'upper'), { recursive: true, mode: 0o700 });
+      mkdirSync(join(dir, 'work'), { mode: 0o700 });
+    }
+    this.makeSpare();
+  }
+
+  private makeSpare(): void {
+    if (this.making || this.spare) return;
+    this.making = true;
+    const dir = join(this.root, `${SPARE}${process.pid}-${this.spares++}`);
+    mkdir(join(dir, 'upper'), { recursive: true, mode: 0o700 })
+      .then(() => mkdir(join(dir, 'work'), { mode: 0o700 }))
+      .then(
+        () => {
+          this.spare = dir;
+        },
+        () => {
+          // The state directory refuses writes now: the next review makes its own, and says so if it cannot.
+          rm(dir, { recursive: true, force: true }).catch(() => undefined);
+        },
+      )
+      .finally(() => {
+        this.making = false;
+      });
   }
 
   /** Its job ended (or the daemon found it after a restart): what it wrote becomes pending, or nothing is held. */
@@ -155,7 +207,7 @@ export class HeldChanges {
   load(each: (id: string, summary: HeldSummary) => void, running: (id: string) => boolean = () => false): void {
     if (!existsSync(this.root)) return;
     for (const name of readdirSync(this.root)) {
-      if (name.startsWith(TRASH)) {
+      if (name.startsWith(TRASH) || name.startsWith(SPARE)) {
         removeReviewDir(join(this.root, name));
         continue;
       }

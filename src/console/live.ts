@@ -1,5 +1,6 @@
 import type { Dial } from '../transport/dial.js';
-import { DaemonClient, type Notification } from '../rpc/client.js';
+import { DaemonClient, RpcCallError, type Notification } from '../rpc/client.js';
+import { INVALID_PARAMS } from '../rpc/errors.js';
 
 /** How the console speaks for the person: the operator's scope and credentials (SPEC §17). */
 export interface Operator {
@@ -102,8 +103,16 @@ export class DaemonLink {
 
   /** Call the daemon as the operator. */
   call<T = any>(method: string, params: Record<string, unknown>, answer = false): Promise<T> {
-    if (!this.client) return Promise.reject(new Error(`the daemon cannot be reached: ${this.problem ?? 'not connected'}`));
-    return this.client.call<T>(method, { ...params, ...this.auth(answer) });
+    const client = this.client;
+    if (!client) return Promise.reject(new Error(`the daemon cannot be reached: ${this.problem ?? 'not connected'}`));
+    // The audit trail names the console as the client a person acted through (SPEC §18).
+    const sent = { ...params, ...this.auth(answer), client: CONSOLE_CLIENT };
+    return client.call<T>(method, sent).catch((err: unknown) => {
+      // A daemon from before the audit trail refuses `client` by name: asked again without it.
+      if (!(err instanceof RpcCallError && err.code === INVALID_PARAMS && (err.data?.path as unknown[] | undefined)?.[0] === 'client')) throw err;
+      const { client: _client, ...without } = sent;
+      return client.call<T>(method, without);
+    });
   }
 
   /** Call the daemon in one scope (policy.check judges in a scope, not in "*"), with the adminToken where one is set. */
@@ -239,3 +248,6 @@ export class DaemonLink {
     this.client?.close();
   }
 }
+
+/** How the console introduces itself to the daemon's audit trail. */
+const CONSOLE_CLIENT = { kind: 'console', name: 'procctl ui' };

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, statSync } from 'node:fs';
 import type { Overlay } from '../sandbox/overlay.js';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
@@ -142,8 +142,10 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   if (refused === undefined) {
     try {
       plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined }, user);
-      if (plan.overlays) makeUpperDirs(plan.overlays);
-      if (plan.overlays?.length) changes = ctx.held.begin(id, plan.overlays[0].target, Date.now(), { approval: req.review?.approval });
+      if (plan.overlays?.length) {
+        changes = ctx.held.begin(id, plan.overlays[0].target, Date.now(), { approval: req.review?.approval });
+        showAsWorkspace(plan.overlays);
+      }
     } catch (err) {
       refused = (err as Error).message;
     }
@@ -205,15 +207,12 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
 export const changesDir = (stateDir: string, id: string) => join(stateDir, 'changes', id);
 
 /**
- * The overlays' upper and work directories, made before the job mounts them inside the session's
- * 0700 directory. The workspace's root is shown with the upper root's mode and owner: they are
- * the workspace's own, so the job sees its workspace as it is.
+ * The overlay's upper root (made by the keeper's begin) is shown with the workspace root's mode
+ * and owner: they are the workspace's own, so the job sees its workspace as it is.
  */
-function makeUpperDirs(overlays: readonly Overlay[]): void {
+function showAsWorkspace(overlays: readonly Overlay[]): void {
   for (const o of overlays) {
     const root = statSync(o.target);
-    mkdirSync(o.upper, { recursive: true, mode: 0o700 });
-    mkdirSync(o.work, { recursive: true, mode: 0o700 });
     chmodSync(o.upper, root.mode & 0o7777);
     if (process.getuid?.() === 0) chownSync(o.upper, root.uid, root.gid);
   }

@@ -77,6 +77,9 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     await waitFor(async () => (await session(r.sessionId))?.status === 'completed', { what: 'the session to complete' });
     await card.waitFor({ state: 'detached', timeout: 20_000 });
     await page.close();
+    // The audit trail says the person answered through the console (SPEC §18).
+    const story = await c.call('history', { scope: '*', sessionId: r.sessionId, ...asPerson(d) });
+    expect(story.sessions[0].answers).toEqual([expect.objectContaining({ kind: 'approval', answer: 'approve', by: 'console' })]);
     // On a loaded machine a second is not promised; far more would mean it is not pushed.
     expect(shownMs).toBeLessThan(10_000);
   });

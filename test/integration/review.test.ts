@@ -390,7 +390,7 @@ describe.skipIf(SKIP_SANDBOX || AS_NOBODY !== undefined)('review mode on a daemo
       ids.add(other.sessionId).add(nothing.sessionId);
       await c.process({ action: 'discard', sessionId: other.sessionId });
       const held = join(home, 'state', 'changes');
-      await waitFor(() => !existsSync(join(held, other.sessionId, 'work')) && readdirSync(held).every((n) => !n.startsWith('.') && n !== nothing.sessionId), { what: 'the review directories to go' });
+      await waitFor(() => !existsSync(join(held, other.sessionId, 'work')) && readdirSync(held).every((n) => (!n.startsWith('.') || n.startsWith('.spare-')) && n !== nothing.sessionId), { what: 'the review directories to go' });
       c.c.close();
     } finally {
       daemon.kill('SIGTERM');

@@ -35,7 +35,8 @@ describe('HeldChanges: reviews that held nothing', () => {
     expect(held.settle('aaaaaaaa')).toMatchObject({ state: 'none', pending: false, files: 0 });
     expect(existsSync(held.dirOf('aaaaaaaa'))).toBe(false);
     // Removed in the background: nothing is left under the changes directory once it is done.
-    await vi.waitFor(() => expect(readdirSync(root)).toEqual([]), { timeout: 10_000, interval: 20 });
+    // (The next review's directory, made ahead, is all there is.)
+    await vi.waitFor(() => expect(readdirSync(root).filter((n) => !n.startsWith('.spare-'))).toEqual([]), { timeout: 10_000, interval: 20 });
   });
 
   it('a review that wrote a file stays pending with its count, beside one that wrote nothing', () => {
@@ -73,5 +74,24 @@ describe('HeldChanges: reviews that held nothing', () => {
     expect(() => after.apply('ffffffff')).toThrow(/still running/);
     writeFileSync(join(held.dirOf('ffffffff'), 'upper', 'still-writing.txt'), 'whole\n');
     expect(after.settle('ffffffff')).toMatchObject({ state: 'pending', pending: true, files: 1, bytes: 6 });
+  });
+
+  it('a review takes the directory made ahead for it, and a restart removes one it left', async () => {
+    base = mkdtempSync(join(tmpdir(), 'procctl-held-'));
+    const state = join(base, 'state');
+    const ws = join(base, 'ws');
+    mkdirSync(ws);
+    const held = new HeldChanges(state);
+    const root = join(state, 'changes');
+    held.begin('gggggggg', ws, Date.now());
+    const spares = () => readdirSync(root).filter((n) => n.startsWith('.spare-'));
+    await vi.waitFor(() => expect(spares()).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    const [made] = spares();
+    held.begin('hhhhhhhh', ws, Date.now());
+    expect(existsSync(join(root, made))).toBe(false);
+    for (const d of ['upper', 'work']) expect(existsSync(join(held.dirOf('hhhhhhhh'), d))).toBe(true);
+    await vi.waitFor(() => expect(spares()).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    new HeldChanges(state).load(() => undefined);
+    expect(spares()).toEqual([]);
   });
 });
