@@ -90,8 +90,9 @@ describe.skipIf(SKIP_SANDBOX || !CHROMIUM)("a review session's changes in the pa
     // Untouched until the person applies it.
     expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('original\n');
     await page.getByRole('button', { name: 'Apply' }).click();
-    await waitFor(() => existsSync(join(dir, 'added.txt')), { what: 'the apply to write the workspace' });
-    expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('changed\n');
+    // The apply writes one file after another: the workspace is read once the page says it is done.
     await page.locator('#changes-h', { hasText: 'applied' }).waitFor({ timeout: 20_000 });
+    expect(existsSync(join(dir, 'added.txt'))).toBe(true);
+    expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('changed\n');
   });
 });
