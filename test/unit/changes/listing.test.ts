@@ -23,15 +23,16 @@ describe('changes of a directory with many names', () => {
     const ws = join(base, 'ws');
     mkdirSync(join(upper, 'many'), { recursive: true });
     mkdirSync(join(ws, 'many'), { recursive: true });
-    for (let i = 0; i < 40; i++) writeFileSync(join(upper, 'many', `f${i}`), `new ${i}\n`);
-    // In the workspace: one the session rewrote, one it rewrote with the same bytes, one it never touched.
+    // The workspace first (a workspace file newer than the session's copy of it is a conflict): one
+    // the session rewrote, one it rewrote with the same bytes, one it never touched.
     writeFileSync(join(ws, 'many', 'f3'), 'old\n');
     writeFileSync(join(ws, 'many', 'f4'), 'new 4\n');
     writeFileSync(join(ws, 'many', 'untouched'), 'x\n');
     // A name that is not UTF-8, in both.
-    const odd = Buffer.concat([Buffer.from(join(upper, 'many') + '/'), Buffer.from([0x66, 0xff])]);
-    writeFileSync(odd, 'new odd\n');
     writeFileSync(Buffer.concat([Buffer.from(join(ws, 'many') + '/'), Buffer.from([0x66, 0xff])]), 'old odd\n');
+    // Then what the session wrote.
+    for (let i = 0; i < 40; i++) writeFileSync(join(upper, 'many', `f${i}`), `new ${i}\n`);
+    writeFileSync(Buffer.concat([Buffer.from(join(upper, 'many') + '/'), Buffer.from([0x66, 0xff])]), 'new odd\n');
     return { upper, ws };
   }
 
