@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { release } from 'node:os';
 import { join } from 'node:path';
 import { under } from './bwrap.js';
 import { which } from './host.js';
+import { openWork } from '../overlay-work.js';
 
 /**
  * Review mode (SPEC §16): each writable workspace of a session is an overlay whose upper
@@ -126,14 +127,8 @@ export function probeReview(scratch: string): ReviewSupport {
       : 'the kernel must allow overlayfs in user namespaces (Linux 5.11 or newer) and unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0), or run the daemon as root';
     return { review: false, reason: `cannot mount an overlay for a session (${said}): ${fix}` };
   } finally {
-    // The kernel's work directory of a volatile overlay (work/incompat/volatile, mode 000): opened first, for a daemon that is not root.
-    for (const d of ['work/work', 'work/work/incompat', 'work/work/incompat/volatile']) {
-      try {
-        chmodSync(join(dir, d), 0o700);
-      } catch {
-        // not there
-      }
-    }
+    // The kernel's work directories of a volatile overlay (mode 000): opened first, for a daemon that is not root.
+    openWork(join(dir, 'work'));
     rmSync(dir, { recursive: true, force: true });
   }
 }
