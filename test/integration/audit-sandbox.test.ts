@@ -43,7 +43,9 @@ describe.skipIf(SKIP_SANDBOX)('the audit trail inside the sandbox', () => {
     expect(r.output).not.toContain('listed');
     expect(r.output).not.toContain('trail=written');
     expect(r.output).not.toContain('"command"');
-    // The command is on record; what it would have appended (FOR and GED joined) is not.
+    // The command is on record (history flushes what the trail batched); what it would have appended
+    // (FOR and GED joined) is not.
+    await c.call('history', {});
     expect(readFileSync(trail, 'utf8')).toContain('FOR GED');
     expect(readFileSync(trail, 'utf8')).not.toContain('FORGED');
   });
