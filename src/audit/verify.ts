@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { trailFiles } from './files.js';
+import { trailFiles, type TrailFile } from './files.js';
 import { GENESIS, hashOf, headOf, parseRecord, type TrailRecord } from './line.js';
 
 export type BadWhy = 'changed' | 'missing' | 'reordered' | 'torn';
@@ -27,6 +27,69 @@ interface Line {
   text: string;
   /** The file's last piece had no newline: a record the writer did not finish. */
   unterminated: boolean;
+  /** Only the trail's own records are parsed whole (for their fields); the rest by their head. */
+  rec: TrailRecord | undefined;
+}
+
+const recordOf = (text: string): TrailRecord | undefined => {
+  const h = headOf(text);
+  if (!h) return undefined;
+  return h.type === 'audit' ? parseRecord(text) : (h as TrailRecord);
+};
+
+/**
+ * The trail's lines in order, read a file at a time: the files a reader is at and looks ahead
+ * into are held, those it has passed are let go, so memory is a file or two (a file is at most
+ * 32 MiB), never the whole trail.
+ */
+class Lines {
+  private held: Line[][] = [];
+  /** The index of held[0][0] among all the trail's lines. */
+  private base = 0;
+  private next = 0;
+
+  constructor(private readonly files: TrailFile[]) {}
+
+  /** Line `i` of the whole trail, or undefined past its end. */
+  at(i: number): Line | undefined {
+    for (;;) {
+      let start = this.base;
+      for (const lines of this.held) {
+        if (i < start + lines.length) return i >= start ? lines[i - start] : undefined;
+        start += lines.length;
+      }
+      if (this.next >= this.files.length) return undefined;
+      this.held.push(readLines(this.files[this.next++]));
+    }
+  }
+
+  /** Nothing before line `i` is asked for again. */
+  release(i: number): void {
+    while (this.held.length > 1 && this.base + this.held[0].length <= i) this.base += this.held.shift()!.length;
+  }
+}
+
+function readLines(f: TrailFile): Line[] {
+  const parts = readFileSync(f.path, 'utf8').split('\n');
+  const tail = parts.pop()!;
+  const lines = parts.map((text, i) => ({ file: f.name, line: i + 1, text, unterminated: false, rec: recordOf(text) }));
+  if (tail !== '') lines.push({ file: f.name, line: parts.length + 1, text: tail, unterminated: true, rec: recordOf(tail) });
+  return lines;
+}
+
+/** The torn lines a later start found and said (an `audit` record naming each), found without parsing other lines. */
+function saidTorn(files: TrailFile[]): Set<string> {
+  const said = new Set<string>();
+  for (const f of files) {
+    const text = readFileSync(f.path, 'utf8');
+    for (let at = text.indexOf('"event":"torn"'); at >= 0; at = text.indexOf('"event":"torn"', at + 1)) {
+      const start = text.lastIndexOf('\n', at) + 1;
+      const end = text.indexOf('\n', at);
+      const r = parseRecord(text.slice(start, end < 0 ? text.length : end));
+      if (r?.type === 'audit' && r.event === 'torn') said.add(`${String(r.file)}:${String(r.line)}`);
+    }
+  }
+  return said;
 }
 
 /**
@@ -37,37 +100,26 @@ interface Line {
  * is `reordered`; an unfinished last line is `torn`. The oldest file's first record names the
  * last record of a removed file (a `removed` record says which) or the genesis.
  * `head`: the last record the running daemon wrote, so an edit of the newest line is seen too.
+ * Synchronous and a whole trail's worth of hashing: the daemon runs it on a thread of its own
+ * (verify-thread.ts).
  */
 export function verifyTrail(dir: string, head?: { seq: number; hash: string }): VerifyResult {
   const files = trailFiles(dir);
-  const lines: Line[] = [];
-  for (const f of files) {
-    const text = readFileSync(f.path, 'utf8');
-    const parts = text.split('\n');
-    const tail = parts.pop()!;
-    parts.forEach((t, i) => lines.push({ file: f.name, line: i + 1, text: t, unterminated: false }));
-    if (tail !== '') lines.push({ file: f.name, line: parts.length + 1, text: tail, unterminated: true });
-  }
+  const said = saidTorn(files);
+  const lines = new Lines(files);
   const result: VerifyResult = { ok: true, records: 0, files: files.length };
   const bad = (l: Pick<Line, 'file' | 'line'>, why: BadWhy): VerifyResult => ({ ...result, ok: false, firstBad: { file: l.file, line: l.line, why } });
-  // Only the trail's own records are parsed whole (for their fields); the rest by their head.
-  const parsed = lines.map((l) => {
-    const h = headOf(l.text);
-    if (!h) return undefined;
-    return h.type === 'audit' ? parseRecord(l.text) : (h as TrailRecord);
-  });
   const removed = new Map<string, number>();
   let prevHash: string | undefined;
   let expect: number | undefined;
   let first: { at: Line; rec: TrailRecord } | undefined;
   let last: Line | undefined;
-  // Torn lines a later start found and said (an `audit` record naming them): passed over, listed.
-  const said = new Set<string>();
-  for (const r of parsed) if (r?.type === 'audit' && r.event === 'torn') said.add(`${String(r.file)}:${String(r.line)}`);
-  for (let i = 0; i < lines.length; i++) {
-    const l = lines[i];
-    const rec = parsed[i];
-    if (l.unterminated) return bad(l, i === lines.length - 1 ? 'torn' : 'changed');
+  for (let i = 0; ; i++) {
+    const l = lines.at(i);
+    if (!l) break;
+    lines.release(i);
+    const rec = l.rec;
+    if (l.unterminated) return bad(l, lines.at(i + 1) === undefined ? 'torn' : 'changed');
     if (said.has(`${l.file}:${l.line}`)) {
       (result.torn ??= []).push({ file: l.file, line: l.line });
       continue;
@@ -75,12 +127,11 @@ export function verifyTrail(dir: string, head?: { seq: number; hash: string }): 
     if (!rec) return bad(l, 'changed');
     if (expect === undefined) first = { at: l, rec };
     else if (rec.seq > expect) {
-      const later = seekSeq(parsed, i + 1, expect);
-      return bad(l, later ? 'reordered' : 'missing');
+      return bad(l, seekSeq(lines, i + 1, expect) ? 'reordered' : 'missing');
     } else if (rec.seq < expect) return bad(l, 'reordered');
     else if (rec.prev !== prevHash) {
       // This line's link back is broken: the line before it changed, unless this line's own link forward is broken too.
-      const next = nextRecord(parsed, i + 1);
+      const next = nextRecord(lines, i + 1);
       const ownBroken = next !== undefined && next.prev !== hashOf(l.text);
       return bad(ownBroken ? l : last!, 'changed');
     }
@@ -107,12 +158,20 @@ export function verifyTrail(dir: string, head?: { seq: number; hash: string }): 
   return result;
 }
 
-function seekSeq(parsed: (TrailRecord | undefined)[], from: number, seq: number): boolean {
-  for (let j = from; j < parsed.length && j < from + LOOKAHEAD; j++) if (parsed[j]?.seq === seq) return true;
+function seekSeq(lines: Lines, from: number, seq: number): boolean {
+  for (let j = from; j < from + LOOKAHEAD; j++) {
+    const l = lines.at(j);
+    if (!l) return false;
+    if (l.rec?.seq === seq) return true;
+  }
   return false;
 }
 
-function nextRecord(parsed: (TrailRecord | undefined)[], from: number): TrailRecord | undefined {
-  for (let j = from; j < parsed.length; j++) if (parsed[j]) return parsed[j];
+function nextRecord(lines: Lines, from: number): TrailRecord | undefined {
+  for (let j = from; j < from + LOOKAHEAD; j++) {
+    const l = lines.at(j);
+    if (!l) return undefined;
+    if (l.rec) return l.rec;
+  }
   return undefined;
 }

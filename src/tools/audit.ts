@@ -1,6 +1,7 @@
 import { forbidden, unavailable } from '../errors.js';
 import { queryHistory } from '../audit/history.js';
-import { verifyTrail, type VerifyResult } from '../audit/verify.js';
+import type { VerifyResult } from '../audit/verify.js';
+import { verifyOffThread } from '../audit/verify-thread.js';
 import { ALL_SCOPES } from '../policy/scopes.js';
 import { HistoryParamsSchema, timeOf, VerifyParamsSchema } from '../schema/history.js';
 import { parseParams } from '../schema/parse.js';
@@ -14,14 +15,15 @@ export const lastVerifyOf = () => lastVerify;
 /**
  * `audit.verify` (SPEC §18), the operator's only: what was written so far is flushed, then the
  * whole trail is read and its chain followed; the newest line is also held against what this
- * daemon last wrote, so an edit of it is seen too.
+ * daemon last wrote, so an edit of it is seen too. On a thread of its own: the daemon serves
+ * everyone else meanwhile.
  */
 export async function auditVerify(d: Daemon, ctx: CallContext, raw: unknown): Promise<VerifyResult & { text: string }> {
   parseParams(VerifyParamsSchema, raw, 'audit.verify');
   if (ctx.scope !== ALL_SCOPES) throw forbidden('audit.verify is the operator\'s: send scope "*" with the adminToken (procctl --scope \'*\' --token ADMIN audit verify)');
   if (!d.trail.enabled) throw unavailable('the audit trail is off (audit.enabled is false in the config): there is nothing to verify');
   await d.trail.flushed();
-  const r = verifyTrail(d.trail.dir, d.trail.lastWritten());
+  const r = await verifyOffThread(d.trail.dir, d.trail.lastWritten());
   lastVerify = { at: new Date().toISOString(), ok: r.ok, records: r.records, ...(r.firstBad ? { firstBad: r.firstBad } : {}) };
   return { ...r, text: verifyText(r) };
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asPerson, PROCCTL, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { makeStateDir, removeStateDirs } from '../helpers/state.js';
+import { writeSynthetic } from '../../bench/lib/trail.js';
 import type { TestClient } from '../helpers/rpc.js';
 
 // The audit trail, history and verify through a real daemon (SPEC §18).
@@ -164,6 +165,35 @@ describe('audit.enabled false', () => {
     } finally {
       oc.close();
       await off.stop();
+    }
+  });
+});
+
+describe('a long trail', () => {
+  afterAll(() => removeStateDirs());
+
+  it('audit.verify of 60,000 records runs beside the daemon: requests sent after it are answered before it, and it still verifies', async () => {
+    const state = makeStateDir();
+    // Records as the writer makes them (files of 32 MiB, chained), the newest a minute old.
+    writeSynthetic(join(state, 'audit'), 60_000, Date.now() - 86_400_000, Date.now() - 60_000);
+    const big = await startDaemon({ env: { PROCCTL_STATE_DIR: state }, config: { adminToken: ADMIN } });
+    const bc = await big.client();
+    try {
+      const order: string[] = [];
+      const verify = bc.call('audit.verify', OP).then((v) => {
+        order.push('verify');
+        return v;
+      });
+      // Sent after the verify, on the same connection: the daemon reads it while the verify runs.
+      const status = bc.call('daemon.status').then(() => order.push('status'));
+      const listed = bc.call('process', { action: 'list' }).then(() => order.push('list'));
+      const [v] = await Promise.all([verify, status, listed]);
+      expect(v).toMatchObject({ ok: true });
+      expect(v.records).toBeGreaterThanOrEqual(60_000);
+      expect(order.at(-1)).toBe('verify');
+    } finally {
+      bc.close();
+      await big.stop();
     }
   });
 });
