@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { ExecParamsSchema } from '../../src/schema/exec.js';
 import { PROCESS_ACTIONS, ProcessParamsSchema } from '../../src/schema/process.js';
+import { HistoryParamsSchema } from '../../src/schema/history.js';
 import { expectLine, KNOWN_METHODS, PROTO_NAMES, Tally, Unpredictable, WouldRun, type LineAnswer } from './oracle.js';
 
 /**
@@ -62,6 +63,9 @@ export const idValue = fc.oneof(
   { weight: 1, arbitrary: fc.array(fc.integer(), { maxLength: 3 }) },
   { weight: 1, arbitrary: fc.dictionary(fc.string({ maxLength: 5 }), fc.integer(), { maxKeys: 2 }) },
 );
+
+/** Every key history and audit.verify take (a fuzzed key is never one of them). */
+const TRAIL_KEYS = new Set(Object.keys(HistoryParamsSchema.shape));
 
 const unknownKey = fc.oneof(fc.string({ minLength: 1, maxLength: 12 }), fc.constantFrom('__proto__', 'constructor', 'toString', 'Action', 'sessionid', '')).filter((k) => !RESERVED.has(k));
 
@@ -133,6 +137,13 @@ const call: fc.Arbitrary<Call> = fc.oneof(
   },
   { weight: 6, arbitrary: fc.tuple(weirdString.filter((m) => !KNOWN_METHODS.has(m)), fc.option(anyValue, { nil: undefined })).map(([method, params]) => ({ method, params })) },
   { weight: 1, arbitrary: fc.option(fc.record({ id: idValue }), { nil: undefined }).map((params) => ({ method: '$/cancelRequest', params })) },
+  // The trail's methods with a key their schemas do not have: refused by name, whoever asks.
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({ method: fc.constantFrom('history', 'audit.verify'), junkKey: unknownKey.filter((k) => !PROTO_NAMES.includes(k) && !TRAIL_KEYS.has(k)), junk: anyValue, scope: fc.option(scopeValue, { freq: 3, nil: undefined }) })
+      .map(({ method, junkKey, junk, scope }) => ({ method, params: { [junkKey]: junk, ...(scope === undefined ? {} : { scope }) } })),
+  },
   { weight: 1, arbitrary: fc.option(fc.record({ subscription: anyValue }), { nil: undefined }).map((params) => ({ method: 'unsubscribe', params })) },
 );
 

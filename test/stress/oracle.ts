@@ -36,7 +36,7 @@ function deeperThan(v: unknown, max: number): boolean {
   return false;
 }
 
-export const KNOWN_METHODS = new Set(['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscribe', 'checkpoint', 'daemon.status', 'approvals.list', '$/cancelRequest']);
+export const KNOWN_METHODS = new Set(['exec', 'process', 'tool', 'tools.list', 'subscribe', 'unsubscribe', 'checkpoint', 'daemon.status', 'approvals.list', 'rules.list', 'rules.remove', 'policy.check', 'audit.verify', 'history', '$/cancelRequest']);
 // Every action the process tool has (SPEC §6 and the sections that add actions): an unknown one is invalid.
 const PROCESS_ACTIONS: readonly string[] = ALL_PROCESS_ACTIONS;
 // The process tool's params as its schema names them: any other key is invalid.
@@ -121,6 +121,13 @@ function callOutcome(method: string, params: unknown): Outcome {
     }
     case 'process':
       return scopeOutcome(p) ?? processOutcome(withoutScope(p));
+    case 'history':
+    case 'audit.verify': {
+      // Who asks is judged first; then a strict schema: any key it lacks is refused (the generator sends one always).
+      const rest = withoutScope(p);
+      if (Object.keys(rest).length === 0) throw new Unpredictable(`${method} with no params`);
+      return scopeOutcome(p) ?? INVALID_PARAMS;
+    }
     case 'tool': {
       const bad = scopeOutcome(p);
       const { tool, ...rest } = withoutScope(p);
