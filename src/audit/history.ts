@@ -245,9 +245,19 @@ function addTo(e: HistoryEntry, r: TrailRecord): void {
       (e.answers ??= []).push({ kind: String(r.kind), answer: String(r.answer), by: String(r.by), at: r.time });
       if (e.status === 'approval_required') e.status = 'running';
       return;
-    case 'network_denied':
-      (e.networkDenied ??= []).push({ host: String(r.host), count: Number(r.count) });
+    case 'network_refused': {
+      // The first refusal of a host, written as it happened; the end's totals replace it.
+      const list = (e.networkDenied ??= []);
+      if (!list.some((n) => n.host === r.host)) list.push({ host: String(r.host), count: 1 });
       return;
+    }
+    case 'network_denied': {
+      const list = (e.networkDenied ??= []);
+      const known = list.find((n) => n.host === r.host);
+      if (known) known.count = Number(r.count);
+      else list.push({ host: String(r.host), count: Number(r.count) });
+      return;
+    }
     case 'changes':
       (e.changesActions ??= []).push({ action: String(r.action), files: Number(r.files), at: r.time });
       return;

@@ -139,6 +139,8 @@ export class AuditTrail {
 
   private add(e: AuditEvent | TrailNote): void {
     if (e.type === 'exec_request' || this.closed) return;
+    // A job retrying a refused host writes one line for it, not one per retry: the end has the count.
+    if (e.type === 'network_refused' && !e.first) return;
     if (this.queue.length >= MAX_QUEUED) {
       this.dropped++;
       return;

@@ -110,7 +110,7 @@ export class Metrics {
     });
     this.approvals = new Counter({ name: 'procctl_approvals_total', help: 'Approvals answered, by answer (approve, deny).', labelNames: ['answer'], registers });
     this.denials = new Counter({ name: 'procctl_denials_total', help: 'Commands the approval rules denied, by the rule that decided ("none": approvals.default or a part that cannot be judged).', labelNames: ['rule'], registers });
-    this.networkDenied = new Counter({ name: 'procctl_network_denied_total', help: "Connections sandboxed sessions' network proxy refused, by scope (counted when the session ends).", labelNames: ['scope'], registers });
+    this.networkDenied = new Counter({ name: 'procctl_network_denied_total', help: "Connections sandboxed sessions' network proxy refused, by scope (counted as they happen).", labelNames: ['scope'], registers });
     collectDefaultMetrics({ register: this.registry });
     this.unlisten = bus.listen((e) => this.count(e));
   }
@@ -126,8 +126,8 @@ export class Metrics {
       case 'decision':
         if (e.action === 'deny') this.denials.inc({ rule: e.rule === null ? 'none' : String(e.rule) });
         return;
-      case 'network_denied':
-        this.networkDenied.inc({ scope: e.scope }, e.count);
+      case 'network_refused':
+        this.networkDenied.inc({ scope: e.scope });
         return;
       case 'end':
         if (e.resources) this.endedCpu.set(e.scope, (this.endedCpu.get(e.scope) ?? 0) + e.resources.cpuMs / 1000);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, statSync } from 'node:fs';
 import type { Overlay } from '../sandbox/overlay.js';
+import type { AuditBus } from '../audit/events.js';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
@@ -37,6 +38,8 @@ export interface LaunchContext {
   channels: ChannelHost;
   /** Where sessions' cgroups go on this host (SPEC §15), found at start; mode "none" where there are none. */
   cgroups: CgroupLayout;
+  /** Where what happened is told (audit/events.ts): here, each connection a session's proxy refuses. */
+  audit: Pick<AuditBus, 'emit' | 'listening'>;
   /** Review mode's keeper (changes/held.ts): told of each review session before its job runs. */
   held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean }): ChangesSummary };
 }
@@ -124,7 +127,12 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   // Network by name (SPEC §12): a proxy channel for the sandbox's helper; refusals are counted on the session, once it exists.
   const netPolicy = confined && refused === undefined && config.sandbox.mode !== 'off' ? byName(networkOf(config, scope)) : undefined;
   let late: Session | undefined;
-  const proxyOpened = netPolicy ? ctx.channels.openProxy(id, netPolicy, (host, reason) => late?.noteDenied(host, reason)) : undefined;
+  const onRefused = (host: string, reason: string) => {
+    if (!late) return;
+    const first = late.noteDenied(host, reason);
+    if (ctx.audit.listening) ctx.audit.emit({ type: 'network_refused', sessionId: id, scope, host, reason, first });
+  };
+  const proxyOpened = netPolicy ? ctx.channels.openProxy(id, netPolicy, onRefused) : undefined;
   const proxy = proxyOpened instanceof Error ? undefined : proxyOpened;
   if (proxyOpened instanceof Error) refused = proxyOpened.message;
   const shell = resolveShell(process.env);

@@ -552,18 +552,20 @@ export class Session {
    * Its proxy refused a destination: counted by host, and an event says so. A new host changes
    * the record at once; a count going up waits for the record's next write (at the latest its
    * final one), so a job retrying a refused host cannot make the daemon write a file per retry.
+   * True for the first refusal of a host.
    */
-  noteDenied(host: string, reason: string): void {
+  noteDenied(host: string, reason: string): boolean {
     const d = this.denied.get(host);
     this.emit('network_denied', { host, reason });
     this.rev++;
     if (d) {
       d.count++;
-      return;
+      return false;
     }
-    if (this.denied.size >= MAX_DENIED_HOSTS) return;
+    if (this.denied.size >= MAX_DENIED_HOSTS) return false;
     this.denied.set(host, { count: 1, reason });
     this.changed();
+    return true;
   }
 
   /** What its `waitFor` waits for holds: it is ready (once, while it runs). */

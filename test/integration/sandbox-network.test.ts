@@ -127,6 +127,30 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
     expect(listed.network.denied[0]).toMatchObject({ host: '127.0.0.2', count: 2 });
   });
 
+  it('a refusal is on the audit trail as it happens (the first of each host), and the session\'s end has the totals', async () => {
+    const bg = await s.exec({
+      command: `${CURL} -o /dev/null http://127.0.0.2:${ports.refused}/x; ${CURL} -o /dev/null http://127.0.0.2:${ports.refused}/y; echo refused-twice; sleep 600`,
+      background: true,
+      stdin: 'null',
+      workdir: base,
+    });
+    sessions.add(bg.sessionId);
+    await s.waitOutput(bg.sessionId, 'refused-twice', 60_000);
+    const history = async () => (await s.request('history', { sessionId: bg.sessionId })).result;
+    // While it runs: one line for the host, written at the first refusal; the retry is counted, not written.
+    const running = await history();
+    expect(running.sessions[0]).toMatchObject({ status: 'running', networkDenied: [{ host: '127.0.0.2', count: 1 }] });
+    const refusedLines = running.records.filter((r: any) => r.type === 'network_refused');
+    expect(refusedLines).toEqual([expect.objectContaining({ host: '127.0.0.2', reason: 'not in sandbox.network.allow' })]);
+    await s.process({ action: 'kill', sessionId: bg.sessionId });
+    await s.pollUntilEnded(bg.sessionId, 30_000);
+    // Ended: the totals replace the first refusal's count.
+    await waitFor(async () => (await history()).sessions[0].end !== undefined, { timeoutMs: 20_000, what: "the session's end on the trail" });
+    const ended = await history();
+    expect(ended.sessions[0].networkDenied).toEqual([{ host: '127.0.0.2', count: 2 }]);
+    expect(ended.records.filter((r: any) => r.type === 'network_denied')).toEqual([expect.objectContaining({ host: '127.0.0.2', count: 2 })]);
+  });
+
   it('plain HTTP requests of one session go out on connections it kept alive, never on another session\'s, and its end closes them', async () => {
     const before = counted.total;
     const many = await run(`for i in 1 2 3 4 5 6; do ${CURL} http://127.0.0.1:${ports.counted}/n$i; done`);

@@ -41,8 +41,10 @@ function storyLine(r: Record<string, unknown>): string {
       return `${t}  decided   ${String(r.action)}: ${String(r.part)} (${r.rule === null ? '' : `rule ${String(r.rule)}: `}${String(r.reason)})`;
     case 'answer':
       return `${t}  answered  ${r.answer === 'approve' ? 'approved' : 'refused'} (${String(r.kind)}) by ${String(r.by)}`;
+    case 'network_refused':
+      return `${t}  refused   network to ${String(r.host)} (${String(r.reason)})`;
     case 'network_denied':
-      return `${t}  refused   network to ${String(r.host)}, ${String(r.count)} time(s)`;
+      return `${t}  refused   network to ${String(r.host)}, ${String(r.count)} time(s) in all`;
     case 'changes':
       return `${t}  changes   ${String(r.action)}: ${String(r.files)} file(s)`;
     case 'end': {
