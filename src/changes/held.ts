@@ -10,7 +10,7 @@ import { ReviewStore, type ReviewState } from './store.js';
 import type { Change, PlanEntry, Totals } from './types.js';
 import { undo, type UndoResult } from './undo.js';
 import { read } from './upper.js';
-import { removeReviewDir, removeReviewDirLater } from './work.js';
+import { removeReviewDir, removeReviewDirLater, removeWork } from './work.js';
 
 /**
  * The changes review sessions hold (SPEC §16), one directory each under `<state>/changes/<id>`:
@@ -275,7 +275,7 @@ export class HeldChanges {
     // What the job wrote goes; originals an earlier apply of some paths kept stay for undo.
     try {
       rmSync(join(this.dirOf(id), 'upper'), { recursive: true, force: true });
-      removeReviewDir(join(this.dirOf(id), 'work'), join(this.dirOf(id), 'work'));
+      removeWork(join(this.dirOf(id), 'work'));
     } catch {
       // Discarded all the same: what cannot be removed now goes with the session.
     }

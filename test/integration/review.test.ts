@@ -157,6 +157,22 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     expect(r.changes).toMatchObject({ pending: true, files: 1 });
   });
 
+  it('the overlay is mounted volatile (no sync of the state directory\'s disk at its unmount), by the spawner and by util-linux alike', async () => {
+    const [major, minor] = (await import('node:os')).release().split('.').map(Number);
+    const volatile = major > 5 || (major === 5 && minor >= 10);
+    // The workspace's line of the job's mountinfo: an overlay, and its options.
+    const line = `awk '$5 == "${ws}" && / - overlay /' /proc/self/mountinfo`;
+    for (const pty of [false, true]) {
+      const r = await s.exec({ command: line, workdir: ws, changes: 'review', pty, yieldMs: 60_000 });
+      ids.add(r.sessionId);
+      expect(r.output, `pty ${pty}`).toContain(' - overlay overlay ');
+      // Linux 6.x shows it as fsync=volatile.
+      if (volatile) expect(r.output, `pty ${pty}`).toMatch(/[ ,](fsync=)?volatile(,|\s|$)/);
+      else expect(r.output, `pty ${pty}`).not.toContain('volatile');
+      expect(r.output).toContain('redirect_dir=nofollow');
+    }
+  });
+
   it('git commit in review mode changes .git only once applied', async () => {
     const repo = join(ws, 'repo');
     mkdirSync(repo);
