@@ -1,6 +1,8 @@
 import {
   closeSync,
   constants,
+  fchmodSync,
+  fchownSync,
   fstatSync,
   linkSync,
   lstatSync,
@@ -9,6 +11,7 @@ import {
   unlinkSync,
   readSync,
   renameSync,
+  rmSync,
   symlinkSync,
   writeSync,
   type BigIntStats,
@@ -46,11 +49,14 @@ export function keepByLink(at: string | Buffer, dest: string, type: FileType): v
   } catch (err) {
     if (!isExdev(err)) throw err;
     if (type === 'symlink') symlinkSync(readlinkSync(at, { encoding: 'buffer' }), Buffer.from(dest));
-    else copyNoFollow(at, dest);
+    else copyNoFollow(at, dest, 0o600, true);
   }
 }
 
-/** Move anything (a whole tree too) to `dest`: a rename, or on another filesystem a copy and a removal. */
+/**
+ * Move anything (a whole tree too) to `dest`, replacing what is there: a rename, or on another
+ * filesystem a file or symlink made beside `dest` (its mode and owner kept) and renamed over it.
+ */
 export function move(at: string | Buffer, dest: string | Buffer): void {
   try {
     renameSync(at, dest);
@@ -60,17 +66,29 @@ export function move(at: string | Buffer, dest: string | Buffer): void {
     // copying and removing a tree by its names would follow a directory another session swaps for a symlink.
     const st = lstatSync(at);
     if (st.isDirectory()) throw new Error('a directory is not moved between file systems (the state directory and the workspace are on different ones): put stateDir on the workspace\'s file system');
-    if (st.isSymbolicLink()) symlinkSync(readlinkSync(at, { encoding: 'buffer' }), Buffer.from(dest));
-    else copyNoFollow(at, dest);
+    const beside = Buffer.concat([Buffer.isBuffer(dest) ? dest : Buffer.from(dest), Buffer.from(`.procctl-${process.pid}-${besides++}`)]);
+    try {
+      if (st.isSymbolicLink()) symlinkSync(readlinkSync(at, { encoding: 'buffer' }), beside);
+      else copyNoFollow(at, beside, 0o600, true);
+      renameSync(beside, dest);
+    } catch (e) {
+      rmSync(beside, { force: true });
+      throw e;
+    }
     unlinkSync(at);
   }
 }
 
+let besides = 0;
 
 const join = (dir: Buffer, name: Buffer) => Buffer.concat([dir, Buffer.from('/'), name]);
 
-/** Copy a regular file's bytes to a new file, refusing a symlink at `from`; returns what was read. */
-export function copyNoFollow(from: string | Buffer, to: string | Buffer, mode = 0o600): BigIntStats {
+/**
+ * Copy a regular file's bytes to a new file, refusing a symlink at `from`; returns what was read.
+ * `same`: the copy takes the source's mode and (for root) owner, as a kept original must; a job's
+ * file written into the workspace never does (apply decides its mode).
+ */
+export function copyNoFollow(from: string | Buffer, to: string | Buffer, mode = 0o600, same = false): BigIntStats {
   const src = openSync(from, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
     const st = fstatSync(src, { bigint: true });
@@ -78,6 +96,10 @@ export function copyNoFollow(from: string | Buffer, to: string | Buffer, mode = 
     const dst = openSync(to, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
     try {
       copyFd(src, dst);
+      if (same) {
+        if (process.getuid?.() === 0) fchownSync(dst, Number(st.uid), Number(st.gid));
+        fchmodSync(dst, Number(st.mode) & 0o7777);
+      }
     } finally {
       closeSync(dst);
     }

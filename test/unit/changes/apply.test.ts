@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { apply, fromBytes, plan, read, ReviewStore, toBytes, undo } from '../../../src/changes/index.js';
@@ -89,6 +89,30 @@ describe('apply and undo of what the kernel wrote', () => {
     expect(readFileSync(join(l.lower, 'edit.txt'), 'utf8')).toBe('the person wrote this\n');
     expect(readFileSync(join(l.lower, 'gone.txt'), 'utf8')).toBe('bye\n');
     expect(() => lstatSync(join(l!.lower, 'new.txt'))).toThrow(/ENOENT/);
+  });
+
+  it('kept originals on another file system than the workspace: apply copies them, and undo puts each back as it was, mode included', (ctx) => {
+    const why = cannotMount('trusted');
+    if (why) return ctx.skip(why);
+    l = layers();
+    const elsewhere = existsSync('/dev/shm') ? mkdtempSync('/dev/shm/procctl-originals-') : undefined;
+    try {
+      if (!elsewhere || statSync(elsewhere).dev === statSync(l.lower).dev) return ctx.skip('no second file system (/dev/shm) beside the temp directory');
+      const originals = join(elsewhere, 'originals');
+      seed(l);
+      chmodSync(join(l.lower, 'edit.txt'), 0o640);
+      const before = snapshot(l.lower);
+      inOverlay(l, 'echo two >> edit.txt; rm gone.txt; chmod 755 run.sh; echo n > new.txt; rm link && ln -s run.sh link');
+      const rows = plan(read(l.upper, l.lower), l.lower, { sessionStartMs: SESSION_START });
+      const done = apply(rows, { workspace: l.lower, upper: l.upper, originals });
+      expect(done.failed).toEqual([]);
+      expect(readFileSync(join(l.lower, 'edit.txt'), 'utf8')).toBe('one\ntwo\n');
+      const back = undo(done.manifest, { workspace: l.lower, originals });
+      expect(back.conflicts).toEqual([]);
+      expect(snapshot(l.lower)).toEqual(before);
+    } finally {
+      if (elsewhere) rmSync(elsewhere, { recursive: true, force: true });
+    }
   });
 
   it('applies only the paths asked for, with the directories they need', (ctx) => {
