@@ -18,6 +18,8 @@ export class SessionSpans {
   take(e: AuditEvent): void {
     switch (e.type) {
       case 'session': {
+        // One span a session: a session is started once, whatever resumes it later.
+        if (this.open.has(e.sessionId)) return;
         if (this.open.size >= MAX_OPEN) return this.onDropped();
         const span = this.tracer.startSpan('procctl.exec', {
           kind: SpanKind.INTERNAL,
