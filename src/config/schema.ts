@@ -292,6 +292,8 @@ export function metricsAddress(v: string): { host: string; port: number } | { pa
  */
 export function otlpEndpointProblem(v: string): string | undefined {
   const fix = 'give the http:// or https:// base URL of an OTLP/HTTP receiver, such as http://127.0.0.1:4318 (procctld adds /v1/traces and /v1/metrics), or leave telemetry.otlp.endpoint out to send nothing';
+  // `localhost:4318` parses as a URL of scheme "localhost:": say what is missing instead.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(v)) return `it has no http:// or https:// in front: ${fix}`;
   let url: URL;
   try {
     url = new URL(v);

@@ -201,7 +201,9 @@ export class ProcctlDaemon implements Daemon {
     }
     const otlp = this.current.telemetry.otlp;
     if (otlp.endpoint !== undefined) {
-      const { OtlpTelemetry } = await import('../telemetry/otlp.js');
+      const { OtlpTelemetry } = await import('../telemetry/otlp.js').catch((err: Error) => {
+        throw new Error(`telemetry.otlp.endpoint is set but the OpenTelemetry SDK could not be loaded (${err.message}): reinstall procctl, or leave telemetry.otlp.endpoint out`);
+      });
       this.telemetry = new OtlpTelemetry({ ...otlp, endpoint: otlp.endpoint }, this.registry, this.audit, packageVersion(), this.log);
     }
     this.remembered.load();

@@ -454,7 +454,9 @@ describe('telemetry.otlp', () => {
   });
 
   it.each([
-    ['127.0.0.1:4318', /not a URL/],
+    ['127.0.0.1:4318', /no http:\/\/ or https:\/\/ in front/],
+    ['localhost:4318', /no http:\/\/ or https:\/\/ in front/],
+    ['http://', /not a URL/],
     ['grpc://127.0.0.1:4317', /grpc: is not OTLP\/HTTP/],
     ['http://127.0.0.1:4318/v1/traces', /names one signal's path \(\/v1\/traces\)/],
     ['http://127.0.0.1:4318/?x=1', /query or fragment/],
