@@ -7,8 +7,8 @@
 // `npm run build` runs this after tsc. docs/benchmarks.md ("CLI start-up") has the figures behind each choice.
 //
 // What a command loads with import() beyond its own file (the daemon, the MCP SDK, the console, ssh) stays
-// outside, loaded from dist/ when that command runs; the build fails if zod, pino or the MCP SDK
-// end up inside, since every command would then pay for them at start-up.
+// outside, loaded from dist/ when that command runs; the build fails if zod, pino, the MCP SDK or
+// OpenTelemetry end up inside, since every command would then pay for them at start-up.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,7 +23,7 @@ const CLI = join(ROOT, 'dist', 'src', 'cli');
 const ENTRY = join(CLI, 'main.js');
 export const BUNDLE = join(CLI, 'procctl.cjs');
 export const STAMP = join(CLI, 'procctl.cjs.json');
-const FORBIDDEN = [/node_modules\/zod\//, /node_modules\/pino\//, /node_modules\/@modelcontextprotocol\//];
+const FORBIDDEN = [/node_modules\/zod\//, /node_modules\/pino\//, /node_modules\/@modelcontextprotocol\//, /node_modules\/@opentelemetry\//];
 
 /**
  * What the daemon and the MCP server are made of (zod, pino, the MCP SDK) is loaded by the two

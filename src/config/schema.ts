@@ -242,6 +242,31 @@ export const ConfigSchema = z.strictObject({
         .optional(),
     })
     .prefault({}),
+  /** OpenTelemetry export (SPEC §18, docs/telemetry.md): sessions as spans and the metrics, over OTLP/HTTP; no endpoint, off. */
+  telemetry: z
+    .strictObject({
+      otlp: z
+        .strictObject({
+          endpoint: z
+            .string()
+            .superRefine((v, ctx) => {
+              const why = otlpEndpointProblem(v);
+              if (why !== undefined) ctx.addIssue({ code: 'custom', message: why });
+            })
+            .optional(),
+          /** Sent with every export, as an OTLP receiver's authentication usually wants (`authorization`, `x-api-key`). */
+          headers: z
+            .record(
+              z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'a header name is letters, digits and !#$%&\'*+.^_`|~-'),
+              z.string().regex(/^[^\r\n\0]*$/, 'a header value has no line breaks'),
+            )
+            .default({}),
+          /** How often batched spans and a reading of the metrics are sent. */
+          intervalMs: int(100).max(3_600_000).default(10_000),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
   log: z
     .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
     .prefault({}),
@@ -259,6 +284,33 @@ export function metricsAddress(v: string): { host: string; port: number } | { pa
   if (port < 1 || port > 65535) return undefined;
   const loopback = host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
   return loopback ? { host, port } : undefined;
+}
+
+/**
+ * Why `telemetry.otlp.endpoint` cannot be used, or undefined when it can: the http(s) base URL of an
+ * OTLP/HTTP receiver, to which the daemon adds /v1/traces and /v1/metrics itself.
+ */
+export function otlpEndpointProblem(v: string): string | undefined {
+  const fix = 'give the http:// or https:// base URL of an OTLP/HTTP receiver, such as http://127.0.0.1:4318 (procctld adds /v1/traces and /v1/metrics), or leave telemetry.otlp.endpoint out to send nothing';
+  // `localhost:4318` parses as a URL of scheme "localhost:": say what is missing instead.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(v)) return `it has no http:// or https:// in front: ${fix}`;
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    return `not a URL: ${fix}`;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `${url.protocol} is not OTLP/HTTP: ${fix}`;
+  if (url.search || url.hash) return `a query or fragment has no place in it: ${fix}`;
+  if (/\/v1\/(traces|metrics|logs)\/?$/.test(url.pathname)) return `it names one signal's path (${url.pathname}): ${fix}`;
+  return undefined;
+}
+
+/** Where each signal goes: the endpoint's path with /v1/traces or /v1/metrics after it (the OTLP/HTTP convention for a base URL). */
+export function otlpSignalUrl(endpoint: string, signal: 'traces' | 'metrics'): string {
+  const url = new URL(endpoint);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/v1/${signal}`;
+  return url.href;
 }
 export type ExecConfig = Config['tools']['exec'];
 

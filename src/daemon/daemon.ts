@@ -2,6 +2,7 @@ import { ALL_SCOPES } from '../config/schema.js';
 import { HeldChanges } from '../changes/held.js';
 import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
 import { rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer, type Server } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
@@ -45,6 +46,8 @@ import { auditDir } from '../audit/files.js';
 import { AuditTrail } from '../audit/writer.js';
 import { Metrics } from '../metrics/prometheus.js';
 import { noteEnded } from '../tools/trail.js';
+import type { TelemetryStatus } from '../tools/context.js';
+import type { OtlpTelemetry } from '../telemetry/otlp.js';
 
 /** The config's per-user budgets of connections and incomplete frames. */
 const clientLimits = (c: Config): ClientLimits => ({
@@ -60,6 +63,15 @@ export interface DaemonOptions {
   configFile: string | undefined;
   loaded: LoadedConfig;
   logLevel?: string;
+}
+
+/**
+ * Whether any part of the OpenTelemetry SDK is loaded in this process (its packages are CommonJS,
+ * so they are in the module cache): false unless telemetry is on. The API alone does not count:
+ * prom-client loads it, a facade that does nothing without an SDK.
+ */
+function sdkLoaded(): boolean {
+  return Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/@opentelemetry/') && !f.includes('/node_modules/@opentelemetry/api/'));
 }
 
 /** How often finished sessions are checked against their TTL. */
@@ -103,6 +115,8 @@ export class ProcctlDaemon implements Daemon {
   readonly audit = new AuditBus();
   readonly trail: AuditTrail;
   private metrics: Metrics | undefined;
+  /** The OpenTelemetry export, when `telemetry.otlp.endpoint` is set: the SDK is loaded only then. */
+  private telemetry: OtlpTelemetry | undefined;
 
   constructor(opts: DaemonOptions) {
     this.current = opts.loaded.config;
@@ -185,6 +199,13 @@ export class ProcctlDaemon implements Daemon {
       this.metrics = new Metrics(this.registry, this.audit);
       await this.metrics.listen(this.current.metrics.listen, this.log);
     }
+    const otlp = this.current.telemetry.otlp;
+    if (otlp.endpoint !== undefined) {
+      const { OtlpTelemetry } = await import('../telemetry/otlp.js').catch((err: Error) => {
+        throw new Error(`telemetry.otlp.endpoint is set but the OpenTelemetry SDK could not be loaded (${err.message}): reinstall procctl, or leave telemetry.otlp.endpoint out`);
+      });
+      this.telemetry = new OtlpTelemetry({ ...otlp, endpoint: otlp.endpoint }, this.registry, this.audit, packageVersion(), this.log);
+    }
     this.remembered.load();
     const ending = this.keeper.recover(this.current, (s) => restorePending(this, s));
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
@@ -242,6 +263,10 @@ export class ProcctlDaemon implements Daemon {
     }
   }
 
+  telemetryStatus(): TelemetryStatus {
+    return this.telemetry?.status() ?? { endpoint: null, sdk: sdkLoaded(), exported: 0, dropped: 0, metrics: { exported: 0, dropped: 0 }, lastError: null };
+  }
+
   /** Without approvals.approverToken in the config, the daemon makes the approver credential (SPEC §8). */
   private refreshApprover(): void {
     if (scopeRules(this.current).hasApproverToken) {
@@ -296,6 +321,9 @@ export class ProcctlDaemon implements Daemon {
       }
       if (next.audit.enabled !== this.current.audit.enabled || next.metrics.listen !== this.current.metrics.listen) {
         this.log.warn('audit.enabled and metrics.listen changed: they apply after a restart');
+      }
+      if (JSON.stringify(next.telemetry) !== JSON.stringify(this.current.telemetry)) {
+        this.log.warn('telemetry.otlp changed: it applies after a restart');
       }
       this.trail.setLimits(next.audit);
       this.current = next;
@@ -358,6 +386,7 @@ export class ProcctlDaemon implements Daemon {
     await cgroupRemovalsSettled();
     closeCgroups(this.cgroups);
     await this.metrics?.close();
+    await this.telemetry?.shutdown();
     await this.trail.shutdown();
     this.state.flush();
     this.state.close();

@@ -6,6 +6,7 @@ import type { AuditBus, AuditEvent } from '../audit/events.js';
 import { metricsAddress } from '../config/schema.js';
 import { sessionResources } from '../runner/cgroup.js';
 import type { Registry } from '../session/registry.js';
+import { approvalsPending, changesPending, sessionsByState } from './held.js';
 
 /**
  * The daemon's Prometheus metrics (SPEC §18, docs/metrics.md), with prom-client. What the
@@ -33,14 +34,7 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        const counts = new Map<string, { state: string; scope: string; n: number }>();
-        for (const s of sessions.all()) {
-          const key = `${s.status}\u0000${s.scope}`;
-          const c = counts.get(key) ?? { state: s.status, scope: s.scope, n: 0 };
-          c.n++;
-          counts.set(key, c);
-        }
-        for (const c of counts.values()) this.set({ state: c.state, scope: c.scope }, c.n);
+        for (const c of sessionsByState(sessions)) this.set({ state: c.state, scope: c.scope }, c.n);
       },
     });
     new Gauge({
@@ -48,9 +42,7 @@ export class Metrics {
       help: 'Approvals waiting for a person: commands to run, and held changes to apply.',
       registers,
       collect() {
-        let n = 0;
-        for (const s of sessions.all()) if (s.awaitingApproval || s.interrupt?.kind === 'changes') n++;
-        this.set(n);
+        this.set(approvalsPending(sessions));
       },
     });
     new Gauge({
@@ -58,9 +50,7 @@ export class Metrics {
       help: 'Review sessions whose changes wait to be applied or discarded.',
       registers,
       collect() {
-        let n = 0;
-        for (const s of sessions.all()) if (s.changes?.pending) n++;
-        this.set(n);
+        this.set(changesPending(sessions));
       },
     });
     new Gauge({

@@ -42,6 +42,24 @@ export interface Daemon extends LaunchContext {
   audit: AuditBus;
   /** The audit trail as far as verify, history and status need it. */
   trail: TrailView;
+  /** The OpenTelemetry export (SPEC §18, docs/telemetry.md), for daemon.status. */
+  telemetryStatus(): TelemetryStatus;
+}
+
+/** What `daemon.status.telemetry` says: where it sends, and how many spans and readings went and were dropped. */
+export interface TelemetryStatus {
+  /** The configured base URL, or null: off. */
+  endpoint: string | null;
+  /** Whether the OpenTelemetry SDK is loaded in this daemon: only when an endpoint is set. */
+  sdk: boolean;
+  /** Spans the receiver took. */
+  exported: number;
+  /** Spans given up on: the receiver refused them or could not be reached, or too many waited to be sent. */
+  dropped: number;
+  /** Readings of the metrics (each one of every instrument, cumulative) sent and given up on. */
+  metrics: { exported: number; dropped: number };
+  /** The last export that failed, and why; null when none has. */
+  lastError: { at: string; signal: 'traces' | 'metrics'; message: string } | null;
 }
 
 /** The audit trail's writer as the tools see it (audit/writer.ts). */

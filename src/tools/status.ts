@@ -25,6 +25,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     changes: d.reviewSupport(),
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
+    telemetry: d.telemetryStatus(),
   };
 }
 

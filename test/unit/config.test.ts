@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, configCandidates, loadConfig, parseConfig } from '../../src/config/load.js';
-import { ConfigSchema, ENV_VARS } from '../../src/config/schema.js';
+import { ConfigSchema, ENV_VARS, otlpSignalUrl } from '../../src/config/schema.js';
 
 /** The defaults of SPEC §3's table. */
 const SPEC_DEFAULTS = {
@@ -438,5 +438,37 @@ describe('scopes and tokens', () => {
     expect(() => parseConfig({ scopes: { 'bad name': {} } })).toThrow(/scopes/);
     expect(() => parseConfig({ scopes: { ci: { elevated: 'sometimes' } } })).toThrow(/invalid config scopes\.ci\.elevated = "sometimes"/);
     expect(() => parseConfig({ scopes: { ci: { tokne: 'x' } } })).toThrow(/unknown config key scopes\.ci\.tokne/);
+  });
+});
+
+describe('telemetry.otlp', () => {
+  it('is off by default, with no headers and a 10 s interval', () => {
+    expect(parseConfig({}).telemetry).toEqual({ otlp: { headers: {}, intervalMs: 10_000 } });
+  });
+
+  it('takes an http(s) base URL and sends each signal under it', () => {
+    const c = parseConfig({ telemetry: { otlp: { endpoint: 'https://otel.example.com:4318/prefix/', headers: { authorization: 'Bearer x' } } } });
+    expect(c.telemetry.otlp.endpoint).toBe('https://otel.example.com:4318/prefix/');
+    expect(otlpSignalUrl(c.telemetry.otlp.endpoint!, 'traces')).toBe('https://otel.example.com:4318/prefix/v1/traces');
+    expect(otlpSignalUrl('http://127.0.0.1:4318', 'metrics')).toBe('http://127.0.0.1:4318/v1/metrics');
+  });
+
+  it.each([
+    ['127.0.0.1:4318', /no http:\/\/ or https:\/\/ in front/],
+    ['localhost:4318', /no http:\/\/ or https:\/\/ in front/],
+    ['http://', /not a URL/],
+    ['grpc://127.0.0.1:4317', /grpc: is not OTLP\/HTTP/],
+    ['http://127.0.0.1:4318/v1/traces', /names one signal's path \(\/v1\/traces\)/],
+    ['http://127.0.0.1:4318/?x=1', /query or fragment/],
+  ])('refuses the endpoint %s, naming the key and the fix', (endpoint, why) => {
+    const e = configError(() => parseConfig({ telemetry: { otlp: { endpoint } } }));
+    expect(e.message).toContain(`invalid config telemetry.otlp.endpoint = ${JSON.stringify(endpoint)}`);
+    expect(e.message).toMatch(why);
+    expect(e.message).toContain('such as http://127.0.0.1:4318 (procctld adds /v1/traces and /v1/metrics)');
+  });
+
+  it('refuses a header with a line break, and an unknown key under otlp', () => {
+    expect(configError(() => parseConfig({ telemetry: { otlp: { headers: { 'x-key': 'a\r\nb' } } } })).message).toContain('telemetry.otlp.headers.x-key');
+    expect(configError(() => parseConfig({ telemetry: { otlp: { url: 'http://x' } } })).message).toContain('unknown config key telemetry.otlp.url');
   });
 });

@@ -6,7 +6,7 @@ export function registerStatus(program: Command): void {
   program
     .command('status')
     .summary('show whether the daemon is up, and its session counts')
-    .description('Show the daemon\'s version, pid, uptime, socket and session counts (all scopes), the config file in use and whether its last reload was refused, and how jobs are started.')
+    .description('Show the daemon\'s version, pid, uptime, socket and session counts (all scopes), the config file in use and whether its last reload was refused, how jobs are started, and what the audit trail and the OpenTelemetry export hold.')
     .action(
       act(async (_o: unknown, cmd: Command) => {
         const g = globalsOf(cmd);
@@ -42,6 +42,12 @@ export function registerStatus(program: Command): void {
           const lost = a.lostRecords ? `, ${a.lostRecords} record(s) lost` : '';
           const v = a.lastVerify ? `; last verify ${a.lastVerify.at}: ${a.lastVerify.ok ? 'whole' : `NOT whole at ${a.lastVerify.firstBad?.file}:${a.lastVerify.firstBad?.line} (${a.lastVerify.firstBad?.why})`}` : '';
           lines.push(`audit:    ${trail}${faults}${lost}${v}`);
+        }
+        if (r.telemetry) {
+          const t = r.telemetry;
+          const failed = t.lastError ? `; last failure ${t.lastError.at} (${t.lastError.signal}): ${t.lastError.message}` : '';
+          const sent = `${t.exported} span(s) sent, ${t.dropped} dropped; ${t.metrics?.exported ?? 0} metrics reading(s) sent, ${t.metrics?.dropped ?? 0} dropped${failed}`;
+          lines.push(`otlp:     ${t.endpoint === null ? 'off (telemetry.otlp.endpoint is not set)' : `${t.endpoint}: ${sent}`}`);
         }
         if (r.env?.withheld !== undefined) lines.push(`env:      ${r.env.withheld} inherited variable(s) withheld from sessions`);
         out(lines.join('\n'));
