@@ -48,8 +48,8 @@ export class Instruments {
       case 'decision':
         if (e.action === 'deny') this.denials.add(1, { rule: e.rule === null ? 'none' : String(e.rule) });
         return;
-      case 'network_denied':
-        return this.networkDenied.add(e.count, { scope: e.scope });
+      case 'network_refused':
+        return this.networkDenied.add(1, { scope: e.scope });
     }
   }
 }

@@ -52,6 +52,10 @@ export class SessionSpans {
         });
       case 'answer':
         return this.event(e.sessionId, 'procctl.answer', { 'procctl.answer.kind': e.kind, 'procctl.answer': e.answer, 'procctl.answer.by': e.by });
+      case 'network_refused':
+        // The first refusal of each host, when it happened; the end's totals follow as network_denied.
+        if (!e.first) return;
+        return this.event(e.sessionId, 'procctl.network_refused', { 'procctl.network_refused.host': e.host, 'procctl.network_refused.reason': e.reason });
       case 'network_denied':
         return this.event(e.sessionId, 'procctl.network_denied', { 'procctl.network_denied.host': e.host, 'procctl.network_denied.count': e.count });
       case 'changes':
