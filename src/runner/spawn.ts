@@ -1,4 +1,3 @@
-import { close, openSync } from 'node:fs';
 import type { SessionCgroup } from '../cgroup/session.js';
 import { limitReason } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
@@ -51,7 +50,6 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   const cg = opts.cgroup;
   if (cg) giveCgroup(session, cg);
   let init: SandboxInit | undefined;
-  let mountNs: number | undefined;
   let finished = false;
   const finish = (error?: string) => {
     if (finished) return;
@@ -62,7 +60,6 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     launched?.release();
     init?.release();
     // Let go of the review session's mount namespace off the main thread: its overlay's unmount happens there.
-    if (mountNs !== undefined) close(mountNs, () => undefined);
     const end = { exitCode: exited?.code ?? null, signal: exited?.signal ?? null };
     // A limit of the cgroup ended it when the kernel counted a kill or a refused fork and it did not succeed.
     const hit = cg && end.exitCode !== 0 ? cg.limitHit() : undefined;
@@ -133,7 +130,6 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   }
   launched ??= launchPipes(spec, hooks);
   if (plan.sandboxed && launched.pid !== undefined) init = new SandboxInit(launched.pid);
-  if (plan.overlays?.length && launched.pid !== undefined) mountNs = holdMountNamespace(launched.pid);
   session.attach({ pid: launched.pid, input: launched.input, stdinId: launched.stdinId, pty, resize: launched.resize });
 
   if (launched.pid !== undefined && opts.timeoutSec > 0) {
@@ -147,21 +143,6 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     timeoutTimer = setTimeout(check, opts.timeoutSec * 1000);
   }
   return warning;
-}
-
-/**
- * A review session's mount namespace, held open: the last process of a namespace unmounts its
- * mounts as it exits, and an overlay's unmount (it syncs its upper file system) took 3-8 ms of the
- * job's exit, before the daemon heard of it. Held here, the unmount comes when the daemon closes
- * this descriptor, on a worker thread, after the session's end is known. Undefined when the job
- * is already gone (nothing to hold) or has not yet entered it (terminals: unshare runs first).
- */
-function holdMountNamespace(pid: number): number | undefined {
-  try {
-    return openSync(`/proc/${pid}/ns/mnt`, 'r');
-  } catch {
-    return undefined;
-  }
 }
 
 /** How often a paused session past its timeout looks again whether it was continued. */
