@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
@@ -10,7 +10,7 @@ import { ReviewStore, type ReviewState } from './store.js';
 import type { Change, PlanEntry, Totals } from './types.js';
 import { undo, type UndoResult } from './undo.js';
 import { read } from './upper.js';
-import { removeReviewDir, removeReviewDirLater, removeWork } from './work.js';
+import { clearWork, removeReviewDir, removeReviewDirLater, removeWork } from './work.js';
 
 /**
  * The changes review sessions hold (SPEC §16), one directory each under `<state>/changes/<id>`:
@@ -58,6 +58,9 @@ const TRASH = '.removing-';
 /** A review directory made ahead (its upper/ and work/), taken by the next review session. */
 const SPARE = '.spare-';
 
+/** Spare review directories kept at most: enough for reviews that follow one another. */
+const MAX_SPARES = 2;
+
 const NONE: Totals = { files: 0, added: 0, modified: 0, deleted: 0, bytes: 0 };
 
 export class HeldChanges {
@@ -68,10 +71,15 @@ export class HeldChanges {
   private readonly layouts = new Map<string, Layout>();
   /** Directories of reviews that held nothing, being removed off the answer's path. */
   private removing = 0;
-  /** A review directory made ahead, off the request's path, and whether one is being made. */
-  private spare: string | undefined;
+  /**
+   * Review directories ready for the next review sessions: made ahead off the request's path, or
+   * a finished review's that held nothing, emptied of the kernel's leftovers (MAX_SPARES at most).
+   */
+  private readonly spares: string[] = [];
   private making = false;
-  private spares = 0;
+  private named = 0;
+  /** Tells this keeper's spares from another's in the same process (tests) or an earlier run. */
+  private readonly stamp = Date.now().toString(36);
 
   constructor(stateDir: string) {
     this.root = join(stateDir, 'changes');
@@ -103,8 +111,7 @@ export class HeldChanges {
    * 0.4 ms of every review exec), else made now; the next is then made in the background.
    */
   private makeDir(dir: string): void {
-    const spare = this.spare;
-    this.spare = undefined;
+    const spare = this.spares.pop();
     let made = false;
     if (spare) {
       try {
@@ -122,14 +129,14 @@ export class HeldChanges {
   }
 
   private makeSpare(): void {
-    if (this.making || this.spare) return;
+    if (this.making || this.spares.length > 0) return;
     this.making = true;
-    const dir = join(this.root, `${SPARE}${process.pid}-${this.spares++}`);
+    const dir = this.spareName();
     mkdir(join(dir, 'upper'), { recursive: true, mode: 0o700 })
       .then(() => mkdir(join(dir, 'work'), { mode: 0o700 }))
       .then(
         () => {
-          this.spare = dir;
+          this.spares.push(dir);
         },
         () => {
           // The state directory refuses writes now: the next review makes its own, and says so if it cannot.
@@ -186,6 +193,7 @@ export class HeldChanges {
    */
   private dropEmpty(id: string): void {
     this.layouts.delete(id);
+    if (this.recycle(id)) return;
     const gone = join(this.root, `${TRASH}${id}-${process.pid}-${this.removing++}`);
     try {
       renameSync(this.dirOf(id), gone);
@@ -196,6 +204,33 @@ export class HeldChanges {
     removeReviewDirLater(gone).catch(() => {
       // Left for the next start's load, which removes what this could not.
     });
+  }
+
+  private spareName(): string {
+    return join(this.root, `${SPARE}${process.pid}-${this.stamp}-${this.named++}`);
+  }
+
+  /**
+   * A review that held nothing becomes the next one's directory: nothing in its upper directory
+   * (not even an empty directory), the kernel's leftovers taken out of its work directory, its
+   * layout removed, renamed to a spare. About five system calls in line instead of a removal and
+   * three mkdirs for the next (the removal's walk cost the daemon's thread 0.4 ms of every exec),
+   * and fewer inodes made and freed per review. False, and nothing done, when it does not fit.
+   */
+  private recycle(id: string): boolean {
+    if (this.spares.length >= MAX_SPARES) return false;
+    const dir = this.dirOf(id);
+    try {
+      if (readdirSync(join(dir, 'upper')).length > 0) return false;
+      clearWork(join(dir, 'work'));
+      unlinkSync(join(dir, 'layout.json'));
+      const spare = this.spareName();
+      renameSync(dir, spare);
+      this.spares.push(spare);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /**

@@ -1,4 +1,4 @@
-import { rmSync } from 'node:fs';
+import { existsSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openWork } from '../overlay-work.js';
@@ -13,6 +13,24 @@ export function removeReviewDir(dir: string): void {
 export function removeWork(work: string): void {
   openWork(work);
   rmSync(work, { recursive: true, force: true });
+}
+
+/**
+ * Empty an overlay's work directory of what the kernel left there (`work/` and, for a volatile
+ * mount, `work/incompat/volatile/dirty`), so it can serve another mount: by their exact names,
+ * deepest first. Throws on anything else found there (then the directory is removed instead).
+ */
+export function clearWork(work: string): void {
+  openWork(work);
+  const dirty = join(work, 'work', 'incompat', 'volatile', 'dirty');
+  if (existsSync(dirty)) unlinkSync(dirty);
+  for (const d of ['work/incompat/volatile', 'work/incompat', 'work']) {
+    try {
+      rmdirSync(join(work, d));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+  }
 }
 
 /** The same off the event loop. */

@@ -91,7 +91,44 @@ describe('HeldChanges: reviews that held nothing', () => {
     expect(existsSync(join(root, made))).toBe(false);
     for (const d of ['upper', 'work']) expect(existsSync(join(held.dirOf('hhhhhhhh'), d))).toBe(true);
     await vi.waitFor(() => expect(spares()).toHaveLength(1), { timeout: 10_000, interval: 20 });
-    new HeldChanges(state).load(() => undefined);
-    expect(spares()).toEqual([]);
+    const [left] = spares();
+    // The restart removes the spare it finds, and settles the two reviews: they held nothing, and become its spares.
+    const next = new HeldChanges(state);
+    next.load(() => undefined);
+    expect(spares()).not.toContain(left);
+    expect(existsSync(held.dirOf('gggggggg'))).toBe(false);
+    expect(spares()).toHaveLength(2);
+  });
+
+  it('a review that held nothing becomes the next one\'s directory, emptied of the kernel\'s leftovers; one with anything in its upper directory does not', async () => {
+    base = mkdtempSync(join(tmpdir(), 'procctl-held-'));
+    const state = join(base, 'state');
+    const ws = join(base, 'ws');
+    mkdirSync(ws);
+    const held = new HeldChanges(state);
+    const root = join(state, 'changes');
+    const spares = () => readdirSync(root).filter((n) => n.startsWith('.spare-'));
+    held.begin('iiiiiiii', ws, Date.now());
+    await vi.waitFor(() => expect(spares()).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    // What a volatile overlay's mount leaves in the work directory, as the kernel makes it.
+    const work = join(held.dirOf('iiiiiiii'), 'work');
+    mkdirSync(join(work, 'work', 'incompat', 'volatile'), { recursive: true });
+    writeFileSync(join(work, 'work', 'incompat', 'volatile', 'dirty'), '');
+    expect(held.settle('iiiiiiii')).toMatchObject({ state: 'none' });
+    expect(existsSync(held.dirOf('iiiiiiii'))).toBe(false);
+    const now = spares();
+    expect(now).toHaveLength(2);
+    for (const s of now) {
+      expect(readdirSync(join(root, s)).sort()).toEqual(['upper', 'work']);
+      expect(readdirSync(join(root, s, 'work'))).toEqual([]);
+    }
+    // Both spares are taken before another is made. A directory the kernel copied up and the job emptied again
+    // (a file made and removed in it) changes nothing, but is in the upper directory: not recycled.
+    mkdirSync(join(ws, 'existing'), { mode: 0o755 });
+    held.begin('jjjjjjjj', ws, Date.now());
+    held.begin('kkkkkkkk', ws, Date.now());
+    mkdirSync(join(held.dirOf('kkkkkkkk'), 'upper', 'existing'), { mode: 0o755 });
+    expect(held.settle('kkkkkkkk')).toMatchObject({ state: 'none' });
+    expect(spares().filter((s) => readdirSync(join(root, s, 'upper')).length > 0)).toEqual([]);
   });
 });
