@@ -34,3 +34,8 @@ export function runtime(row: Record<string, any>, now: number): string {
 export function statusOf(row: { status: string; paused?: boolean }): string {
   return row.paused ? 'paused' : row.status;
 }
+
+/** The page's address of one session of one host. */
+export function sessionHref(host: string, sessionId: string): string {
+  return `#/s/${encodeURIComponent(host)}/${encodeURIComponent(sessionId)}`;
+}

@@ -2,15 +2,26 @@ import '@xterm/xterm/css/xterm.css';
 import './style.css';
 import { render } from 'preact';
 import { Approvals } from './approvals.js';
-import { connect } from './connection.js';
-import { useRoute } from './hooks.js';
+import { connect, type State } from './connection.js';
+import { useLive, useRoute } from './hooks.js';
 import { SessionView } from './session.js';
 import { Sessions } from './sessions.js';
 import { DaemonStatus } from './status.js';
 
+/** `#/s/HOST/ID` names its host; `#/s/ID` (a link from before the fleet view) is the session of that id on whichever host has it. */
+function sessionRoute(route: string, live: State): { host: string; sessionId: string } | undefined {
+  const m = /^#\/s\/([^/]+)(?:\/([^/]+))?$/.exec(route);
+  if (!m) return undefined;
+  if (m[2] !== undefined) return { host: decodeURIComponent(m[1]), sessionId: decodeURIComponent(m[2]) };
+  const sessionId = decodeURIComponent(m[1]);
+  const row = [...live.sessions.values()].find((r) => r.sessionId === sessionId);
+  return { host: row?.host ?? [...live.hosts.keys()][0] ?? '', sessionId };
+}
+
 function App() {
   const route = useRoute();
-  const m = /^#\/s\/(.+)$/.exec(route);
+  const live = useLive();
+  const s = sessionRoute(route, live);
   return (
     <>
       <header>
@@ -19,7 +30,7 @@ function App() {
       </header>
       <main>
         <Approvals />
-        {m ? <SessionView sessionId={decodeURIComponent(m[1])} /> : <Sessions />}
+        {s ? <SessionView host={s.host} sessionId={s.sessionId} /> : <Sessions />}
       </main>
     </>
   );
