@@ -39,3 +39,8 @@ export function statusOf(row: { status: string; paused?: boolean }): string {
 export function sessionHref(host: string, sessionId: string): string {
   return `#/s/${encodeURIComponent(host)}/${encodeURIComponent(sessionId)}`;
 }
+
+/** The page's address of one session's story in a host's audit trail. */
+export function historyHref(host: string, sessionId: string): string {
+  return `#/history/${encodeURIComponent(host)}/${encodeURIComponent(sessionId)}`;
+}

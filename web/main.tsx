@@ -2,6 +2,7 @@ import '@xterm/xterm/css/xterm.css';
 import './style.css';
 import { render } from 'preact';
 import { Approvals } from './approvals.js';
+import { History, HistoryStory } from './history.js';
 import { connect, type State } from './connection.js';
 import { useLive, useRoute } from './hooks.js';
 import { SessionView } from './session.js';
@@ -18,19 +19,32 @@ function sessionRoute(route: string, live: State): { host: string; sessionId: st
   return { host: row?.host ?? [...live.hosts.keys()][0] ?? '', sessionId };
 }
 
+/** What the route shows: a session, the history or one session's story in it, else the sessions. */
+function View({ route, live }: { route: string; live: State }) {
+  const s = sessionRoute(route, live);
+  if (s) return <SessionView host={s.host} sessionId={s.sessionId} />;
+  const story = /^#\/history\/([^/]+)\/([^/]+)$/.exec(route);
+  if (story) return <HistoryStory host={decodeURIComponent(story[1])} sessionId={decodeURIComponent(story[2])} />;
+  if (/^#\/history\/?$/.test(route)) return <History />;
+  return <Sessions />;
+}
+
 function App() {
   const route = useRoute();
   const live = useLive();
-  const s = sessionRoute(route, live);
+  const history = route.startsWith('#/history');
   return (
     <>
       <header>
         <h1><a href="#/">procctl console</a></h1>
+        <nav aria-label="views">
+          <a href="#/" aria-current={history ? undefined : 'page'}>Sessions</a> <a href="#/history" aria-current={history ? 'page' : undefined}>History</a>
+        </nav>
         <DaemonStatus />
       </header>
       <main>
         <Approvals />
-        {s ? <SessionView host={s.host} sessionId={s.sessionId} /> : <Sessions />}
+        <View route={route} live={live} />
       </main>
     </>
   );

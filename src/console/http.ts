@@ -9,6 +9,8 @@ import type { DaemonLink } from './live.js';
 const ACTIONS = new Set(['write', 'send-keys', 'submit', 'paste', 'resume', 'kill', 'pause', 'continue', 'apply', 'discard', 'undo']);
 /** What it may read, through `GET /api/read`: a page of output, held changes and their diff. */
 const READS = new Set(['log', 'changes']);
+/** The filters of `GET /api/history` passed on as text (the daemon checks them: history's own schema). */
+const HISTORY_TEXT = ['since', 'until', 'ofScope', 'status', 'grep', 'sessionId'];
 /** Answers to approvals are the person's: these carry the approver credential. */
 const ANSWERS = new Set(['resume']);
 /** A request body larger than this is refused (a paste of a screenful is far smaller). */
@@ -106,6 +108,19 @@ export function consoleServer(guardOf: () => Guard, fleet: Fleet, assets: Map<st
           if (v !== null && /^\d+$/.test(v)) params[k] = Number(v);
         }
         return json(res, 200, await link.call('process', params));
+      }
+      if (path === '/api/history') {
+        // The daemon's audit trail (SPEC §18), as the operator: every scope's, narrowed by what the page asks.
+        const params: Record<string, unknown> = {};
+        for (const k of HISTORY_TEXT) {
+          const v = url.searchParams.get(k);
+          if (v !== null && v !== '') params[k] = v;
+        }
+        for (const k of ['offset', 'limit']) {
+          const v = url.searchParams.get(k);
+          if (v !== null && /^\d{1,6}$/.test(v)) params[k] = Number(v);
+        }
+        return json(res, 200, await link.call('history', params));
       }
       if (path === '/api/policy') {
         // How an approval's command is judged, in its own scope: the parts and the rule that decided each.

@@ -96,6 +96,20 @@ describe.skipIf(!can)('procctl ui --host local --host far=ssh://…', () => {
     await page.goto(`${ui.origin}/#/`);
   });
 
+  it("History asks the host chosen: the far host's trail has its sessions, the local one's not", async () => {
+    const r = await farClient.exec({ command: 'echo told-by-the-far-trail', scope: 'fleet' });
+    await page.goto(`${ui.origin}/#/history`);
+    const filters = page.locator('.history .filters');
+    await filters.getByLabel('Text').fill('told-by-the-far-trail');
+    await filters.getByRole('button', { name: 'Show' }).click();
+    await page.getByText('No sessions on record match.').waitFor({ timeout: 20_000 });
+    await filters.getByLabel('Host').selectOption('far');
+    await filters.getByRole('button', { name: 'Show' }).click();
+    await page.locator(`table.history-list tr[data-session="${r.sessionId}"]`).waitFor({ timeout: 30_000 });
+    await page.getByText('1–1 of 1 on far').waitFor({ timeout: 20_000 });
+    await page.goto(`${ui.origin}/#/`);
+  });
+
   it('a page cannot name a host the console does not show', async () => {
     const answer = await page.evaluate(async () => (await fetch('/api/read?action=log&sessionId=x&host=elsewhere')).json());
     expect(answer.error).toMatch(/no host "elsewhere".*local, far/);
