@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { Changes } from './changes.js';
 import { UsageChart } from './chart.js';
 import { act, keyOf, type Row } from './connection.js';
-import { bytes, runtime, statusOf } from './format.js';
+import { bytes, decisionOf, readinessOf, runtime, statusOf } from './format.js';
 import { useLive, useNow } from './hooks.js';
 import { PipeOutput, TerminalOutput } from './output.js';
 
@@ -148,6 +148,8 @@ export function SessionView({ host, sessionId }: { host: string; sessionId: stri
         {row.exitCode !== undefined && row.exitCode !== null && <div><dt>exit</dt><dd>{String(row.exitCode)}</dd></div>}
         {row.signal && <div><dt>signal</dt><dd>{row.signal}</dd></div>}
         {row.reason && <div><dt>reason</dt><dd>{row.reason}</dd></div>}
+        {row.readiness && <div><dt>readiness</dt><dd>{readinessOf(row)}</dd></div>}
+        {row.decision && <div><dt>rules</dt><dd>{`${decisionOf(row)}: ${row.decision.part} (${row.decision.reason})`}</dd></div>}
         {row.stop?.by && <div><dt>stopped by</dt><dd>{row.stop.by}</dd></div>}
         {row.resources && <div><dt>CPU</dt><dd>{`${(Number(row.resources.cpuMs ?? 0) / 1000).toFixed(1)}s`}</dd></div>}
         {row.resources && <div><dt>memory</dt><dd>{bytes(row.resources.memoryBytes)} (peak {bytes(row.resources.memoryPeakBytes)})</dd></div>}

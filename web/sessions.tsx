@@ -1,6 +1,6 @@
 import { useMemo, useState } from 'preact/hooks';
 import { keyOf, type Row } from './connection.js';
-import { bytes, runtime, sessionHref, statusOf } from './format.js';
+import { bytes, decisionOf, readinessOf, runtime, sessionHref, statusOf } from './format.js';
 import { useLive, useNow } from './hooks.js';
 
 /** Rows drawn at first; "Show more" adds as many again. */
@@ -79,6 +79,8 @@ export function Sessions() {
             <th scope="col">Name</th>
             <th scope="col">Command</th>
             <th scope="col">Workdir</th>
+            <th scope="col">Ready</th>
+            <th scope="col">Rules</th>
             <th scope="col">Runtime</th>
             <th scope="col">CPU</th>
             <th scope="col">Memory</th>
@@ -95,6 +97,8 @@ export function Sessions() {
               <td><a href={sessionHref(r.host, r.sessionId)}>{r.name || r.sessionId}</a></td>
               <td class="cmd"><code>{r.command}</code></td>
               <td class="cwd">{r.cwd}</td>
+              <td class="ready">{readinessOf(r)}</td>
+              <td class="rule" title={r.decision?.reason ?? ''}>{decisionOf(r)}</td>
               <td>{runtime(r, now)}</td>
               <td>{typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : ''}</td>
               <td>{bytes(r.resources?.memoryBytes)}</td>

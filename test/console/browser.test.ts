@@ -161,6 +161,22 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     await page.close();
   });
 
+  it('the table shows readiness and the rule that decided', async () => {
+    const page = await open();
+    const r = await c.exec({ command: 'echo warming; sleep 0.5; echo up-now; sleep 600', waitFor: { output: 'up-now' }, background: true, yieldMs: 0, scope: 'agent' });
+    const row = page.locator(`tr[data-session="${r.sessionId}"]`);
+    await row.locator('td.ready', { hasText: 'ready: ' }).waitFor({ timeout: 30_000 });
+    expect(await row.locator('td.ready').innerText()).toMatch(/^ready: .*up-now/);
+    const asked = await c.exec({ command: `touch ${join(dir, 'ruled')}`, scope: 'agent' });
+    const ruled = page.locator(`tr[data-session="${asked.sessionId}"] td.rule`);
+    await ruled.waitFor({ timeout: 30_000 });
+    expect(await ruled.innerText()).toBe('ask by rule 0');
+    expect(await ruled.getAttribute('title')).toBe('creates files');
+    await c.process({ action: 'kill', sessionId: r.sessionId, scope: 'agent' });
+    await c.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: false }, scope: 'agent', ...asPerson(d) });
+    await page.close();
+  });
+
   it('answers a y/N prompt from the page', async () => {
     const r = await c.exec({ command: 'printf "Proceed? [y/N] "; read a; echo "answer=$a"', background: true, scope: 'agent' });
     const page = await open(sessionRoute(r.sessionId));
