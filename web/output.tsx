@@ -7,6 +7,26 @@ interface LogPage {
   output: string;
   totalLines: number;
   totalChars: number;
+  /** Which characters of `output` came on stderr, [start, end) (where the daemon knows). */
+  stderr?: [number, number][];
+}
+
+/** A page of the log as chunks, what came on stderr marked: text, never markup. */
+function chunksOf(page: LogPage, end = ''): OutputChunk[] {
+  const out: OutputChunk[] = [];
+  let at = 0;
+  for (const [a, b] of page.stderr ?? []) {
+    if (a > at) out.push({ stream: 'log', data: page.output.slice(at, a) });
+    out.push({ stream: 'stderr', data: page.output.slice(a, b) });
+    at = b;
+  }
+  out.push({ stream: 'log', data: page.output.slice(at) + end });
+  return out;
+}
+
+/** Chunks as text, stderr marked. */
+function Chunks({ chunks }: { chunks: OutputChunk[] }) {
+  return <>{chunks.map((c) => <span class={c.stream === 'stderr' ? 'stderr' : undefined} title={c.stream === 'stderr' ? 'stderr' : undefined}>{c.data}</span>)}</>;
 }
 
 const PAGE = 200;
@@ -34,20 +54,20 @@ function useFollow(host: string, sessionId: string, first: (page: LogPage) => vo
 
 /** Earlier lines than those shown, a page at a time, as text above the live view. */
 function Earlier({ host, sessionId, before }: { host: string; sessionId: string; before: number }) {
-  const [pages, setPages] = useState<string[]>([]);
+  const [pages, setPages] = useState<OutputChunk[][]>([]);
   const [from, setFrom] = useState(before);
   useEffect(() => setFrom(before), [before]);
   if (from <= 0) return null;
   const more = async () => {
     const offset = Math.max(0, from - PAGE);
     const page = await read('read', { action: 'log', sessionId, offset, limit: from - offset, host });
-    setPages([page.output, ...pages]);
+    setPages([chunksOf(page, pages.length ? '\n' : ''), ...pages]);
     setFrom(offset);
   };
   return (
     <div class="earlier">
       <button type="button" onClick={more}>Show earlier output ({from} more line{from === 1 ? '' : 's'})</button>
-      {pages.length > 0 && <pre class="out">{pages.join('\n')}</pre>}
+      {pages.length > 0 && <pre class="out earlier-out"><Chunks chunks={pages.flat()} /></pre>}
     </div>
   );
 }
@@ -64,7 +84,7 @@ export function PipeOutput({ host, sessionId }: { host: string; sessionId: strin
     (page) => {
       const lines = page.output === '' ? 0 : page.output.split('\n').length;
       setBefore(Math.max(0, page.totalLines - lines));
-      setChunks((c) => [{ stream: 'log', data: page.output && `${page.output}\n` }, ...c]);
+      setChunks((c) => [...(page.output ? chunksOf(page, '\n') : []), ...c]);
     },
     (c) => setChunks((all) => [...all, c]),
   );
@@ -75,7 +95,7 @@ export function PipeOutput({ host, sessionId }: { host: string; sessionId: strin
     <div class="output">
       <Earlier host={host} sessionId={sessionId} before={before} />
       <pre class="out live" ref={pre} aria-label="output" aria-live="off" tabIndex={0}>
-        {chunks.map((c) => <span class={c.stream === 'stderr' ? 'stderr' : undefined} title={c.stream === 'stderr' ? 'stderr' : undefined}>{c.data}</span>)}
+        <Chunks chunks={chunks} />
       </pre>
       <label class="follow"><input type="checkbox" checked={follow} onChange={(e) => setFollow((e.target as HTMLInputElement).checked)} /> Follow</label>
     </div>

@@ -142,6 +142,31 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     await page.close();
   });
 
+  it('marks stderr in the output paged back through the log, not only in what arrives live', async () => {
+    // 600 lines: the session view reads the last 200, "Show earlier output" the ones before.
+    const r = await c.exec({ command: 'for i in $(seq 1 150); do echo out-$i; echo err-$i >&2; echo out-$i-b; echo err-$i-b >&2; sleep 0.002; done', scope: 'agent' });
+    expect(r.status).toBe('completed');
+    const page = await open(sessionRoute(r.sessionId));
+    /** Each line of a pre, and whether it was drawn as stderr. */
+    const linesOf = (selector: string) =>
+      page.locator(selector).evaluate((pre) =>
+        [...pre.querySelectorAll('span')].flatMap((span) =>
+          (span.textContent ?? '').split('\n').filter(Boolean).map((line) => ({ line, stderr: span.classList.contains('stderr') })),
+        ),
+      );
+    await waitFor(async () => (await linesOf('pre.out.live').catch(() => [])).length >= 200, { what: 'the last page of output' });
+    const last = await linesOf('pre.out.live');
+    expect(last.some((l) => l.stderr)).toBe(true);
+    for (const l of last) expect(l.stderr, l.line).toBe(l.line.startsWith('err-'));
+    await page.getByRole('button', { name: /Show earlier output/ }).click();
+    await page.locator('pre.earlier-out').waitFor({ timeout: 20_000 });
+    const earlier = await linesOf('pre.earlier-out');
+    expect(earlier.length).toBe(200);
+    expect(earlier.some((l) => l.stderr)).toBe(true);
+    for (const l of earlier) expect(l.stderr, l.line).toBe(l.line.startsWith('err-'));
+    await page.close();
+  });
+
   it('Pause and Continue freeze and thaw it where it has a cgroup; Kill ends it', async () => {
     const r = await c.exec({ command: 'sleep 600', background: true, scope: 'agent' });
     const page = await open(sessionRoute(r.sessionId));
