@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { act, read, type Approval } from './connection.js';
+import { sessionHref } from './format.js';
 import { useLive } from './hooks.js';
 
 interface Part {
@@ -13,7 +14,7 @@ interface Part {
 function Parts({ a }: { a: Approval }) {
   const [parts, setParts] = useState<Part[] | undefined>();
   useEffect(() => {
-    read('policy', { command: a.command, scope: a.scope }).then((j) => setParts(Array.isArray(j.parts) ? j.parts : []), () => setParts([]));
+    read('policy', { command: a.command, scope: a.scope, host: a.host }).then((j) => setParts(Array.isArray(j.parts) ? j.parts : []), () => setParts([]));
   }, [a.sessionId]);
   if (!parts?.length) return null;
   return (
@@ -29,14 +30,14 @@ function Parts({ a }: { a: Approval }) {
   );
 }
 
-function Pending({ a }: { a: Approval }) {
+function Pending({ a, hostShown }: { a: Approval; hostShown: boolean }) {
   const [said, setSaid] = useState('');
   const [busy, setBusy] = useState(false);
   const changes = a.interrupt?.kind === 'changes';
   const answer = async (input: Record<string, unknown>) => {
     setBusy(true);
     try {
-      const r = await act('resume', a.sessionId, { input });
+      const r = await act(a.host, 'resume', a.sessionId, { input });
       setSaid(String(r.text ?? '').split('\n')[0]);
     } catch (e) {
       setSaid((e as Error).message);
@@ -44,12 +45,12 @@ function Pending({ a }: { a: Approval }) {
       setBusy(false);
     }
   };
-  const label = changes ? `changes of ${a.command}` : a.command;
+  const label = `${changes ? `changes of ${a.command}` : a.command}${hostShown ? ` on ${a.host}` : ''}`;
   return (
-    <li class="approval" data-session={a.sessionId} aria-label={`approval for ${label}`}>
+    <li class="approval" data-session={a.sessionId} data-host={a.host} aria-label={`approval for ${label}`}>
       <div class="what">
-        <span class="scope">{a.scope}</span> <code class="cmd">{a.command}</code>{' '}
-        <a href={`#/s/${encodeURIComponent(a.sessionId)}`}>{a.sessionId}</a>
+        {hostShown && <span class="on-host">{a.host}</span>} <span class="scope">{a.scope}</span> <code class="cmd">{a.command}</code>{' '}
+        <a href={sessionHref(a.host, a.sessionId)}>{a.sessionId}</a>
       </div>
       <pre class="reason">{String(a.interrupt?.reason ?? '')}</pre>
       {!changes && <Parts a={a} />}
@@ -62,7 +63,7 @@ function Pending({ a }: { a: Approval }) {
             <button type="button" disabled={busy} onClick={() => answer({ confirm: true, remember: 'prefix' })} title="Approve, and allow its name and first word in this scope from now on">Approve and remember the prefix</button>
           </>
         )}
-        {changes && <a href={`#/s/${encodeURIComponent(a.sessionId)}`}>See the diff</a>}
+        {changes && <a href={sessionHref(a.host, a.sessionId)}>See the diff</a>}
       </div>
       {said && <p role="status" class="said">{said}</p>}
       <p class="muted">expires {String(a.interrupt?.expiresAt ?? '')}</p>
@@ -72,11 +73,11 @@ function Pending({ a }: { a: Approval }) {
 
 /** Approvals waiting for the person: commands to run, and held changes to apply. */
 export function Approvals() {
-  const { approvals } = useLive();
+  const { approvals, hosts } = useLive();
   return (
     <section aria-labelledby="approvals-h" class="approvals">
       <h2 id="approvals-h">Approvals waiting ({approvals.length})</h2>
-      {approvals.length === 0 ? <p class="muted">None.</p> : <ul>{approvals.map((a) => <Pending key={a.sessionId} a={a} />)}</ul>}
+      {approvals.length === 0 ? <p class="muted">None.</p> : <ul>{approvals.map((a) => <Pending key={`${a.host} ${a.sessionId}`} a={a} hostShown={hosts.size > 1} />)}</ul>}
     </section>
   );
 }

@@ -10,16 +10,16 @@ interface Held {
 }
 
 /** A review session's held changes: the files, the diff, Apply / Discard / Undo. */
-export function Changes({ sessionId, version }: { sessionId: string; version: unknown }) {
+export function Changes({ host, sessionId, version }: { host: string; sessionId: string; version: unknown }) {
   const [held, setHeld] = useState<Held | undefined>();
   const [said, setSaid] = useState('');
   const [busy, setBusy] = useState(false);
-  const load = () => read('read', { action: 'changes', sessionId }).then(setHeld, (e) => setSaid(String(e.message)));
+  const load = () => read('read', { action: 'changes', sessionId, host }).then(setHeld, (e) => setSaid(String(e.message)));
   useEffect(() => void load(), [sessionId, version]);
   const run = async (action: string) => {
     setBusy(true);
     try {
-      const r = await act(action, sessionId);
+      const r = await act(host, action, sessionId);
       setSaid(String(r.text ?? `${action}: done`));
       await load();
     } catch (e) {

@@ -4,7 +4,7 @@ import { useEffect, useRef } from 'preact/hooks';
 import { usage } from './connection.js';
 
 /** A session's CPU (% of a core) and memory (MiB) while the page has watched it, drawn by uPlot. */
-export function UsageChart({ sessionId, version }: { sessionId: string; version: number }) {
+export function UsageChart({ usageKey, version }: { usageKey: string; version: number }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | undefined>(undefined);
   useEffect(() => {
@@ -20,10 +20,10 @@ export function UsageChart({ sessionId, version }: { sessionId: string; version:
       box.current!,
     );
     return () => plot.current?.destroy();
-  }, [sessionId]);
+  }, [usageKey]);
   useEffect(() => {
-    const u = usage.get(sessionId);
+    const u = usage.get(usageKey);
     if (u && plot.current) plot.current.setData([u.at, u.cpuPercent, u.memoryMiB]);
-  }, [sessionId, version]);
+  }, [usageKey, version]);
   return <div class="chart" ref={box} role="img" aria-label="CPU and memory over time" />;
 }

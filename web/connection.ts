@@ -1,18 +1,27 @@
 // The one place that holds the page's connection: the CSRF token, the stream of pushes, and the
 // calls the page makes. Views read the store and call `act`; none of them speaks HTTP.
 
-export type Row = Record<string, any> & { sessionId: string; status: string; scope: string };
-export type Approval = { sessionId: string; scope: string; name: string; command: string; cwd: string; interrupt?: Record<string, any> };
+/** A session's row, with the host whose daemon it is on (the console adds it). */
+export type Row = Record<string, any> & { sessionId: string; status: string; scope: string; host: string };
+export type Approval = { sessionId: string; scope: string; name: string; command: string; cwd: string; host: string; interrupt?: Record<string, any> };
 export interface DaemonView {
   connected: boolean;
   problem?: string;
   status?: Record<string, any>;
+  host?: string;
 }
+
+/** A session's key in the page: sessions of two daemons may share an id. */
+export const keyOf = (host: string, sessionId: string) => `${host}\n${sessionId}`;
 
 export interface State {
   /** The stream to the console is open. */
   live: boolean;
+  /** The console's own state (a stream it stopped or refused), for every host. */
   daemon: DaemonView;
+  /** Each host's daemon as the console reaches it, in the order the console names them. */
+  hosts: Map<string, DaemonView>;
+  /** Every host's sessions, by keyOf(host, id). */
   sessions: Map<string, Row>;
   approvals: Approval[];
   /** When the sessions last changed (ms), so views re-render. */
@@ -33,8 +42,9 @@ function sample(r: Row): void {
   const res = r.resources as { cpuMs?: number; memoryBytes?: number } | undefined;
   if (!res || r.status !== 'running') return;
   const at = Date.now() / 1000;
-  let u = usage.get(r.sessionId);
-  if (!u) usage.set(r.sessionId, (u = { at: [], cpuPercent: [], memoryMiB: [] }));
+  const key = keyOf(r.host, r.sessionId);
+  let u = usage.get(key);
+  if (!u) usage.set(key, (u = { at: [], cpuPercent: [], memoryMiB: [] }));
   const prevAt = u.at[u.at.length - 1];
   const cpu = typeof res.cpuMs === 'number' && u.lastCpuMs !== undefined && prevAt !== undefined && at > prevAt ? Math.max(0, (res.cpuMs - u.lastCpuMs) / 10 / (at - prevAt)) : null;
   u.lastCpuMs = res.cpuMs;
@@ -44,7 +54,9 @@ function sample(r: Row): void {
   if (u.at.length > SAMPLES) for (const k of ['at', 'cpuPercent', 'memoryMiB'] as const) u[k].shift();
 }
 
-export const state: State = { live: false, daemon: { connected: false }, sessions: new Map(), approvals: [], version: 0 };
+export const state: State = { live: false, daemon: { connected: true }, hosts: new Map(), sessions: new Map(), approvals: [], version: 0 };
+/** Each host's approvals, as last pushed. */
+const approvalsOf = new Map<string, Approval[]>();
 
 const listeners = new Set<() => void>();
 export function onChange(fn: () => void): () => void {
@@ -67,21 +79,21 @@ async function answer(res: Response): Promise<any> {
   return body;
 }
 
-/** Read from the daemon through the console (a page of output, held changes, a judgement). */
-export async function read(path: string, params: Record<string, string | number>): Promise<any> {
-  const q = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
+/** Read from a host's daemon through the console (a page of output, held changes, a judgement, history). */
+export async function read(path: string, params: Record<string, string | number | undefined>): Promise<any> {
+  const q = new URLSearchParams(Object.entries(params).flatMap(([k, v]) => (v === undefined || v === '' ? [] : [[k, String(v)]])));
   return answer(await fetch(`/api/${path}?${q}`, { credentials: 'same-origin' }));
 }
 
-/** Ask the daemon to act on a session (write, kill, resume, apply …), as the operator. */
-export async function act(action: string, sessionId: string, params: Record<string, unknown> = {}): Promise<any> {
+/** Ask a host's daemon to act on a session (write, kill, resume, apply …), as the operator. */
+export async function act(host: string, action: string, sessionId: string, params: Record<string, unknown> = {}): Promise<any> {
   csrf ??= (await answer(await fetch('/api/session', { credentials: 'same-origin' }))).csrf;
   return answer(
     await fetch('/api/act', {
       method: 'POST',
       credentials: 'same-origin',
       headers: { 'content-type': 'application/json', 'x-csrf-token': csrf! },
-      body: JSON.stringify({ ...params, action, sessionId }),
+      body: JSON.stringify({ ...params, action, sessionId, host }),
     }),
   );
 }
@@ -100,25 +112,31 @@ export function connect(): void {
     changed();
   };
   es.addEventListener('daemon', (e) => {
-    state.daemon = JSON.parse((e as MessageEvent).data);
+    const d = JSON.parse((e as MessageEvent).data) as DaemonView;
+    state.hosts = new Map(state.hosts).set(d.host ?? '', d);
     changed();
   });
   es.addEventListener('sessions', (e) => {
-    const { upsert, remove, full } = JSON.parse((e as MessageEvent).data) as { upsert: Row[]; remove: string[]; full?: boolean };
-    const next = full ? new Map<string, Row>() : new Map(state.sessions);
+    const { upsert, remove, full, host } = JSON.parse((e as MessageEvent).data) as { upsert: Row[]; remove: string[]; full?: boolean; host: string };
+    const next = new Map(state.sessions);
+    // The whole of one host's sessions replaces that host's, not the others'.
+    if (full) for (const [k, r] of next) if (r.host === host) next.delete(k);
     for (const r of upsert) {
-      next.set(r.sessionId, r);
+      r.host = host;
+      next.set(keyOf(host, r.sessionId), r);
       sample(r);
     }
     for (const id of remove) {
-      next.delete(id);
-      usage.delete(id);
+      next.delete(keyOf(host, id));
+      usage.delete(keyOf(host, id));
     }
     state.sessions = next;
     changed();
   });
   es.addEventListener('approvals', (e) => {
-    state.approvals = JSON.parse((e as MessageEvent).data);
+    const { host, approvals } = JSON.parse((e as MessageEvent).data) as { host: string; approvals: Approval[] };
+    approvalsOf.set(host, approvals.map((a) => ({ ...a, host })));
+    state.approvals = [...approvalsOf.values()].flat();
     changed();
   });
   es.addEventListener('bye', () => {
@@ -136,8 +154,8 @@ export interface OutputChunk {
 }
 
 /** One session's live output, until the returned function closes it. */
-export function followOutput(sessionId: string, onChunk: (c: OutputChunk) => void): () => void {
-  const es = new EventSource(`/api/events?session=${encodeURIComponent(sessionId)}`);
+export function followOutput(host: string, sessionId: string, onChunk: (c: OutputChunk) => void): () => void {
+  const es = new EventSource(`/api/events?${new URLSearchParams({ session: sessionId, host })}`);
   es.addEventListener('output', (e) => onChunk(JSON.parse((e as MessageEvent).data)));
   es.addEventListener('bye', () => es.close());
   return () => es.close();

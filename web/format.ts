@@ -34,3 +34,27 @@ export function runtime(row: Record<string, any>, now: number): string {
 export function statusOf(row: { status: string; paused?: boolean }): string {
   return row.paused ? 'paused' : row.status;
 }
+
+/** Whether what its waitFor waits for holds: "ready", or what it still waits for. */
+export function readinessOf(row: Record<string, any>): string {
+  const r = row.readiness as { waitingFor: string; ready: boolean } | undefined;
+  if (!r) return '';
+  return r.ready ? `ready: ${r.waitingFor}` : `waiting for ${r.waitingFor}`;
+}
+
+/** How the rules judged it: the action and the rule that decided ("deny by rule 2"). */
+export function decisionOf(row: Record<string, any>): string {
+  const d = row.decision as { action: string; rule?: number; reason: string } | undefined;
+  if (!d) return '';
+  return `${d.action}${typeof d.rule === 'number' ? ` by rule ${d.rule}` : ''}`;
+}
+
+/** The page's address of one session of one host. */
+export function sessionHref(host: string, sessionId: string): string {
+  return `#/s/${encodeURIComponent(host)}/${encodeURIComponent(sessionId)}`;
+}
+
+/** The page's address of one session's story in a host's audit trail. */
+export function historyHref(host: string, sessionId: string): string {
+  return `#/history/${encodeURIComponent(host)}/${encodeURIComponent(sessionId)}`;
+}

@@ -7,6 +7,26 @@ interface LogPage {
   output: string;
   totalLines: number;
   totalChars: number;
+  /** Which characters of `output` came on stderr, [start, end) (where the daemon knows). */
+  stderr?: [number, number][];
+}
+
+/** A page of the log as chunks, what came on stderr marked: text, never markup. */
+function chunksOf(page: LogPage, end = ''): OutputChunk[] {
+  const out: OutputChunk[] = [];
+  let at = 0;
+  for (const [a, b] of page.stderr ?? []) {
+    if (a > at) out.push({ stream: 'log', data: page.output.slice(at, a) });
+    out.push({ stream: 'stderr', data: page.output.slice(a, b) });
+    at = b;
+  }
+  out.push({ stream: 'log', data: page.output.slice(at) + end });
+  return out;
+}
+
+/** Chunks as text, stderr marked. */
+function Chunks({ chunks }: { chunks: OutputChunk[] }) {
+  return <>{chunks.map((c) => <span class={c.stream === 'stderr' ? 'stderr' : undefined} title={c.stream === 'stderr' ? 'stderr' : undefined}>{c.data}</span>)}</>;
 }
 
 const PAGE = 200;
@@ -15,55 +35,56 @@ const PAGE = 200;
  * Follow a session's output: its stream first (kept aside), then the last page of its log, then
  * what the stream brought after that page (by offset), so nothing shows twice or goes missing.
  */
-function useFollow(sessionId: string, first: (page: LogPage) => void, chunk: (c: OutputChunk) => void): void {
+function useFollow(host: string, sessionId: string, first: (page: LogPage) => void, chunk: (c: OutputChunk) => void): void {
   useEffect(() => {
     let seen: number | undefined;
     const early: OutputChunk[] = [];
-    const stop = followOutput(sessionId, (c) => {
+    const stop = followOutput(host, sessionId, (c) => {
       if (seen === undefined) early.push(c);
       else if (c.offset === undefined || c.offset >= seen) chunk(c);
     });
-    read('read', { action: 'log', sessionId, limit: PAGE }).then((page: LogPage) => {
+    read('read', { action: 'log', sessionId, limit: PAGE, host }).then((page: LogPage) => {
       first(page);
       seen = page.totalChars;
       for (const c of early) if (c.offset === undefined || c.offset >= seen) chunk(c);
     }, () => (seen = 0));
     return stop;
-  }, [sessionId]);
+  }, [host, sessionId]);
 }
 
 /** Earlier lines than those shown, a page at a time, as text above the live view. */
-function Earlier({ sessionId, before }: { sessionId: string; before: number }) {
-  const [pages, setPages] = useState<string[]>([]);
+function Earlier({ host, sessionId, before }: { host: string; sessionId: string; before: number }) {
+  const [pages, setPages] = useState<OutputChunk[][]>([]);
   const [from, setFrom] = useState(before);
   useEffect(() => setFrom(before), [before]);
   if (from <= 0) return null;
   const more = async () => {
     const offset = Math.max(0, from - PAGE);
-    const page = await read('read', { action: 'log', sessionId, offset, limit: from - offset });
-    setPages([page.output, ...pages]);
+    const page = await read('read', { action: 'log', sessionId, offset, limit: from - offset, host });
+    setPages([chunksOf(page, pages.length ? '\n' : ''), ...pages]);
     setFrom(offset);
   };
   return (
     <div class="earlier">
       <button type="button" onClick={more}>Show earlier output ({from} more line{from === 1 ? '' : 's'})</button>
-      {pages.length > 0 && <pre class="out">{pages.join('\n')}</pre>}
+      {pages.length > 0 && <pre class="out earlier-out"><Chunks chunks={pages.flat()} /></pre>}
     </div>
   );
 }
 
 /** Output on pipes: text, stderr marked; a job's output is text, never markup. */
-export function PipeOutput({ sessionId }: { sessionId: string }) {
+export function PipeOutput({ host, sessionId }: { host: string; sessionId: string }) {
   const [chunks, setChunks] = useState<OutputChunk[]>([]);
   const [before, setBefore] = useState(0);
   const pre = useRef<HTMLPreElement>(null);
   const [follow, setFollow] = useState(true);
   useFollow(
+    host,
     sessionId,
     (page) => {
       const lines = page.output === '' ? 0 : page.output.split('\n').length;
       setBefore(Math.max(0, page.totalLines - lines));
-      setChunks((c) => [{ stream: 'log', data: page.output && `${page.output}\n` }, ...c]);
+      setChunks((c) => [...(page.output ? chunksOf(page, '\n') : []), ...c]);
     },
     (c) => setChunks((all) => [...all, c]),
   );
@@ -72,9 +93,9 @@ export function PipeOutput({ sessionId }: { sessionId: string }) {
   }, [chunks, follow]);
   return (
     <div class="output">
-      <Earlier sessionId={sessionId} before={before} />
+      <Earlier host={host} sessionId={sessionId} before={before} />
       <pre class="out live" ref={pre} aria-label="output" aria-live="off" tabIndex={0}>
-        {chunks.map((c) => <span class={c.stream === 'stderr' ? 'stderr' : undefined} title={c.stream === 'stderr' ? 'stderr' : undefined}>{c.data}</span>)}
+        <Chunks chunks={chunks} />
       </pre>
       <label class="follow"><input type="checkbox" checked={follow} onChange={(e) => setFollow((e.target as HTMLInputElement).checked)} /> Follow</label>
     </div>
@@ -82,7 +103,7 @@ export function PipeOutput({ sessionId }: { sessionId: string }) {
 }
 
 /** A terminal (pty) session in a terminal emulator; what is typed in it goes to the session. */
-export function TerminalOutput({ sessionId, ended }: { sessionId: string; ended: boolean }) {
+export function TerminalOutput({ host, sessionId, ended }: { host: string; sessionId: string; ended: boolean }) {
   const box = useRef<HTMLDivElement>(null);
   const term = useRef<Terminal | undefined>(undefined);
   const [before, setBefore] = useState(0);
@@ -103,7 +124,7 @@ export function TerminalOutput({ sessionId, ended }: { sessionId: string; ended:
       while (pending) {
         const data = pending;
         pending = '';
-        await act('write', sessionId, { data }).catch(() => undefined);
+        await act(host, 'write', sessionId, { data }).catch(() => undefined);
       }
       sending = false;
     };
@@ -114,6 +135,7 @@ export function TerminalOutput({ sessionId, ended }: { sessionId: string; ended:
     return () => sub.dispose();
   }, [sessionId, ended]);
   useFollow(
+    host,
     sessionId,
     (page) => {
       const lines = page.output === '' ? 0 : page.output.split('\n').length;
@@ -124,7 +146,7 @@ export function TerminalOutput({ sessionId, ended }: { sessionId: string; ended:
   );
   return (
     <div class="output">
-      <Earlier sessionId={sessionId} before={before} />
+      <Earlier host={host} sessionId={sessionId} before={before} />
       <div class="term-box" ref={box} aria-label="terminal" />
     </div>
   );

@@ -1,21 +1,21 @@
 import { useState } from 'preact/hooks';
 import { Changes } from './changes.js';
 import { UsageChart } from './chart.js';
-import { act, type Row } from './connection.js';
-import { bytes, runtime, statusOf } from './format.js';
+import { act, keyOf, type Row } from './connection.js';
+import { bytes, decisionOf, readinessOf, runtime, statusOf } from './format.js';
 import { useLive, useNow } from './hooks.js';
 import { PipeOutput, TerminalOutput } from './output.js';
 
 const ENDED = new Set(['completed', 'failed', 'denied']);
 
 /** Run an action and say what came of it. */
-function useAction(sessionId: string) {
+function useAction(host: string, sessionId: string) {
   const [said, setSaid] = useState('');
   const [busy, setBusy] = useState(false);
   const run = async (action: string, params: Record<string, unknown> = {}) => {
     setBusy(true);
     try {
-      const r = await act(action, sessionId, params);
+      const r = await act(host, action, sessionId, params);
       setSaid(String(r.text ?? '').split('\n')[0]);
     } catch (e) {
       setSaid((e as Error).message);
@@ -29,7 +29,7 @@ function useAction(sessionId: string) {
 /** The question a running session waits on (a prompt), answered from the page. */
 function Prompt({ row }: { row: Row }) {
   const i = row.interrupt;
-  const { said, busy, run } = useAction(row.sessionId);
+  const { said, busy, run } = useAction(row.host, row.sessionId);
   const [text, setText] = useState('');
   if (!i || i.kind === 'approval' || i.kind === 'changes') return null;
   const field = i.fields?.[0] ?? {};
@@ -79,7 +79,7 @@ function Prompt({ row }: { row: Row }) {
 
 /** Write to its input, or type named keys into its terminal. */
 function Input({ row }: { row: Row }) {
-  const { said, busy, run } = useAction(row.sessionId);
+  const { said, busy, run } = useAction(row.host, row.sessionId);
   const [data, setData] = useState('');
   const [enter, setEnter] = useState(true);
   const [keys, setKeys] = useState('');
@@ -117,11 +117,11 @@ function Input({ row }: { row: Row }) {
 }
 
 /** One session: its record, its output live, what can be done to it. */
-export function SessionView({ sessionId }: { sessionId: string }) {
-  const { sessions, version } = useLive();
+export function SessionView({ host, sessionId }: { host: string; sessionId: string }) {
+  const { sessions, hosts, version } = useLive();
   const now = useNow();
-  const row = sessions.get(sessionId);
-  const { said, busy, run } = useAction(sessionId);
+  const row = sessions.get(keyOf(host, sessionId));
+  const { said, busy, run } = useAction(host, sessionId);
   if (!row) {
     return (
       <section>
@@ -139,6 +139,7 @@ export function SessionView({ sessionId }: { sessionId: string }) {
         <span class="status">{statusOf(row)}</span> <code>{row.command}</code>
       </h2>
       <dl class="record">
+        {hosts.size > 1 && <div><dt>host</dt><dd>{row.host}</dd></div>}
         <div><dt>id</dt><dd>{row.sessionId}</dd></div>
         <div><dt>scope</dt><dd>{row.scope}</dd></div>
         <div><dt>workdir</dt><dd>{row.cwd}</dd></div>
@@ -147,6 +148,8 @@ export function SessionView({ sessionId }: { sessionId: string }) {
         {row.exitCode !== undefined && row.exitCode !== null && <div><dt>exit</dt><dd>{String(row.exitCode)}</dd></div>}
         {row.signal && <div><dt>signal</dt><dd>{row.signal}</dd></div>}
         {row.reason && <div><dt>reason</dt><dd>{row.reason}</dd></div>}
+        {row.readiness && <div><dt>readiness</dt><dd>{readinessOf(row)}</dd></div>}
+        {row.decision && <div><dt>rules</dt><dd>{`${decisionOf(row)}: ${row.decision.part} (${row.decision.reason})`}</dd></div>}
         {row.stop?.by && <div><dt>stopped by</dt><dd>{row.stop.by}</dd></div>}
         {row.resources && <div><dt>CPU</dt><dd>{`${(Number(row.resources.cpuMs ?? 0) / 1000).toFixed(1)}s`}</dd></div>}
         {row.resources && <div><dt>memory</dt><dd>{bytes(row.resources.memoryBytes)} (peak {bytes(row.resources.memoryPeakBytes)})</dd></div>}
@@ -161,10 +164,10 @@ export function SessionView({ sessionId }: { sessionId: string }) {
         )}
       </div>
       {said && <p role="status" class="said">{said}</p>}
-      {row.resources && !ended && <UsageChart sessionId={sessionId} version={version} />}
+      {row.resources && !ended && <UsageChart usageKey={keyOf(host, sessionId)} version={version} />}
       <Prompt row={row} />
-      {row.changes && <Changes sessionId={sessionId} version={JSON.stringify(row.changes)} />}
-      {started && (row.pty ? <TerminalOutput sessionId={sessionId} ended={ended} /> : <PipeOutput sessionId={sessionId} />)}
+      {row.changes && <Changes host={host} sessionId={sessionId} version={JSON.stringify(row.changes)} />}
+      {started && (row.pty ? <TerminalOutput host={host} sessionId={sessionId} ended={ended} /> : <PipeOutput host={host} sessionId={sessionId} />)}
       {!ended && started && <Input row={row} />}
     </section>
   );

@@ -1,6 +1,6 @@
 import { useMemo, useState } from 'preact/hooks';
-import type { Row } from './connection.js';
-import { bytes, runtime, statusOf } from './format.js';
+import { keyOf, type Row } from './connection.js';
+import { bytes, decisionOf, readinessOf, runtime, sessionHref, statusOf } from './format.js';
 import { useLive, useNow } from './hooks.js';
 
 /** Rows drawn at first; "Show more" adds as many again. */
@@ -8,7 +8,8 @@ const PAGE = 200;
 
 const STATUSES = ['running', 'waiting_input', 'approval_required', 'paused', 'completed', 'failed', 'denied'];
 
-function matches(r: Row, status: string, scope: string, text: string): boolean {
+function matches(r: Row, host: string, status: string, scope: string, text: string): boolean {
+  if (host && r.host !== host) return false;
   if (status && statusOf(r) !== status) return false;
   if (scope && r.scope !== scope) return false;
   if (!text) return true;
@@ -22,23 +23,34 @@ function refusals(r: Row): string {
   return denied?.length ? denied.map((d) => `${d.host} ×${d.count}`).join(', ') : '';
 }
 
-/** Sessions of every scope, newest first, filtered by status, scope and text. */
+/** Sessions of every scope (and every host of a fleet), newest first, filtered by host, status, scope and text. */
 export function Sessions() {
-  const { sessions } = useLive();
+  const { sessions, hosts } = useLive();
   const now = useNow();
+  const fleet = hosts.size > 1;
+  const [host, setHost] = useState('');
   const [status, setStatus] = useState('');
   const [scope, setScope] = useState('');
   const [text, setText] = useState('');
   const rows = useMemo(() => [...sessions.values()].sort((a, b) => String(b.startedAt).localeCompare(String(a.startedAt))), [sessions]);
   const scopes = useMemo(() => [...new Set(rows.map((r) => r.scope))].sort(), [rows]);
   const [room, setRoom] = useState(PAGE);
-  const matching = rows.filter((r) => matches(r, status, scope, text));
+  const matching = rows.filter((r) => matches(r, host, status, scope, text));
   // A thousand rows stay smooth: the newest are drawn, the rest on asking.
   const shown = matching.slice(0, room);
   return (
     <section aria-labelledby="sessions-h">
       <h2 id="sessions-h">Sessions</h2>
       <div class="filters" role="search">
+        {fleet && (
+          <label>
+            Host{' '}
+            <select value={host} onChange={(e) => setHost((e.target as HTMLSelectElement).value)}>
+              <option value="">all</option>
+              {[...hosts.keys()].map((h) => <option value={h}>{h}</option>)}
+            </select>
+          </label>
+        )}
         <label>
           Status{' '}
           <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
@@ -61,11 +73,14 @@ export function Sessions() {
       <table class="sessions">
         <thead>
           <tr>
+            {fleet && <th scope="col">Host</th>}
             <th scope="col">Status</th>
             <th scope="col">Scope</th>
             <th scope="col">Name</th>
             <th scope="col">Command</th>
             <th scope="col">Workdir</th>
+            <th scope="col">Ready</th>
+            <th scope="col">Rules</th>
             <th scope="col">Runtime</th>
             <th scope="col">CPU</th>
             <th scope="col">Memory</th>
@@ -75,12 +90,15 @@ export function Sessions() {
         </thead>
         <tbody>
           {shown.map((r) => (
-            <tr key={r.sessionId} data-session={r.sessionId} class={`st-${statusOf(r)}`}>
+            <tr key={keyOf(r.host, r.sessionId)} data-session={r.sessionId} data-host={r.host} class={`st-${statusOf(r)}`}>
+              {fleet && <td class="host">{r.host}</td>}
               <td><span class="status">{statusOf(r)}</span>{r.status === 'completed' || r.status === 'failed' ? ` ${r.exitCode ?? r.signal ?? ''}` : ''}</td>
               <td>{r.scope}</td>
-              <td><a href={`#/s/${encodeURIComponent(r.sessionId)}`}>{r.name || r.sessionId}</a></td>
+              <td><a href={sessionHref(r.host, r.sessionId)}>{r.name || r.sessionId}</a></td>
               <td class="cmd"><code>{r.command}</code></td>
               <td class="cwd">{r.cwd}</td>
+              <td class="ready">{readinessOf(r)}</td>
+              <td class="rule" title={r.decision?.reason ?? ''}>{decisionOf(r)}</td>
               <td>{runtime(r, now)}</td>
               <td>{typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : ''}</td>
               <td>{bytes(r.resources?.memoryBytes)}</td>

@@ -1,17 +1,13 @@
+import type { DaemonView } from './connection.js';
 import { useLive } from './hooks.js';
 import { duration } from './format.js';
 
-/** The daemon: whether the console reaches it, its version, uptime, modes and totals. */
-export function DaemonStatus() {
-  const { daemon, live } = useLive();
-  const s = daemon.status;
-  if (!live) return <p class="banner warn" role="status">{daemon.problem && !daemon.connected ? daemon.problem : 'Reconnecting to the console…'}</p>;
-  if (!daemon.connected) return <p class="banner warn" role="status">The daemon cannot be reached: {daemon.problem ?? 'not connected'}. The console tries again.</p>;
-  if (!s) return <p class="muted">Daemon: connecting…</p>;
+/** One daemon's figures: version, pid, uptime, totals, modes (the reason on hover). */
+function Figures({ s, label }: { s: Record<string, any>; label: string }) {
   const sandbox = s.sandbox ? `${s.sandbox.mode}${s.sandbox.available === false ? ' (unavailable)' : ''}` : '';
   const cgroups = s.cgroups ? String(s.cgroups.mode ?? s.cgroups.how ?? '') : '';
   return (
-    <dl class="daemon" aria-label="daemon status">
+    <dl class="daemon" aria-label={label}>
       <div><dt>procctld</dt><dd>{String(s.version ?? '')}</dd></div>
       <div><dt>pid</dt><dd>{String(s.pid ?? '')}</dd></div>
       <div><dt>up</dt><dd>{duration(Number(s.uptimeMs))}</dd></div>
@@ -22,4 +18,35 @@ export function DaemonStatus() {
       {s.changes && <div><dt>review</dt><dd title={s.changes.reason ?? ''}>{s.changes.review ? 'available' : 'unavailable'}</dd></div>}
     </dl>
   );
+}
+
+/** One host of a fleet: its name, whether the console reaches it, and its figures. */
+function Host({ d }: { d: DaemonView }) {
+  const name = d.host ?? '';
+  return (
+    <li class={`host ${d.connected ? 'up' : 'down'}`} data-host={name}>
+      <strong>{name}</strong>{' '}
+      <span class="state" role="status">{d.connected ? 'connected' : `disconnected: ${d.problem ?? 'not connected'}; trying again`}</span>
+      {d.connected && d.status && <Figures s={d.status} label={`daemon on ${name}`} />}
+    </li>
+  );
+}
+
+/** The daemons: whether the console reaches each, its version, uptime, modes and totals. */
+export function DaemonStatus() {
+  const { daemon, hosts, live } = useLive();
+  if (!live) return <p class="banner warn" role="status">{daemon.problem && !daemon.connected ? daemon.problem : 'Reconnecting to the console…'}</p>;
+  const views = [...hosts.values()];
+  if (views.length > 1) {
+    return (
+      <ul class="hosts" aria-label="daemons">
+        {views.map((d) => <Host key={d.host} d={d} />)}
+      </ul>
+    );
+  }
+  const d = views[0];
+  if (!d) return <p class="muted">Daemon: connecting…</p>;
+  if (!d.connected) return <p class="banner warn" role="status">The daemon cannot be reached: {d.problem ?? 'not connected'}. The console tries again.</p>;
+  if (!d.status) return <p class="muted">Daemon: connecting…</p>;
+  return <Figures s={d.status} label="daemon status" />;
 }

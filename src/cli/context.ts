@@ -86,7 +86,8 @@ let reach: string[] = [];
  * knowing the scope; the CLI adds the `--host` and `--socket` it was given, which only it knows.
  */
 export function hintsReach(g: Pick<GlobalOptions, 'host' | 'socket'>): void {
-  reach = reachWords(g);
+  // `procctl ui` takes --host more than once (the fleet view): no one host to name then.
+  reach = reachWords(typeof g.host === 'string' || g.host === undefined ? g : { socket: g.socket });
 }
 
 /** Text with every `procctl …` hint in backquotes made to reach this daemon. */

@@ -2,12 +2,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { RpcCallError } from '../rpc/client.js';
 import type { Asset } from './assets.js';
 import { Guard, refuse, SAFE_HEADERS } from './guard.js';
+import type { Fleet } from './fleet.js';
 import type { DaemonLink } from './live.js';
 
 /** What the page may ask the daemon to do to a session, through `POST /api/act`. */
 const ACTIONS = new Set(['write', 'send-keys', 'submit', 'paste', 'resume', 'kill', 'pause', 'continue', 'apply', 'discard', 'undo']);
 /** What it may read, through `GET /api/read`: a page of output, held changes and their diff. */
 const READS = new Set(['log', 'changes']);
+/** The filters of `GET /api/history` passed on as text (the daemon checks them: history's own schema). */
+const HISTORY_TEXT = ['since', 'until', 'ofScope', 'status', 'grep', 'sessionId'];
 /** Answers to approvals are the person's: these carry the approver credential. */
 const ANSWERS = new Set(['resume']);
 /** A request body larger than this is refused (a paste of a screenful is far smaller). */
@@ -56,7 +59,7 @@ function failure(res: ServerResponse, err: unknown): void {
  * pushes per open page (server-sent events), and the few calls the page makes, each passed to the
  * daemon as the operator. It holds no state of the daemon's but what DaemonLink keeps to push.
  */
-export function consoleServer(guardOf: () => Guard, link: DaemonLink, assets: Map<string, Asset>): Server {
+export function consoleServer(guardOf: () => Guard, fleet: Fleet, assets: Map<string, Asset>): Server {
   const server = createServer((req, res) => {
     handle(req, res).catch((err) => failure(res, err));
   });
@@ -87,8 +90,14 @@ export function consoleServer(guardOf: () => Guard, link: DaemonLink, assets: Ma
     const session = guard.session(req);
     if (!session) return json(res, 401, { error: 'no console session: open the link procctl ui printed' });
     if (req.method === 'GET') {
-      if (path === '/api/session') return json(res, 200, { csrf: session.csrf });
-      if (path === '/api/events') return stream(req, res, url.searchParams.get('session') ?? undefined);
+      if (path === '/api/session') return json(res, 200, { csrf: session.csrf, hosts: fleet.names });
+      const host = url.searchParams.get('host') ?? undefined;
+      const sessionId = url.searchParams.get('session') ?? undefined;
+      // The whole view's stream is every host's; anything else is of one host: the one named, or the only one.
+      if (path === '/api/events' && sessionId === undefined && host === undefined) return stream(req, res, undefined, undefined);
+      const link = fleet.link(host);
+      if (typeof link === 'string') return json(res, 400, { error: link });
+      if (path === '/api/events') return stream(req, res, sessionId, link);
       if (path === '/api/read') {
         const action = url.searchParams.get('action') ?? '';
         const sessionId = url.searchParams.get('sessionId') ?? '';
@@ -99,6 +108,19 @@ export function consoleServer(guardOf: () => Guard, link: DaemonLink, assets: Ma
           if (v !== null && /^\d+$/.test(v)) params[k] = Number(v);
         }
         return json(res, 200, await link.call('process', params));
+      }
+      if (path === '/api/history') {
+        // The daemon's audit trail (SPEC §18), as the operator: every scope's, narrowed by what the page asks.
+        const params: Record<string, unknown> = {};
+        for (const k of HISTORY_TEXT) {
+          const v = url.searchParams.get(k);
+          if (v !== null && v !== '') params[k] = v;
+        }
+        for (const k of ['offset', 'limit']) {
+          const v = url.searchParams.get(k);
+          if (v !== null && /^\d{1,6}$/.test(v)) params[k] = Number(v);
+        }
+        return json(res, 200, await link.call('history', params));
       }
       if (path === '/api/policy') {
         // How an approval's command is judged, in its own scope: the parts and the rule that decided each.
@@ -114,7 +136,9 @@ export function consoleServer(guardOf: () => Guard, link: DaemonLink, assets: Ma
     if (path !== '/api/act') return json(res, 404, { error: `nothing at ${path}` });
     const body = await readBody(req);
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return json(res, 400, { error: 'the body is a JSON object: {action, sessionId, ...}' });
-    const { action, ...params } = body as Record<string, unknown>;
+    const { action, host, ...params } = body as Record<string, unknown>;
+    const link = fleet.link(host);
+    if (typeof link === 'string') return json(res, 400, { error: link });
     if (typeof action !== 'string' || !ACTIONS.has(action)) return json(res, 400, { error: `action must be one of ${[...ACTIONS].join(', ')}` });
     if (typeof params.sessionId !== 'string' || params.sessionId === '') return json(res, 400, { error: 'sessionId is required: the page acts on one session at a time' });
     // The page cannot name a scope or a credential, nor act on every session at once: the console's own are added, after what it sent.
@@ -142,17 +166,22 @@ export function consoleServer(guardOf: () => Guard, link: DaemonLink, assets: Ma
   }
 
   /** One page's pushes as server-sent events, until it closes. */
-  function stream(req: IncomingMessage, res: ServerResponse, sessionId: string | undefined): void {
+  function stream(req: IncomingMessage, res: ServerResponse, sessionId: string | undefined, host: DaemonLink | undefined): void {
     res.writeHead(200, { ...SAFE_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive' });
     res.write(': procctl console\n\n');
-    const leave = link.add({
-      sessionId,
-      send: (event, data) => {
-        if (!res.destroyed) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-        if (event === 'bye') res.end();
+    const leave = fleet.add(
+      {
+        sessionId,
+        send: (event, data) => {
+          // Each host says bye as the console ends: the first one ends the stream.
+          if (res.destroyed || res.writableEnded) return;
+          res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+          if (event === 'bye') res.end();
+        },
       },
-    });
-    const keepalive = setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS);
+      host,
+    );
+    const keepalive = setInterval(() => res.writableEnded || res.write(': keepalive\n\n'), KEEPALIVE_MS);
     req.on('close', () => {
       clearInterval(keepalive);
       leave();

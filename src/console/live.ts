@@ -48,6 +48,8 @@ export class DaemonLink {
   private operator: Operator = {};
 
   constructor(
+    /** The host's name in the page (`local`, an ssh host, or the name given with `--host NAME=…`). */
+    readonly host: string,
     private readonly dial: () => Promise<Dial>,
     private readonly credentials: () => Operator,
   ) {}
@@ -67,6 +69,18 @@ export class DaemonLink {
   async start(): Promise<void> {
     await this.connect();
     await this.client!.call('process', { action: 'list', limit: 1, ...this.auth() });
+  }
+
+  /**
+   * One host of several that could not be started: shown as disconnected with why, and tried
+   * again (backing off) while the others are served.
+   */
+  startLater(why: unknown): void {
+    const client = this.client;
+    this.client = undefined;
+    client?.close();
+    this.problem = why instanceof Error ? why.message : String(why);
+    this.reconnectLater();
   }
 
   private async connect(): Promise<void> {
@@ -91,6 +105,7 @@ export class DaemonLink {
       if (this.closing || this.client) return;
       try {
         await this.connect();
+        if (this.closing) return (this.client as DaemonClient | undefined)?.close();
         this.broadcast('daemon', this.daemonView());
         this.sync();
       } catch (err) {
@@ -126,8 +141,8 @@ export class DaemonLink {
     this.viewers.add(viewer);
     if (viewer.sessionId === undefined) {
       viewer.send('daemon', this.daemonView());
-      viewer.send('sessions', { upsert: [...this.rows.values()].map((r) => JSON.parse(r)), remove: [], full: true });
-      viewer.send('approvals', JSON.parse(this.approvals));
+      viewer.send('sessions', { upsert: [...this.rows.values()].map((r) => JSON.parse(r)), remove: [], full: true, host: this.host });
+      viewer.send('approvals', { host: this.host, approvals: JSON.parse(this.approvals) });
     }
     this.sync();
     return () => {
@@ -170,7 +185,7 @@ export class DaemonLink {
       for (const v of this.viewers) if (v.sessionId === event.sessionId) v.send('output', event);
       return;
     }
-    this.broadcast('event', event);
+    this.broadcast('event', { ...event, host: this.host });
     // What an event changes in the table (status, interrupt, readiness) comes with the next list.
     clearTimeout(this.settle);
     this.settle = setTimeout(() => void this.refresh(), SETTLE_MS);
@@ -181,7 +196,7 @@ export class DaemonLink {
   }
 
   private daemonView() {
-    return { connected: this.client !== undefined, problem: this.problem, status: this.status };
+    return { connected: this.client !== undefined, problem: this.problem, status: this.status, host: this.host };
   }
 
   private refreshing: Promise<void> | undefined;
@@ -213,7 +228,7 @@ export class DaemonLink {
       const a = JSON.stringify(approvals.approvals);
       if (a !== this.approvals) {
         this.approvals = a;
-        this.broadcast('approvals', approvals.approvals);
+        this.broadcast('approvals', { host: this.host, approvals: approvals.approvals });
       }
       if (JSON.stringify(status) !== JSON.stringify(this.status)) {
         this.status = status;
@@ -236,7 +251,7 @@ export class DaemonLink {
     }
     const remove = [...this.rows.keys()].filter((id) => !next.has(id));
     this.rows = next;
-    if (upsert.length || remove.length) this.broadcast('sessions', { upsert, remove });
+    if (upsert.length || remove.length) this.broadcast('sessions', { upsert, remove, host: this.host });
   }
 
   close(): void {

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { approverCredential } from '../rpc/credential.js';
 import { DaemonClient, RpcCallError } from '../rpc/client.js';
 import { dialFor } from '../remote/reach.js';
 import { resolveSocketPath } from '../config/paths.js';
@@ -9,10 +8,17 @@ import { loadAssets } from './assets.js';
 import { Guard } from './guard.js';
 import { consoleServer } from './http.js';
 import { listenTarget, ownAddress } from './listen.js';
+import { Fleet, hostAccess, parseHosts, singleHost } from './fleet.js';
 import { DaemonLink } from './live.js';
 
+/** The CLI checks `ui --host` values before anything starts (a bad one is a usage error). */
+export { parseHosts } from './fleet.js';
+
 export interface ConsoleOptions {
+  /** The global `--host ssh://…` (or $PROCCTL_HOST): the one daemon, when `hosts` names none. */
   host?: string;
+  /** `procctl ui --host V` (repeatable): the fleet, each `local` or `ssh://…`, optionally `NAME=` in front. */
+  hosts?: string[];
   socket?: string;
   /** `--port N` (TCP; 0 or unset: a free one). */
   port?: number;
@@ -39,30 +45,48 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
   const env = o.env ?? process.env;
   const target = listenTarget(o.listen, o.port);
   const assets = loadAssets();
-  const credentials = () => ({ adminToken: o.adminToken ?? (env.PROCCTL_ADMIN_TOKEN || undefined), approverToken: approverCredential(o.socket, env) });
-  const { adminToken, approverToken } = credentials();
-  if (!adminToken && !approverToken) {
-    // No daemon is the likelier cause (its credential is made when it starts): say that first.
-    (await DaemonClient.over(await dialFor({ host: o.host, socket: o.socket, env }))).close();
-    const beside = o.host ? 'set $PROCCTL_APPROVER_TOKEN to the daemon\'s approver credential' : `run it as the user who can read ${resolveSocketPath(o.socket, env)}.approver`;
-    throw new Error(`procctl ui acts as the operator and answers approvals as you: set $PROCCTL_ADMIN_TOKEN to the daemon's adminToken, or ${beside}`);
-  }
-  const link = new DaemonLink(() => dialFor({ host: o.host, socket: o.socket, env }), credentials);
-  try {
-    await link.start();
-  } catch (err) {
-    link.close();
-    if ((err instanceof RpcCallError || (err instanceof Error && err.name === 'RpcCallError')) && (err as RpcCallError).kind === 'forbidden') {
-      throw new Error(`the daemon does not take the console as the operator: ${(err as Error).message}. Set $PROCCTL_ADMIN_TOKEN to its adminToken`);
+  const many = (o.hosts?.length ?? 0) > 0;
+  const specs = many ? parseHosts(o.hosts!) : [singleHost(o.host, env)];
+  const links = specs.map((spec) => {
+    const { dial, credentials } = hostAccess(spec, { socket: o.socket, adminToken: o.adminToken, env, fleet: many });
+    return { spec, credentials, link: new DaemonLink(spec.name, dial, credentials) };
+  });
+  if (!many) {
+    const { link, credentials } = links[0];
+    const { adminToken, approverToken } = credentials();
+    if (!adminToken && !approverToken) {
+      // No daemon is the likelier cause (its credential is made when it starts): say that first.
+      (await DaemonClient.over(await dialFor({ host: o.host, socket: o.socket, env }))).close();
+      const beside = o.host ? 'set $PROCCTL_APPROVER_TOKEN to the daemon\'s approver credential' : `run it as the user who can read ${resolveSocketPath(o.socket, env)}.approver`;
+      throw new Error(`procctl ui acts as the operator and answers approvals as you: set $PROCCTL_ADMIN_TOKEN to the daemon's adminToken, or ${beside}`);
     }
-    throw err;
+    try {
+      await link.start();
+    } catch (err) {
+      link.close();
+      throw operatorRefused(err);
+    }
+  } else {
+    // Several hosts: one that cannot be reached now is shown disconnected and tried again; none reached is an error.
+    const started = await Promise.allSettled(links.map(({ link }) => link.start()));
+    if (started.every((r) => r.status === 'rejected')) {
+      for (const { link } of links) link.close();
+      throw operatorRefused((started[0] as PromiseRejectedResult).reason);
+    }
+    started.forEach((r, i) => {
+      if (r.status === 'fulfilled') return;
+      const why = operatorRefused(r.reason);
+      o.say(`procctl ui: host ${links[i].spec.name}: ${why.message}; it is shown as disconnected and tried again`);
+      links[i].link.startLater(why);
+    });
   }
+  const fleet = new Fleet(links.map((l) => l.link));
 
   let guard: Guard | undefined;
-  const server = consoleServer(() => guard!, link, assets);
+  const server = consoleServer(() => guard!, fleet, assets);
   const where = target.where;
   if ('path' in where && existsSync(where.path)) {
-    link.close();
+    fleet.close();
     throw new Error(`--listen ${where.path} exists already: remove it if no console listens there, or name another path`);
   }
   await new Promise<void>((resolve, reject) => {
@@ -70,7 +94,7 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
     if ('path' in where) server.listen(where.path, resolve);
     else server.listen(where.port, where.host, resolve);
   }).catch((err: NodeJS.ErrnoException) => {
-    link.close();
+    fleet.close();
     const at = 'path' in where ? where.path : `${where.host}:${where.port}`;
     throw new Error(`cannot listen on ${at}: ${err.code === 'EADDRINUSE' ? 'something listens there already; pass another --port, or none for a free one' : err.message}`);
   });
@@ -91,9 +115,17 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
-  link.close();
+  fleet.close();
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+/** A daemon's refusal of the console's credentials, said with the fix; anything else as it is. */
+function operatorRefused(err: unknown): Error {
+  if ((err instanceof RpcCallError || (err instanceof Error && err.name === 'RpcCallError')) && (err as RpcCallError).kind === 'forbidden') {
+    return new Error(`the daemon does not take the console as the operator: ${(err as Error).message}. Set $PROCCTL_ADMIN_TOKEN to its adminToken`);
+  }
+  return err instanceof Error ? err : new Error(String(err));
 }
 
 /** Start the person's browser on the link (`xdg-open`, or `open` on macOS); say so if it cannot, never the link itself. */

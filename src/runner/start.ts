@@ -16,7 +16,7 @@ import { describeWaitFor, type ExecParams } from '../schema/exec.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
 import { deriveName } from '../session/name.js';
 import type { Registry } from '../session/registry.js';
-import { Session, type ChangesSummary, type InterruptOutcome } from '../session/session.js';
+import { Session, type ChangesSummary, type InterruptOutcome, type SessionDecision } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { buildEnv } from './env.js';
 import { scratchFor, type ScratchDirs } from './scratch.js';
@@ -79,6 +79,8 @@ export interface JobRequest {
    * `approval`: an approval rule said review, so its changes wait for a person's answer once it ends.
    */
   review?: { approval: boolean };
+  /** How the rules judged it (an approved exec: as they judged it when it asked). */
+  decision?: SessionDecision;
 }
 
 /**
@@ -187,6 +189,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     pastInterrupts: req.approved?.history,
     waitFor: p.waitFor && describeWaitFor(p.waitFor),
     notify: p.notify,
+    decision: req.decision,
   });
   late = session;
   if (changes) session.noteChanges(changes);

@@ -3,6 +3,9 @@ import { ChunkQueue } from './chunks.js';
 
 export type Stream = 'stdout' | 'stderr';
 
+/** How many runs of stderr output a session keeps the place of (SessionOutput.stderrIn). */
+const STDERR_RANGES = 20_000;
+
 /** Where a session's output is copied as it comes (its spool on disk). */
 export interface OutputSink {
   write(data: Buffer | string): void;
@@ -27,6 +30,8 @@ export class SessionOutput {
   private readonly retained: ChunkQueue;
   private readonly pending: { stdout: ChunkQueue; stderr: ChunkQueue };
   private seq = 0;
+  /** Where stderr's output lies in the whole output: [start, end) character offsets, flat pairs, oldest first. */
+  private readonly errRanges: number[] = [];
   /** Characters ever captured, both streams. */
   totalChars = 0;
   lastOutputAt: number | undefined;
@@ -77,8 +82,31 @@ export class SessionOutput {
     const seq = this.seq++;
     this.retained.push(text);
     this.pending[stream].push(text, seq);
+    if (stream === 'stderr') this.noteStderr(this.totalChars, this.totalChars + text.length);
     this.totalChars += text.length;
     this.lastOutputAt = Date.now();
+  }
+
+  private noteStderr(start: number, end: number): void {
+    const r = this.errRanges;
+    if (r.length > 0 && r[r.length - 1] === start) r[r.length - 1] = end;
+    else r.push(start, end);
+    // Kept for the newest output only: a job that interleaves its streams endlessly costs a bounded list.
+    if (r.length > 2 * STDERR_RANGES) r.splice(0, r.length - 2 * STDERR_RANGES);
+  }
+
+  /**
+   * Where stderr lies in the whole output's characters [from, to), as [start, end) offsets from
+   * `from` (for a page of the log to mark it). Not known for output from before a restart, nor
+   * older than the newest STDERR_RANGES runs of it.
+   */
+  stderrIn(from: number, to: number): [number, number][] {
+    const r = this.errRanges;
+    const out: [number, number][] = [];
+    let i = r.length - 2;
+    while (i >= 0 && r[i + 1] > from) i -= 2;
+    for (i += 2; i < r.length && r[i] < to; i += 2) out.push([Math.max(r[i], from) - from, Math.min(r[i + 1], to) - from]);
+    return out;
   }
 
   /** Characters dropped from the retained transcript. */

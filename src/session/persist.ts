@@ -25,6 +25,7 @@ export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
     reason: s.reason,
     error: s.error,
     denial: s.denial,
+    decision: s.decision,
     stop: s.stop,
     backgrounded: s.backgrounded,
     pid: s.pid,
@@ -92,6 +93,7 @@ export function restoreSession(
     startedAt: r.startedAt,
     spool,
     pastInterrupts: r.pastInterrupts,
+    decision: r.decision,
     restored: {
       state: restoredState(r, now),
       pty: r.pty,

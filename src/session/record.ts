@@ -131,6 +131,8 @@ export const SessionRecordSchema = z.object({
   error: z.string().optional(),
   /** Why a denied session never ran. */
   denial: z.string().optional(),
+  /** How the approval rules judged it (SPEC §8). */
+  decision: z.object({ action: z.string(), part: z.string(), rule: z.number().int().optional(), reason: z.string() }).optional(),
   stop: StopRequestSchema.optional(),
   backgrounded: z.boolean().default(false),
   pid: z.number().int().optional(),

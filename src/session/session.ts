@@ -34,6 +34,15 @@ export interface RestoredParts {
   changesApproval?: Interrupt;
 }
 
+/** How the approval rules judged its command (SPEC §8): the deciding part, and the rule that decided it. */
+export interface SessionDecision {
+  action: string;
+  part: string;
+  /** The rule's position in approvals.rules; absent for the default. */
+  rule?: number;
+  reason: string;
+}
+
 export interface SessionInit {
   id: string;
   scope: string;
@@ -59,6 +68,8 @@ export interface SessionInit {
   waitFor?: string;
   /** Which of its ends, once backgrounded, are notifications (SPEC §5). */
   notify?: Notify;
+  /** How the rules judged it, when they did (not kept across a restart). */
+  decision?: SessionDecision;
   /** For a session restored from the state directory. */
   startedAt?: number;
   restored?: RestoredParts;
@@ -159,6 +170,8 @@ export class Session {
   private rev = 0;
   private readonly events: EventBus;
   private readonly now: () => number;
+  /** How the rules judged its command, when they did (SPEC §8). */
+  readonly decision: SessionDecision | undefined;
 
   constructor(init: SessionInit) {
     this.id = init.id;
@@ -179,6 +192,7 @@ export class Session {
     this.past = this.pastInterrupts = [...(init.pastInterrupts ?? [])];
     this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
     this.notify = init.notify ?? 'exit';
+    this.decision = init.decision;
     this.ready = init.waitFor === undefined ? undefined : { waitingFor: init.waitFor, readyAt: undefined };
     const r = init.restored;
     this.kept = this.checkpoints = [...(r?.checkpoints ?? [])];
@@ -573,6 +587,8 @@ export class Session {
     const r = this.ready;
     if (!r || r.readyAt !== undefined || !this.running) return;
     r.readyAt = this.now();
+    // The list shows whether it is ready.
+    this.changed();
     this.emit('ready', { waitFor: r.waitingFor, afterMs: r.readyAt - this.startedAt, ...detail });
     this.wake();
   }

@@ -15,7 +15,7 @@ import { patternError } from '../config/pattern.js';
 import { matchCounts, notifyMatches } from '../readiness/notify.js';
 import { watchReadiness } from '../readiness/watch.js';
 import { gateExec } from './approval/gate.js';
-import { decidedBy, judgeCommand } from './approval/judge.js';
+import { decidedBy, decisionOf, judgeCommand } from './approval/judge.js';
 import { settleChanges } from './approval/changes.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
@@ -98,7 +98,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
-    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined });
+    const decision = approved ? approved.decision : judgement && decisionOf(judgement);
+    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined, decision });
     // An approved exec was told of when it was asked for; its answer is on record.
     if (!approved) noteStarted(d, ctx, started.session, p, { review, judgement });
     // A review session's changes are settled (pending, or nothing held) before its end is announced.

@@ -130,6 +130,9 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     resources: sessionResources(s),
     // Review mode (SPEC §16): held, pending until applied or discarded.
     changes: s.changes,
+    // How the rules judged it (SPEC §8), and what its waitFor waits for (SPEC §5).
+    decision: s.decision,
+    readiness: s.readiness && { waitingFor: s.readiness.waitingFor, ready: s.readiness.readyAt !== undefined, readyAt: s.readiness.readyAt === undefined ? undefined : new Date(s.readiness.readyAt).toISOString() },
     // As the stop file says it: the text given to kill (else who stopped it), and who did.
     stop: s.stop && {
       reason: s.stop.note ?? s.stop.reason,

@@ -142,6 +142,31 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     await page.close();
   });
 
+  it('marks stderr in the output paged back through the log, not only in what arrives live', async () => {
+    // 600 lines: the session view reads the last 200, "Show earlier output" the ones before.
+    const r = await c.exec({ command: 'for i in $(seq 1 150); do echo out-$i; echo err-$i >&2; echo out-$i-b; echo err-$i-b >&2; sleep 0.002; done', scope: 'agent' });
+    expect(r.status).toBe('completed');
+    const page = await open(sessionRoute(r.sessionId));
+    /** Each line of a pre, and whether it was drawn as stderr. */
+    const linesOf = (selector: string) =>
+      page.locator(selector).evaluate((pre) =>
+        [...pre.querySelectorAll('span')].flatMap((span) =>
+          (span.textContent ?? '').split('\n').filter(Boolean).map((line) => ({ line, stderr: span.classList.contains('stderr') })),
+        ),
+      );
+    await waitFor(async () => (await linesOf('pre.out.live').catch(() => [])).length >= 200, { what: 'the last page of output' });
+    const last = await linesOf('pre.out.live');
+    expect(last.some((l) => l.stderr)).toBe(true);
+    for (const l of last) expect(l.stderr, l.line).toBe(l.line.startsWith('err-'));
+    await page.getByRole('button', { name: /Show earlier output/ }).click();
+    await page.locator('pre.earlier-out').waitFor({ timeout: 20_000 });
+    const earlier = await linesOf('pre.earlier-out');
+    expect(earlier.length).toBe(200);
+    expect(earlier.some((l) => l.stderr)).toBe(true);
+    for (const l of earlier) expect(l.stderr, l.line).toBe(l.line.startsWith('err-'));
+    await page.close();
+  });
+
   it('Pause and Continue freeze and thaw it where it has a cgroup; Kill ends it', async () => {
     const r = await c.exec({ command: 'sleep 600', background: true, scope: 'agent' });
     const page = await open(sessionRoute(r.sessionId));
@@ -158,6 +183,22 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     await waitFor(async () => (await session(r.sessionId))?.status === 'failed', { what: 'the session to end' });
     expect(await session(r.sessionId)).toMatchObject({ status: 'failed', reason: 'user' });
     await page.locator('.session .status', { hasText: 'failed' }).waitFor({ timeout: 20_000 });
+    await page.close();
+  });
+
+  it('the table shows readiness and the rule that decided', async () => {
+    const page = await open();
+    const r = await c.exec({ command: 'echo warming; sleep 0.5; echo up-now; sleep 600', waitFor: { output: 'up-now' }, background: true, yieldMs: 0, scope: 'agent' });
+    const row = page.locator(`tr[data-session="${r.sessionId}"]`);
+    await row.locator('td.ready', { hasText: 'ready: ' }).waitFor({ timeout: 30_000 });
+    expect(await row.locator('td.ready').innerText()).toMatch(/^ready: .*up-now/);
+    const asked = await c.exec({ command: `touch ${join(dir, 'ruled')}`, scope: 'agent' });
+    const ruled = page.locator(`tr[data-session="${asked.sessionId}"] td.rule`);
+    await ruled.waitFor({ timeout: 30_000 });
+    expect(await ruled.innerText()).toBe('ask by rule 0');
+    expect(await ruled.getAttribute('title')).toBe('creates files');
+    await c.process({ action: 'kill', sessionId: r.sessionId, scope: 'agent' });
+    await c.process({ action: 'resume', sessionId: asked.sessionId, input: { confirm: false }, scope: 'agent', ...asPerson(d) });
     await page.close();
   });
 

@@ -23,6 +23,19 @@ describe('procctl ui: bad input is named with its fix', () => {
     expect(n.code).toBe(2);
   });
 
+  it('refuses a ui --host that is neither local nor ssh://, or a host named twice (a usage error)', async () => {
+    const r = await cli(['--socket', join(dir, 'none.sock'), 'ui', '--host', 'local', '--host', 'web1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--host web1: .*ssh:\/\//);
+    const twice = await cli(['--socket', join(dir, 'none.sock'), 'ui', '--host', 'local', '--host', 'local']);
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toMatch(/"local" is given twice/);
+    // Every other command takes one ssh:// --host, as before.
+    const ps = await cli(['--host', 'local', 'ps']);
+    expect(ps.code).toBe(2);
+    expect(ps.stderr).toMatch(/no ssh:\/\/ in front/);
+  });
+
   it('says when no daemon listens (exit 3), before anything about credentials', async () => {
     const r = await cli(['--socket', join(dir, 'none.sock'), 'ui']);
     expect(r.code).toBe(3);

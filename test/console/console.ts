@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
-import { PROCCTL, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { PROCCTL, PROCCTLD, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { TestClient } from '../helpers/rpc.js';
 
 /** A `procctl ui` under test: its link, its origin, and how to stop it (by pid). */
 export interface TestConsole {
@@ -111,4 +112,36 @@ export function pushesUntil(c: TestConsole, cookie: string, until: (text: string
     req.on('error', (e) => (e.message.includes('aborted') ? undefined : reject(e)));
     req.end();
   });
+}
+
+const placed = new Set<ChildProcess>();
+
+/**
+ * A daemon on a socket path of the test's choosing (its state and config under `dir`), so a second
+ * one can take the first one's place when the test stops it by its pid.
+ */
+export async function daemonAt(socket: string, dir: string): Promise<ChildProcess> {
+  const env = { ...process.env, PROCCTL_STATE_DIR: `${dir}/state`, XDG_CONFIG_HOME: `${dir}/config`, PROCCTL_LOG_LEVEL: 'warn' };
+  delete env.PROCCTL_SOCKET;
+  const p = spawn(process.execPath, [PROCCTLD, '--socket', socket], { env, stdio: 'ignore' });
+  placed.add(p);
+  p.once('exit', () => placed.delete(p));
+  await waitFor(
+    async () => {
+      if (p.exitCode !== null) throw new Error(`procctld exited with ${p.exitCode}`);
+      try {
+        (await TestClient.connect(socket)).close();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { what: 'procctld to listen' },
+  );
+  return p;
+}
+
+/** Stop the daemons daemonAt started that still run (SIGKILL: their tests are over). */
+export function stopPlacedDaemons(): void {
+  for (const p of placed) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
 }

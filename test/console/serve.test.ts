@@ -1,21 +1,19 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PROCCTLD, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { startDaemon, stopAllDaemons } from '../helpers/daemon.js';
 import { TestClient } from '../helpers/rpc.js';
-import { CHROMIUM, startConsole, stopAllConsoles } from './console.js';
+import { CHROMIUM, daemonAt, startConsole, stopAllConsoles, stopPlacedDaemons } from './console.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'procctl-ui-serve-'));
-const daemons = new Set<ChildProcess>();
 
 afterAll(async () => {
   await stopAllConsoles();
   await stopAllDaemons();
-  for (const p of daemons) if (p.exitCode === null) p.kill('SIGKILL');
+  stopPlacedDaemons();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -50,23 +48,6 @@ describe('procctl ui --listen PATH (behind a reverse proxy)', () => {
   });
 });
 
-/** A daemon on a socket path of the test's choosing, so a second one can take the first one's place. */
-async function daemonAt(socket: string, state: string): Promise<ChildProcess> {
-  const env = { ...process.env, PROCCTL_STATE_DIR: state, XDG_CONFIG_HOME: join(dir, 'config'), PROCCTL_LOG_LEVEL: 'warn' };
-  delete env.PROCCTL_SOCKET;
-  const p = spawn(process.execPath, [PROCCTLD, '--socket', socket], { env, stdio: 'ignore' });
-  daemons.add(p);
-  await waitFor(async () => {
-    try {
-      (await TestClient.connect(socket)).close();
-      return true;
-    } catch {
-      return false;
-    }
-  }, { what: 'procctld to listen' });
-  return p;
-}
-
 describe.skipIf(!CHROMIUM)('when the daemon goes away', () => {
   let browser: Browser | undefined;
   afterAll(async () => browser?.close());
@@ -74,7 +55,7 @@ describe.skipIf(!CHROMIUM)('when the daemon goes away', () => {
   it('the page says so, and once a daemon is back (with a new approver credential) it shows that one', async () => {
     const socket = join(dir, 'run', 'procctl.sock');
     const state = join(dir, 'state');
-    const first = await daemonAt(socket, state);
+    const first = await daemonAt(socket, dir);
     const ui = await startConsole({ socket, env: { ...process.env, PROCCTL_STATE_DIR: state } });
     browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
     const page = await (await browser.newContext()).newPage();
@@ -82,7 +63,7 @@ describe.skipIf(!CHROMIUM)('when the daemon goes away', () => {
     await page.locator('dl.daemon').waitFor({ timeout: 20_000 });
     first.kill('SIGTERM');
     await page.getByText('The daemon cannot be reached').waitFor({ timeout: 20_000 });
-    await daemonAt(socket, state);
+    await daemonAt(socket, dir);
     const c = await TestClient.connect(socket);
     const r = await c.exec({ command: 'echo after-the-restart', scope: 'back' });
     await page.locator(`tr[data-session="${r.sessionId}"]`).waitFor({ timeout: 20_000 });

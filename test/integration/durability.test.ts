@@ -105,6 +105,22 @@ describe('graceful restart', () => {
     expect(await pages(s2, ten.sessionId)).toEqual(pagesBefore);
   });
 
+  it('a session keeps how the rules decided it across a restart', async () => {
+    const state = makeStateDir();
+    const config = { approvals: { rules: [{ command: ['rm'], action: 'deny', reason: 'nothing is removed here' }] } };
+    const d1 = await startDaemon({ env: { PROCCTL_STATE_DIR: state }, config });
+    const s1 = new Scoped(await d1.client(), 'rules');
+    const r = await s1.exec({ command: 'rm -f /tmp/procctl-durable-denied' });
+    expect(r.status).toBe('denied');
+    const decision = { action: 'deny', part: 'rm -f /tmp/procctl-durable-denied', rule: 0, reason: 'nothing is removed here' };
+    expect((await s1.list())[0].decision).toEqual(decision);
+    expect(await d1.stop()).toBe(0);
+    const d2 = await startDaemon({ env: { PROCCTL_STATE_DIR: state }, config });
+    const s2 = new Scoped(await d2.client(), 'rules');
+    expect((await s2.list())[0]).toMatchObject({ sessionId: r.sessionId, decision });
+    await d2.stop();
+  });
+
   it('output a poll returned before the restart is not returned again after it', async () => {
     const state = makeStateDir();
     const env = { PROCCTL_STATE_DIR: state };

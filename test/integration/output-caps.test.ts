@@ -40,6 +40,18 @@ describe('retained output cap (maxOutputChars)', () => {
     expect(listed.truncated).toBe(true);
   });
 
+  it('marks stderr in a page read back from the spool, past what memory keeps', async () => {
+    const s = scopes.next('capstreams');
+    // stderr first and alone, then more stdout than memory keeps: the head is paged from the spool.
+    const r = await s.exec({ command: 'echo err-head >&2; sleep 0.1; seq 1 1000' });
+    expect(r.status).toBe('completed');
+    const head = await s.log(r.sessionId, { offset: 0, limit: 2 });
+    expect(head.source).toBe('spool');
+    expect(head.output).toBe('err-head\n1');
+    expect(head.stderr).toEqual([[0, 'err-head\n'.length]]);
+    expect((await s.log(r.sessionId, { offset: 1, limit: 2 })).stderr).toBeUndefined();
+  });
+
   it('stays exact over a few megabytes of output in many chunks', async () => {
     const s = scopes.next('capbig');
     const n = 300_000;

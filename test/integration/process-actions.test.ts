@@ -139,6 +139,21 @@ describe('process poll', () => {
 });
 
 describe('process log', () => {
+  it('says which characters of a page came on stderr', async () => {
+    const s = scopes.next('log-streams');
+    const r = await s.exec({ command: 'echo out-1; echo err-1 >&2; sleep 0.1; echo out-2; sleep 0.1; echo err-2 >&2' });
+    expect(r.status).toBe('completed');
+    const all = await s.process({ action: 'log', sessionId: r.sessionId });
+    expect(all.output).toBe('out-1\nerr-1\nout-2\nerr-2');
+    const marked = (page: { output: string; stderr?: [number, number][] }) => (page.stderr ?? []).map(([a, b]) => page.output.slice(a, b));
+    expect(marked(all)).toEqual(['err-1\n', 'err-2']);
+    const second = await s.process({ action: 'log', sessionId: r.sessionId, offset: 1, limit: 2 });
+    expect(second.output).toBe('err-1\nout-2');
+    expect(marked(second)).toEqual(['err-1\n']);
+    const third = await s.process({ action: 'log', sessionId: r.sessionId, offset: 2, limit: 1 });
+    expect(third.stderr).toBeUndefined();
+  });
+
   let s: Scoped;
   let id: string;
   let all: string[];

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { act, EXIT, globalsOf, note, out } from '../context.js';
+import { act, EXIT, globalsOf, note, out, UsageError } from '../context.js';
 import { wholeNumber } from '../options.js';
 
 interface UiOptions {
@@ -10,6 +10,8 @@ interface UiOptions {
 }
 
 export function registerUi(program: Command): void {
+  // For ui, --host may be given more than once, and as `local` or NAME=…: checked with the others when ui runs.
+  program.options.find((opt) => opt.long === '--host')?.argParser((v: string, all: string | string[] | undefined) => (all === undefined ? v : [...([] as string[]).concat(all), v]));
   program
     .command('ui')
     .summary("serve the person's console: every scope's sessions, approvals and changes, live, in a browser")
@@ -17,7 +19,10 @@ export function registerUi(program: Command): void {
       'A web console on 127.0.0.1 and a free port (--port, --listen for another loopback address or a Unix socket ' +
         'path a reverse proxy forwards to). Prints one line, the link with a one-time token; open it in your ' +
         'browser (--open does). The console acts as the operator ($PROCCTL_ADMIN_TOKEN, else the approver ' +
-        'credential beside the socket) and answers approvals as you; it serves until interrupted. See docs/console.md.',
+        'credential beside the socket) and answers approvals as you; it serves until interrupted. ' +
+        'Several daemons in one page (the fleet view): repeat --host, each "local" (this host\'s, at --socket) or ' +
+        'ssh://[user@]host[:port], either optionally named NAME=…; each host\'s credentials may be given as ' +
+        '$PROCCTL_ADMIN_TOKEN_<NAME> and $PROCCTL_APPROVER_TOKEN_<NAME>. See docs/console.md.',
     )
     .option('--port <n>', 'the TCP port (default: a free one)', wholeNumber(0))
     .option('--listen <addr|path>', 'a loopback address (default 127.0.0.1), or a Unix socket path for a reverse proxy')
@@ -26,10 +31,21 @@ export function registerUi(program: Command): void {
     .action(
       act(async (o: UiOptions, cmd: Command) => {
         const g = globalsOf(cmd);
+        // One ssh:// --host is the one daemon, as for every command; more, or `local` or NAME=…, the fleet.
+        const given = g.host === undefined ? [] : ([] as string[]).concat(g.host);
+        const hosts = given.length > 1 || given.some((v) => !/^ssh:\/\//i.test(v)) ? given : undefined;
         // Loaded only here: nothing else needs the console's server.
-        const { serveConsole } = await import('../../console/serve.js');
+        const { parseHosts, serveConsole } = await import('../../console/serve.js');
+        if (hosts) {
+          try {
+            parseHosts(hosts);
+          } catch (err) {
+            throw new UsageError((err as Error).message);
+          }
+        }
         await serveConsole({
-          host: g.host,
+          host: hosts ? undefined : given[0],
+          hosts,
           socket: g.socket,
           port: o.port,
           listen: o.listen,

@@ -3,7 +3,7 @@ import type { ExecParams } from '../../schema/exec.js';
 import type { CallContext, Daemon } from '../context.js';
 import { execResult } from '../render.js';
 import type { Judgement } from '../../policy/approvals.js';
-import { decidedBy } from './judge.js';
+import { decidedBy, decisionOf } from './judge.js';
 import { askApproval, endUnstarted } from './pending.js';
 import { unstartedSession } from './unstarted.js';
 import { noteStarted } from '../trail.js';
@@ -20,7 +20,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
   // elevated is refused before this (deny) or asked about here (ask), unless a rule denies first.
   const elevatedAsks = p.elevated === true && policy.elevated === 'ask';
   if (judgement?.decision === 'deny') {
-    const s = unstartedSession(d, ctx, p, cwd);
+    const s = unstartedSession(d, ctx, p, cwd, judgement && decisionOf(judgement));
     d.registry.add(s);
     noteStarted(d, ctx, s, p, { review: false, judgement });
     endUnstarted(d, s, 'rule', undefined, decidedBy(judgement.decided));
@@ -34,7 +34,7 @@ export function gateExec(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string
     judgement?.decision === 'ask'
       ? decidedBy(judgement.decided)
       : `elevated mode needs an approval in scope "${ctx.scope}" (scopes.${ctx.scope}.elevated is "ask")`;
-  const s = unstartedSession(d, ctx, p, cwd);
+  const s = unstartedSession(d, ctx, p, cwd, judgement && decisionOf(judgement));
   noteStarted(d, ctx, s, p, { review: judgement?.review !== undefined, judgement, asked: why });
   askApproval(d, s, p, why, judgement?.decision === 'ask' ? judgement.decided.rule : undefined, judgement?.review && decidedBy(judgement.review));
   return execResult(s, [], ctx.voice);

@@ -1,6 +1,7 @@
 import { judge, judges, type ApprovalPolicy, type Judgement, type Part, type PartDecision } from '../../policy/approvals.js';
 import type { RememberedRule } from '../../policy/remembered.js';
 import { analyze } from '../../shell/bash.js';
+import type { SessionDecision } from '../../session/session.js';
 
 /**
  * Judge a command line against the approval policy (SPEC §8): parsed once (shell/bash.ts), each
@@ -16,6 +17,12 @@ export function judgeCommand(policy: ApprovalPolicy, command: string, scope: str
 export function partsOf(command: string): Part[] {
   const a = analyze(command);
   return [...a.commands.map((c) => ({ text: c.text, argv: c.argv, raw: c.raw })), ...a.unanalyzable.map((u) => ({ text: u.text, unanalyzable: u.why }))];
+}
+
+/** What a session keeps of its judgement: the deciding part (review's, when that is the decision) and its rule. */
+export function decisionOf(j: Judgement): SessionDecision {
+  const part = j.decision === 'review' && j.review ? j.review : j.decided;
+  return { action: j.decision, part: part.text.length > 200 ? `${part.text.slice(0, 200)}…` : part.text, ...(part.rule !== undefined ? { rule: part.rule } : {}), reason: part.reason };
 }
 
 /** The words that say which part decided and why: `rm -rf build (rule 2: recursive delete)`. */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { interruptView } from '../../interrupt/watcher.js';
 import type { ExecParams } from '../../schema/exec.js';
-import type { Interrupt, InterruptOutcome, PendingExec, Session } from '../../session/session.js';
+import type { Interrupt, InterruptOutcome, PendingExec, Session, SessionDecision } from '../../session/session.js';
 import type { DenyReason } from '../../session/types.js';
 import type { Daemon } from '../context.js';
 import { endLine } from '../render.js';
@@ -20,6 +20,8 @@ export interface ApprovedExec {
   history: InterruptOutcome[];
   /** A part of it said review (the part, in words): it runs in review mode and its changes wait for a person. */
   review?: string;
+  /** How the rules judged it when it asked. */
+  decision?: SessionDecision;
 }
 
 /** Pending approvals whose `confirm: true` is being carried out: a second answer is a conflict. */

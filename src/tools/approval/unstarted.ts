@@ -1,6 +1,6 @@
 import type { ExecParams } from '../../schema/exec.js';
 import { deriveName } from '../../session/name.js';
-import { Session } from '../../session/session.js';
+import { Session, type SessionDecision } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 
 /**
@@ -8,7 +8,7 @@ import type { CallContext, Daemon } from '../context.js';
  * approval, or is denied, its record showing the command. An exec that runs is started by
  * runner/start.ts, under the id of the one that waited when it was approved.
  */
-export function unstartedSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string): Session {
+export function unstartedSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd: string, decision?: SessionDecision): Session {
   const cfg = d.config().tools.exec;
   return new Session({
     id: d.registry.newId(),
@@ -21,5 +21,6 @@ export function unstartedSession(d: Daemon, ctx: CallContext, p: ExecParams, cwd
     maxOutputChars: cfg.maxOutputChars,
     pendingMaxOutputChars: cfg.pendingMaxOutputChars,
     events: d.registry.events,
+    decision,
   });
 }

@@ -1,5 +1,6 @@
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
+import type { SessionOutput } from '../../session/output.js';
 import type { Spool } from '../../session/spool.js';
 import { target } from './target.js';
 
@@ -55,6 +56,19 @@ export function spoolDropNote(spool: Spool, maxLogBytes: number): string {
   return `[the spool keeps the newest output: ${spool.droppedBytes} earlier bytes are missing: ${causes.join('; ')}. Lines count from the oldest kept, and the first may be partial]`;
 }
 
+/**
+ * Which characters of a page's `output` came on stderr: [start, end) offsets into it. The text
+ * paged ends where the whole output ends (memory keeps the newest, the spool drops its oldest), so
+ * its first character is the whole output's `totalChars - text.length`. Nothing is said when the
+ * spool lost output in the middle (its budget, a disk fault), where that would not hold.
+ */
+function stderrOf(o: SessionOutput, text: string, lines: string[], from: number, length: number, spool: Spool | undefined): [number, number][] {
+  if (length === 0 || (spool && (spool.dropped.budget > 0 || spool.dropped.fault > 0))) return [];
+  let start = o.totalChars - text.length;
+  for (let i = 0; i < from; i++) start += lines[i].length + 1;
+  return o.stderrIn(start, start + length);
+}
+
 export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   const spool = s.spool;
@@ -65,8 +79,10 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const fromSpool =
     spool !== undefined && (s.reason === 'lost' || (s.output.droppedChars > 0 && spool.totalBytes - spool.droppedBytes > retained));
   const text = fromSpool ? spool.read() : s.output.text();
-  const page = pageLines(splitLines(text), p.offset, p.limit, ctx.voice.paging(s.id));
+  const all = splitLines(text);
+  const page = pageLines(all, p.offset, p.limit, ctx.voice.paging(s.id));
   const output = page.lines.join('\n');
+  const stderr = stderrOf(s.output, text, all, page.from, output.length, fromSpool ? spool : undefined);
   const parts: string[] = [];
   if (fromSpool && spool.droppedBytes > 0) {
     parts.push(spoolDropNote(spool, d.config().tools.exec.maxLogBytes));
@@ -90,6 +106,7 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
     truncated: fromSpool ? spool.droppedBytes > 0 : s.output.droppedChars > 0,
     // What this text does not hold of the whole output, so droppedChars + totalChars = all output so far.
     droppedChars: fromSpool ? Math.max(0, s.output.totalChars - text.length) : s.output.droppedChars,
+    ...(stderr.length > 0 ? { stderr } : {}),
     ...(fromSpool ? { source: 'spool', droppedBytes: spool.droppedBytes } : {}),
     ...(spool && spool.dropped.fault > 0 ? { notSpooled: { bytes: spool.dropped.fault, error: spool.fault } } : {}),
     text: parts.join('\n'),

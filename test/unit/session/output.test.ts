@@ -253,3 +253,30 @@ describe('SessionOutput: pending output for poll', () => {
     );
   });
 });
+
+describe('SessionOutput: where stderr lies', () => {
+  it('says which characters of a range came on stderr, adjacent runs joined', () => {
+    const o = new SessionOutput(BIG, BIG);
+    o.write('stdout', 'out-1\n'); // 0..6
+    o.write('stderr', 'err-1\n'); // 6..12
+    o.write('stderr', 'err-2\n'); // 12..18
+    o.write('stdout', 'out-2\n'); // 18..24
+    o.write('stderr', 'e3'); // 24..26
+    expect(o.stderrIn(0, 26)).toEqual([[6, 18], [24, 26]]);
+    expect(o.stderrIn(10, 20)).toEqual([[0, 8]]);
+    expect(o.stderrIn(18, 24)).toEqual([]);
+    expect(o.stderrIn(20, 26)).toEqual([[4, 6]]);
+    expect(o.stderrIn(0, 6)).toEqual([]);
+  });
+
+  it('keeps the place of the newest runs only', () => {
+    const o = new SessionOutput(BIG, BIG);
+    for (let i = 0; i < 25_000; i++) {
+      o.write('stdout', 'o');
+      o.write('stderr', 'e');
+    }
+    // The oldest runs are forgotten; the newest are known.
+    expect(o.stderrIn(0, 10)).toEqual([]);
+    expect(o.stderrIn(49_990, 50_000)).toEqual([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]]);
+  });
+});
