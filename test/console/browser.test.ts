@@ -3,11 +3,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asPerson, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { CHROMIUM, startConsole, stopAllConsoles, type TestConsole } from './console.js';
+import { CHROMIUM, startConsole, stopAllConsoles, type TestConsole, launchBrowser } from './console.js';
 
 /**
  * The console in a real browser (Debian's chromium through playwright-core), against a real
@@ -31,7 +31,7 @@ beforeAll(async () => {
   c = await d.client();
   ui = await startConsole(d);
   // A name an attacker's DNS points at loopback (DNS rebinding), resolved by the browser itself.
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', `--host-resolver-rules=MAP ${REBOUND} 127.0.0.1`] });
+  browser = await launchBrowser([`--host-resolver-rules=MAP ${REBOUND} 127.0.0.1`]);
   person = await browser.newContext();
   const first = await person.newPage();
   await first.goto(ui.url);

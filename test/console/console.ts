@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
 import { request } from 'node:http';
-import { PROCCTL, PROCCTLD, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { PROCCTL, PROCCTLD, untilListening, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { TestClient } from '../helpers/rpc.js';
 
 /** A `procctl ui` under test: its link, its origin, and how to stop it (by pid). */
@@ -90,6 +91,9 @@ export async function cookieOf(c: TestConsole): Promise<string> {
 export const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 if (!CHROMIUM) process.stderr.write('skipping the console browser tests: no chromium (apt-get install -y chromium)\n');
 
+/** Debian's chromium, headless, driven by playwright-core (the tests run as root: no sandbox of its own). */
+export const launchBrowser = (args: string[] = []): Promise<Browser> => chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox', ...args] });
+
 /** Read a console's stream of pushes until `until` holds for what came so far; returns it. */
 export function pushesUntil(c: TestConsole, cookie: string, until: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -126,18 +130,7 @@ export async function daemonAt(socket: string, dir: string): Promise<ChildProces
   const p = spawn(process.execPath, [PROCCTLD, '--socket', socket], { env, stdio: 'ignore' });
   placed.add(p);
   p.once('exit', () => placed.delete(p));
-  await waitFor(
-    async () => {
-      if (p.exitCode !== null) throw new Error(`procctld exited with ${p.exitCode}`);
-      try {
-        (await TestClient.connect(socket)).close();
-        return true;
-      } catch {
-        return false;
-      }
-    },
-    { what: 'procctld to listen' },
-  );
+  await untilListening(socket, p);
   return p;
 }
 

@@ -1,12 +1,12 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asPerson, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { TestClient } from '../helpers/rpc.js';
 import { findSshd, startSshd, type TestSshd } from '../remote/sshd.js';
-import { CHROMIUM, daemonAt, startConsole, stopAllConsoles, stopPlacedDaemons, type TestConsole } from './console.js';
+import { CHROMIUM, daemonAt, startConsole, stopAllConsoles, stopPlacedDaemons, type TestConsole, launchBrowser } from './console.js';
 
 /**
  * The fleet view (`procctl ui --host local --host far=ssh://…`): two daemons in one page, one of
@@ -38,7 +38,7 @@ beforeAll(async () => {
     PROCCTL_SSH_COMMAND: s.sshCommand('good'),
     PROCCTL_APPROVER_TOKEN_FAR: approver,
   });
-  browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
+  browser = await launchBrowser();
   page = await (await browser.newContext()).newPage();
   await page.goto(ui.url);
 }, 120_000);

@@ -1,8 +1,8 @@
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asPerson, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
-import { CHROMIUM, startConsole, stopAllConsoles, type TestConsole } from './console.js';
+import { CHROMIUM, startConsole, stopAllConsoles, type TestConsole, launchBrowser } from './console.js';
 
 /** The History page: the daemon's audit trail through `history`, filtered, paged, one session's story. */
 
@@ -26,7 +26,7 @@ beforeAll(async () => {
   });
   c = await d.client();
   ui = await startConsole(d);
-  browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
+  browser = await launchBrowser();
   page = await (await browser.newContext()).newPage();
   await page.goto(ui.url);
 }, 120_000);

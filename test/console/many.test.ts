@@ -1,7 +1,7 @@
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons } from '../helpers/daemon.js';
-import { CHROMIUM, startConsole, stopAllConsoles } from './console.js';
+import { CHROMIUM, startConsole, stopAllConsoles, launchBrowser } from './console.js';
 
 let browser: Browser | undefined;
 afterAll(async () => {
@@ -16,7 +16,7 @@ describe.skipIf(!CHROMIUM)('many sessions', () => {
     const c = await d.client();
     await Promise.all(Array.from({ length: 250 }, (_, i) => c.exec({ command: `echo row-${i}`, scope: `s${i % 5}`, stdin: 'null' })));
     const ui = await startConsole(d);
-    browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
+    browser = await launchBrowser();
     const page = await (await browser.newContext()).newPage();
     await page.goto(ui.url);
     const rows = page.locator('table.sessions tbody tr');

@@ -1,11 +1,11 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asPerson, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import type { TestClient } from '../helpers/rpc.js';
 import { killMarked, scratchRoot, SKIP_SANDBOX } from '../integration/sandbox-support.js';
-import { CHROMIUM, startConsole, stopAllConsoles, type TestConsole } from './console.js';
+import { CHROMIUM, startConsole, stopAllConsoles, type TestConsole, launchBrowser } from './console.js';
 
 /**
  * The console with a real sandbox: a confined job whose network names 127.0.0.1 reaches the
@@ -78,7 +78,7 @@ describe.skipIf(SKIP_SANDBOX || !CHROMIUM)("a review session's changes in the pa
     ids.add(r.sessionId);
     expect(r.status, r.text).toBe('completed');
     expect(r.changes).toMatchObject({ pending: true });
-    browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
+    browser = await launchBrowser();
     const page = await (await browser.newContext()).newPage();
     await page.goto(ui.url);
     await page.goto(`${ui.origin}/#/s/${r.sessionId}`);

@@ -2,11 +2,11 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons } from '../helpers/daemon.js';
 import { TestClient } from '../helpers/rpc.js';
-import { CHROMIUM, daemonAt, startConsole, stopAllConsoles, stopPlacedDaemons } from './console.js';
+import { CHROMIUM, daemonAt, startConsole, stopAllConsoles, stopPlacedDaemons, launchBrowser } from './console.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'procctl-ui-serve-'));
 
@@ -57,7 +57,7 @@ describe.skipIf(!CHROMIUM)('when the daemon goes away', () => {
     const state = join(dir, 'state');
     const first = await daemonAt(socket, dir);
     const ui = await startConsole({ socket, env: { ...process.env, PROCCTL_STATE_DIR: state } });
-    browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
+    browser = await launchBrowser();
     const page = await (await browser.newContext()).newPage();
     await page.goto(ui.url);
     await page.locator('dl.daemon').waitFor({ timeout: 20_000 });

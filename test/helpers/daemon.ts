@@ -118,9 +118,15 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     },
   };
   started.add(d);
+  await untilListening(socket, proc, d.stderr);
+  return d;
+}
+
+/** Wait until the daemon `proc` answers a connection on `socket`; fail at once if it exits. */
+export async function untilListening(socket: string, proc: ChildProcess, said: () => string = () => ''): Promise<void> {
   await waitFor(
     async () => {
-      if (proc.exitCode !== null) throw new Error(`procctld exited with ${proc.exitCode}: ${d.stderr()}`);
+      if (proc.exitCode !== null) throw new Error(`procctld exited with ${proc.exitCode}: ${said()}`);
       try {
         (await TestClient.connect(socket)).close();
         return true;
@@ -130,7 +136,6 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     },
     { what: 'procctld to listen' },
   );
-  return d;
 }
 
 /**

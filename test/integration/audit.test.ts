@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process';
 import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { asPerson, PROCCTL, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { asPerson, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { makeStateDir, removeStateDirs } from '../helpers/state.js';
 import { writeSynthetic } from '../../bench/lib/trail.js';
 import type { TestClient } from '../helpers/rpc.js';
+import { cli } from '../cli/run.js';
 
 // The audit trail, history and verify through a real daemon (SPEC §18).
 const ADMIN = 'audit-test-admin-token';
@@ -29,16 +29,7 @@ afterAll(async () => {
 const trailFile = () => join(d.env.PROCCTL_STATE_DIR!, 'audit', 'audit-1.jsonl');
 
 /** `procctl ARGS` against the test daemon, its exit status and output. */
-function procctl(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const e: NodeJS.ProcessEnv = { ...process.env, ...env };
-  for (const name of ['PROCCTL_SOCKET', 'PROCCTL_SCOPE', 'PROCCTL_TOKEN', 'PROCCTL_SESSION_ID', 'PROCCTL_HOST']) if (!(name in env)) delete e[name];
-  const p = spawn(process.execPath, [PROCCTL, '--socket', d.socket, ...args], { env: e, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  p.stdout.setEncoding('utf8').on('data', (x: string) => (stdout += x));
-  p.stderr.setEncoding('utf8').on('data', (x: string) => (stderr += x));
-  return new Promise((resolve) => p.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+const procctl = (args: string[], env: Record<string, string> = {}) => cli(['--socket', d.socket, ...args], { env });
 
 describe('the audit trail through the daemon', () => {
   it("records a session (who asked: the peer's uid, pid and executable; what, where, how confined) and its end, found after clear", async () => {

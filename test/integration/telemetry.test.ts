@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { asPerson, PROCCTL, startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { asPerson, startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { OtlpReceiver, type ReceivedMetric, type ReceivedSpan } from '../helpers/otlp.js';
 import type { TestClient } from '../helpers/rpc.js';
+import { cli } from '../cli/run.js';
 
 // OpenTelemetry export (SPEC §18, docs/telemetry.md): a real daemon sends to an OTLP/HTTP receiver
 // the test runs, which decodes the protobuf bodies with the protocol's own definitions.
@@ -11,16 +11,8 @@ const RULES = [
   { match: 'otlp-deny', action: 'deny', reason: 'not here' },
 ];
 
-function procctl(d: TestDaemon, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const e: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ['PROCCTL_SOCKET', 'PROCCTL_SCOPE', 'PROCCTL_TOKEN', 'PROCCTL_SESSION_ID', 'PROCCTL_HOST']) delete e[name];
-  const p = spawn(process.execPath, [PROCCTL, '--socket', d.socket, ...args], { env: e, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  p.stdout.setEncoding('utf8').on('data', (x: string) => (stdout += x));
-  p.stderr.setEncoding('utf8').on('data', (x: string) => (stderr += x));
-  return new Promise((resolve) => p.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+/** `procctl ARGS` against the test daemon. */
+const procctl = (d: TestDaemon, args: string[]) => cli(['--socket', d.socket, ...args]);
 
 describe('telemetry.otlp.endpoint', () => {
   let receiver: OtlpReceiver;
