@@ -42,10 +42,12 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   // The audit trail: its cost to exec, verify, and history over a million records.
   audit: (o) => import('./audit.js').then((m) => m.auditCost(o)),
   metrics: (o) => import('./audit.js').then((m) => m.metricsScrape(o)),
+  // The console: first data with 1,000 sessions, live latency, the daemon's CPU with a page open, page weight.
+  console: (o) => import('./console.js').then((m) => m.consoleCost(o)),
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,console] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };
