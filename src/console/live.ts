@@ -204,21 +204,24 @@ export class DaemonLink {
   private async load(): Promise<void> {
     if (!this.client || !this.watched) return;
     try {
-      const [list, approvals, status] = await Promise.all([
-        this.call<{ sessions: Row[] }>('process', { action: 'list' }),
-        this.call<{ approvals: Row[] }>('approvals.list', {}, true),
-        this.client.call('daemon.status', {}),
+      // Each is pushed as it answers, the cheap approvals first: a new approval does not wait for
+      // the list of every session (tens of ms with a thousand) to be read, sent and compared.
+      await Promise.all([
+        this.call<{ approvals: Row[] }>('approvals.list', {}, true).then((approvals) => {
+          const a = JSON.stringify(approvals.approvals);
+          if (a !== this.approvals) {
+            this.approvals = a;
+            this.broadcast('approvals', approvals.approvals);
+          }
+        }),
+        this.call<{ sessions: Row[] }>('process', { action: 'list' }).then((list) => this.pushRows(list.sessions)),
+        this.client.call('daemon.status', {}).then((status) => {
+          if (JSON.stringify(status) !== JSON.stringify(this.status)) {
+            this.status = status;
+            this.broadcast('daemon', this.daemonView());
+          }
+        }),
       ]);
-      this.pushRows(list.sessions);
-      const a = JSON.stringify(approvals.approvals);
-      if (a !== this.approvals) {
-        this.approvals = a;
-        this.broadcast('approvals', approvals.approvals);
-      }
-      if (JSON.stringify(status) !== JSON.stringify(this.status)) {
-        this.status = status;
-        this.broadcast('daemon', this.daemonView());
-      }
     } catch (err) {
       this.problem = err instanceof Error ? err.message : String(err);
     }
