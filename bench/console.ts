@@ -67,7 +67,7 @@ export async function consoleCost(opts: BenchOptions): Promise<Metric[]> {
       opts.log(
         `  round ${r + 1}: first data median ${round(median(firstData), 0)} ms (of ${loads}: ${firstData.map((x) => round(x, 0)).join(', ')}; the rows arrived at ${arrivals.map((x) => round(x, 0)).join(', ')}); ` +
           `output line p95 ${round(quantile(live.line, 0.95), 1)} ms (median ${round(median(live.line), 1)}; from the write ${round(quantile(live.fromWrite, 0.95), 1)}); ` +
-          `approval p95 ${round(quantile(live.approval, 0.95), 1)} ms (pushed to the page at ${round(quantile(live.approvalArrived, 0.95), 1)} ms p95); daemon CPU ${round(cpu.open, 2)}% with a page vs ${round(cpu.closed, 2)}% without (console ${round(cpu.consoleOpen, 2)}%)`,
+          `approval p95 ${round(quantile(live.approval, 0.95), 1)} ms (pushed to the page at ${round(quantile(live.approvalArrived, 0.95), 1)} ms p95; the page's main thread in ${live.longTasks.count} long tasks for ${round(live.longTasks.ms, 0)} of ${round(live.longTasks.overMs, 0)} ms); daemon CPU ${round(cpu.open, 2)}% with a page vs ${round(cpu.closed, 2)}% without (console ${round(cpu.consoleOpen, 2)}%)`,
       );
     }
     const weight = pageWeightKb();
@@ -130,6 +130,7 @@ interface Round {
   firstData: number[];
   arrivals: number[];
   approvalArrived: number[];
+  longTasks: { count: number; ms: number; overMs: number };
   line: number[];
   fromWrite: number[];
   approval: number[];
@@ -180,8 +181,10 @@ async function startUi(d: BenchDaemon): Promise<ConsoleProc> {
  * `L<i> <stamp>` appears, and when each approval card appears. Times are wall-clock ms.
  */
 const OBSERVER = `(() => {
-  const seen = { rows: 0, lines: {}, approvals: {}, sessionsArrived: 0, approvalsArrived: {} };
+  const seen = { rows: 0, lines: {}, approvals: {}, sessionsArrived: 0, approvalsArrived: {}, longTasks: [] };
   window.__bench = seen;
+  // The page's main thread busy for 50 ms or more at a time: what a push waits behind.
+  new PerformanceObserver((list) => { for (const e of list.getEntries()) seen.longTasks.push([e.startTime, e.duration]); }).observe({ type: 'longtask', buffered: true });
   // When the pushes arrive, to tell the console's part from the page's.
   const add = EventSource.prototype.addEventListener;
   EventSource.prototype.addEventListener = function (type, fn, ...rest) {
@@ -275,6 +278,7 @@ async function measureLive(context: BrowserContext, origin: string, client: Benc
   const fromWrite: number[] = [];
   const approval: number[] = [];
   const approvalArrived: number[] = [];
+  let longTasks = { count: 0, ms: 0, overMs: 0 };
   try {
     await page.goto(`${origin}/#/s/${encodeURIComponent(job.sessionId)}`);
     await page.locator('pre.out.live').waitFor({ timeout: 30_000 });
@@ -315,6 +319,10 @@ async function measureLive(context: BrowserContext, origin: string, client: Benc
     }
     await board.waitForFunction((ids) => ids.every((id) => id in (window as any).__bench.approvals), held.map(([id]) => id), { timeout: 30_000, polling: 100 });
     const [cards, pushed]: Record<string, number>[] = await board.evaluate(() => [(window as any).__bench.approvals, (window as any).__bench.approvalsArrived]);
+    const since = held[0][1] + boardOffset - (await board.evaluate(() => performance.timeOrigin));
+    const tasks: [number, number][] = await board.evaluate(() => (window as any).__bench.longTasks);
+    const busy = tasks.filter(([start]) => start >= since);
+    longTasks = { count: busy.length, ms: busy.reduce((n, [, d]) => n + d, 0), overMs: wall() - held[0][1] };
     for (const [id, t] of held) {
       approval.push(cards[id] - boardOffset - t);
       approvalArrived.push(pushed[id] - boardOffset - t);
@@ -325,7 +333,7 @@ async function measureLive(context: BrowserContext, origin: string, client: Benc
     if (!page.isClosed()) await page.close();
     await client.call('process', { action: 'kill', sessionId: job.sessionId }).catch(() => undefined);
   }
-  return { line, fromWrite, approval, approvalArrived };
+  return { line, fromWrite, approval, approvalArrived, longTasks };
 }
 
 /**
