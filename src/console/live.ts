@@ -184,6 +184,8 @@ export class DaemonLink {
       return;
     }
     this.broadcast('event', event);
+    // A person is waiting on this one: asked at once (cheap), not behind a list in flight.
+    if (event.type === 'approval_required') void this.approvalsNow().catch(() => undefined);
     // What an event changes in the table (status, interrupt, readiness) comes with the next list.
     clearTimeout(this.settle);
     this.settle = setTimeout(() => void this.refresh(), SETTLE_MS);
@@ -224,13 +226,7 @@ export class DaemonLink {
       // Each is pushed as it answers, the cheap approvals first: a new approval does not wait for
       // the list of every session (tens of ms with a thousand) to be read, sent and compared.
       await Promise.all([
-        this.call<{ approvals: Row[] }>('approvals.list', {}, true).then((approvals) => {
-          const a = JSON.stringify(approvals.approvals);
-          if (a !== this.approvals) {
-            this.approvals = a;
-            this.broadcast('approvals', approvals.approvals);
-          }
-        }),
+        this.approvalsNow(),
         this.list(many),
         many && Date.now() - this.statusAt < STATUS_MS ? undefined : this.client.call('daemon.status', {}).then((status) => {
           this.statusAt = Date.now();
@@ -242,6 +238,16 @@ export class DaemonLink {
       ]);
     } catch (err) {
       this.problem = err instanceof Error ? err.message : String(err);
+    }
+  }
+
+  /** Ask the approvals waiting and push them if they changed. */
+  private async approvalsNow(): Promise<void> {
+    const { approvals } = await this.call<{ approvals: Row[] }>('approvals.list', {}, true);
+    const a = JSON.stringify(approvals);
+    if (a !== this.approvals) {
+      this.approvals = a;
+      this.broadcast('approvals', approvals);
     }
   }
 
