@@ -44,10 +44,12 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   metrics: (o) => import('./audit.js').then((m) => m.metricsScrape(o)),
   // The OpenTelemetry export's cost to an exec: on, receiver down, off.
   telemetry: (o) => import('./telemetry.js').then((m) => m.telemetryCost(o)),
+  // The console: first data with 1,000 sessions, live latency, the daemon's CPU with a page open, page weight.
+  console: (o) => import('./console.js').then((m) => m.consoleCost(o)),
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

@@ -55,7 +55,11 @@ export class Guard {
   /** The cookie's name carries the port: browsers share cookies between ports of one host. */
   readonly cookie: string;
 
-  constructor(private readonly own: OwnAddress, cookieSuffix: string) {
+  /**
+   * `renewed`: a console run as a service keeps one unspent link (in its link file): each trade
+   * mints the next token and hands its URL here. Without it, the printed token is the only one.
+   */
+  constructor(private readonly own: OwnAddress, cookieSuffix: string, private readonly renewed?: (url: string) => void) {
     this.cookie = `procctl_console_${cookieSuffix.replace(/[^A-Za-z0-9_]/g, '_')}`;
   }
 
@@ -81,6 +85,10 @@ export class Guard {
       return { status: 403, why: 'this link has been used or is not the one procctl ui printed: open the console in the browser that first used it, or start procctl ui again for a new link' };
     }
     this.token = undefined;
+    if (this.renewed) {
+      this.token = secret();
+      this.renewed(this.firstUrl());
+    }
     const id = secret();
     this.sessions.set(id, { csrf: secret() });
     // No Max-Age: a session cookie, kept in the browser's memory and gone when it closes.

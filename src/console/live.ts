@@ -21,6 +21,19 @@ type Row = Record<string, unknown>;
 
 /** How often the list is asked again while a page is open: CPU and memory move without events. */
 const REFRESH_MS = 2000;
+/**
+ * The timed refresh asks only the newest this many sessions (the rows a page draws first). The
+ * daemon keeps re-reading the usage of every session a client keeps asking about (runner/usage.ts),
+ * so asking all of a thousand idle sessions every 2 s had it read a thousand cgroups a second.
+ * Older rows move with the next whole list: any event asks one, and so does a changed total.
+ */
+const REFRESH_ROWS = 200;
+/**
+ * `daemon.status` sums the usage of every running session, which has the daemon hold and re-read
+ * all of them for a few seconds after: with many sessions the timed refresh asks it this seldom
+ * (events ask it at once), and the uptime shown moves that often.
+ */
+const STATUS_MS = 30_000;
 /** Events come in bursts (a start, its output, its end): one list answers a burst. */
 const SETTLE_MS = 25;
 
@@ -164,7 +177,7 @@ export class DaemonLink {
         if (this.watched && this.subscription === undefined) {
           const { subscription } = await client.call('subscribe', this.auth());
           this.subscription = subscription;
-          this.timer = setInterval(() => void this.refresh(), REFRESH_MS);
+          this.timer = setInterval(() => void this.refresh(true), REFRESH_MS);
           await this.refresh();
         } else if (!this.watched && this.subscription !== undefined) {
           const subscription = this.subscription;
@@ -186,6 +199,8 @@ export class DaemonLink {
       return;
     }
     this.broadcast('event', { ...event, host: this.host });
+    // A person is waiting on this one: asked at once (cheap), not behind a list in flight.
+    if (event.type === 'approval_required') void this.approvalsNow().catch(() => undefined);
     // What an event changes in the table (status, interrupt, readiness) comes with the next list.
     clearTimeout(this.settle);
     this.settle = setTimeout(() => void this.refresh(), SETTLE_MS);
@@ -200,15 +215,17 @@ export class DaemonLink {
   }
 
   private refreshing: Promise<void> | undefined;
+  /** When the daemon's status was last read. */
+  private statusAt = 0;
   private again = false;
 
-  /** Ask the list, the approvals and the status once (a refresh asked meanwhile runs once after). */
-  private async refresh(): Promise<void> {
+  /** Ask the list, the approvals and the status once (a refresh asked meanwhile runs once after); `timed`: the newest rows only. */
+  private async refresh(timed = false): Promise<void> {
     if (this.refreshing) {
       this.again = true;
       return this.refreshing;
     }
-    this.refreshing = this.load().finally(() => (this.refreshing = undefined));
+    this.refreshing = this.load(timed).finally(() => (this.refreshing = undefined));
     await this.refreshing;
     if (this.again) {
       this.again = false;
@@ -216,32 +233,51 @@ export class DaemonLink {
     }
   }
 
-  private async load(): Promise<void> {
+  private async load(timed = false): Promise<void> {
     if (!this.client || !this.watched) return;
+    // Few sessions cost little to read: then everything is asked each time.
+    const many = timed && this.rows.size > REFRESH_ROWS;
     try {
-      const [list, approvals, status] = await Promise.all([
-        this.call<{ sessions: Row[] }>('process', { action: 'list' }),
-        this.call<{ approvals: Row[] }>('approvals.list', {}, true),
-        this.client.call('daemon.status', {}),
+      // Each is pushed as it answers, the cheap approvals first: a new approval does not wait for
+      // the list of every session (tens of ms with a thousand) to be read, sent and compared.
+      await Promise.all([
+        this.approvalsNow(),
+        this.list(many),
+        many && Date.now() - this.statusAt < STATUS_MS ? undefined : this.client.call('daemon.status', {}).then((status) => {
+          this.statusAt = Date.now();
+          if (JSON.stringify(status) !== JSON.stringify(this.status)) {
+            this.status = status;
+            this.broadcast('daemon', this.daemonView());
+          }
+        }),
       ]);
-      this.pushRows(list.sessions);
-      const a = JSON.stringify(approvals.approvals);
-      if (a !== this.approvals) {
-        this.approvals = a;
-        this.broadcast('approvals', { host: this.host, approvals: approvals.approvals });
-      }
-      if (JSON.stringify(status) !== JSON.stringify(this.status)) {
-        this.status = status;
-        this.broadcast('daemon', this.daemonView());
-      }
     } catch (err) {
       this.problem = err instanceof Error ? err.message : String(err);
     }
   }
 
-  /** Push the rows that changed since the last push (runtime and tail move on their own: the page keeps them). */
-  private pushRows(sessions: Row[]): void {
-    const next = new Map<string, string>();
+  /** Ask the approvals waiting and push them if they changed. */
+  private async approvalsNow(): Promise<void> {
+    const { approvals } = await this.call<{ approvals: Row[] }>('approvals.list', {}, true);
+    const a = JSON.stringify(approvals);
+    if (a !== this.approvals) {
+      this.approvals = a;
+      this.broadcast('approvals', { host: this.host, approvals });
+    }
+  }
+
+  /** Ask the list, all of it or the newest rows (then all of it when the total moved: a session came or went), and push what changed. */
+  private async list(newest: boolean): Promise<void> {
+    if (newest) {
+      const page = await this.call<{ sessions: Row[]; total: number }>('process', { action: 'list', limit: REFRESH_ROWS });
+      if (page.total === this.rows.size) return this.pushRows(page.sessions, true);
+    }
+    this.pushRows((await this.call<{ sessions: Row[] }>('process', { action: 'list' })).sessions);
+  }
+
+  /** Push the rows that changed since the last push (runtime and tail move on their own: the page keeps them); `some`: the others stay. */
+  private pushRows(sessions: Row[], some = false): void {
+    const next = some ? new Map(this.rows) : new Map<string, string>();
     const upsert: Row[] = [];
     for (const s of sessions) {
       const { runtimeMs: _r, tail: _t, ...row } = s;

@@ -10,6 +10,10 @@ import { consoleServer } from './http.js';
 import { listenTarget, ownAddress } from './listen.js';
 import { Fleet, hostAccess, parseHosts, singleHost } from './fleet.js';
 import { DaemonLink } from './live.js';
+import { linkFilePath, removeLinkFile, writeLinkFile } from './link-file.js';
+
+// `procctl ui --link` reads the service's link file through this entry point.
+export { linkFilePath, readLinkFile } from './link-file.js';
 
 /** The CLI checks `ui --host` values before anything starts (a bad one is a usage error). */
 export { parseHosts } from './fleet.js';
@@ -28,6 +32,13 @@ export interface ConsoleOptions {
   url?: string;
   /** `--open`: start the person's browser on the link. */
   open?: boolean;
+  /**
+   * `--service`: run under systemd. The link goes to `linkFile` (0600), renewed after each use,
+   * never to stdout or stderr (the journal, which others may read).
+   */
+  service?: boolean;
+  /** `--link-file PATH`: where the service keeps its link (default: ui.url beside the socket). */
+  linkFile?: string;
   /** The adminToken given on the command line (`--scope '*' --token T`). */
   adminToken?: string;
   env?: NodeJS.ProcessEnv;
@@ -101,10 +112,33 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
   // Only the person's own user may connect to a socket path (a proxy runs as them or is given it).
   if ('path' in where) chmodSync(where.path, 0o600);
   const port = 'path' in where ? 0 : (server.address() as AddressInfo).port;
-  guard = new Guard(ownAddress(target, port, o.url), 'path' in where ? 'sock' : String(port));
+  const own = ownAddress(target, port, o.url);
+  const linkFile = o.service ? (o.linkFile ?? linkFilePath(o.socket, many ? undefined : o.host, env)) : undefined;
+  const renewed = linkFile
+    ? (url: string) => {
+        try {
+          writeLinkFile(linkFile, url);
+        } catch (err) {
+          o.say(`procctl ui: could not write the next link to ${linkFile}: ${(err as Error).message}`);
+        }
+      }
+    : undefined;
+  guard = new Guard(own, 'path' in where ? 'sock' : String(port), renewed);
   const link1 = guard.firstUrl();
-  o.print(link1);
-  if (o.open) openBrowser(link1, o.say);
+  if (linkFile) {
+    try {
+      writeLinkFile(linkFile, link1);
+    } catch (err) {
+      fleet.close();
+      server.close();
+      throw err;
+    }
+    // The address only: the token stays in the file.
+    o.print(`serving ${own.url} ; \`procctl ui --link\` prints a link to open it (from ${linkFile})`);
+  } else {
+    o.print(link1);
+    if (o.open) openBrowser(link1, o.say);
+  }
 
   await new Promise<void>((resolve) => {
     const stop = () => {
@@ -115,6 +149,7 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
+  if (linkFile) removeLinkFile(linkFile);
   fleet.close();
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -129,7 +164,7 @@ function operatorRefused(err: unknown): Error {
 }
 
 /** Start the person's browser on the link (`xdg-open`, or `open` on macOS); say so if it cannot, never the link itself. */
-function openBrowser(url: string, say: (text: string) => void): void {
+export function openBrowser(url: string, say: (text: string) => void): void {
   const opener = process.platform === 'darwin' ? 'open' : 'xdg-open';
   const child = spawn(opener, [url], { detached: true, stdio: 'ignore' });
   child.on('error', () => say(`procctl ui: could not start a browser with ${opener}; open the link above yourself`));

@@ -101,6 +101,6 @@ describe('procctl daemon install --system', () => {
     const unknown = install(['--root', '/x']);
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toContain("Unknown option '--root'");
-    expect(unknown.stderr).toContain('usage: procctl daemon install [--user | --system] [--dry-run]');
+    expect(unknown.stderr).toContain('usage: procctl daemon install [--user | --system] [--ui [--ui-port N]] [--dry-run]');
   });
 });

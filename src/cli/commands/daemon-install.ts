@@ -7,15 +7,21 @@ import { parseArgs } from 'node:util';
 import { EXIT, note, out, UsageError } from '../context.js';
 
 /**
- * `procctl daemon install [--user | --system] [--dry-run]` (SPEC §11): the package's own units
- * (docs/systemd/), with ExecStart naming this package's procctld and the node running it, written
- * where systemd looks, then systemctl daemon-reload and enable --now of the socket. Where systemd
- * is not running, or with --dry-run, it writes nothing and prints a shell script instead that
- * would do the same (`procctl daemon install --user --dry-run | sh`).
+ * `procctl daemon install [--user | --system] [--ui [--ui-port N]] [--dry-run]` (SPEC §11, §17):
+ * the package's own units (docs/systemd/), with ExecStart naming this package's procctld (and
+ * procctl, for the console's unit) and the node running it, written where systemd looks, then
+ * systemctl daemon-reload and enable --now of the socket (and the console). Where systemd is not
+ * running, or with --dry-run, it writes nothing and prints a shell script instead that would do
+ * the same (`procctl daemon install --user --dry-run | sh`).
  */
 
-const USAGE = 'usage: procctl daemon install [--user | --system] [--dry-run]';
+const USAGE = 'usage: procctl daemon install [--user | --system] [--ui [--ui-port N]] [--dry-run]';
 const UNITS = ['procctld.service', 'procctld.socket'] as const;
+/** The console's unit (`--ui`), and the fixed port it serves on, so its address stays the same. */
+const UI_UNIT = 'procctl-ui.service';
+export const UI_PORT = 7787;
+/** The program each unit's ExecStart runs, in the package's bin/. */
+const BIN_OF: Record<string, string> = { 'procctld.service': 'procctld', [UI_UNIT]: 'procctl' };
 
 /** This package's directory: where package.json named procctl is, above this file (bundled or not). */
 export function packageRoot(from = dirname(fileURLToPath(import.meta.url))): string {
@@ -51,24 +57,26 @@ export interface InstallPlan {
  * bin/procctld with the node running now (systemd's PATH may not have it: nvm, /opt), and
  * Documentation pointing at the package's docs/systemd.md.
  */
-export function installPlan(kind: 'user' | 'system', env: NodeJS.ProcessEnv = process.env, root = packageRoot()): InstallPlan {
+export function installPlan(kind: 'user' | 'system', env: NodeJS.ProcessEnv = process.env, root = packageRoot(), ui?: { port: number }): InstallPlan {
   const source = kind === 'user' ? join(root, 'docs', 'systemd', 'user') : join(root, 'docs', 'systemd');
-  const daemon = join(root, 'bin', 'procctld');
   const units: Record<string, string> = {};
-  for (const name of UNITS) {
+  for (const name of ui ? [...UNITS, UI_UNIT] : UNITS) {
     const from = join(source, name);
     let text = readFileSync(from, 'utf8');
-    text = text.replace(/^# .*Install: see docs\/systemd\.md\.\n/m, '');
+    text = text.replace(/^# .*Install: see docs\/\w+\.md\.\n/m, '');
     text = `# Written by \`procctl daemon install --${kind}\` from ${from}.\n# Install again after moving procctl or node; change settings in a drop-in (systemctl${kind === 'user' ? ' --user' : ''} edit ${name}).\n${text}`;
-    const doc = `Documentation=file://${join(root, 'docs', 'systemd.md')}`;
+    const doc = `Documentation=file://${join(root, 'docs', name === UI_UNIT ? 'console.md' : 'systemd.md')}`;
     text = /^Documentation=/m.test(text) ? text.replace(/^Documentation=.*$/m, doc) : text.replace(/^(Description=.*)$/m, `$1\n${doc}`);
-    text = text.replace(/^ExecStart=\S+(.*)$/m, (_line, rest: string) => `ExecStart=${unitWord(process.execPath)} ${unitWord(daemon)}${rest}`);
+    const program = join(root, 'bin', BIN_OF[name] ?? 'procctld');
+    text = text.replace(/^ExecStart=\S+(.*)$/m, (_line, rest: string) => `ExecStart=${unitWord(process.execPath)} ${unitWord(program)}${rest}`);
+    if (name === UI_UNIT && ui) text = text.replace(/^(ExecStart=.* --port )\d+$/m, `$1${ui.port}`);
     units[name] = text;
   }
   const systemctl = kind === 'user' ? ['systemctl', '--user'] : ['systemctl'];
   const commands = [
     [...systemctl, 'daemon-reload'],
     [...systemctl, 'enable', '--now', 'procctld.socket'],
+    ...(ui ? [[...systemctl, 'enable', '--now', UI_UNIT]] : []),
   ];
   if (kind === 'user') {
     const config = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config');
@@ -111,17 +119,25 @@ export function installScript(plan: InstallPlan): string {
 
 /** Run `procctl daemon install ARGS`; returns the exit status. */
 export function daemonInstall(args: string[], env: NodeJS.ProcessEnv = process.env): number {
-  let values: { user?: boolean; system?: boolean; 'dry-run'?: boolean };
+  let values: { user?: boolean; system?: boolean; ui?: boolean; 'ui-port'?: string; 'dry-run'?: boolean };
   try {
-    ({ values } = parseArgs({ args, options: { user: { type: 'boolean' }, system: { type: 'boolean' }, 'dry-run': { type: 'boolean' } }, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({
+      args,
+      options: { user: { type: 'boolean' }, system: { type: 'boolean' }, ui: { type: 'boolean' }, 'ui-port': { type: 'string' }, 'dry-run': { type: 'boolean' } },
+      strict: true,
+      allowPositionals: false,
+    }));
   } catch (err) {
     throw new UsageError(`${(err as Error).message.split('\n')[0]}\n${USAGE}`);
   }
   if (values.user && values.system) throw new UsageError(`--user and --system exclude each other\n${USAGE}`);
+  if (values['ui-port'] !== undefined && !values.ui) throw new UsageError(`--ui-port goes with --ui\n${USAGE}`);
+  const uiPort = values['ui-port'] === undefined ? UI_PORT : Number(values['ui-port']);
+  if (!/^\d+$/.test(values['ui-port'] ?? '1') || uiPort < 1 || uiPort > 65535) throw new UsageError(`--ui-port takes a TCP port (1-65535), not ${values['ui-port']}\n${USAGE}`);
   const root = process.getuid?.() === 0;
   const kind = values.system ? 'system' : values.user ? 'user' : root ? 'system' : 'user';
   if (!values.user && !values.system) note(`procctl: installing the ${kind} service (${root ? 'root' : 'not root'}; --user or --system to choose)`);
-  const plan = installPlan(kind, env);
+  const plan = installPlan(kind, env, packageRoot(), values.ui ? { port: uiPort } : undefined);
   const missing = values['dry-run'] ? 'asked for a dry run' : systemdMissing(kind, env);
   if (missing) {
     note(`procctl: ${missing}: nothing was written. This script would install the units and start the socket (run it with \`| sh\`${kind === 'system' ? ' as root' : ''}):`);
@@ -150,5 +166,6 @@ export function daemonInstall(args: string[], env: NodeJS.ProcessEnv = process.e
   }
   const socket = kind === 'user' ? '' : ' --socket /run/procctl/procctl.sock';
   out(`procctld starts on the first connection: ${kind === 'user' ? '`procctl status`' : `\`sudo -u procctl procctl${socket} status\``}${kind === 'user' ? '; `loginctl enable-linger $USER` keeps it running while you are logged out' : ''}`);
+  if (values.ui) out(`the console serves http://127.0.0.1:${uiPort}/; ${kind === 'user' ? '`procctl ui --link`' : `\`sudo -u procctl procctl${socket} ui --link\``} prints a link to open it (one use each)`);
   return EXIT.ok;
 }

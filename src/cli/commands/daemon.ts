@@ -7,9 +7,10 @@ export function registerDaemon(program: Command): void {
     .summary('run procctld in the foreground (same options as procctld), or install it as a systemd service')
     .description(
       'Run the daemon in the foreground, exactly as `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`.\n' +
-        '`procctl daemon install [--user | --system] [--dry-run]` writes the systemd units of this install ' +
+        '`procctl daemon install [--user | --system] [--ui [--ui-port N]] [--dry-run]` writes the systemd units of this install ' +
         "(ExecStart runs this package's procctld with this node), reloads systemd and enables the socket; where systemd " +
         'is not running, or with --dry-run, it writes nothing and prints a shell script that would (docs/systemd.md). ' +
+        `--ui adds the console's unit, procctl-ui.service, serving on 127.0.0.1:--ui-port (default 7787; docs/console.md). ` +
         'Without --user or --system: --system for root, else --user.',
     )
     .argument('[args...]', 'procctld options')
