@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { PROCCTLD, ROOT, waitFor } from '../helpers/daemon.js';
+import { PROCCTL, PROCCTLD, ROOT, waitFor } from '../helpers/daemon.js';
 import { killLeftovers, spawnProcctld, stopRawDaemons } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { cli } from '../cli/run.js';
@@ -322,11 +322,11 @@ describe('unit files', () => {
     mkdirSync(runtime);
     chmodSync(runtime, 0o700);
     for (const name of readdirSync(join(ROOT, 'docs/systemd/user'))) {
-      const text = readFileSync(join(ROOT, 'docs/systemd/user', name), 'utf8').replace('%h/.local/bin/procctld', PROCCTLD);
+      const text = readFileSync(join(ROOT, 'docs/systemd/user', name), 'utf8').replace('%h/.local/bin/procctld', PROCCTLD).replace('%h/.local/bin/procctl ', `${PROCCTL} `);
       writeFileSync(join(dir, name), text);
     }
     const files = readdirSync(join(ROOT, 'docs/systemd/user')).map((n) => join(dir, n));
-    expect(files.map((f) => f.slice(dir.length + 1)).sort()).toEqual(['procctld.service', 'procctld.socket']);
+    expect(files.map((f) => f.slice(dir.length + 1)).sort()).toEqual(['procctl-ui.service', 'procctld.service', 'procctld.socket']);
     const ok = verify(files, true, runtime);
     expect(ok.status, ok.output).toBe(0);
     expect(ok.output).not.toMatch(/unknown|ignoring|deprecated/i);
