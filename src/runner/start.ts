@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, statSync } from 'node:fs';
 import type { Overlay } from '../sandbox/overlay.js';
-import type { AuditBus } from '../audit/events.js';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
@@ -38,8 +37,11 @@ export interface LaunchContext {
   channels: ChannelHost;
   /** Where sessions' cgroups go on this host (SPEC §15), found at start; mode "none" where there are none. */
   cgroups: CgroupLayout;
-  /** Where what happened is told (audit/events.ts): here, each connection a session's proxy refuses. */
-  audit: Pick<AuditBus, 'emit' | 'listening'>;
+  /**
+   * Where what happened is told (the daemon's AuditBus, audit/events.ts, a layer above this one):
+   * here, each connection a session's proxy refuses.
+   */
+  audit: { readonly listening: boolean; emit(e: { type: 'network_refused'; sessionId: string; scope: string; host: string; reason: string; first: boolean }): void };
   /** Review mode's keeper (changes/held.ts): told of each review session before its job runs. */
   held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean }): ChangesSummary };
 }
