@@ -1,10 +1,22 @@
 import { useEffect, useState } from 'preact/hooks';
 import { onChange, state, type State } from './connection.js';
 
-/** Re-render when the pushed state changes. */
-export function useLive(): State {
+/**
+ * Re-render when the pushed state changes; given some of its fields, only when one of those
+ * changed (each push replaces the field it changes), so a sessions push does not redraw the approvals.
+ */
+export function useLive(...fields: (keyof State)[]): State {
   const [, setVersion] = useState(state.version);
-  useEffect(() => onChange(() => setVersion(state.version)), []);
+  useEffect(() => {
+    if (!fields.length) return onChange(() => setVersion(state.version));
+    let seen = fields.map((f) => state[f]);
+    return onChange(() => {
+      const now = fields.map((f) => state[f]);
+      if (now.every((v, i) => v === seen[i])) return;
+      seen = now;
+      setVersion(state.version);
+    });
+  }, []);
   return state;
 }
 
