@@ -107,7 +107,7 @@ export function Sessions() {
         </label>
         <span class="muted" aria-live="polite">{matching.length} of {rows.length}</span>
       </div>
-      <table class="sessions">
+      <table class={fleet ? 'sessions fleet' : 'sessions'}>
         <thead>
           <tr>
             {fleet && <th scope="col">Host</th>}
