@@ -199,8 +199,13 @@ export class DaemonLink {
       return;
     }
     this.broadcast('event', { ...event, host: this.host });
-    // A person is waiting on this one: asked at once (cheap), not behind a list in flight.
-    if (event.type === 'approval_required') void this.approvalsNow().catch(() => undefined);
+    // A person is waiting on this one: the event carries what its card shows, so it is pushed at
+    // once, without a call that could wait behind a list the daemon is reading; the list asked
+    // after it is what holds (one answered meanwhile goes with it).
+    if (event.type === 'approval_required') {
+      this.approvalCame(event);
+      void this.approvalsNow().catch(() => undefined);
+    }
     // What an event changes in the table (status, interrupt, readiness) comes with the next list.
     clearTimeout(this.settle);
     this.settle = setTimeout(() => void this.refresh(), SETTLE_MS);
@@ -254,6 +259,15 @@ export class DaemonLink {
     } catch (err) {
       this.problem = err instanceof Error ? err.message : String(err);
     }
+  }
+
+  /** An approval_required event: its approval added to those pushed, in approvals.list's form (oldest first). */
+  private approvalCame(event: Record<string, unknown>): void {
+    const approvals = JSON.parse(this.approvals) as Row[];
+    if (approvals.some((a) => a.sessionId === event.sessionId)) return;
+    approvals.push({ sessionId: event.sessionId, scope: event.scope, name: event.name, command: event.command, cwd: event.cwd, interrupt: event.interrupt });
+    this.approvals = JSON.stringify(approvals);
+    this.broadcast('approvals', { host: this.host, approvals });
   }
 
   /** Ask the approvals waiting and push them if they changed. */
