@@ -192,7 +192,11 @@ const OBSERVER = `(() => {
     return add.call(this, type, function (e) {
       const t = performance.timeOrigin + performance.now();
       if (type === 'sessions' && !seen.sessionsArrived) seen.sessionsArrived = t;
-      if (type === 'approvals') for (const a of JSON.parse(e.data)) if (!(a.sessionId in seen.approvalsArrived)) seen.approvalsArrived[a.sessionId] = t;
+      // The push is { host, approvals } since the fleet view (a bare list before it).
+      if (type === 'approvals') {
+        const d = JSON.parse(e.data);
+        for (const a of Array.isArray(d) ? d : d.approvals) if (!(a.sessionId in seen.approvalsArrived)) seen.approvalsArrived[a.sessionId] = t;
+      }
       return fn.call(this, e);
     }, ...rest);
   };

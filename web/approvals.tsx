@@ -73,7 +73,7 @@ function Pending({ a, hostShown }: { a: Approval; hostShown: boolean }) {
 
 /** Approvals waiting for the person: commands to run, and held changes to apply. */
 export function Approvals() {
-  const { approvals, hosts } = useLive();
+  const { approvals, hosts } = useLive('approvals', 'hosts');
   return (
     <section aria-labelledby="approvals-h" class="approvals">
       <h2 id="approvals-h">Approvals waiting ({approvals.length})</h2>

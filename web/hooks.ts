@@ -1,10 +1,22 @@
 import { useEffect, useState } from 'preact/hooks';
 import { onChange, state, type State } from './connection.js';
 
-/** Re-render when the pushed state changes. */
-export function useLive(): State {
+/**
+ * Re-render when the pushed state changes; given some of its fields, only when one of those
+ * changed (each push replaces the field it changes), so a sessions push does not redraw the approvals.
+ */
+export function useLive(...fields: (keyof State)[]): State {
   const [, setVersion] = useState(state.version);
-  useEffect(() => onChange(() => setVersion(state.version)), []);
+  useEffect(() => {
+    if (!fields.length) return onChange(() => setVersion(state.version));
+    let seen = fields.map((f) => state[f]);
+    return onChange(() => {
+      const now = fields.map((f) => state[f]);
+      if (now.every((v, i) => v === seen[i])) return;
+      seen = now;
+      setVersion(state.version);
+    });
+  }, []);
   return state;
 }
 
@@ -19,12 +31,26 @@ export function useRoute(): string {
   return hash;
 }
 
-/** A clock for runtimes, ticking once a second. */
-export function useNow(): number {
+/** One clock for the whole page: every runtime shown moves in the same task, so in one render. */
+const ticking = new Set<(now: number) => void>();
+let clock: ReturnType<typeof setInterval> | undefined;
+function onTick(fn: (now: number) => void): () => void {
+  ticking.add(fn);
+  clock ??= setInterval(() => {
+    const now = Date.now();
+    for (const f of ticking) f(now);
+  }, 1000);
+  return () => {
+    ticking.delete(fn);
+    if (ticking.size) return;
+    clearInterval(clock);
+    clock = undefined;
+  };
+}
+
+/** A clock for runtimes, ticking once a second; `running` false: no ticks (a finished session's runtime stays). */
+export function useNow(running = true): number {
   const [now, setNow] = useState(Date.now());
-  useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), 1000);
-    return () => clearInterval(t);
-  }, []);
+  useEffect(() => (running ? onTick(setNow) : undefined), [running]);
   return now;
 }

@@ -3,7 +3,7 @@ import './style.css';
 import { render } from 'preact';
 import { Approvals } from './approvals.js';
 import { History, HistoryStory } from './history.js';
-import { connect, type State } from './connection.js';
+import { connect, state, type State } from './connection.js';
 import { useLive, useRoute } from './hooks.js';
 import { SessionView } from './session.js';
 import { Sessions } from './sessions.js';
@@ -19,19 +19,25 @@ function sessionRoute(route: string, live: State): { host: string; sessionId: st
   return { host: row?.host ?? [...live.hosts.keys()][0] ?? '', sessionId };
 }
 
+/** A session's view; a link from before the fleet view finds its host among the sessions as they come. */
+function SessionRoute({ route }: { route: string }) {
+  const live = useLive('sessions', 'hosts');
+  const s = sessionRoute(route, live)!;
+  return <SessionView host={s.host} sessionId={s.sessionId} />;
+}
+
 /** What the route shows: a session, the history or one session's story in it, else the sessions. */
-function View({ route, live }: { route: string; live: State }) {
-  const s = sessionRoute(route, live);
-  if (s) return <SessionView host={s.host} sessionId={s.sessionId} />;
+function View({ route }: { route: string }) {
+  if (sessionRoute(route, state)) return <SessionRoute route={route} />;
   const story = /^#\/history\/([^/]+)\/([^/]+)$/.exec(route);
   if (story) return <HistoryStory host={decodeURIComponent(story[1])} sessionId={decodeURIComponent(story[2])} />;
   if (/^#\/history\/?$/.test(route)) return <History />;
   return <Sessions />;
 }
 
+/** The page's frame; each view listens to the pushes it shows, so a push redraws only those. */
 function App() {
   const route = useRoute();
-  const live = useLive();
   const history = route.startsWith('#/history');
   return (
     <>
@@ -44,7 +50,7 @@ function App() {
       </header>
       <main>
         <Approvals />
-        <View route={route} live={live} />
+        <View route={route} />
       </main>
     </>
   );

@@ -1,3 +1,4 @@
+import { Component } from 'preact';
 import { useMemo, useState } from 'preact/hooks';
 import { keyOf, type Row } from './connection.js';
 import { bytes, decisionOf, readinessOf, runtime, sessionHref, statusOf } from './format.js';
@@ -23,16 +24,52 @@ function refusals(r: Row): string {
   return denied?.length ? denied.map((d) => `${d.host} ×${d.count}`).join(', ') : '';
 }
 
+/** How long it has run, moving once a second while it runs: only this cell re-renders as it ticks. */
+function Runtime({ row }: { row: Row }) {
+  const now = useNow(!row.endedAt);
+  return <td class="runtime">{runtime(row, now)}</td>;
+}
+
+/**
+ * One session's row, drawn again only when its row changes: a push replaces the rows that changed
+ * and keeps the others' objects, so a refresh of a thousand sessions redraws the few that moved.
+ */
+class SessionRow extends Component<{ r: Row; fleet: boolean }> {
+  shouldComponentUpdate(next: { r: Row; fleet: boolean }): boolean {
+    return next.r !== this.props.r || next.fleet !== this.props.fleet;
+  }
+
+  render({ r, fleet }: { r: Row; fleet: boolean }) {
+    return (
+      <tr data-session={r.sessionId} data-host={r.host} class={`st-${statusOf(r)}`}>
+        {fleet && <td class="host">{r.host}</td>}
+        <td><span class="status">{statusOf(r)}</span>{r.status === 'completed' || r.status === 'failed' ? ` ${r.exitCode ?? r.signal ?? ''}` : ''}</td>
+        <td>{r.scope}</td>
+        <td><a href={sessionHref(r.host, r.sessionId)}>{r.name || r.sessionId}</a></td>
+        <td class="cmd"><code>{r.command}</code></td>
+        <td class="cwd">{r.cwd}</td>
+        <td class="ready">{readinessOf(r)}</td>
+        <td class="rule" title={r.decision?.reason ?? ''}>{decisionOf(r)}</td>
+        <Runtime row={r} />
+        <td>{typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : ''}</td>
+        <td>{bytes(r.resources?.memoryBytes)}</td>
+        <td>{r.changes?.pending ? `${r.changes.files} file(s) pending` : r.changes?.state ?? ''}</td>
+        <td>{refusals(r)}</td>
+      </tr>
+    );
+  }
+}
+
 /** Sessions of every scope (and every host of a fleet), newest first, filtered by host, status, scope and text. */
 export function Sessions() {
-  const { sessions, hosts } = useLive();
-  const now = useNow();
+  const { sessions, hosts } = useLive('sessions', 'hosts');
   const fleet = hosts.size > 1;
   const [host, setHost] = useState('');
   const [status, setStatus] = useState('');
   const [scope, setScope] = useState('');
   const [text, setText] = useState('');
-  const rows = useMemo(() => [...sessions.values()].sort((a, b) => String(b.startedAt).localeCompare(String(a.startedAt))), [sessions]);
+  // Start times are ISO strings of one form: compared as strings (localeCompare is many times slower).
+  const rows = useMemo(() => [...sessions.values()].sort((a, b) => (a.startedAt === b.startedAt ? 0 : String(a.startedAt) < String(b.startedAt) ? 1 : -1)), [sessions]);
   const scopes = useMemo(() => [...new Set(rows.map((r) => r.scope))].sort(), [rows]);
   const [room, setRoom] = useState(PAGE);
   const matching = rows.filter((r) => matches(r, host, status, scope, text));
@@ -70,7 +107,7 @@ export function Sessions() {
         </label>
         <span class="muted" aria-live="polite">{matching.length} of {rows.length}</span>
       </div>
-      <table class="sessions">
+      <table class={fleet ? 'sessions fleet' : 'sessions'}>
         <thead>
           <tr>
             {fleet && <th scope="col">Host</th>}
@@ -89,23 +126,7 @@ export function Sessions() {
           </tr>
         </thead>
         <tbody>
-          {shown.map((r) => (
-            <tr key={keyOf(r.host, r.sessionId)} data-session={r.sessionId} data-host={r.host} class={`st-${statusOf(r)}`}>
-              {fleet && <td class="host">{r.host}</td>}
-              <td><span class="status">{statusOf(r)}</span>{r.status === 'completed' || r.status === 'failed' ? ` ${r.exitCode ?? r.signal ?? ''}` : ''}</td>
-              <td>{r.scope}</td>
-              <td><a href={sessionHref(r.host, r.sessionId)}>{r.name || r.sessionId}</a></td>
-              <td class="cmd"><code>{r.command}</code></td>
-              <td class="cwd">{r.cwd}</td>
-              <td class="ready">{readinessOf(r)}</td>
-              <td class="rule" title={r.decision?.reason ?? ''}>{decisionOf(r)}</td>
-              <td>{runtime(r, now)}</td>
-              <td>{typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : ''}</td>
-              <td>{bytes(r.resources?.memoryBytes)}</td>
-              <td>{r.changes?.pending ? `${r.changes.files} file(s) pending` : r.changes?.state ?? ''}</td>
-              <td>{refusals(r)}</td>
-            </tr>
-          ))}
+          {shown.map((r) => <SessionRow key={keyOf(r.host, r.sessionId)} r={r} fleet={fleet} />)}
         </tbody>
       </table>
       {matching.length > shown.length && (

@@ -34,7 +34,7 @@ function Host({ d }: { d: DaemonView }) {
 
 /** The daemons: whether the console reaches each, its version, uptime, modes and totals. */
 export function DaemonStatus() {
-  const { daemon, hosts, live } = useLive();
+  const { daemon, hosts, live } = useLive('daemon', 'hosts', 'live');
   if (!live) return <p class="banner warn" role="status">{daemon.problem && !daemon.connected ? daemon.problem : 'Reconnecting to the console…'}</p>;
   const views = [...hosts.values()];
   if (views.length > 1) {

@@ -53,6 +53,8 @@ export class DaemonLink {
   private problem: string | undefined;
   private timer: NodeJS.Timeout | undefined;
   private settle: NodeJS.Timeout | undefined;
+  /** The events since the last list only added sessions (new held execs); undefined: none yet. */
+  private burstAdds: boolean | undefined;
   private syncing: Promise<void> = Promise.resolve();
   private closing = false;
   private retryMs = 250;
@@ -199,11 +201,24 @@ export class DaemonLink {
       return;
     }
     this.broadcast('event', { ...event, host: this.host });
-    // A person is waiting on this one: asked at once (cheap), not behind a list in flight.
-    if (event.type === 'approval_required') void this.approvalsNow().catch(() => undefined);
+    // A person is waiting on this one: the event carries what its card shows, so it is pushed at
+    // once, without a call that could wait behind a list the daemon is reading; the list asked
+    // after it is what holds (one answered meanwhile goes with it).
+    if (event.type === 'approval_required') {
+      this.approvalCame(event);
+      void this.approvalsNow().catch(() => undefined);
+    }
     // What an event changes in the table (status, interrupt, readiness) comes with the next list.
+    // A burst of new held execs only adds the newest rows: the newest page shows them (the
+    // daemon reads no list of a thousand between one approval and the next).
+    const added = event.type === 'approval_required' && !this.rows.has(String(event.sessionId));
+    this.burstAdds = (this.burstAdds ?? true) && added;
     clearTimeout(this.settle);
-    this.settle = setTimeout(() => void this.refresh(), SETTLE_MS);
+    this.settle = setTimeout(() => {
+      const adds = this.burstAdds === true;
+      this.burstAdds = undefined;
+      void this.refresh(false, adds);
+    }, SETTLE_MS);
   }
 
   private broadcast(name: string, data: unknown): void {
@@ -219,13 +234,16 @@ export class DaemonLink {
   private statusAt = 0;
   private again = false;
 
-  /** Ask the list, the approvals and the status once (a refresh asked meanwhile runs once after); `timed`: the newest rows only. */
-  private async refresh(timed = false): Promise<void> {
+  /**
+   * Ask the list, the approvals and the status once (a refresh asked meanwhile runs once after, in
+   * full); `timed`: the newest rows only; `adds`: sessions were only added, the newest rows show them.
+   */
+  private async refresh(timed = false, adds = false): Promise<void> {
     if (this.refreshing) {
       this.again = true;
       return this.refreshing;
     }
-    this.refreshing = this.load(timed).finally(() => (this.refreshing = undefined));
+    this.refreshing = this.load(timed, adds).finally(() => (this.refreshing = undefined));
     await this.refreshing;
     if (this.again) {
       this.again = false;
@@ -233,16 +251,17 @@ export class DaemonLink {
     }
   }
 
-  private async load(timed = false): Promise<void> {
+  private async load(timed = false, adds = false): Promise<void> {
     if (!this.client || !this.watched) return;
     // Few sessions cost little to read: then everything is asked each time.
     const many = timed && this.rows.size > REFRESH_ROWS;
+    const newest = (timed || adds) && this.rows.size > REFRESH_ROWS;
     try {
       // Each is pushed as it answers, the cheap approvals first: a new approval does not wait for
       // the list of every session (tens of ms with a thousand) to be read, sent and compared.
       await Promise.all([
         this.approvalsNow(),
-        this.list(many),
+        this.list(newest),
         many && Date.now() - this.statusAt < STATUS_MS ? undefined : this.client.call('daemon.status', {}).then((status) => {
           this.statusAt = Date.now();
           if (JSON.stringify(status) !== JSON.stringify(this.status)) {
@@ -256,6 +275,15 @@ export class DaemonLink {
     }
   }
 
+  /** An approval_required event: its approval added to those pushed, in approvals.list's form (oldest first). */
+  private approvalCame(event: Record<string, unknown>): void {
+    const approvals = JSON.parse(this.approvals) as Row[];
+    if (approvals.some((a) => a.sessionId === event.sessionId)) return;
+    approvals.push({ sessionId: event.sessionId, scope: event.scope, name: event.name, command: event.command, cwd: event.cwd, interrupt: event.interrupt });
+    this.approvals = JSON.stringify(approvals);
+    this.broadcast('approvals', { host: this.host, approvals });
+  }
+
   /** Ask the approvals waiting and push them if they changed. */
   private async approvalsNow(): Promise<void> {
     const { approvals } = await this.call<{ approvals: Row[] }>('approvals.list', {}, true);
@@ -266,11 +294,17 @@ export class DaemonLink {
     }
   }
 
-  /** Ask the list, all of it or the newest rows (then all of it when the total moved: a session came or went), and push what changed. */
+  /**
+   * Ask the list, all of it or the newest rows, and push what changed. The newest rows stand for
+   * the list when the total is the rows known plus the new ones among them; else (a session went,
+   * or more came than the page holds) all of it is asked.
+   */
   private async list(newest: boolean): Promise<void> {
     if (newest) {
       const page = await this.call<{ sessions: Row[]; total: number }>('process', { action: 'list', limit: REFRESH_ROWS });
-      if (page.total === this.rows.size) return this.pushRows(page.sessions, true);
+      const added = page.sessions.filter((s) => !this.rows.has(String(s.sessionId))).length;
+      // A known row in the page: every newer session, so every one added, is in it too.
+      if (page.total === this.rows.size + added && added < page.sessions.length) return this.pushRows(page.sessions, true);
     }
     this.pushRows((await this.call<{ sessions: Row[] }>('process', { action: 'list' })).sessions);
   }

@@ -29,6 +29,19 @@ describe.skipIf(!CHROMIUM)('many sessions', () => {
     await page.getByLabel('Search').fill('');
     await page.getByLabel('Scope').selectOption('s3');
     expect(await rows.count()).toBe(50);
+    // A running session's runtime ticks in its own cell, and stays once it has ended.
+    await page.getByLabel('Scope').selectOption('');
+    const job = await c.exec({ command: 'sleep 4', scope: 'ticking', background: true });
+    const row = page.locator(`table.sessions tbody tr[data-session="${job.sessionId}"]`);
+    const cell = row.locator('td.runtime');
+    await cell.waitFor({ timeout: 10_000 });
+    const first = await cell.textContent();
+    expect(first).toMatch(/^\d+s$/);
+    await expect.poll(() => cell.textContent(), { timeout: 10_000 }).not.toBe(first);
+    await expect.poll(() => row.locator('.status').textContent(), { timeout: 10_000 }).toBe('completed');
+    const ended = await cell.textContent();
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await cell.textContent()).toBe(ended);
     c.close();
   });
 });
