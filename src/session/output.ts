@@ -3,7 +3,7 @@ import { ChunkQueue } from './chunks.js';
 
 export type Stream = 'stdout' | 'stderr';
 
-/** How many runs of stderr output a session keeps the place of (SessionOutput.stderrIn). */
+/** How many runs of stderr output a session keeps the place of, at least (SessionOutput.stderrIn; up to twice as many). */
 const STDERR_RANGES = 20_000;
 
 /** Where a session's output is copied as it comes (its spool on disk). */
@@ -91,8 +91,9 @@ export class SessionOutput {
     const r = this.errRanges;
     if (r.length > 0 && r[r.length - 1] === start) r[r.length - 1] = end;
     else r.push(start, end);
-    // Kept for the newest output only: a job that interleaves its streams endlessly costs a bounded list.
-    if (r.length > 2 * STDERR_RANGES) r.splice(0, r.length - 2 * STDERR_RANGES);
+    // Kept for the newest output only: a job that interleaves its streams endlessly costs a bounded
+    // list. Trimmed by half when it doubles, so a chunk of output does not shift the whole list.
+    if (r.length > 4 * STDERR_RANGES) r.splice(0, r.length - 2 * STDERR_RANGES);
   }
 
   /**

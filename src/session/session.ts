@@ -68,7 +68,7 @@ export interface SessionInit {
   waitFor?: string;
   /** Which of its ends, once backgrounded, are notifications (SPEC §5). */
   notify?: Notify;
-  /** How the rules judged it, when they did (not kept across a restart). */
+  /** How the rules judged it, when they did (kept in its durable record). */
   decision?: SessionDecision;
   /** For a session restored from the state directory. */
   startedAt?: number;
