@@ -82,7 +82,9 @@ export class Guard {
    */
   trade(presented: string): { setCookie: string } | Refusal {
     if (this.token === undefined || !same(this.token, presented)) {
-      return { status: 403, why: 'this link has been used or is not the one procctl ui printed: open the console in the browser that first used it, or start procctl ui again for a new link' };
+      // A console run as a service keeps an unspent link in its file: that is where the next one is.
+      const next = this.renewed ? 'run `procctl ui --link` for a fresh link' : 'start procctl ui again for a new link';
+      return { status: 403, why: `this link has been used or is not the one procctl ui printed: open the console in the browser that first used it, or ${next}` };
     }
     this.token = undefined;
     if (this.renewed) {

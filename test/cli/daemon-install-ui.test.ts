@@ -134,7 +134,10 @@ describe('procctl daemon install --user --ui', () => {
       return l !== first && l;
     }, { what: 'the link file to hold a fresh link' });
     expect(statSync(file).mode & 0o777).toBe(0o600);
-    expect((await http(first)).status).toBe(403);
+    const spent = await http(first);
+    expect(spent.status).toBe(403);
+    // The refusal names where a service's next link is.
+    expect(spent.body).toContain('procctl ui --link');
     const traded = await http(second);
     expect(traded.status).toBe(303);
     const cookie = String((traded.headers['set-cookie'] as string[])[0]).split(';')[0];
