@@ -4,11 +4,10 @@ import type { PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-met
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
 
-/**
- * Every span and reading either reaches the receiver or is counted as dropped (SPEC §18): the
- * SDK's exporters are wrapped so each result is counted, and spans past the queue's bound are
- * refused here, counted, before the batch processor would drop them silently.
- */
+// Every span and reading either reaches the receiver or is counted as dropped (SPEC §18): the
+// SDK's exporters are wrapped so each result is counted, and spans past the queue's bound are
+// refused here, counted, before the batch processor would drop them silently.
+
 /** The last export that failed: when, which signal, and why. */
 export interface ExportError {
   at: string;
