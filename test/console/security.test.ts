@@ -126,6 +126,11 @@ describe('state-changing requests', () => {
     const r = await http(`${ui2.origin}/api/act`, { method: 'POST', headers, body: JSON.stringify({ action: 'clear', sessionId: 'x' }) });
     expect(r.status).toBe(400);
     expect(JSON.parse(r.body).error).toMatch(/action must be one of/);
+    // History is read as the console's operator: a scope or a credential in the query is not passed on
+    // (a wrong token passed on would be refused by the daemon; the page's own history still answers).
+    const h = await http(`${ui2.origin}/api/history?scope=agent&token=${'x'.repeat(20)}&approverToken=y`, { headers: { cookie } });
+    expect(h.status, h.body).toBe(200);
+    expect(Array.isArray(JSON.parse(h.body).sessions)).toBe(true);
   });
 });
 
@@ -155,8 +160,9 @@ describe('a job on this host', () => {
     // The job knows the console's address and even its Origin; it has no cookie and no CSRF token.
     const post = `curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: application/json' -H 'Origin: ${ui3.origin}' --data '{"action":"kill","sessionId":"${id}"}' ${ui3.origin}/api/act`;
     const get = `curl -s -o /dev/null -w '%{http_code}' ${ui3.origin}/api/events`;
-    const r = await c.exec({ command: `${post}; echo; ${get}`, scope: 'agent', yieldMs: 20_000 });
-    expect(r.output.trim().split('\n')).toEqual(['401', '401']);
+    const history = `curl -s -o /dev/null -w '%{http_code}' '${ui3.origin}/api/history?ofScope=agent'`;
+    const r = await c.exec({ command: `${post}; echo; ${get}; echo; ${history}`, scope: 'agent', yieldMs: 20_000 });
+    expect(r.output.trim().split('\n')).toEqual(['401', '401', '401']);
     expect(await statusOf(id)).toBe('running');
     await waitFor(async () => (await c.process({ action: 'kill', sessionId: id, scope: 'agent' })).status === 'failed');
     await ui3.stop();
