@@ -268,9 +268,16 @@ export class Connection {
   send(message: unknown): void {
     if (this.closed || this.socket.destroyed) return;
     const m = made(message);
-    // A made result goes out as one buffer in one write, its bytes copied once and never encoded.
-    if (m) this.socket.write(Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`), m.result.bytes, RESULT_END]), this.onWritten);
-    else this.socket.write(`${serialize(message)}\n`, this.onWritten);
+    if (!m) {
+      this.socket.write(`${serialize(message)}\n`, this.onWritten);
+      return;
+    }
+    // A made result goes out as it is, framed, in one writev: its bytes neither copied nor encoded.
+    this.socket.cork();
+    this.socket.write(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`);
+    this.socket.write(m.result.bytes);
+    this.socket.write(RESULT_END, this.onWritten);
+    this.socket.uncork();
   }
 
   /** Send a notification that may be dropped (and counted) if the client stopped reading. */

@@ -10,6 +10,9 @@ export interface UsageTiming {
   perTurn: number;
 }
 
+/** A key found gone or ended during a refresh: its sample is left as it was. */
+const NOT_READ: Resources = { cpuMs: 0, memoryBytes: 0, memoryPeakBytes: 0, processes: 0 };
+
 const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 16 };
 
 interface Held {
@@ -98,13 +101,20 @@ export class UsageSampler<K> {
     if (this.held.size === 0) return this.stop();
     this.refreshing = true;
     let next = 0;
+    // The new samples are held back and put in together at the end: readers see one refresh a
+    // second, not a few samples changing on every turn (process list keeps its answer while no
+    // sample of it changed, tools/process/list.ts).
+    const read: Resources[] = [];
     const turn = () => {
       for (const end = Math.min(next + this.timing.perTurn, keys.length); next < end; next++) {
-        const h = this.held.get(keys[next]);
-        if (h !== undefined && this.live(keys[next])) h.value = this.readOne(keys[next]);
+        read[next] = this.live(keys[next]) && this.held.has(keys[next]) ? this.readOne(keys[next]) : NOT_READ;
       }
-      if (next < keys.length && this.timer !== undefined) setImmediate(turn);
-      else this.refreshing = false;
+      if (next < keys.length && this.timer !== undefined) return void setImmediate(turn);
+      this.refreshing = false;
+      for (let i = 0; i < next; i++) {
+        const h = this.held.get(keys[i]);
+        if (h !== undefined && read[i] !== NOT_READ) h.value = read[i];
+      }
     };
     turn();
   }

@@ -113,6 +113,8 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     startedAt: isoOf(s, 0, s.startedAt),
     endedAt: isoOf(s, 1, s.endedAt),
     runtimeMs: s.runtimeMs,
+    // Right after runtimeMs: the two figures that move by themselves (process list keeps the rest as bytes, tools/process/list.ts).
+    resources: sessionResources(s),
     exitCode: ended ? s.exitCode : undefined,
     signal: ended ? s.signal : undefined,
     reason: s.reason,
@@ -127,7 +129,6 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     network: networkView(s),
     // Frozen by process pause (SPEC §15); its status stays what it was.
     paused: s.paused || undefined,
-    resources: sessionResources(s),
     // Review mode (SPEC §16): held, pending until applied or discarded.
     changes: s.changes,
     // How the rules judged it (SPEC §8), and what its waitFor waits for (SPEC §5).

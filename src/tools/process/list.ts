@@ -4,7 +4,7 @@ import { JsonText } from '../json-text.js';
 import { sessionRecord } from '../render.js';
 import { sessionResources } from '../../runner/cgroup.js';
 import { ALL_SCOPES } from '../../session/registry.js';
-import type { Session } from '../../session/session.js';
+import type { Resources, Session } from '../../session/session.js';
 
 /**
  * Sessions of the scope, newest first: all of them, or the page `[offset, offset + limit)`. The
@@ -15,39 +15,130 @@ import type { Session } from '../../session/session.js';
 export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText {
   const offset = p.offset ?? 0;
   const page = d.registry.page(ctx.scope, offset, p.limit);
-  // An operator's view (scope "*") spans scopes, so each session says whose it is.
-  const all = ctx.scope === ALL_SCOPES;
-  const pieces: (Buffer | string)[] = ['{"sessions":['];
-  const lines: string[] = [];
-  for (const s of page.sessions) {
-    const e = listEntry(s);
-    if (lines.length > 0) pieces.push(',');
-    if (all) pieces.push(`{"scope":${JSON.stringify(s.scope)},`, e.head.subarray(1));
-    else pieces.push(e.head);
-    pieces.push(String(s.runtimeMs), e.rest);
-    lines.push(e.line);
+  const resources = page.sessions.map(sessionResources);
+  const entries = page.sessions.map((s, i) => listEntry(s, resources[i] !== undefined));
+  const key = `${ctx.scope}\0${offset}\0${p.limit ?? ''}`;
+  const pages = keptPages(d);
+  const last = pages.get(key);
+  if (last && samePage(last, page, entries, resources)) {
+    const bytes = withRuntimes(last, page.sessions);
+    if (bytes) return new JsonText(bytes);
   }
-  const text = listText(lines, page.total, page.running, offset, p.limit);
-  const limit = p.limit === undefined ? '' : `,"limit":${p.limit}`;
-  pieces.push(`],"total":${page.total},"offset":${offset}${limit},"text":${JSON.stringify(text)}}`);
-  return new JsonText(concat(pieces));
+  const made = makePage(ctx.scope === ALL_SCOPES, page, entries, resources, offset, p.limit);
+  pages.delete(key);
+  pages.set(key, made);
+  if (pages.size > MAX_KEPT_PAGES) pages.delete(pages.keys().next().value!);
+  return new JsonText(made.bytes);
 }
 
-/** The pieces as one buffer, strings written as UTF-8 into it (no buffer of their own). */
-function concat(pieces: (Buffer | string)[]): Buffer {
-  let size = 0;
-  for (const p of pieces) size += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
+/**
+ * A list answer as it was last made for one scope and page: its bytes, and where in them each
+ * session's runtimeMs is written. While no session of the page changed and no usage sample was
+ * read again (once a second while asked), the next answer is a copy of these bytes with the
+ * running times written again in place: one copy instead of putting a thousand entries together.
+ */
+interface KeptPage {
+  sessions: Session[];
+  entries: Entry[];
+  resources: (Resources | undefined)[];
+  total: number;
+  running: number;
+  bytes: Buffer;
+  /** Byte offset and width of each session's runtimeMs in `bytes`. */
+  at: Uint32Array;
+  width: Uint8Array;
+}
+
+/** Pages kept per daemon: a few scopes' or callers' pages (offset, limit) at once. */
+const MAX_KEPT_PAGES = 8;
+const keptByDaemon = new WeakMap<Daemon, Map<string, KeptPage>>();
+
+function keptPages(d: Daemon): Map<string, KeptPage> {
+  let pages = keptByDaemon.get(d);
+  if (!pages) keptByDaemon.set(d, (pages = new Map()));
+  return pages;
+}
+
+function samePage(kept: KeptPage, page: Page, entries: Entry[], resources: (Resources | undefined)[]): boolean {
+  if (kept.total !== page.total || kept.running !== page.running || kept.sessions.length !== page.sessions.length) return false;
+  for (let i = 0; i < entries.length; i++) {
+    if (kept.sessions[i] !== page.sessions[i] || kept.entries[i] !== entries[i] || kept.resources[i] !== resources[i]) return false;
+  }
+  return true;
+}
+
+type Page = { sessions: Session[]; total: number; running: number };
+
+/**
+ * A fresh copy of the kept bytes with each session's running time now (never the kept buffer
+ * itself: an answer handed to the socket may not be written out yet). Undefined when a time
+ * needs more digits than its place holds: then the page is made again.
+ */
+function withRuntimes(kept: KeptPage, sessions: Session[]): Buffer | undefined {
+  const out = Buffer.from(kept.bytes);
+  for (let i = 0; i < sessions.length; i++) {
+    const ms = String(sessions[i].runtimeMs);
+    if (ms.length !== kept.width[i]) return undefined;
+    out.write(ms, kept.at[i], 'latin1');
+  }
+  return out;
+}
+
+function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resources | undefined)[], offset: number, limit?: number): KeptPage {
+  const pieces: (Buffer | string)[] = [];
+  let pos = 0;
+  const put = (piece: Buffer | string) => {
+    pieces.push(piece);
+    pos += typeof piece === 'string' ? Buffer.byteLength(piece) : piece.length;
+  };
+  const at = new Uint32Array(entries.length);
+  const width = new Uint8Array(entries.length);
+  const lines: string[] = [];
+  put('{"sessions":[');
+  for (let i = 0; i < entries.length; i++) {
+    const s = page.sessions[i];
+    const e = entries[i];
+    if (i > 0) put(',');
+    // An operator's view (scope "*") spans scopes, so each session says whose it is.
+    if (all) {
+      put(`{"scope":${JSON.stringify(s.scope)},`);
+      put(e.head.subarray(1));
+    } else put(e.head);
+    const ms = String(s.runtimeMs);
+    at[i] = pos;
+    width[i] = ms.length;
+    put(ms);
+    const r = resources[i];
+    if (r !== undefined) {
+      put(RESOURCES_KEY);
+      put(resourcesJson(r));
+    }
+    put(e.rest);
+    lines.push(e.line);
+  }
+  const text = listText(lines, page.total, page.running, offset, limit);
+  const limitField = limit === undefined ? '' : `,"limit":${limit}`;
+  put(`],"total":${page.total},"offset":${offset}${limitField},"text":${JSON.stringify(text)}}`);
+  return { sessions: page.sessions, entries, resources, total: page.total, running: page.running, bytes: concat(pieces, pos), at, width };
+}
+
+/** The pieces as one buffer of `size` bytes, strings written as UTF-8 into it (no buffer of their own). */
+function concat(pieces: (Buffer | string)[], size: number): Buffer {
   const out = Buffer.allocUnsafe(size);
   let at = 0;
   for (const p of pieces) at += typeof p === 'string' ? out.write(p, at) : p.copy(out, at);
   return out;
 }
 
-/** A session's list record as JSON bytes around its running time (`head` + runtimeMs + `rest`), and its line of the text. */
+/**
+ * A session's list record as JSON bytes around its two moving figures, runtimeMs and resources
+ * (`head` + runtimeMs + [`,"resources":` + the sample] + `rest`), and its line of the text.
+ */
 interface Entry {
   revision: number;
   outputChars: number;
-  resources: unknown;
+  /** Whether the record has resources (a session with a cgroup): the sample itself is put in per page. */
+  measured: boolean;
   changes: unknown;
   head: Buffer;
   rest: Buffer;
@@ -58,25 +149,26 @@ const kept = new WeakMap<Session, Entry>();
 
 /**
  * The kept entry of a session, made again only when something it shows changed: the session's
- * revision (every change of its state), its output count (the tail), or its held usage sample
- * or review summary (objects replaced, never changed in place).
+ * revision (every change of its state), its output count (the tail), whether it has a usage
+ * sample, or its review summary (an object replaced, never changed in place).
  */
-function listEntry(s: Session): Entry {
-  const resources = sessionResources(s);
+function listEntry(s: Session, measured: boolean): Entry {
   const hit = kept.get(s);
-  if (hit && hit.revision === s.revision && hit.outputChars === s.output.totalChars && hit.resources === resources && hit.changes === s.changes) return hit;
+  if (hit && hit.revision === s.revision && hit.outputChars === s.output.totalChars && hit.measured === measured && hit.changes === s.changes) return hit;
   const record = sessionRecord(s);
-  // runtimeMs moves on every call: the record is written with a mark there and cut around it.
-  const json = JSON.stringify({ ...record, runtimeMs: -1 });
+  // Written with marks in their places and cut around them: runtimeMs, and resources right after it (render.ts).
+  const json = JSON.stringify({ ...record, runtimeMs: -1, resources: measured ? -1 : undefined });
   // The record's first "runtimeMs" key is its own: the fields before it are strings and scalars, whose quotes JSON escapes.
   const at = json.indexOf(RUNTIME_MARK);
+  const mark = measured ? `${RUNTIME_MARK},"resources":-1` : RUNTIME_MARK;
+  if (at < 0 || json.slice(at, at + mark.length) !== mark) throw new Error(`list: a session record does not have runtimeMs${measured ? ' and resources' : ''} where expected`);
   const e: Entry = {
     revision: s.revision,
     outputChars: s.output.totalChars,
-    resources,
+    measured,
     changes: s.changes,
     head: Buffer.from(json.slice(0, at + RUNTIME_KEY.length)),
-    rest: Buffer.from(json.slice(at + RUNTIME_MARK.length)),
+    rest: Buffer.from(json.slice(at + mark.length)),
     line: `${s.id}  ${(record.paused ? 'paused' : record.status).padEnd(9)}  ${s.name}`,
   };
   kept.set(s, e);
@@ -85,6 +177,15 @@ function listEntry(s: Session): Entry {
 
 const RUNTIME_KEY = '"runtimeMs":';
 const RUNTIME_MARK = `${RUNTIME_KEY}-1`;
+const RESOURCES_KEY = ',"resources":';
+
+/** A usage sample as JSON, made once per sample (a sample is replaced when read again, never changed). */
+const sampleJson = new WeakMap<Resources, string>();
+function resourcesJson(r: Resources): string {
+  let json = sampleJson.get(r);
+  if (json === undefined) sampleJson.set(r, (json = JSON.stringify(r)));
+  return json;
+}
 
 /** The page for a model or a person: a count, one line per session, and how to get the rest. */
 function listText(lines: string[], total: number, running: number, offset: number, limit?: number): string {
