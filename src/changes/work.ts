@@ -1,5 +1,5 @@
-import { existsSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
+import { rm, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openWork } from '../overlay-work.js';
 
@@ -18,15 +18,19 @@ export function removeWork(work: string): void {
 /**
  * Empty an overlay's work directory of what the kernel left there (`work/` and, for a volatile
  * mount, `work/incompat/volatile/dirty`), so it can serve another mount: by their exact names,
- * deepest first. Throws on anything else found there (then the directory is removed instead).
+ * deepest first, on libuv's threads. Rejects on anything else found there (then the directory is
+ * removed instead).
  */
-export function clearWork(work: string): void {
+export async function clearWorkLater(work: string): Promise<void> {
   openWork(work);
-  const dirty = join(work, 'work', 'incompat', 'volatile', 'dirty');
-  if (existsSync(dirty)) unlinkSync(dirty);
+  try {
+    await unlink(join(work, 'work', 'incompat', 'volatile', 'dirty'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
   for (const d of ['work/incompat/volatile', 'work/incompat', 'work']) {
     try {
-      rmdirSync(join(work, d));
+      await rmdir(join(work, d));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }

@@ -1,5 +1,6 @@
 import { ALL_SCOPES } from '../config/schema.js';
 import { HeldChanges } from '../changes/held.js';
+import { MountsAhead } from '../runner/premount.js';
 import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
 import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -108,6 +109,8 @@ export class ProcctlDaemon implements Daemon {
   readonly remembered: RememberedStore;
   /** The changes review sessions hold (SPEC §16), under the state directory. */
   readonly held: HeldChanges;
+  /** Review sessions' overlays mounted ahead of their exec (runner/premount.ts). */
+  readonly ahead: MountsAhead;
   /** Where sessions' cgroups go (SPEC §15): found at start, "none" until then. */
   cgroups: CgroupLayout;
   private statusTimer: NodeJS.Timeout | undefined;
@@ -132,6 +135,7 @@ export class ProcctlDaemon implements Daemon {
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);
     this.held = new HeldChanges(this.state.dir);
+    this.ahead = new MountsAhead(this.held);
     this.trail = new AuditTrail(auditDir(this.state.dir), this.current.audit, this.log);
     this.guardian = new GuardianLink(this.log);
     this.budget = new ClientBudget(clientLimits(this.current));
@@ -362,6 +366,7 @@ export class ProcctlDaemon implements Daemon {
     clearInterval(this.statusTimer);
     clearInterval(this.reaper);
     this.interrupts.stop();
+    this.ahead.close();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     const grace = this.current.tools.exec.killGraceMs;
     // Nothing may hold the shutdown forever: a session whose end is not known by the grace plus

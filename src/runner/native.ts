@@ -15,6 +15,14 @@ export interface Addon {
    * thread. Absent from builds older than the function.
    */
   stdinReaders?(looks: [number, string, boolean][]): Promise<number[]>;
+  /**
+   * The namespaces a review job gets (steps.mounts without enter), made now on a pool thread, as
+   * descriptors for steps.mounts.enter; rejected with the step (syscall) and errno that failed.
+   * Absent from builds older than the function.
+   */
+  /** Whether the mount table behind `fd` (an open /proc/self/mountinfo) changed since the last call on it. */
+  mountsChanged?(fd: number): boolean;
+  prepareMounts?(steps: { mounts: NonNullable<SpawnSteps['mounts']> }): Promise<{ user: number; mnt: number }>;
 }
 
 export interface NativeChild {

@@ -18,6 +18,7 @@ import type { Registry } from '../session/registry.js';
 import { Session, type ChangesSummary, type InterruptOutcome, type SessionDecision } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { buildEnv } from './env.js';
+import { closeEnter, type Ahead, type MountsAhead } from './premount.js';
 import { scratchFor, type ScratchDirs } from './scratch.js';
 import { resolveShell, shellArgs } from './shell.js';
 import { spawnSession } from './spawn.js';
@@ -43,7 +44,9 @@ export interface LaunchContext {
    */
   audit: { readonly listening: boolean; emit(e: { type: 'network_refused'; sessionId: string; scope: string; host: string; reason: string; first: boolean }): void };
   /** Review mode's keeper (changes/held.ts): told of each review session before its job runs. */
-  held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean }): ChangesSummary };
+  held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean; from?: string }): ChangesSummary };
+  /** Review sessions' overlays mounted ahead (premount.ts): taken here, and the next one made once this session has started. */
+  ahead?: MountsAhead;
 }
 
 /** A session's own channel back (daemon/channel.ts). */
@@ -151,12 +154,23 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     ...(proxy ? proxyEnv() : {}),
   });
   let changes: ChangesSummary | undefined;
+  /** The workspace a review session's overlay covers. */
+  let review: string | undefined;
   if (refused === undefined) {
     try {
       plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined }, user);
       if (plan.overlays?.length) {
-        changes = ctx.held.begin(id, plan.overlays[0].target, Date.now(), { approval: req.review?.approval });
+        review = plan.overlays[0].target;
+        // A terminal mounts with util-linux (sandbox/plan.ts wrapped): only the spawner joins a mount made ahead.
+        const ahead = p.pty ? undefined : ctx.ahead?.take(review);
+        try {
+          changes = ctx.held.begin(id, review, Date.now(), { approval: req.review?.approval, from: ahead?.dir });
+        } catch (err) {
+          if (ahead) closeEnter(ahead.enter);
+          throw err;
+        }
         showAsWorkspace(plan.overlays);
+        if (ahead) plan = entering(plan, ahead.enter);
       }
     } catch (err) {
       refused = (err as Error).message;
@@ -170,6 +184,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
       plan = joinCgroup(plan, cgroup.joinFiles);
     } catch (err) {
       refused = (err as Error).message;
+      plan.release();
       plan = undefined;
     }
   }
@@ -205,6 +220,11 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup });
     if (warning) warnings.push(warning);
     plan.release();
+    // The next review session in this workspace finds its overlay mounted.
+    if (review !== undefined && !p.pty && ctx.ahead) {
+      const { ahead } = ctx;
+      setImmediate(() => ahead.prepare(review));
+    }
   } else {
     session.finish({ exitCode: null, signal: null, error: `${refused}; nothing ran` });
   }
@@ -214,6 +234,23 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
   return { session, warnings };
+}
+
+/** The plan with its overlays joined as made ahead (premount.ts), and the daemon's copies of them closed with the rest. */
+function entering(plan: LaunchPlan, enter: Ahead['enter']): LaunchPlan {
+  const mounts = plan.steps?.mounts;
+  if (!mounts) {
+    closeEnter(enter);
+    return plan;
+  }
+  return {
+    ...plan,
+    steps: { ...plan.steps, mounts: { ...mounts, enter } },
+    release: () => {
+      plan.release();
+      closeEnter(enter);
+    },
+  };
 }
 
 /** Where a review session's changes are kept, under the state directory (hidden in the sandbox). */

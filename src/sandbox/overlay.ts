@@ -28,6 +28,11 @@ export interface MountSteps {
   /** The daemon is not root: a user namespace of its own first, its ids mapped to themselves. */
   userns: boolean;
   overlays: { target: string; options: string }[];
+  /**
+   * The same namespaces made ahead with these overlays mounted (runner/premount.ts), as
+   * descriptors the spawner joins instead (user -1 when the daemon is root).
+   */
+  enter?: { user: number; mnt: number };
 }
 
 /**

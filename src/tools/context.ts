@@ -1,5 +1,6 @@
 import type { ReviewSupport } from '../sandbox/overlay.js';
 import type { HeldChanges } from '../changes/held.js';
+import type { MountsAhead } from '../runner/premount.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Registry } from '../session/registry.js';
@@ -38,6 +39,8 @@ export interface Daemon extends LaunchContext {
   reviewSupport(): ReviewSupport;
   /** The changes review sessions hold (SPEC §16). */
   held: HeldChanges;
+  /** Review sessions' overlays mounted ahead of their exec (runner/premount.ts). */
+  ahead?: MountsAhead;
   /** What happened that the audit trail and the metrics are told of (SPEC §18). */
   audit: AuditBus;
   /** The audit trail as far as verify, history and status need it. */

@@ -97,6 +97,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     const kept = await settleKey(d, ctx, p);
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     if (kept) return { kept };
+    // Its overlay may be being mounted ahead (runner/premount.ts): taken once made.
+    if (review) await d.ahead?.settled();
     const inherited = daemonInheritance(d.config().env).env;
     const decision = approved ? approved.decision : judgement && decisionOf(judgement);
     const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined, decision });

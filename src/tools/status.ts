@@ -22,7 +22,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
     sandbox: await sandboxStatus(d.config()),
-    changes: d.reviewSupport(),
+    changes: { ...d.reviewSupport(), ...(d.ahead ? { ahead: d.ahead.status() } : {}) },
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
     telemetry: d.telemetryStatus(),

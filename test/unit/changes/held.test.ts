@@ -97,7 +97,7 @@ describe('HeldChanges: reviews that held nothing', () => {
     next.load(() => undefined);
     expect(spares()).not.toContain(left);
     expect(existsSync(held.dirOf('gggggggg'))).toBe(false);
-    expect(spares()).toHaveLength(2);
+    await vi.waitFor(() => expect(spares()).toHaveLength(2), { timeout: 10_000, interval: 20 });
   });
 
   it('a review that held nothing becomes the next one\'s directory, emptied of the kernel\'s leftovers; one with anything in its upper directory does not', async () => {
@@ -115,9 +115,10 @@ describe('HeldChanges: reviews that held nothing', () => {
     mkdirSync(join(work, 'work', 'incompat', 'volatile'), { recursive: true });
     writeFileSync(join(work, 'work', 'incompat', 'volatile', 'dirty'), '');
     expect(held.settle('iiiiiiii')).toMatchObject({ state: 'none' });
+    // Out of the way at once; a spare once the kernel's leftovers are out, off the caller's path.
     expect(existsSync(held.dirOf('iiiiiiii'))).toBe(false);
+    await vi.waitFor(() => expect(spares()).toHaveLength(2), { timeout: 10_000, interval: 20 });
     const now = spares();
-    expect(now).toHaveLength(2);
     for (const s of now) {
       expect(readdirSync(join(root, s)).sort()).toEqual(['upper', 'work']);
       expect(readdirSync(join(root, s, 'work'))).toEqual([]);
@@ -129,6 +130,8 @@ describe('HeldChanges: reviews that held nothing', () => {
     held.begin('kkkkkkkk', ws, Date.now());
     mkdirSync(join(held.dirOf('kkkkkkkk'), 'upper', 'existing'), { mode: 0o755 });
     expect(held.settle('kkkkkkkk')).toMatchObject({ state: 'none' });
+    // Removed, not recycled: nothing of it is left once the removal is done, and no spare has anything in its upper directory.
+    await vi.waitFor(() => expect(readdirSync(root).filter((n) => n.startsWith('.removing-'))).toEqual([]), { timeout: 10_000, interval: 20 });
     expect(spares().filter((s) => readdirSync(join(root, s, 'upper')).length > 0)).toEqual([]);
   });
 });
