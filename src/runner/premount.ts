@@ -74,7 +74,6 @@ export class MountsAhead {
 
   /** Whether this host makes mounts ahead: the native spawner joins them (terminals and the fork fallback mount their own). */
   static possible(): boolean {
-    if (process.env.PROCCTL_NO_AHEAD) return false;
     const addon = nativeSpawner();
     return !(addon instanceof Error) && typeof addon.prepareMounts === 'function' && typeof addon.mountsChanged === 'function';
   }
