@@ -13,7 +13,7 @@ export interface UsageTiming {
 /** A key found gone or ended during a refresh: its sample is left as it was. */
 const NOT_READ: Resources = { cpuMs: 0, memoryBytes: 0, memoryPeakBytes: 0, processes: 0 };
 
-const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 16 };
+const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 4 };
 
 interface Held {
   value: Resources;
