@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -196,7 +195,12 @@ __attribute__((noreturn)) static void child_fail(struct job *job, int error, con
 static void child_write(struct job *job, const char *path, const char *text, const char *step) {
   size_t len = strlen(text);
   int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, text, len) != (ssize_t)len) child_fail(job, errno, step);
+  if (fd < 0) child_fail(job, errno, step);
+  if (write(fd, text, len) != (ssize_t)len) {
+    int error = errno;
+    close(fd);  // PrepareMounts' child shares the daemon's descriptor table
+    child_fail(job, error, step);
+  }
   close(fd);
 }
 
@@ -459,7 +463,7 @@ static int parse_mounts(napi_env env, napi_value from, struct steps *st) {
   if (has && napi_get_named_property(env, mounts, "enter", &item) == napi_ok && napi_typeof(env, item, &type) == napi_ok && type != napi_undefined) {
     int32_t user, mnt;
     if (type != napi_object || napi_get_named_property(env, item, "user", &v) != napi_ok || napi_get_value_int32(env, v, &user) != napi_ok ||
-        napi_get_named_property(env, item, "mnt", &v) != napi_ok || napi_get_value_int32(env, v, &mnt) != napi_ok || mnt < 0 || user < -1) return 1;
+        napi_get_named_property(env, item, "mnt", &v) != napi_ok || napi_get_value_int32(env, v, &mnt) != napi_ok || mnt < 0 || user < -1 || userns != (user >= 0)) return 1;
     st->entering = 1;
     st->enter_user = user;
     st->enter_mnt = mnt;
@@ -879,20 +883,16 @@ static int premount_child(void *data) {
   struct steps *st = &p->st;
   st->entering = 0;
   child_mounts(&p->job);
-  int user = -1;
-  if ((st->ns & CLONE_NEWUSER) && (user = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC)) < 0) child_fail(&p->job, errno, "open");
-  int mnt = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-  if (mnt < 0) child_fail(&p->job, errno, "open");
-  p->user = user;
-  p->mnt = mnt;
+  // Each descriptor is written down as soon as it exists: the parent closes what a failure left.
+  if ((st->ns & CLONE_NEWUSER) && (p->user = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC)) < 0) child_fail(&p->job, errno, "open");
+  if ((p->mnt = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC)) < 0) child_fail(&p->job, errno, "open");
   _exit(0);
 }
 
 static void premount_execute(napi_env env, void *data) {
   struct premount *p = data;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler of the daemon's may run in the child
+  uint64_t old;
+  set_all_signals_blocked(1, &old);  // no handler of the daemon's may run in the child (glibc's own signals included)
   void *stack = mmap(NULL, PREMOUNT_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) {
     p->job.error = errno;
@@ -903,12 +903,17 @@ static void premount_execute(napi_env env, void *data) {
       p->job.error = errno;
       p->job.step = "clone";
     } else {
-      int status;
+      int status = 0;
       while (waitpid(pid, &status, __WALL) < 0 && errno == EINTR) {}
+      // Killed before it could say (a signal, the OOM killer), or gone without both descriptors: failed.
+      if (!p->job.error && (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || p->mnt < 0)) {
+        p->job.error = EIO;
+        p->job.step = "child";
+      }
     }
     munmap(stack, PREMOUNT_STACK);
   }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old);
   // A failure after the first descriptor was opened leaves it in the table: closed here.
   if (p->job.error) {
     if (p->user >= 0) close(p->user);

@@ -253,6 +253,8 @@ export class HeldChanges {
     if ((await readdir(join(dir, 'upper'))).length > 0) throw new Error('its upper directory is not empty');
     await clearWorkLater(join(dir, 'work'));
     await unlink(join(dir, 'layout.json'));
+    // Again just before: a process the session left (no cgroup to end it) may have written meanwhile.
+    if ((await readdir(join(dir, 'upper'))).length > 0) throw new Error('its upper directory is not empty');
     const spare = this.spareName();
     await rename(dir, spare);
     return spare;

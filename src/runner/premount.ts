@@ -1,4 +1,4 @@
-import { closeSync, openSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, openSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { mountSteps, type MountSteps } from '../sandbox/overlay.js';
 import { nativeSpawner } from './native.js';
@@ -36,8 +36,8 @@ export interface SpareDirs {
 
 interface Made extends Ahead {
   target: string;
-  dev: number;
-  ino: number;
+  /** The workspace root as it was when the mount was made: the same directory, its mode and owner given to the upper root. */
+  root: Root;
   /** The daemon's mount table's generation when it was made (mountsGeneration). */
   mounts: number;
   timer: NodeJS.Timeout;
@@ -67,9 +67,9 @@ export class MountsAhead {
     private readonly maxAgeMs = MAX_AGE_MS,
   ) {}
 
-  /** For daemon.status.changes.ahead: how many were made and taken, how many wait, and why the last could not be made. */
-  status(): { made: number; taken: number; ready: number; lastError?: string } {
-    return { made: this.made, taken: this.taken, ready: this.ready.size, ...(this.lastError ? { lastError: this.lastError } : {}) };
+  /** For daemon.status.changes.ahead: how many were made and taken, how many wait or are being made, and why the last could not be made. */
+  status(): { made: number; taken: number; ready: number; making: number; lastError?: string } {
+    return { made: this.made, taken: this.taken, ready: this.ready.size, making: this.making.size, ...(this.lastError ? { lastError: this.lastError } : {}) };
   }
 
   /** Whether this host makes mounts ahead: the native spawner joins them (terminals and the fork fallback mount their own). */
@@ -109,22 +109,25 @@ export class MountsAhead {
     if (this.closed || this.ready.has(target) || this.making.has(target) || !MountsAhead.possible()) return;
     const addon = nativeSpawner();
     if (addon instanceof Error || !addon.prepareMounts) return;
-    let dir: string;
-    let id: { dev: number; ino: number };
+    let dir: string | undefined;
+    let root: Root;
     let mounts: number;
     try {
       mounts = this.mountsGeneration();
-      id = statSync(target);
+      root = statSync(target);
       dir = this.spares.takeSpare();
+      // Before the mount: the overlay's root inode takes its mode and owner from the upper root when mounted.
+      showAsRoot(join(dir, 'upper'), root);
     } catch (err) {
       this.lastError = (err as Error).message;
+      if (dir !== undefined) this.spares.dropSpare(dir);
       return;
     }
     const steps: MountSteps = mountSteps([{ target, upper: join(dir, 'upper'), work: join(dir, 'work') }], this.root);
     const making = addon.prepareMounts({ mounts: steps }).then(
       (enter) => {
         this.made++;
-        const m: Made = { target, dir, enter, dev: id.dev, ino: id.ino, mounts, timer: setTimeout(() => this.expire(target, m), this.maxAgeMs) };
+        const m: Made = { target, dir, enter, root, mounts, timer: setTimeout(() => this.expire(target, m), this.maxAgeMs) };
         m.timer.unref();
         if (this.closed) return this.letGo(m);
         this.ready.set(target, m);
@@ -160,7 +163,8 @@ export class MountsAhead {
   private current(m: Made): boolean {
     try {
       const now = statSync(m.target);
-      return now.dev === m.dev && now.ino === m.ino && this.mountsGeneration() === m.mounts;
+      const was = m.root;
+      return now.dev === was.dev && now.ino === was.ino && now.mode === was.mode && now.uid === was.uid && now.gid === was.gid && this.mountsGeneration() === m.mounts;
     } catch {
       return false;
     }
@@ -179,11 +183,23 @@ export class MountsAhead {
     return this.generation;
   }
 
-  /** Its namespaces closed (the overlay goes with the last of them), its directory removed. */
-  private letGo(m: Made): void {
+  /** Let go of a mount made ahead that was taken and not used (the session was refused). */
+  letGo(m: Ahead): void {
     closeEnter(m.enter);
     this.spares.dropSpare(m.dir);
   }
+}
+
+type Root = Pick<Stats, 'dev' | 'ino' | 'mode' | 'uid' | 'gid'>;
+
+/**
+ * An overlay's upper root given the workspace root's mode and owner, so the job sees its
+ * workspace as it is: they are the workspace's own. Before the overlay is mounted: its root takes
+ * them from the upper root then (a change after is shown by stat, not used for access).
+ */
+export function showAsRoot(upper: string, root: Root): void {
+  chmodSync(upper, root.mode & 0o7777);
+  if (process.getuid?.() === 0) chownSync(upper, root.uid, root.gid);
 }
 
 /** Close the daemon's copies of a mount's namespaces. */

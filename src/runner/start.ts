@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import type { Overlay } from '../sandbox/overlay.js';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
@@ -18,7 +18,7 @@ import type { Registry } from '../session/registry.js';
 import { Session, type ChangesSummary, type InterruptOutcome, type SessionDecision } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { buildEnv } from './env.js';
-import { closeEnter, type Ahead, type MountsAhead } from './premount.js';
+import { closeEnter, showAsRoot, type Ahead, type MountsAhead } from './premount.js';
 import { scratchFor, type ScratchDirs } from './scratch.js';
 import { resolveShell, shellArgs } from './shell.js';
 import { spawnSession } from './spawn.js';
@@ -165,15 +165,19 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
         const ahead = p.pty ? undefined : ctx.ahead?.take(review);
         try {
           changes = ctx.held.begin(id, review, Date.now(), { approval: req.review?.approval, from: ahead?.dir });
+          // A mount made ahead was made over an upper root given these already (premount.ts).
+          if (!ahead) showAsWorkspace(plan.overlays);
         } catch (err) {
-          if (ahead) closeEnter(ahead.enter);
+          if (ahead) ctx.ahead!.letGo(ahead);
           throw err;
         }
-        showAsWorkspace(plan.overlays);
         if (ahead) plan = entering(plan, ahead.enter);
       }
     } catch (err) {
       refused = (err as Error).message;
+      // Nothing of a refused plan runs: what it holds (a filter, namespaces made ahead) is let go now.
+      plan?.release();
+      plan = undefined;
     }
   }
   // The session's cgroup exists before its first process, which joins it before it runs anything.
@@ -256,16 +260,9 @@ function entering(plan: LaunchPlan, enter: Ahead['enter']): LaunchPlan {
 /** Where a review session's changes are kept, under the state directory (hidden in the sandbox). */
 export const changesDir = (stateDir: string, id: string) => join(stateDir, 'changes', id);
 
-/**
- * The overlay's upper root (made by the keeper's begin) is shown with the workspace root's mode
- * and owner: they are the workspace's own, so the job sees its workspace as it is.
- */
+/** The overlay's upper root (made by the keeper's begin) shown as the workspace root, before it is mounted (premount.ts). */
 function showAsWorkspace(overlays: readonly Overlay[]): void {
-  for (const o of overlays) {
-    const root = statSync(o.target);
-    chmodSync(o.upper, root.mode & 0o7777);
-    if (process.getuid?.() === 0) chownSync(o.upper, root.uid, root.gid);
-  }
+  for (const o of overlays) showAsRoot(o.upper, statSync(o.target));
 }
 
 /** Refuse a session past the scope's maxSessions. */

@@ -95,10 +95,11 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
 
   const start = async () => {
     const kept = await settleKey(d, ctx, p);
-    if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
-    if (kept) return { kept };
     // Its overlay may be being mounted ahead (runner/premount.ts): taken once made.
-    if (review) await d.ahead?.settled();
+    if (review && !kept) await d.ahead?.settled();
+    if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
+    if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
+    if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
     const decision = approved ? approved.decision : judgement && decisionOf(judgement);
     const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined, decision });

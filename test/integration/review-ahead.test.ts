@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -16,13 +16,15 @@ import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
 
 const fs = scratchRoot('procctl-ahead-');
 const ws = fs.dir('ws');
+/** A workspace whose root the job may read but not write (0555). */
+const shut = fs.dir('shut');
 const ids = new Set<string>();
 let d: TestDaemon;
 let s: Scoped;
 
 beforeAll(async () => {
   if (SKIP_SANDBOX) return;
-  d = await startDaemon({ config: { sandbox: { mode: 'workspace-write', workspaces: [ws] } }, env: { PROCCTL_STATE_DIR: join(fs.root, 'state') } });
+  d = await startDaemon({ config: { sandbox: { mode: 'workspace-write', workspaces: [ws, shut] } }, env: { PROCCTL_STATE_DIR: join(fs.root, 'state') } });
   s = new Scoped(await d.client(), 'ahead');
 });
 
@@ -32,20 +34,20 @@ afterAll(async () => {
   fs.cleanup();
 });
 
-async function exec(command: string, changes: 'review' | 'direct' = 'review'): Promise<any> {
-  const r = await s.exec({ command, workdir: ws, changes, yieldMs: 60_000 });
+async function exec(command: string, changes: 'review' | 'direct' = 'review', workdir = ws): Promise<any> {
+  const r = await s.exec({ command, workdir, changes, yieldMs: 60_000 });
   ids.add(r.sessionId);
   return r;
 }
 
-const ahead = async (): Promise<{ made: number; taken: number; ready: number; lastError?: string }> => ((await s.request('daemon.status', {})).result as any).changes.ahead;
+const ahead = async (): Promise<{ made: number; taken: number; ready: number; making: number; lastError?: string }> => ((await s.request('daemon.status', {})).result as any).changes.ahead;
 
-/** A mount made ahead for the workspace is ready (made after the last review exec started there). */
+/** The mounts made ahead after the last review exec are ready (one per workspace used). */
 async function readyAhead(): Promise<{ made: number; taken: number }> {
   return waitFor(async () => {
     const a = await ahead();
     expect(a.lastError).toBeUndefined();
-    return a.ready === 1 ? a : undefined;
+    return a.making === 0 && a.ready >= 1 ? a : undefined;
   }, { what: 'a mount made ahead' });
 }
 
@@ -96,6 +98,27 @@ describe.skipIf(SKIP_SANDBOX)('review overlays mounted ahead', () => {
     } finally {
       execFileSync('umount', [point]);
       rmdirSync(point);
+    }
+  });
+
+  // The overlay's root takes its mode and owner from the upper root when it is mounted, not after.
+  it("the workspace root's mode holds for a session that joins a mount made ahead as for one that mounts its own", async () => {
+    writeFileSync(join(shut, 'inside.txt'), 'readable\n');
+    chmodSync(shut, 0o555);
+    try {
+      const direct = await exec('touch root-file', 'direct', shut);
+      expect(direct.exitCode, direct.text).not.toBe(0);
+      const own = await exec('cat inside.txt; touch root-file', 'review', shut);
+      const before = await readyAhead();
+      const joined = await exec('cat inside.txt; touch root-file', 'review', shut);
+      expect((await ahead()).taken).toBe(before.taken + 1);
+      for (const r of [own, joined]) {
+        expect(r.output).toContain('readable');
+        expect(r.exitCode, r.text).not.toBe(0);
+        expect(r.output).toMatch(/Permission denied/);
+      }
+    } finally {
+      chmodSync(shut, 0o755);
     }
   });
 

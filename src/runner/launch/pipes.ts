@@ -55,7 +55,7 @@ function startError(file: string, spec: LaunchSpec, err: NodeJS.ErrnoException):
 }
 
 /** The spawner's steps that set up a review session's overlays (native/spawn.c child_mounts). */
-const REVIEW_STEPS = new Set(['unshare', 'setgroups', 'uid_map', 'gid_map', 'mount', 'overlay']);
+const REVIEW_STEPS = new Set(['unshare', 'setgroups', 'uid_map', 'gid_map', 'mount', 'overlay', 'setns']);
 
 /**
  * Why a review session's overlay could not be set up, with what to do: the session is refused,

@@ -38,7 +38,7 @@ export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonT
  * running times written again in place: one copy instead of putting a thousand entries together.
  */
 interface KeptPage {
-  sessions: Session[];
+  /** Each session's kept entry: made for one session, so the same entries mean the same sessions (none held here). */
   entries: Entry[];
   resources: (Resources | undefined)[];
   total: number;
@@ -60,9 +60,9 @@ function keptPages(d: Daemon): Map<string, KeptPage> {
 }
 
 function samePage(kept: KeptPage, page: Page, entries: Entry[], resources: (Resources | undefined)[]): boolean {
-  if (kept.total !== page.total || kept.running !== page.running || kept.sessions.length !== page.sessions.length) return false;
+  if (kept.total !== page.total || kept.running !== page.running || kept.entries.length !== entries.length) return false;
   for (let i = 0; i < entries.length; i++) {
-    if (kept.sessions[i] !== page.sessions[i] || kept.entries[i] !== entries[i] || kept.resources[i] !== resources[i]) return false;
+    if (kept.entries[i] !== entries[i] || kept.resources[i] !== resources[i]) return false;
   }
   return true;
 }
@@ -119,7 +119,7 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
   const text = listText(lines, page.total, page.running, offset, limit);
   const limitField = limit === undefined ? '' : `,"limit":${limit}`;
   put(`],"total":${page.total},"offset":${offset}${limitField},"text":${JSON.stringify(text)}}`);
-  return { sessions: page.sessions, entries, resources, total: page.total, running: page.running, bytes: concat(pieces, pos), at, width };
+  return { entries, resources, total: page.total, running: page.running, bytes: concat(pieces, pos), at, width };
 }
 
 /** The pieces as one buffer of `size` bytes, strings written as UTF-8 into it (no buffer of their own). */
