@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
@@ -27,6 +27,8 @@ const LayoutSchema = z.strictObject({
   xattrs: z.enum(['trusted', 'user']),
   /** An approval rule said review (SPEC §16): the changes wait for a person, and only a person applies them. */
   approval: z.literal(true).optional(),
+  /** The workspace root's permission bits when the session began, which its upper root was given. */
+  rootMode: z.number().int().nonnegative().optional(),
 });
 type Layout = z.infer<typeof LayoutSchema>;
 
@@ -46,11 +48,20 @@ export interface ChangesAnswer {
   files: Change[];
   totals: Totals;
   diff?: DiffPage;
+  /** The session changed the workspace root's own mode: shown, not carried by apply (paths are relative to the root). */
+  root?: RootChange;
+}
+
+export interface RootChange {
+  mode: number;
+  oldMode: number;
 }
 
 export interface ApplyAnswer extends ApplyResult {
   workspace: string;
   state: ReviewState;
+  /** Not carried: see ChangesAnswer.root. */
+  root?: RootChange;
 }
 
 /** The name a held-nothing review's directory takes while it is removed (never a session id: ids do not start with '.'). */
@@ -97,7 +108,14 @@ export class HeldChanges {
    * to review what it wrote, and whether a person must answer for it (`approval`).
    */
   begin(id: string, workspace: string, startedAt: number, o: { approval?: boolean; from?: string } = {}): HeldSummary {
-    const layout: Layout = { v: 1, workspace, startedAt, xattrs: process.getuid?.() === 0 ? 'trusted' : 'user', ...(o.approval ? { approval: true as const } : {}) };
+    const layout: Layout = {
+      v: 1,
+      workspace,
+      startedAt,
+      xattrs: process.getuid?.() === 0 ? 'trusted' : 'user',
+      ...(o.approval ? { approval: true as const } : {}),
+      rootMode: statSync(workspace).mode & 0o7777,
+    };
     const dir = this.dirOf(id);
     if (o.from === undefined) this.makeDir(dir);
     else renameSync(o.from, dir);
@@ -297,7 +315,7 @@ export class HeldChanges {
     const set = this.read(id, layout);
     const wanted = o.paths?.map((p) => this.relative(layout, p));
     const files = wanted ? set.files.filter((f) => wanted.some((w) => f.path === w || f.path.startsWith(`${w}/`))) : set.files;
-    const answer: ChangesAnswer = { workspace: layout.workspace, state, files, totals: wanted ? totalsOf(files) : set.totals };
+    const answer: ChangesAnswer = { workspace: layout.workspace, state, files, totals: wanted ? totalsOf(files) : set.totals, ...this.rootChange(id, layout) };
     if (!o.stat) answer.diff = diff(files, join(this.dirOf(id), 'upper'), layout.workspace, { offset: o.offset, limit: o.limit });
     return answer;
   }
@@ -327,7 +345,18 @@ export class HeldChanges {
     const whole = asked === undefined && result.conflicts.length === 0 && result.failed.length === 0;
     const record = this.store.applied(id, result.manifest, whole ? undefined : result.applied.map((a) => a.path));
     this.note(id, this.summaryOf(record.state, layout, id));
-    return { ...result, workspace: layout.workspace, state: record.state };
+    return { ...result, workspace: layout.workspace, state: record.state, ...this.rootChange(id, layout) };
+  }
+
+  /** `{root}` when the session changed the workspace root's own mode, else nothing. */
+  private rootChange(id: string, layout: Layout): { root?: RootChange } {
+    if (layout.rootMode === undefined) return {};
+    try {
+      const mode = lstatSync(join(this.dirOf(id), 'upper')).mode & 0o7777;
+      return mode === layout.rootMode ? {} : { root: { mode, oldMode: layout.rootMode } };
+    } catch {
+      return {};
+    }
   }
 
   discard(id: string): { workspace: string; state: ReviewState } {

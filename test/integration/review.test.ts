@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -49,6 +49,25 @@ afterAll(async () => {
 const AS_NOBODY = cannotActAsAnotherUser();
 
 describe.skipIf(SKIP_SANDBOX)('review mode', () => {
+  it('a chmod of the workspace root itself is shown and said, and apply leaves the root as it is', async () => {
+    const mode = statSync(ws).mode & 0o7777;
+    expect(mode).not.toBe(0o750);
+    const r = await review('chmod 750 . && echo x > root-mode.txt');
+    expect(r.status, r.text).toBe('completed');
+    const c = await s.process({ action: 'changes', sessionId: r.sessionId, stat: true });
+    expect(c.root).toEqual({ mode: 0o750, oldMode: mode });
+    expect(c.text).toContain(`from 0${mode.toString(8)} to 0750`);
+    const a = await s.process({ action: 'apply', sessionId: r.sessionId });
+    expect(a.root).toEqual({ mode: 0o750, oldMode: mode });
+    expect(a.text).toContain('apply does not carry that');
+    expect(statSync(ws).mode & 0o7777).toBe(mode);
+    expect(readFileSync(join(ws, 'root-mode.txt'), 'utf8')).toBe('x\n');
+    // A session that leaves the root alone says nothing of it.
+    const other = await review('echo y > root-mode-2.txt');
+    expect((await s.process({ action: 'changes', sessionId: other.sessionId, stat: true })).root).toBeUndefined();
+    await s.process({ action: 'discard', sessionId: other.sessionId });
+  });
+
   it('holds what a command writes: the workspace is untouched until apply, exact after it, and back after undo', async () => {
     const dir = join(ws, 'basic');
     mkdirSync(dir);

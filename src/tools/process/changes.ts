@@ -1,3 +1,4 @@
+import type { RootChange } from '../../changes/held.js';
 import type { PathWhy } from '../../changes/types.js';
 import { shown } from '../../changes/paths.js';
 import { conflict } from '../../errors.js';
@@ -33,13 +34,20 @@ export function changesAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const a = d.held.changes(s.id, { paths: p.paths, stat: p.stat, offset: p.offset, limit: p.limit });
   const t = a.totals;
   const head = `Session ${s.id} (${a.state}) changed ${totalsLine(t, a.workspace)}.`;
-  const lines = [head, ...a.files.map(statLine)];
+  const lines = [head, ...a.files.map(statLine), ...rootLine(a.root)];
   if (a.diff) lines.push('', a.diff.text, ...(a.diff.hint ? [a.diff.hint] : []));
   if (s.running) lines.push(`It is still running; what it writes until it ends is held too.`);
   else if (a.state === 'pending' && t.files > 0) {
     lines.push(`Nothing of this is in the workspace yet. Apply it with ${v.call({ action: 'apply', sessionId: s.id })} (some paths: add paths), or drop it with ${v.call({ action: 'discard', sessionId: s.id })}.`);
   }
-  return { sessionId: s.id, status: s.status, state: a.state, workspace: a.workspace, files: a.files, totals: t, ...(a.diff ? { diff: a.diff.text, diffLines: a.diff.totalLines } : {}), text: lines.join('\n') };
+  return { sessionId: s.id, status: s.status, state: a.state, workspace: a.workspace, files: a.files, totals: t, ...(a.root ? { root: a.root } : {}), ...(a.diff ? { diff: a.diff.text, diffLines: a.diff.totalLines } : {}), text: lines.join('\n') };
+}
+
+/** The workspace root's own mode, which the session changed and apply does not carry: said, never dropped unseen. */
+function rootLine(root: RootChange | undefined): string[] {
+  if (!root) return [];
+  const octal = (m: number) => `0${m.toString(8)}`;
+  return [`It also changed the mode of the workspace root itself from ${octal(root.oldMode)} to ${octal(root.mode)}; apply does not carry that (it writes the paths under the root): chmod the workspace yourself if you want it.`];
 }
 
 const listed = (title: string, rows: readonly PathWhy[]) => (rows.length === 0 ? [] : [`${title}:`, ...rows.map((r) => `  ${shown(r.path)}: ${r.why}`)]);
@@ -57,9 +65,10 @@ export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams, answe
     ...listed('Conflicts, left as the workspace has them (changed there since the session wrote them; force overwrites)', r.conflicts),
     ...listed('Refused (never written)', r.refused),
     ...listed('Failed', r.failed),
+    ...rootLine(r.root),
     `${v.call({ action: 'undo', sessionId: s.id })} puts back what this replaced.`,
   ];
-  return { sessionId: s.id, status: s.status, state: r.state, workspace: r.workspace, applied: r.applied, conflicts: r.conflicts, refused: r.refused, failed: r.failed, text: lines.join('\n') };
+  return { sessionId: s.id, status: s.status, state: r.state, workspace: r.workspace, applied: r.applied, conflicts: r.conflicts, refused: r.refused, failed: r.failed, ...(r.root ? { root: r.root } : {}), text: lines.join('\n') };
 }
 
 export function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
