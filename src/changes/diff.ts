@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { createTwoFilesPatch, FILE_HEADERS_ONLY } from 'diff';
 import { WorkspaceDirs } from './dirs.js';
-import { shown, under } from './paths.js';
+import { shown } from './paths.js';
 import type { Change } from './types.js';
 
 /** Over this a file is named with its sizes, not dumped (SPEC §16). */

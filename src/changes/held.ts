@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
@@ -107,14 +107,14 @@ export class HeldChanges {
    * A review session starts: its layout is written before its job runs, so a crash leaves enough
    * to review what it wrote, and whether a person must answer for it (`approval`).
    */
-  begin(id: string, workspace: string, startedAt: number, o: { approval?: boolean; from?: string } = {}): HeldSummary {
+  begin(id: string, workspace: string, startedAt: number, o: { approval?: boolean; from?: string; rootMode?: number } = {}): HeldSummary {
     const layout: Layout = {
       v: 1,
       workspace,
       startedAt,
       xattrs: process.getuid?.() === 0 ? 'trusted' : 'user',
       ...(o.approval ? { approval: true as const } : {}),
-      rootMode: statSync(workspace).mode & 0o7777,
+      ...(o.rootMode !== undefined ? { rootMode: o.rootMode } : {}),
     };
     const dir = this.dirOf(id);
     if (o.from === undefined) this.makeDir(dir);
@@ -166,9 +166,7 @@ export class HeldChanges {
 
   /** A spare taken for a mount no session took, its mount gone with its namespace: removed off the caller's path. */
   dropSpare(dir: string): void {
-    removeReviewDirLater(dir).catch(() => {
-      // Left for the next start's load, which removes what this could not.
-    });
+    this.removeLater(dir);
   }
 
   private makeSpare(): void {
@@ -268,11 +266,14 @@ export class HeldChanges {
 
   /** A held-nothing review's directory (renamed aside) made a spare: its name, or rejected when it does not fit. */
   private async recycle(dir: string): Promise<string> {
-    if ((await readdir(join(dir, 'upper'))).length > 0) throw new Error('its upper directory is not empty');
+    const empty = async () => {
+      if ((await readdir(join(dir, 'upper'))).length > 0) throw new Error('its upper directory is not empty');
+    };
+    await empty();
     await clearWorkLater(join(dir, 'work'));
     await unlink(join(dir, 'layout.json'));
     // Again just before: a process the session left (no cgroup to end it) may have written meanwhile.
-    if ((await readdir(join(dir, 'upper'))).length > 0) throw new Error('its upper directory is not empty');
+    await empty();
     const spare = this.spareName();
     await rename(dir, spare);
     return spare;

@@ -81,8 +81,6 @@ export function move(at: string | Buffer, dest: string | Buffer): void {
 
 let besides = 0;
 
-const join = (dir: Buffer, name: Buffer) => Buffer.concat([dir, Buffer.from('/'), name]);
-
 /**
  * Copy a regular file's bytes to a new file, refusing a symlink at `from`; returns what was read.
  * `same`: the copy takes the source's mode and (for root) owner, as a kept original must; a job's

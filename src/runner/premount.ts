@@ -1,7 +1,7 @@
 import { chmodSync, chownSync, closeSync, openSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { mountSteps, type MountSteps } from '../sandbox/overlay.js';
-import { nativeSpawner } from './native.js';
+import { nativeSpawner, type Addon } from './native.js';
 
 /**
  * Review mode's overlay, mounted ahead of the session that will use it (SPEC §16). Mounting an
@@ -57,9 +57,9 @@ export class MountsAhead {
   private mountinfo: number | undefined;
   private generation = 0;
   /** Made and taken so far, and why the last one could not be made (daemon.status, tests). */
-  made = 0;
-  taken = 0;
-  lastError: string | undefined;
+  private made = 0;
+  private taken = 0;
+  private lastError: string | undefined;
 
   constructor(
     private readonly spares: SpareDirs,
@@ -72,11 +72,6 @@ export class MountsAhead {
     return { made: this.made, taken: this.taken, ready: this.ready.size, making: this.making.size, ...(this.lastError ? { lastError: this.lastError } : {}) };
   }
 
-  /** Whether this host makes mounts ahead: the native spawner joins them (terminals and the fork fallback mount their own). */
-  static possible(): boolean {
-    const addon = nativeSpawner();
-    return !(addon instanceof Error) && typeof addon.prepareMounts === 'function' && typeof addon.mountsChanged === 'function';
-  }
 
   /** The mount made ahead for `target` if it still is what a session would make now; taken (the caller closes its descriptors). */
   take(target: string): Ahead | undefined {
@@ -106,14 +101,13 @@ export class MountsAhead {
 
   /** Make the next session's mount for `target` in the background, unless one is ready or under way. */
   prepare(target: string): void {
-    if (this.closed || this.ready.has(target) || this.making.has(target) || !MountsAhead.possible()) return;
-    const addon = nativeSpawner();
-    if (addon instanceof Error || !addon.prepareMounts) return;
+    const addon = aheadAddon();
+    if (this.closed || this.ready.has(target) || this.making.has(target) || !addon) return;
     let dir: string | undefined;
     let root: Root;
     let mounts: number;
     try {
-      mounts = this.mountsGeneration();
+      mounts = this.mountsGeneration(addon);
       root = statSync(target);
       dir = this.spares.takeSpare();
       // Before the mount: the overlay's root inode takes its mode and owner from the upper root when mounted.
@@ -164,7 +158,8 @@ export class MountsAhead {
     try {
       const now = statSync(m.target);
       const was = m.root;
-      return now.dev === was.dev && now.ino === was.ino && now.mode === was.mode && now.uid === was.uid && now.gid === was.gid && this.mountsGeneration() === m.mounts;
+      const addon = aheadAddon();
+      return addon !== undefined && now.dev === was.dev && now.ino === was.ino && now.mode === was.mode && now.uid === was.uid && now.gid === was.gid && this.mountsGeneration(addon) === m.mounts;
     } catch {
       return false;
     }
@@ -175,9 +170,7 @@ export class MountsAhead {
    * /proc/self/mountinfo once per change, which one poll reads (reading the table itself took
    * 0.1 ms with 20 mounts, more on a host with hundreds).
    */
-  private mountsGeneration(): number {
-    const addon = nativeSpawner();
-    if (addon instanceof Error || !addon.mountsChanged) throw addon instanceof Error ? addon : new Error('the addon has no mountsChanged');
+  private mountsGeneration(addon: AheadAddon): number {
     this.mountinfo ??= openSync('/proc/self/mountinfo', 'r');
     if (addon.mountsChanged(this.mountinfo)) this.generation++;
     return this.generation;
@@ -191,6 +184,15 @@ export class MountsAhead {
 }
 
 type Root = Pick<Stats, 'dev' | 'ino' | 'mode' | 'uid' | 'gid'>;
+
+type AheadAddon = Required<Pick<Addon, 'prepareMounts' | 'mountsChanged'>>;
+
+/** The addon's two functions mounts made ahead need, or undefined where they cannot be made: the native spawner joins them (terminals and the fork fallback mount their own). */
+function aheadAddon(): AheadAddon | undefined {
+  const addon = nativeSpawner();
+  if (addon instanceof Error || !addon.prepareMounts || !addon.mountsChanged) return undefined;
+  return addon as AheadAddon;
+}
 
 /**
  * An overlay's upper root given the workspace root's mode and owner, so the job sees its

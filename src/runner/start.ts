@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
-import type { Overlay } from '../sandbox/overlay.js';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
@@ -44,7 +43,7 @@ export interface LaunchContext {
    */
   audit: { readonly listening: boolean; emit(e: { type: 'network_refused'; sessionId: string; scope: string; host: string; reason: string; first: boolean }): void };
   /** Review mode's keeper (changes/held.ts): told of each review session before its job runs. */
-  held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean; from?: string }): ChangesSummary };
+  held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean; from?: string; rootMode?: number }): ChangesSummary };
   /** Review sessions' overlays mounted ahead (premount.ts): taken here, and the next one made once this session has started. */
   ahead?: MountsAhead;
 }
@@ -160,13 +159,15 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     try {
       plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined }, user);
       if (plan.overlays?.length) {
-        review = plan.overlays[0].target;
+        const overlay = plan.overlays[0];
+        review = overlay.target;
         // A terminal mounts with util-linux (sandbox/plan.ts wrapped): only the spawner joins a mount made ahead.
         const ahead = p.pty ? undefined : ctx.ahead?.take(review);
         try {
-          changes = ctx.held.begin(id, review, Date.now(), { approval: req.review?.approval, from: ahead?.dir });
-          // A mount made ahead was made over an upper root given these already (premount.ts).
-          if (!ahead) showAsWorkspace(plan.overlays);
+          const root = statSync(review);
+          changes = ctx.held.begin(id, review, Date.now(), { approval: req.review?.approval, from: ahead?.dir, rootMode: root.mode & 0o7777 });
+          // The upper root shown as the workspace root, before it is mounted; a mount made ahead had it already (premount.ts).
+          if (!ahead) showAsRoot(overlay.upper, root);
         } catch (err) {
           if (ahead) ctx.ahead!.letGo(ahead);
           throw err;
@@ -259,11 +260,6 @@ function entering(plan: LaunchPlan, enter: Ahead['enter']): LaunchPlan {
 
 /** Where a review session's changes are kept, under the state directory (hidden in the sandbox). */
 export const changesDir = (stateDir: string, id: string) => join(stateDir, 'changes', id);
-
-/** The overlay's upper root (made by the keeper's begin) shown as the workspace root, before it is mounted (premount.ts). */
-function showAsWorkspace(overlays: readonly Overlay[]): void {
-  for (const o of overlays) showAsRoot(o.upper, statSync(o.target));
-}
 
 /** Refuse a session past the scope's maxSessions. */
 function roomFor(registry: Registry, scope: string, maxSessions: number): void {

@@ -10,9 +10,6 @@ export interface UsageTiming {
   perTurn: number;
 }
 
-/** A key found gone or ended during a refresh: its sample is left as it was. */
-const NOT_READ: Resources = { cpuMs: 0, memoryBytes: 0, memoryPeakBytes: 0, processes: 0 };
-
 const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 4 };
 
 interface Held {
@@ -104,16 +101,18 @@ export class UsageSampler<K> {
     // The new samples are held back and put in together at the end: readers see one refresh a
     // second, not a few samples changing on every turn (process list keeps its answer while no
     // sample of it changed, tools/process/list.ts).
-    const read: Resources[] = [];
+    const read: (Resources | undefined)[] = [];
     const turn = () => {
       for (const end = Math.min(next + this.timing.perTurn, keys.length); next < end; next++) {
-        read[next] = this.live(keys[next]) && this.held.has(keys[next]) ? this.readOne(keys[next]) : NOT_READ;
+        // A key found gone or ended meanwhile keeps the sample it had.
+        if (this.live(keys[next]) && this.held.has(keys[next])) read[next] = this.readOne(keys[next]);
       }
       if (next < keys.length && this.timer !== undefined) return void setImmediate(turn);
       this.refreshing = false;
       for (let i = 0; i < next; i++) {
         const h = this.held.get(keys[i]);
-        if (h !== undefined && read[i] !== NOT_READ) h.value = read[i];
+        const value = read[i];
+        if (h !== undefined && value !== undefined) h.value = value;
       }
     };
     turn();

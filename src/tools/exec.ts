@@ -69,10 +69,14 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
   }
 }
 
+function refuseWhileClosing(d: Daemon): void {
+  if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
+}
+
 async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: ApprovedExec) {
   const p = parseParams(ExecParamsSchema, raw, 'exec');
   const cfg = d.config().tools.exec;
-  if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
+  refuseWhileClosing(d);
   if (ctx.scope === ALL_SCOPES) throw invalid('exec runs a command in one scope: pass that scope\'s name (and its token), not "*"', { path: ['scope'] });
   const policy = scopeRules(d.config()).policy(ctx.scope);
   // "ask" goes through an approval (gateExec); an approved exec was decided when it was asked.
@@ -98,7 +102,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     // Its overlay may be being mounted ahead (runner/premount.ts): taken once made.
     if (review && !kept) await d.ahead?.settled();
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
-    if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
+    refuseWhileClosing(d);
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
     const decision = approved ? approved.decision : judgement && decisionOf(judgement);

@@ -77,12 +77,7 @@ describe('HeldChanges: reviews that held nothing', () => {
   });
 
   it('a review takes the directory made ahead for it, and a restart removes one it left', async () => {
-    base = mkdtempSync(join(tmpdir(), 'procctl-held-'));
-    const state = join(base, 'state');
-    const ws = join(base, 'ws');
-    mkdirSync(ws);
-    const held = new HeldChanges(state);
-    const root = join(state, 'changes');
+    const { state, ws, held, root } = setUp();
     held.begin('gggggggg', ws, Date.now());
     const spares = () => readdirSync(root).filter((n) => n.startsWith('.spare-'));
     await vi.waitFor(() => expect(spares()).toHaveLength(1), { timeout: 10_000, interval: 20 });
@@ -101,12 +96,7 @@ describe('HeldChanges: reviews that held nothing', () => {
   });
 
   it('a review that held nothing becomes the next one\'s directory, emptied of the kernel\'s leftovers; one with anything in its upper directory does not', async () => {
-    base = mkdtempSync(join(tmpdir(), 'procctl-held-'));
-    const state = join(base, 'state');
-    const ws = join(base, 'ws');
-    mkdirSync(ws);
-    const held = new HeldChanges(state);
-    const root = join(state, 'changes');
+    const { ws, held, root } = setUp();
     const spares = () => readdirSync(root).filter((n) => n.startsWith('.spare-'));
     held.begin('iiiiiiii', ws, Date.now());
     await vi.waitFor(() => expect(spares()).toHaveLength(1), { timeout: 10_000, interval: 20 });
