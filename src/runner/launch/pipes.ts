@@ -71,7 +71,9 @@ export function reviewMountError(err: NodeJS.ErrnoException, mounts: NonNullable
         : code === 'EPERM' || code === 'EACCES'
           ? 'the kernel does not let this daemon mount an overlay (overlayfs in user namespaces needs Linux 5.11; as root, CAP_SYS_ADMIN)'
           : 'see procctl status, changes for whether review mode runs here'
-      : 'the daemon could not make the mount namespace a review session runs in (unprivileged user namespaces may be turned off: sysctl kernel.unprivileged_userns_clone=1)';
+      : err.syscall === 'setns'
+        ? 'the daemon could not join the namespaces it had made ahead for this review (runner/premount.ts); run the command again: a review with none made ahead mounts its own'
+        : 'the daemon could not make the mount namespace a review session runs in (unprivileged user namespaces may be turned off: sysctl kernel.unprivileged_userns_clone=1)';
   return `changes "review" could not hold this session's writes to ${where}: ${err.syscall} failed (${code}); ${fix}. The command was not run; run it with changes "direct" to write straight in`;
 }
 

@@ -18,4 +18,11 @@ describe('review mount failures', () => {
     expect(reviewMountError(fail('overlay', 'EPERM'), mounts)).toMatch(/does not let this daemon mount an overlay/);
     expect(reviewMountError(fail('unshare', 'EPERM'), mounts)).toMatch(/unprivileged user namespaces/);
   });
+
+  it('says a failed join of namespaces made ahead is worth running again, not a host to reconfigure', () => {
+    const text = reviewMountError(fail('setns', 'EINVAL'), mounts);
+    expect(text).toContain('setns failed (EINVAL)');
+    expect(text).toMatch(/made ahead.*run the command again/);
+    expect(text).not.toMatch(/unprivileged user namespaces/);
+  });
 });
