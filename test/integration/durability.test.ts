@@ -196,9 +196,9 @@ describe('graceful restart', () => {
     const page = await s1.log(r.sessionId, { limit: 3 });
     const files = sessionFiles(state, r.sessionId);
     const spoolBytes = spoolBytesOf(state, r.sessionId);
-    // The record is a line of the journal of ended sessions.
-    const recordBytes = journalLines(state).filter((l) => l.includes(`"id":"${r.sessionId}"`)).reduce((n, l) => n + l.length + 1, 0);
-    expect(recordBytes, 'the record in the journal').toBeGreaterThan(0);
+    // The record is a line of the journal of ended sessions, appended off the answer's path: waited for.
+    const recordOf = () => journalLines(state).filter((l) => l.includes(`"id":"${r.sessionId}"`)).reduce((n, l) => n + l.length + 1, 0);
+    const recordBytes = await waitFor(() => recordOf() || undefined, { what: 'the record in the journal' });
     const allBytes = files.reduce((n, f) => n + f.size, recordBytes);
     console.log(`session files ${JSON.stringify(files)}: spool ${spoolBytes} bytes, with the record ${allBytes} bytes (maxLogBytes ${maxLogBytes})`);
     expect(files.map((f) => f.name)).toContain(`${r.sessionId}.log.1`);
