@@ -1,4 +1,4 @@
-import { forbidden, unavailable } from '../errors.js';
+import { forbidden, unavailable } from '../base/errors.js';
 import { CgroupsUnavailable, type CgroupLayout, type Controller } from './host.js';
 import type { SessionLimits } from './session.js';
 

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeDir, readFile, readKeyed, readNumber, readPids, removeDir, removeDirLater, rssBytes, writeFile } from './files.js';
 import { membershipDir, type CgroupLayout, type V1Name } from './host.js';
-import type { SessionLimits } from '../session-limits.js';
+import type { SessionLimits } from '../base/session-limits.js';
 
 /** A session's cgroup is named this and its id, in each hierarchy the daemon uses. */
 export const SESSION_CGROUP_PREFIX = 's-';

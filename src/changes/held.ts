@@ -2,7 +2,7 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync
 import { mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
-import { conflict, notFound } from '../errors.js';
+import { conflict, notFound } from '../base/errors.js';
 import { apply, type ApplyResult } from './apply.js';
 import { diff, type DiffPage } from './diff.js';
 import { plan } from './plan.js';

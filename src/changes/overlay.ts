@@ -1,6 +1,6 @@
 import type { BigIntStats, Dirent, Stats } from 'node:fs';
-import { addonFix, loadAddon } from '../addon.js';
-import { unavailable } from '../errors.js';
+import { addonFix, loadAddon } from '../base/addon.js';
+import { unavailable } from '../base/errors.js';
 import type { FileType } from './types.js';
 
 /**

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { conflict, invalid, notFound } from '../errors.js';
+import { conflict, invalid, notFound } from '../base/errors.js';
 import { ManifestSchema, type Manifest } from './types.js';
 
 export const ReviewStateSchema = z.enum(['pending', 'applied', 'discarded', 'undone']);

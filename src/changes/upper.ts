@@ -1,7 +1,7 @@
 import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, readSync, type BigIntStats, type Stats } from 'node:fs';
 import { constants } from 'node:fs';
 import { foreignMark, isOpaque, isWhiteout, permissions, typeOf, type XattrFormat } from './overlay.js';
-import { invalid } from '../errors.js';
+import { invalid } from '../base/errors.js';
 import { Listing } from './listing.js';
 import { fromBytes } from './paths.js';
 import type { Change, ChangeSet, Totals, UpperFacts } from './types.js';

@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { rm, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { openWork } from '../overlay-work.js';
+import { openWork } from '../base/overlay-work.js';
 
 /** Remove a review's directory, whatever the kernel left in its work directory. */
 export function removeReviewDir(dir: string): void {

@@ -3,7 +3,7 @@
  * are an argument vector, each quoted so the daemon's shell hands the command exactly those words.
  */
 
-import { shellQuote, singleQuoted } from '../shell-quote.js';
+import { shellQuote, singleQuoted } from '../base/shell-quote.js';
 
 /** Plain words the shell still reads as syntax when they come first. */
 const RESERVED = new Set(['case', 'coproc', 'do', 'done', 'elif', 'else', 'esac', 'fi', 'for', 'function', 'if', 'in', 'select', 'then', 'time', 'until', 'while']);

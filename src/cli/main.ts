@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { packageVersion } from '../version.js';
+import { packageVersion } from '../base/version.js';
 import { hostOption } from '../remote/option.js';
 import { COMMANDS } from './commands/index.js';
 import { EXIT } from './context.js';

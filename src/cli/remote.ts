@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { constants } from 'node:os';
 import type { ChildProcess } from 'node:child_process';
-import { bridgeSignals } from '../signal-bridge.js';
+import { bridgeSignals } from '../base/signal-bridge.js';
 import { RpcCallError, type DaemonClient } from '../rpc/client.js';
 import { note, scoped, type GlobalOptions } from './context.js';
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isIP } from 'node:net';
 import { patternError } from './pattern.js';
-import { SessionLimitsSchema } from '../session-limits.js';
+import { SessionLimitsSchema } from '../base/session-limits.js';
 
 export const SCOPE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
 /** The scope that means every scope (an operator with the adminToken). */

@@ -1,9 +1,9 @@
 import { closeSync } from 'node:fs';
 import { createServer, Socket, type Server } from 'node:net';
 import type { Logger } from 'pino';
-import { addonFix, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../base/addon.js';
 import { ALL_SCOPES } from '../config/schema.js';
-import { forbidden } from '../errors.js';
+import { forbidden } from '../base/errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
 import type { Channel, ChannelHost } from '../runner/start.js';
 import { RPC } from '../schema/voice.js';

@@ -34,7 +34,7 @@ import { restoreChangesApprovals, settleChanges } from '../tools/approval/change
 import { nativeSpawner } from '../runner/native.js';
 import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
-import { packageVersion } from '../version.js';
+import { packageVersion } from '../base/version.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox } from '../sandbox/host.js';

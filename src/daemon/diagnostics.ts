@@ -5,7 +5,7 @@ import { queryObjects } from 'node:v8';
 import { Session } from '../session/session.js';
 import { SessionOutput } from '../session/output.js';
 import { Spool } from '../session/spool.js';
-import { invalid } from '../errors.js';
+import { invalid } from '../base/errors.js';
 import { probes } from '../readiness/probes.js';
 
 /** The classes whose live instances say whether a forgotten session left anything behind. */

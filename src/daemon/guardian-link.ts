@@ -3,7 +3,7 @@ import { closeSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { bridgeSignals } from '../signal-bridge.js';
+import { bridgeSignals } from '../base/signal-bridge.js';
 import { SLOT_BYTES, slotLine } from './guardian-slots.js';
 
 /**

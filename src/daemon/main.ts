@@ -7,7 +7,7 @@ import { channelDescriptor } from '../transport/channel.js';
 import { SocketInUseError } from './socket.js';
 import { StateDirInUseError } from './state.js';
 import { activatedFds, boundPath } from './systemd.js';
-import { packageVersion } from '../version.js';
+import { packageVersion } from '../base/version.js';
 import { closeInherited } from './inherited.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */

@@ -3,7 +3,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { readStat } from '../runner/procfs.js';
-import { unavailable } from '../errors.js';
+import { unavailable } from '../base/errors.js';
 import { DiskHealth, type DiskState, type WriteKind } from '../session/disk.js';
 import { isEnded, parseRecord, type SessionRecord } from '../session/persist.js';
 

@@ -1,7 +1,7 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
-import { addonFix, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../base/addon.js';
 
 /** The first fd systemd passes (SD_LISTEN_FDS_START). */
 const LISTEN_FDS_START = 3;

@@ -1,5 +1,5 @@
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
-import { packageVersion } from '../version.js';
+import { packageVersion } from '../base/version.js';
 import { createMcpServer } from './server.js';
 import { connectOrStart } from './start.js';
 import { approverCredential } from '../rpc/credential.js';

@@ -1,6 +1,6 @@
 import { closeSync } from 'node:fs';
 import type { Socket } from 'node:net';
-import { loadAddon } from '../addon.js';
+import { loadAddon } from '../base/addon.js';
 
 /** What the session holds while a tunnel is open, and closes at its end. */
 export interface Held {

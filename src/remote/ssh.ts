@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { findProgram } from '../executable.js';
+import { findProgram } from '../base/executable.js';
 import type { Dial } from '../transport/dial.js';
 import { DaemonUnreachableError } from '../transport/unreachable.js';
 import { sshFailure } from './failure.js';
-import { shellQuote } from '../shell-quote.js';
+import { shellQuote } from '../base/shell-quote.js';
 import { parseSshTarget, sshArgv } from './target.js';
 import { splitWords } from './words.js';
 

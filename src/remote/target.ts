@@ -1,4 +1,4 @@
-import { shellQuote } from '../shell-quote.js';
+import { shellQuote } from '../base/shell-quote.js';
 
 /** A daemon's host as `--host ssh://[user@]host[:port]` names it. */
 export interface SshTarget {

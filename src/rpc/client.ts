@@ -1,5 +1,5 @@
 import { JSONRPCClient, JSONRPCErrorException, type JSONRPCResponse } from 'json-rpc-2.0';
-import type { ErrorKind } from '../errors.js';
+import type { ErrorKind } from '../base/errors.js';
 import type { Dial, Transport } from '../transport/dial.js';
 import { DaemonUnreachableError } from '../transport/unreachable.js';
 

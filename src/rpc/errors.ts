@@ -1,4 +1,4 @@
-import { ProcctlError, type ErrorKind } from '../errors.js';
+import { ProcctlError, type ErrorKind } from '../base/errors.js';
 
 export const PARSE_ERROR = -32700;
 export const INVALID_REQUEST = -32600;

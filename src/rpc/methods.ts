@@ -1,4 +1,4 @@
-import { invalid } from '../errors.js';
+import { invalid } from '../base/errors.js';
 import { toolDescriptions } from '../schema/tools.js';
 import { policyCheck } from '../tools/approval/check.js';
 import { listApprovals } from '../tools/approval/list.js';

@@ -1,4 +1,4 @@
-import { forbidden } from '../errors.js';
+import { forbidden } from '../base/errors.js';
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const REFUSED: [RegExp, string][] = [

@@ -1,4 +1,4 @@
-import { invalid } from '../errors.js';
+import { invalid } from '../base/errors.js';
 import type { TerminalModes } from '../session/modes.js';
 
 /** Keys that send one fixed sequence whatever the modes. */

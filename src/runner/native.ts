@@ -1,5 +1,5 @@
 import { constants as os } from 'node:os';
-import { addonFix, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../base/addon.js';
 import type { SpawnSteps } from '../sandbox/plan.js';
 
 export type { SpawnSteps };

@@ -1,5 +1,5 @@
 import { basename } from 'node:path';
-import { isExecutable as executable } from '../executable.js';
+import { isExecutable as executable } from '../base/executable.js';
 
 /**
  * The shell commands run with (SPEC §5): `$SHELL`, but bash for fish (whose syntax agents do

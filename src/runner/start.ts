@@ -6,7 +6,7 @@ import { checkAsked, sessionLimits } from '../cgroup/limits.js';
 import { SessionCgroup } from '../cgroup/session.js';
 import { join } from 'node:path';
 import type { Config, NetworkPolicy } from '../config/schema.js';
-import { limit } from '../errors.js';
+import { limit } from '../base/errors.js';
 import { byName, networkOf, proxyEnv } from '../sandbox/network.js';
 import { planLaunch, sessionUser, type Confinement, type LaunchPlan } from '../sandbox/plan.js';
 import { accessProblem, type RunAs } from '../sandbox/user.js';

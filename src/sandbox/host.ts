@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type StdioOptions } from 'node:child_process';
 import { closeSync, statSync } from 'node:fs';
 import { delimiter } from 'node:path';
-import { findProgram } from '../executable.js';
+import { findProgram } from '../base/executable.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';

@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { loadAddon } from '../addon.js';
+import { loadAddon } from '../base/addon.js';
 
 interface ChannelAddon {
   sendDescriptor(socket: number, fd: number): boolean;

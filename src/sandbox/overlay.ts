@@ -4,7 +4,7 @@ import { release } from 'node:os';
 import { join } from 'node:path';
 import { under } from './bwrap.js';
 import { which } from './host.js';
-import { openWork } from '../overlay-work.js';
+import { openWork } from '../base/overlay-work.js';
 
 /**
  * Review mode (SPEC §16): each writable workspace of a session is an overlay whose upper

@@ -1,6 +1,6 @@
 import { closeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { packageRoot } from '../addon.js';
+import { packageRoot } from '../base/addon.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions, SANDBOX_IGNORE_NUMBERS, SANDBOX_IGNORES } from './bwrap.js';
 import { checkSandbox, SandboxUnavailable, type SandboxHost } from './host.js';

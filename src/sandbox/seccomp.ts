@@ -1,5 +1,5 @@
 import { closeSync } from 'node:fs';
-import { addonFix, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../base/addon.js';
 
 interface SeccompAddon {
   seccompFilter(): number;

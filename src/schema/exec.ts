@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SessionLimitsSchema } from '../session-limits.js';
+import { SessionLimitsSchema } from '../base/session-limits.js';
 
 /** The longest timeout a timer can hold (2^31-1 ms). */
 export const MAX_TIMEOUT_SEC = 2_147_483;

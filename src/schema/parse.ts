@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { ProcctlError } from '../errors.js';
+import { ProcctlError } from '../base/errors.js';
 
 /** Validate params at the boundary; a failure names the field, the problem and its path. */
 export function parseParams<S extends z.ZodType>(schema: S, raw: unknown, what: string): z.output<S> {

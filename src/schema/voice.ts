@@ -6,7 +6,7 @@
  * Nothing here may import more than it needs: the CLI loads this file at every start.
  */
 
-import { shellQuote } from '../shell-quote.js';
+import { shellQuote } from '../base/shell-quote.js';
 
 export type ResumeAnswer = { confirm: boolean } | { text: string } | { eof: true };
 

@@ -1,5 +1,5 @@
 import { customAlphabet } from 'nanoid';
-import { notFound } from '../errors.js';
+import { notFound } from '../base/errors.js';
 import { EventBus } from './events.js';
 import type { Session } from './session.js';
 import { ALL_SCOPES } from '../config/schema.js';

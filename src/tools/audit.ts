@@ -1,4 +1,4 @@
-import { forbidden, unavailable } from '../errors.js';
+import { forbidden, unavailable } from '../base/errors.js';
 import { queryHistory } from '../audit/history.js';
 import type { VerifyResult } from '../audit/verify.js';
 import { verifyOffThread } from '../audit/verify-thread.js';

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import { SCOPE_NAME } from '../config/schema.js';
-import { forbidden, invalid } from '../errors.js';
+import { forbidden, invalid } from '../base/errors.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { RPC, voiceFor } from '../schema/voice.js';
 import type { CallContext, Daemon, Requester } from './context.js';

@@ -1,4 +1,4 @@
-import { conflict } from '../errors.js';
+import { conflict } from '../base/errors.js';
 import { CheckpointParamsSchema } from '../schema/checkpoint.js';
 import { parseParams } from '../schema/parse.js';
 import type { CallContext, Daemon } from './context.js';

@@ -2,7 +2,7 @@ import { reviewed } from './review.js';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { YIELD_MS_RANGE } from '../config/schema.js';
-import { conflict, forbidden, invalid, unavailable } from '../errors.js';
+import { conflict, forbidden, invalid, unavailable } from '../base/errors.js';
 import { checkEnvOverrides } from '../runner/env.js';
 import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';

@@ -1,4 +1,4 @@
-import { invalid, unavailable } from '../errors.js';
+import { invalid, unavailable } from '../base/errors.js';
 import type { ExecParams } from '../schema/exec.js';
 import type { Daemon } from './context.js';
 

@@ -1,5 +1,5 @@
 import { ALL_SCOPES } from '../config/schema.js';
-import { invalid } from '../errors.js';
+import { invalid } from '../base/errors.js';
 import type { EventType } from '../session/types.js';
 import type { CallContext, Daemon, Requester } from './context.js';
 import { sessionIn } from './process/target.js';

@@ -1,7 +1,7 @@
 import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { AnsweredBy, Client, ClientKind, Peer } from '../audit/events.js';
-import { invalid } from '../errors.js';
+import { invalid } from '../base/errors.js';
 import type { Judgement, PartDecision } from '../policy/approvals.js';
 import { networkOf } from '../sandbox/network.js';
 import type { ExecParams } from '../schema/exec.js';

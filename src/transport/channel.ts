@@ -1,6 +1,6 @@
 import { Socket } from 'node:net';
 import { constants } from 'node:os';
-import { addonFix, loadAddon } from '../addon.js';
+import { addonFix, loadAddon } from '../base/addon.js';
 import type { Dial } from './dial.js';
 import { DaemonUnreachableError } from './unreachable.js';
 

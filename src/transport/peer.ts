@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { loadAddon } from '../addon.js';
+import { loadAddon } from '../base/addon.js';
 
 /** Who connected: the kernel's record of the peer process when it connected. */
 export interface PeerCredentials {

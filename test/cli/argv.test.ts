@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { commandLine } from '../../src/cli/argv.js';
-import { shellQuote } from '../../src/shell-quote.js';
+import { shellQuote } from '../../src/base/shell-quote.js';
 import { startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
 import { cliOn, killChildren } from './run.js';
 

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { shellQuote } from '../../src/shell-quote.js';
+import { shellQuote } from '../../src/base/shell-quote.js';
 import { splitWords } from '../../src/remote/words.js';
 
 const ENV = { HOME: '/home/ann', KEY: '/keys/id ed', EMPTY: '', OPTS: ' -v  -4 ' };

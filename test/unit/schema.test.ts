@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProcctlError } from '../../src/errors.js';
+import { ProcctlError } from '../../src/base/errors.js';
 import { ExecParamsSchema } from '../../src/schema/exec.js';
 import { parseParams } from '../../src/schema/parse.js';
 import { PROCESS_ACTIONS, ProcessParamsSchema, normalizeSignal } from '../../src/schema/process.js';

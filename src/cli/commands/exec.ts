@@ -6,7 +6,7 @@ import { runForeground, stillRunning } from '../foreground.js';
 import { byteSize, envPair, nonNegative, wholeNumber } from '../options.js';
 import { aroundOutput } from '../render.js';
 import { commandLine } from '../argv.js';
-import { shellQuote } from '../../shell-quote.js';
+import { shellQuote } from '../../base/shell-quote.js';
 
 interface ExecOptions {
   bg?: boolean;

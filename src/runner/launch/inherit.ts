@@ -1,4 +1,4 @@
-import { loadAddon } from '../../addon.js';
+import { loadAddon } from '../../base/addon.js';
 
 interface InheritAddon {
   setInheritable(fd: number, inheritable: boolean): void;

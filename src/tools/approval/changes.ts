@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ALL_SCOPES } from '../../config/schema.js';
-import { conflict, invalid } from '../../errors.js';
+import { conflict, invalid } from '../../base/errors.js';
 import { interruptView } from '../../interrupt/watcher.js';
 import type { ProcessParams } from '../../schema/process.js';
 import { cliVoice } from '../../schema/voice.js';

@@ -1,4 +1,4 @@
-import { invalid } from '../../errors.js';
+import { invalid } from '../../base/errors.js';
 import type { CallContext, Daemon } from '../context.js';
 import type { Judgement } from '../../policy/approvals.js';
 import { decidedBy, judgeCommand } from './judge.js';

@@ -1,4 +1,4 @@
-import { forbidden, invalid, notFound } from '../../errors.js';
+import { forbidden, invalid, notFound } from '../../base/errors.js';
 import type { CallContext, Daemon } from '../context.js';
 
 /**

@@ -1,4 +1,4 @@
-import { forbidden, unavailable } from '../../errors.js';
+import { forbidden, unavailable } from '../../base/errors.js';
 import { scopeRules } from '../../policy/scopes.js';
 import { insideSession } from '../../runner/inside.js';
 import type { Session } from '../../session/session.js';

@@ -1,7 +1,7 @@
 import type { RootChange } from '../../changes/held.js';
 import type { PathWhy } from '../../changes/types.js';
 import { shown } from '../../changes/paths.js';
-import { conflict } from '../../errors.js';
+import { conflict } from '../../base/errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';

@@ -1,4 +1,4 @@
-import { conflict, notFound, ProcctlError } from '../../errors.js';
+import { conflict, notFound, ProcctlError } from '../../base/errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';

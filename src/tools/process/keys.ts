@@ -1,4 +1,4 @@
-import { conflict, invalid } from '../../errors.js';
+import { conflict, invalid } from '../../base/errors.js';
 import { hexBytes, keySequence } from '../../runner/keys.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';

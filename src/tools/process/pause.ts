@@ -1,4 +1,4 @@
-import { conflict, unavailable } from '../../errors.js';
+import { conflict, unavailable } from '../../base/errors.js';
 import { continueSession, pauseSession } from '../../runner/cgroup.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';

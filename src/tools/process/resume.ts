@@ -1,4 +1,4 @@
-import { conflict, invalid } from '../../errors.js';
+import { conflict, invalid } from '../../base/errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { target } from './target.js';

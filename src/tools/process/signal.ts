@@ -1,4 +1,4 @@
-import { conflict, invalid } from '../../errors.js';
+import { conflict, invalid } from '../../base/errors.js';
 import { signalGroup } from '../../runner/group.js';
 import { normalizeSignal, type ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';

@@ -1,4 +1,4 @@
-import { invalid, notFound } from '../../errors.js';
+import { invalid, notFound } from '../../base/errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 

@@ -1,4 +1,4 @@
-import { invalid } from '../../errors.js';
+import { invalid } from '../../base/errors.js';
 import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';

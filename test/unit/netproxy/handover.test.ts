@@ -1,7 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { createServer, connect, Socket, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadAddon } from '../../../src/addon.js';
+import { loadAddon } from '../../../src/base/addon.js';
 import { waitFor } from '../../helpers/daemon.js';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProcctlError, conflict, forbidden, invalid, limit, notFound, unavailable, type ErrorKind } from '../../../src/errors.js';
+import { ProcctlError, conflict, forbidden, invalid, limit, notFound, unavailable, type ErrorKind } from '../../../src/base/errors.js';
 import { INTERNAL_ERROR, INVALID_PARAMS, KIND_CODES, toRpcError } from '../../../src/rpc/errors.js';
 import { ExecParamsSchema } from '../../../src/schema/exec.js';
 import { parseParams } from '../../../src/schema/parse.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProcctlError } from '../../../src/errors.js';
+import { ProcctlError } from '../../../src/base/errors.js';
 import { buildEnv, checkEnvOverrides } from '../../../src/runner/env.js';
 
 function refusal(overrides: Record<string, string>): ProcctlError {

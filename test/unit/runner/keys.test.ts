@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProcctlError } from '../../../src/errors.js';
+import { ProcctlError } from '../../../src/base/errors.js';
 import { hexBytes, keySequence } from '../../../src/runner/keys.js';
 import { updateModes } from '../../../src/session/modes.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ProcctlError } from '../../../src/errors.js';
+import { ProcctlError } from '../../../src/base/errors.js';
 import { EventBus } from '../../../src/session/events.js';
 import { Registry, expiredSessions, newSessionId } from '../../../src/session/registry.js';
 import { Session } from '../../../src/session/session.js';
