@@ -10,6 +10,7 @@ void procctl_channel_init(napi_env env, napi_value exports);
 void procctl_seccomp_init(napi_env env, napi_value exports);
 void procctl_relay_init(napi_env env, napi_value exports);
 void procctl_xattr_init(napi_env env, napi_value exports);
+void procctl_exec_init(napi_env env, napi_value exports);
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_spawn_init(env, exports);
@@ -19,5 +20,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_seccomp_init(env, exports);
   procctl_relay_init(env, exports);
   procctl_xattr_init(env, exports);
+  procctl_exec_init(env, exports);
   return exports;
 }

@@ -56,6 +56,8 @@ export type AuditEvent =
       resources: Resources | null;
       outputBytes: number;
     }
+  /** The daemon handed its sessions to a new image (SPEC §19): from and to which version, how long it took, what was kept. */
+  | { type: 'restart'; kind: 'planned' | 'crash'; from: string; to: string; adopted: number; lost: number; ms: number }
   /** Not written to the trail: an exec request's round trip, for the latency histogram. */
   | { type: 'exec_request'; scope: string; seconds: number };
 

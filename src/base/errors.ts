@@ -1,5 +1,5 @@
 /** The kinds of application error a client can act on (SPEC §4). */
-export type ErrorKind = 'not_found' | 'conflict' | 'invalid' | 'forbidden' | 'limit' | 'unavailable';
+export type ErrorKind = 'not_found' | 'conflict' | 'invalid' | 'forbidden' | 'limit' | 'unavailable' | 'restarting';
 
 /** An error that is a value: a kind, a message a person can act on, and optional details. */
 export class ProcctlError extends Error {
@@ -26,3 +26,6 @@ export const limit = (message: string, details?: Record<string, unknown>) =>
   new ProcctlError('limit', message, details);
 export const unavailable = (message: string, details?: Record<string, unknown>) =>
   new ProcctlError('unavailable', message, details);
+/** The daemon is handing over to a new image (SPEC §19): retry in a moment, nothing was done. */
+export const restarting = (message: string, details?: Record<string, unknown>) =>
+  new ProcctlError('restarting', message, details);

@@ -86,6 +86,16 @@ export class SessionCgroup {
     return cg;
   }
 
+  /**
+   * The cgroup the last image made for a session it handed over (SPEC §19): its directories and
+   * limits are as they were; only those that still exist are taken.
+   */
+  static adopt(layout: CgroupLayout, dirs: { v2?: string; v1: Partial<Record<V1Name, string>> }): SessionCgroup {
+    const v1: Partial<Record<V1Name, string>> = {};
+    for (const [n, dir] of Object.entries(dirs.v1) as [V1Name, string][]) if (existsSync(dir)) v1[n] = dir;
+    return new SessionCgroup(layout, dirs.v2 !== undefined && existsSync(dirs.v2) ? dirs.v2 : undefined, v1);
+  }
+
   /** Every directory of the session, v2 first; one per hierarchy (cpu and cpuacct may share one). */
   dirs(): string[] {
     return [...new Set([...(this.v2 ? [this.v2] : []), ...Object.values(this.v1)])];

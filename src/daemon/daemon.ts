@@ -35,6 +35,10 @@ import { nativeSpawner } from '../runner/native.js';
 import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
 import { packageVersion } from '../base/version.js';
+import { adoptSessions, type Inherited } from './handover/in.js';
+import { exec as execImage, prepare as prepareHandover, type HandoverHost } from './handover/out.js';
+import type { Restarts } from './handover/schema.js';
+import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox } from '../sandbox/host.js';
@@ -64,6 +68,8 @@ export interface DaemonOptions {
   configFile: string | undefined;
   loaded: LoadedConfig;
   logLevel?: string;
+  /** What the last image of this PID handed over in a planned restart (SPEC §19), or why it could not be read. */
+  inherited?: Inherited;
 }
 
 /**
@@ -89,6 +95,11 @@ export class ProcctlDaemon implements Daemon {
   readonly runtimeDir: string;
   readonly scratch: ScratchDirs;
   closing = false;
+  restarting = false;
+  restarts: Restarts = { planned: 0, crash: 0, lastAt: null, lastMs: null, adopted: 0, lost: 0 };
+  private readonly inherited: Inherited | undefined;
+  /** systemd handed the socket over (the first image's LISTEN_FDS): it owns the file, its mode and its lifetime. */
+  private readonly activated: boolean;
   approverMade: string | undefined;
   private current: Config;
   private readonly configFile: string | undefined;
@@ -100,6 +111,8 @@ export class ProcctlDaemon implements Daemon {
   private readonly budget: ClientBudget;
   private reaper: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
+  /** The version this image started as: the package on disk may be replaced under it (an upgrade). */
+  private readonly version = packageVersion();
   private readonly guardian: GuardianLink;
   private readonly interrupts: InterruptWatcher;
   private readonly notifier: Notifier;
@@ -127,7 +140,15 @@ export class ProcctlDaemon implements Daemon {
     this.configFile = opts.configFile;
     this.loadedFrom = opts.loaded.file;
     this.socketPath = opts.socketPath;
-    this.listenFds = opts.listenFds ?? [];
+    this.inherited = opts.inherited;
+    // A planned restart: the socket the last image listened on, kept open all along (SPEC §19).
+    const kept = opts.inherited && ('handover' in opts.inherited ? opts.inherited.handover.listen.fd : opts.inherited.listenFd);
+    this.listenFds = kept !== undefined ? [kept] : (opts.listenFds ?? []);
+    this.activated = opts.inherited && 'handover' in opts.inherited ? opts.inherited.handover.listen.activated : kept === undefined && this.listenFds.length > 0;
+    if (opts.inherited && 'handover' in opts.inherited) {
+      this.restarts = { ...opts.inherited.handover.restarts };
+      this.approverMade = opts.inherited.handover.approver;
+    }
     // Scratch directories of sessions, beside the socket and named after it, so nothing else is touched.
     this.runtimeDir = `${opts.socketPath}.d`;
     this.scratch = new ScratchDirs(join(this.runtimeDir, 'sessions'));
@@ -147,7 +168,7 @@ export class ProcctlDaemon implements Daemon {
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
-    const methods = createMethods(this, this.startedAt, packageVersion());
+    const methods = createMethods(this, this.startedAt, this.version);
     methods.set('daemon.diagnostics', (params) => diagnostics(diagnosticsParams(params)));
     // A client that half-closes (`socat`, `nc -N`) still gets its answers.
     this.server = createServer({ allowHalfOpen: true }, (socket) => {
@@ -211,7 +232,11 @@ export class ProcctlDaemon implements Daemon {
       this.telemetry = new OtlpTelemetry({ ...otlp, endpoint: otlp.endpoint }, this.registry, this.audit, packageVersion(), this.log);
     }
     this.remembered.load();
-    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s));
+    const handover = this.inherited && 'handover' in this.inherited ? this.inherited.handover : undefined;
+    const handed = new Set(handover?.sessions.map((x) => x.session.record.id) ?? []);
+    const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
+    if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
+    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy });
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
     this.held.load((id, summary) => {
       const s = this.registry.find(ALL_SCOPES, id);
@@ -230,6 +255,9 @@ export class ProcctlDaemon implements Daemon {
     restoreChangesApprovals(this);
     // Sessions this start found lost (running when the last run died) ended now: on record.
     for (const s of this.registry.all()) if (s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt) noteEnded(this, s);
+    // A planned restart: the sessions handed over run on here, before any client is served.
+    if (handover) this.adopt(handover);
+    else if (lostWhy) this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: Date.now(), lost: this.restarts.lost + [...this.registry.all()].filter((s) => s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt).length };
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {
@@ -244,8 +272,8 @@ export class ProcctlDaemon implements Daemon {
     }
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
-    const leftovers = emptyLeftovers(this.cgroups);
-    this.guardian.start(this.runtimeDir, [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined));
+    const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
+    if (!handover?.guardian) this.guardian.start(this.runtimeDir, [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined));
     this.interrupts.start();
     this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
@@ -265,6 +293,66 @@ export class ProcctlDaemon implements Daemon {
     if (spawner instanceof Error && process.env.PROCCTL_SPAWN !== 'node') {
       this.log.warn({ reason: spawner.message }, `jobs start through fork, which costs more as the daemon grows: ${spawner.message}`);
     }
+  }
+
+  /** The sessions a planned restart handed to this image, taken back (SPEC §19), counted and on record. */
+  private adopt(h: NonNullable<Extract<Inherited, { handover: unknown }>['handover']>): void {
+    const { adopted, lost } = adoptSessions({ daemon: this, registry: this.registry, log: this.log, config: () => this.current, state: this.state, keeper: this.keeper, guardian: this.guardian, cgroups: this.cgroups }, h);
+    const now = Date.now();
+    const to = this.version;
+    this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: now, lastMs: now - h.from.at, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
+    this.audit.emit({ type: 'restart', kind: 'planned', from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at });
+    this.log.info({ from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at }, 'restart: this image took over the running sessions');
+  }
+
+  /**
+   * A planned restart (SPEC §19): prepare the hand-over (refusing, with the old image serving on,
+   * when a step cannot be done), answer, then replace the image on the next turn, once the answer
+   * is written. A failure at that last step is logged, and this image goes on serving.
+   */
+  async restart(): Promise<RestartAnswer> {
+    const host = this.handoverHost();
+    const prepared = await prepareHandover(host);
+    setImmediate(() => {
+      const failed = execImage(host, prepared);
+      this.notifier.send({ STATUS: `restart failed: ${failed.message}` });
+    });
+    return { sessions: prepared.sessions.length, from: prepared.from, to: prepared.to };
+  }
+
+  private handoverHost(): HandoverHost {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const d = this;
+    return {
+      log: this.log,
+      version: this.version,
+      runtimeDir: this.runtimeDir,
+      running: () => this.registry.running(),
+      get restarting() {
+        return d.restarting;
+      },
+      set restarting(on: boolean) {
+        d.restarting = on;
+      },
+      get closing() {
+        return d.closing;
+      },
+      listening: () => {
+        const fd = (this.server as unknown as { _handle?: { fd?: number } })._handle?.fd;
+        return typeof fd === 'number' && fd >= 0 ? { fd, activated: this.activated } : undefined;
+      },
+      guardian: () => this.guardian.handOver(),
+      restarts: this.restarts,
+      approverMade: this.approverMade,
+      settleFiles: async (records) => {
+        for (const r of records) this.state.save(r);
+        this.state.flush();
+        await this.trail.flushed();
+      },
+      abandonClients: (err) => {
+        for (const c of this.connections) c.abandon(err);
+      },
+    };
   }
 
   telemetryStatus(): TelemetryStatus {
@@ -398,6 +486,8 @@ export class ProcctlDaemon implements Daemon {
     this.state.release();
     this.notifier.close();
     rmSync(this.runtimeDir, { recursive: true, force: true });
+    // A socket kept through a restart was bound by an earlier image: its file is this daemon's to remove.
+    if (this.inherited && !this.activated) rmSync(this.socketPath, { force: true });
     if (this.approverMade !== undefined) removeApproverCredential(this.socketPath);
     this.log.info('stopped');
   }

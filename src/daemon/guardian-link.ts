@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, ftruncateSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -19,6 +19,8 @@ export class GuardianLink {
   private readonly free: number[] = [];
   private slots = 0;
   private failed = false;
+  /** A guardian the last image started (a planned restart): its pid and our end of its pipe. */
+  private adopted: { pid: number; pipe: number } | undefined;
 
   constructor(private readonly log: Logger) {}
 
@@ -51,6 +53,35 @@ export class GuardianLink {
     bridgeSignals(child);
     this.child = child;
     this.table = table;
+  }
+
+  /**
+   * The guardian a planned restart kept (SPEC §19): its table and our end of its pipe came through
+   * the exec. The table still lists every session handed over; they are written again as they are
+   * adopted (from slot 0), and `adopted()` cuts off what is left of the old layout.
+   */
+  adopt(g: { pid: number; pipe: number; table: number }): void {
+    this.table = g.table;
+    this.adopted = { pid: g.pid, pipe: g.pipe };
+  }
+
+  /** Every session handed over is in the table again: the rest of the old layout goes. */
+  settled(): void {
+    if (this.table === undefined) return;
+    try {
+      ftruncateSync(this.table, this.slots * SLOT_BYTES);
+    } catch (err) {
+      this.log.error({ err }, 'cannot trim the guardian its table');
+    }
+  }
+
+  /** The guardian's pid and what a restart keeps of it: our end of its pipe and its table. */
+  handOver(): { pid: number; pipe: number; table: number } | undefined {
+    if (this.table === undefined) return undefined;
+    if (this.adopted) return { ...this.adopted, table: this.table };
+    const pipe = (this.child?.stdin as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
+    if (!this.child?.pid || typeof pipe !== 'number' || pipe < 0) return undefined;
+    return { pid: this.child.pid, pipe, table: this.table };
   }
 
   private write(slot: number, line: string): void {
@@ -91,6 +122,15 @@ export class GuardianLink {
     if (child) {
       child.stdin?.write('bye\n');
       child.stdin?.end();
+    }
+    if (this.adopted) {
+      try {
+        writeSync(this.adopted.pipe, 'bye\n');
+        closeSync(this.adopted.pipe);
+      } catch {
+        // the guardian is gone
+      }
+      this.adopted = undefined;
     }
     if (this.table !== undefined) closeSync(this.table);
     this.table = undefined;

@@ -34,10 +34,11 @@ function descriptors(): Descriptor[] {
  * tell them apart: a descriptor is kept only if it is a socket activation's (LISTEN_FDS), Node's
  * IPC channel, or close-on-exec and of a kind Node makes for itself (an anonymous inode such
  * as its epoll and eventfd, /dev/null, one end of a pipe whose other end it holds too). What is
- * kept that way reaches no job: every spawner honours close-on-exec. Returns what it closed.
+ * kept that way reaches no job: every spawner honours close-on-exec. `handedOver`: the descriptors a
+ * planned restart named (SPEC §19), kept (and made close-on-exec again by the caller). Returns what it closed.
  */
-export function closeInherited(env: NodeJS.ProcessEnv = process.env): number[] {
-  const keep = new Set(listenFds(env));
+export function closeInherited(env: NodeJS.ProcessEnv = process.env, handedOver: readonly number[] = []): number[] {
+  const keep = new Set([...listenFds(env), ...handedOver]);
   const channel = (process as { channel?: { fd?: number } }).channel?.fd;
   if (channel !== undefined) keep.add(channel);
   const all = descriptors();

@@ -9,11 +9,26 @@ import { StateDirInUseError } from './state.js';
 import { activatedFds, boundPath } from './systemd.js';
 import { packageVersion } from '../base/version.js';
 import { closeInherited } from './inherited.js';
+import { readInherited } from './handover/in.js';
+import { HANDOVER_FORMAT } from './handover/schema.js';
+import { loadAddon } from '../base/addon.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
 export async function runDaemon(argv: string[]): Promise<void> {
+  // A restarting daemon asks the image it would start which hand-over format it reads (SPEC §19).
+  if (argv[0] === '--handover-format') {
+    process.stdout.write(`${HANDOVER_FORMAT} ${packageVersion()}\n`);
+    return;
+  }
+  // A planned restart's hand-over names descriptors to keep; it is read before anything is closed.
+  const { inherited, keep } = readInherited();
   // Before anything is opened: what it inherited must not reach a job.
-  closeInherited();
+  closeInherited(process.env, keep);
+  if (keep.length > 0) {
+    // Kept for this image only: no job started from now on inherits them.
+    const addon = loadAddon<{ setInheritable(fd: number, on: boolean): void }>(['setInheritable']);
+    if (!(addon instanceof Error)) for (const fd of keep) addon.setInheritable(fd, false);
+  }
   const program = new Command('procctld')
     .description('Run the procctl daemon in the foreground.')
     .option('--socket <path>', 'Unix socket to listen on')
@@ -41,13 +56,13 @@ export async function runDaemon(argv: string[]): Promise<void> {
     throw err;
   }
   // Socket activation: the socket systemd hands over decides where the files beside it go.
-  const listenFds = activatedFds();
+  const listenFds = inherited ? [] : activatedFds();
   const socketPath = listenFds.length > 0 ? activatedSocketPath(listenFds[0], opts.socket) : resolveSocketPath(opts.socket);
   if (channelDescriptor(socketPath) !== undefined) {
     process.stderr.write(`procctld: the socket "${socketPath}" is a session's channel (PROCCTL_SOCKET inside a confined session), not a place to listen; pass --socket PATH\n`);
     process.exit(2);
   }
-  const daemon = new ProcctlDaemon({ socketPath, listenFds, configFile: opts.config, loaded, logLevel: opts.logLevel });
+  const daemon = new ProcctlDaemon({ socketPath, listenFds, configFile: opts.config, loaded, logLevel: opts.logLevel, inherited });
   // Handlers before listening: whoever can connect may also signal us, and gets a graceful stop.
   let starting: Promise<void> = Promise.resolve();
   const stop = (signal: NodeJS.Signals) => {
@@ -59,6 +74,13 @@ export async function runDaemon(argv: string[]): Promise<void> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   process.on('SIGHUP', () => void starting.then(() => daemon.reload(), () => undefined));
+  // A planned restart (SPEC §19; the units' ExecReload): the sessions go to the procctld installed now.
+  process.on('SIGUSR2', () =>
+    void starting.then(
+      () => daemon.restart().catch((err: Error) => daemon.log.error({ err: err.message }, 'restart refused; this image goes on serving')),
+      () => undefined,
+    ),
+  );
   try {
     starting = daemon.start();
     await starting;

@@ -82,8 +82,10 @@ export class Records implements RecordKeeper {
    * marked failed with reason "lost". Sessions waiting for their approval still wait (their
    * expiry counts on from when they were asked): `pending` is told of each.
    */
-  recover(config: Config, pending: (s: Session) => void): Map<string, Promise<unknown>> {
-    const { records, corrupt } = this.state.loadAll();
+  recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string } = {}): Map<string, Promise<unknown>> {
+    const { records: all, corrupt } = this.state.loadAll();
+    // Sessions a planned restart handed to this image run on: their records are theirs (SPEC §19).
+    const records = opts.adopted?.size ? all.filter((r) => !opts.adopted!.has(r.id)) : all;
     const caps = config.tools.exec;
     const lost: Session[] = [];
     // The sessions whose processes outlived the last run, until they are gone.
@@ -91,7 +93,9 @@ export class Records implements RecordKeeper {
     for (const r of records) {
       let s: Session;
       try {
-        s = restoreSession(r, this.registry.events, caps, Spool.restore(this.state.spoolPath(r.id), r.spool));
+        // A hand-over this image could not read: its sessions are lost, and their records say why.
+        const record = opts.lostWhy && !isEnded(r) && !isPendingApproval(r) ? { ...r, error: opts.lostWhy } : r;
+        s = restoreSession(record, this.registry.events, caps, Spool.restore(this.state.spoolPath(r.id), r.spool));
       } catch (err) {
         this.state.setAside(r.id, (err as Error).message);
         continue;

@@ -342,6 +342,18 @@ export class Connection {
     if (this.budget) this.budget.of.holdPartial(this.budget.uid, -had);
   }
 
+  /**
+   * A restart's last moment (SPEC §19): nothing more is read, and every request still in flight
+   * is answered with `err` (kind restarting: the client retries on the next image). The answers
+   * are written at once, before the image goes.
+   */
+  abandon(err: Error): void {
+    this.socket.pause();
+    const error = toRpcError(err);
+    for (const key of this.pending.keys()) this.send({ jsonrpc: '2.0', id: JSON.parse(key) as Id, error });
+    this.pending.clear();
+  }
+
   private onClose(): void {
     this.releasePartial();
     this.closed = true;

@@ -14,6 +14,7 @@ export const KIND_CODES: Record<ErrorKind, number> = {
   forbidden: -32004,
   limit: -32005,
   unavailable: -32006,
+  restarting: -32007,
 };
 
 export interface RpcError {

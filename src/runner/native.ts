@@ -23,6 +23,8 @@ export interface Addon {
   /** Whether the mount table behind `fd` (an open /proc/self/mountinfo) changed since the last call on it. */
   mountsChanged?(fd: number): boolean;
   prepareMounts?(steps: { mounts: NonNullable<SpawnSteps['mounts']> }): Promise<{ user: number; mnt: number }>;
+  /** Replace the process image, keeping the PID (a planned restart, SPEC §19); returns only by throwing. Absent from builds older than it. */
+  execImage?(file: string, argv: string[], env: string[]): never;
 }
 
 export interface NativeChild {
@@ -95,6 +97,38 @@ const running = new Map<number, ExitListener>();
 let reaper: Addon | undefined;
 let keepAlive: NodeJS.Timeout | undefined;
 const SAFETY_MS = 1000;
+
+/**
+ * A child this PID started before a restart (SPEC §19): the old image's children are the new
+ * image's, and only this reaper knows them. Its exit may already have happened (a zombie whose
+ * SIGCHLD went to the old image), so it is looked for at once.
+ */
+export function adoptChild(addon: Addon, pid: number, onExit: ExitListener): void {
+  listen(addon);
+  running.set(pid, onExit);
+  keepAlive ??= setInterval(reapExited, SAFETY_MS);
+  setImmediate(reapExited);
+}
+
+/**
+ * Stop reaping until `thaw` (a restart's last step): an exit the old image reaped would never
+ * reach the new one. The pids still running are handed over; `thaw` undoes it when the restart fails.
+ */
+export function freezeReaping(): { pids: number[]; thaw: () => void } {
+  const was = reaper;
+  process.off('SIGCHLD', reapExited);
+  clearInterval(keepAlive);
+  keepAlive = undefined;
+  reaper = undefined;
+  return {
+    pids: [...running.keys()],
+    thaw: () => {
+      if (was) listen(was);
+      if (running.size > 0) keepAlive ??= setInterval(reapExited, SAFETY_MS);
+      setImmediate(reapExited);
+    },
+  };
+}
 
 function listen(addon: Addon): void {
   if (reaper) return;

@@ -3,12 +3,12 @@ import { limitReason } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
-import { launchPipes } from './launch/pipes.js';
+import { adoptPipes, launchPipes, type PipeEnds } from './launch/pipes.js';
 import { launchPty } from './launch/pty.js';
 import type { LaunchHooks, Launched } from './launch/types.js';
 import { giveCgroup, removeCgroupWhenEmpty, terminateCgroups, waitCgroupsEmpty } from './cgroup.js';
 import { SandboxInit } from './namespace.js';
-import { signalName } from './native.js';
+import { nativeSpawner, signalName } from './native.js';
 import { stopSession } from './stop.js';
 import { findSessionProcesses, sweepAfterExit } from './sweep.js';
 
@@ -24,6 +24,27 @@ export interface SpawnOptions {
   cgroup?: SessionCgroup;
   /** Told when a session's cgroup could not be removed after its end. */
   onCgroupStuck?: (dirs: string[]) => void;
+  /** A job the last image started (a planned restart, SPEC §19): wired again from its descriptors, not launched. */
+  adopt?: PipeEnds;
+}
+
+/** What a running session's wiring holds that a restart hands to the next image (daemon/handover/). */
+export interface Wiring {
+  launched: Launched | undefined;
+  timeoutSec: number;
+  killGraceMs: number;
+  cgroup: SessionCgroup | undefined;
+  sandboxed: boolean;
+  limits: LaunchPlan['limits'];
+  /** The leader has exited and the session is being finished (its status is this image's alone). */
+  exited: boolean;
+}
+
+const wirings = new WeakMap<Session, Wiring>();
+
+/** A running session's wiring, for a restart to hand over (undefined: not started here, or over). */
+export function wiringOf(session: Session): Readonly<Wiring> | undefined {
+  return wirings.get(session);
 }
 
 /** How long to wait for the output to close once every process of the group is gone. */
@@ -57,6 +78,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearTimeout(drainTimer);
     clearImmediate(drainTurn);
     clearTimeout(timeoutTimer);
+    wirings.delete(session);
     launched?.release();
     init?.release();
     // Let go of the review session's mount namespace off the main thread: its overlay's unmount happens there.
@@ -105,6 +127,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     },
     exit: (code, signal, maxRssBytes) => {
       exited = plan.sandboxed ? jobStatus(code, signal) : { code, signal };
+      const wiring = wirings.get(session);
+      if (wiring) wiring.exited = true;
       exitPeakBytes = maxRssBytes;
       const reap = () => (cg ? reapCgroup(session, cg, opts.killGraceMs) : reapLeftovers(session, launched?.pid, opts.killGraceMs, plan.sandboxed));
       // In a sandbox, its init says at once whether anything of the job is left.
@@ -120,7 +144,12 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   const spec = { plan, cwd: session.cwd, env: opts.env, stdin: session.stdinMode };
   let warning: string | undefined;
   let pty = false;
-  if (opts.pty) {
+  if (opts.adopt) {
+    const addon = nativeSpawner();
+    // A restart hands over only where the addon runs (it is what replaced the image).
+    if (addon instanceof Error) throw addon;
+    launched = adoptPipes(addon, opts.adopt, hooks);
+  } else if (opts.pty) {
     try {
       launched = launchPty(spec, hooks);
       pty = true;
@@ -131,16 +160,18 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   launched ??= launchPipes(spec, hooks);
   if (plan.sandboxed && launched.pid !== undefined) init = new SandboxInit(launched.pid);
   session.attach({ pid: launched.pid, input: launched.input, stdinId: launched.stdinId, pty, resize: launched.resize });
+  if (!finished) wirings.set(session, { launched, timeoutSec: opts.timeoutSec, killGraceMs: opts.killGraceMs, cgroup: cg, sandboxed: plan.sandboxed, limits: plan.limits, exited: exited !== undefined });
 
   if (launched.pid !== undefined && opts.timeoutSec > 0) {
     // Time spent paused does not count (SPEC §15): at the deadline, a paused session waits on.
+    // Counted from the session's start, so a session adopted after a restart stops when it would have.
     const due = () => session.startedAt + opts.timeoutSec * 1000 + session.pausedMs();
     const check = () => {
       const left = due() - Date.now();
       if (session.paused || left > 0) timeoutTimer = setTimeout(check, Math.max(left, PAUSED_RECHECK_MS));
       else void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: opts.killGraceMs });
     };
-    timeoutTimer = setTimeout(check, opts.timeoutSec * 1000);
+    timeoutTimer = setTimeout(check, Math.max(0, due() - Date.now()));
   }
   return warning;
 }

@@ -27,6 +27,8 @@ export class SessionOutput {
   private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
   /** The stream's last chunk may have ended inside a character: its decoder may hold part of it. */
   private readonly split = { stdout: false, stderr: false };
+  /** The bytes of an incomplete character the stream's decoder holds (a restart hands them on, SPEC §19). */
+  private readonly held: { stdout: Buffer | undefined; stderr: Buffer | undefined } = { stdout: undefined, stderr: undefined };
   private readonly retained: ChunkQueue;
   private readonly pending: { stdout: ChunkQueue; stderr: ChunkQueue };
   private seq = 0;
@@ -60,6 +62,8 @@ export class SessionOutput {
     // then its bytes decode alone exactly as they did here (invalid ones to the same U+FFFD).
     const endsInside = mayEndInside(bytes);
     const whole = !this.split[stream] && !endsInside;
+    // Rare (a read that ends inside a character): what the decoder now holds, kept for a restart.
+    this.held[stream] = endsInside ? incompleteTail(this.split[stream] && this.held[stream] ? Buffer.concat([this.held[stream]!, bytes]) : bytes) : undefined;
     this.split[stream] = endsInside;
     if (sink) {
       if (whole) sink.write(bytes);
@@ -74,7 +78,21 @@ export class SessionOutput {
     this.add(stream, text);
     if (text) sink?.write(text);
     this.split[stream] = false;
+    this.held[stream] = undefined;
     return text;
+  }
+
+  /** The bytes of a character each stream's decoder holds, half read (a restart hands them on). */
+  heldBytes(): { stdout: Buffer | undefined; stderr: Buffer | undefined } {
+    return { ...this.held };
+  }
+
+  /** Give a stream's decoder back the half-read character the last image held. */
+  restoreHeld(stream: Stream, bytes: Buffer): void {
+    if (bytes.length === 0) return;
+    this.decoders[stream].write(bytes);
+    this.split[stream] = true;
+    this.held[stream] = bytes;
   }
 
   private add(stream: Stream, text: string): void {
@@ -172,6 +190,16 @@ function mayEndInside(bytes: Buffer): boolean {
     if (b >= 0xc0) return (b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2) > back;
   }
   return bytes.length > 0;
+}
+
+/** The bytes after the last lead byte when its character is not complete (what a UTF-8 decoder holds), else undefined. */
+function incompleteTail(bytes: Buffer): Buffer | undefined {
+  for (let i = bytes.length - 1, back = 1; i >= 0 && back <= 4; i--, back++) {
+    const b = bytes[i];
+    if (b < 0x80) return undefined;
+    if (b >= 0xc0) return (b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2) > back ? Buffer.from(bytes.subarray(i)) : undefined;
+  }
+  return undefined;
 }
 
 function merge(a: [string, number][], b: [string, number][]): string {

@@ -58,7 +58,7 @@ export function isEnded(r: SessionRecord): boolean {
 function restoredState(r: SessionRecord, now: number): SessionState {
   if (isPendingApproval(r)) return { status: 'approval_required', interrupt: r.interrupt!, exec: r.pendingExec! };
   const end = { pid: r.pid, endedAt: r.endedAt ?? now, exitCode: r.exitCode, signal: r.signal };
-  if (!isEnded(r)) return { status: 'failed', ...end, reason: 'lost' };
+  if (!isEnded(r)) return { status: 'failed', ...end, reason: 'lost', ...(r.error === undefined ? {} : { error: r.error }) };
   if (r.status === 'denied') {
     const reason = r.reason === 'rule' || r.reason === 'refused' || r.reason === 'expired' || r.reason === 'user' ? r.reason : 'rule';
     return { status: 'denied', endedAt: end.endedAt, reason, denial: r.denial ?? 'no reason given' };

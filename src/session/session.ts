@@ -32,6 +32,8 @@ export interface RestoredParts {
   resources?: Resources;
   /** An ended session's held changes were waiting for a person's answer (SPEC §16). */
   changesApproval?: Interrupt;
+  /** A running session a restart handed over (SPEC §19): what its record does not keep. */
+  carried?: { readyAt?: number; inputAt?: number; paused: { since?: number; before: number } };
 }
 
 /** How the approval rules judged its command (SPEC §8): the deciding part, and the rule that decided it. */
@@ -206,6 +208,12 @@ export class Session {
       this.used = r.resources;
       if (this.endedAt !== undefined) this.resolveFinished();
       if (this.endedAt !== undefined) this.changesQuestion = r.changesApproval;
+      if (r.carried) {
+        if (this.ready && r.carried.readyAt !== undefined) this.ready.readyAt = r.carried.readyAt;
+        this.inputAt = r.carried.inputAt;
+        this.pausedSince = r.carried.paused.since;
+        this.pausedBefore = r.carried.paused.before;
+      }
     }
   }
 
@@ -315,6 +323,16 @@ export class Session {
   /** How long it has been paused in all, up to `now` (its timeout does not count that time). */
   pausedMs(now = this.now()): number {
     return this.pausedBefore + (this.pausedSince === undefined ? 0 : now - this.pausedSince);
+  }
+
+  /** Its pause as a restart hands it on: since when (if paused now) and how long before. */
+  pausedState(): { since?: number; before: number } {
+    return { ...(this.pausedSince === undefined ? {} : { since: this.pausedSince }), before: this.pausedBefore };
+  }
+
+  /** Wake everyone waiting on it now (a restart is about to answer them, SPEC §19). */
+  wakeWaiters(): void {
+    this.wake();
   }
 
   /** When it was last continued after a pause: its quiet period starts again then. */

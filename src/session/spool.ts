@@ -63,7 +63,7 @@ export class Spool {
 
   constructor(
     readonly file: string,
-    private readonly maxBytes: number,
+    readonly maxBytes: number,
     private readonly disk?: DiskHealth,
   ) {}
 
@@ -84,6 +84,23 @@ export class Spool {
     spool.fault = counts?.fault;
     // A record written before the spool's last writes (a crash) undercounts: trust the disk then.
     spool.totalBytes = Math.max(counts?.totalBytes ?? 0, onDisk + spool.droppedBytes);
+    return spool;
+  }
+
+  /**
+   * The spool of a session the last image handed over (SPEC §19): written on where it stopped,
+   * its counts as they were, its current segment as long as it is on disk.
+   */
+  static resume(file: string, maxBytes: number, disk: DiskHealth | undefined, counts: SpoolCounts): Spool {
+    const spool = new Spool(file, maxBytes, disk);
+    Object.assign(spool.dropped, counts.dropped ?? { rotated: counts.droppedBytes });
+    spool.fault = counts.fault;
+    spool.totalBytes = counts.totalBytes;
+    try {
+      spool.segmentBytes = statSync(file).size;
+    } catch {
+      // not made yet: nothing was spooled
+    }
     return spool;
   }
 
@@ -250,6 +267,22 @@ export class Spool {
   drained(): Promise<void> {
     if (!this.flushing) return Promise.resolve();
     return new Promise((resolve) => this.idle.push(resolve));
+  }
+
+  /**
+   * Write what waits now, past the disk budget, and resolve once it is on disk; writing goes on
+   * as before afterwards (a restart's quiet moment, SPEC §19: the next image appends after it).
+   */
+  async settle(): Promise<void> {
+    const was = this.ending;
+    this.ending = true;
+    if (this.hold) {
+      clearTimeout(this.hold);
+      this.hold = undefined;
+      this.flush();
+    }
+    await this.drained();
+    this.ending = was;
   }
 
   async close(): Promise<void> {

@@ -29,6 +29,12 @@ export interface Daemon extends LaunchContext {
   keeper: RecordKeeper;
   /** True once shutdown has begun: new work is refused. */
   closing: boolean;
+  /** True while a planned restart hands over (SPEC §19): new work is refused as `restarting`, waits answer now. */
+  restarting: boolean;
+  /** What `daemon.status.restarts` says (SPEC §19). */
+  restarts: RestartCounts;
+  /** Hand the running sessions to a new daemon image in this PID (SPEC §19); refuses, the old image serving on, when it cannot. */
+  restart(): Promise<RestartAnswer>;
   /** The approver credential the daemon made beside its socket at start (SPEC §8), when the config names none. */
   approverMade: string | undefined;
   /** Answers a person chose to remember, as allow rules per scope (SPEC §8). */
@@ -47,6 +53,23 @@ export interface Daemon extends LaunchContext {
   trail: TrailView;
   /** The OpenTelemetry export (SPEC §18, docs/telemetry.md), for daemon.status. */
   telemetryStatus(): TelemetryStatus;
+}
+
+/** Restarts so far: planned (hand-overs) and after a crash, the last one's time and length, sessions adopted and lost. */
+export interface RestartCounts {
+  planned: number;
+  crash: number;
+  lastAt: number | null;
+  lastMs: number | null;
+  adopted: number;
+  lost: number;
+}
+
+/** What `daemon.restart` answers before the image goes: what is handed over, from and to which version. */
+export interface RestartAnswer {
+  sessions: number;
+  from: string;
+  to: string;
 }
 
 /** What `daemon.status.telemetry` says: where it sends, and how many spans and readings went and were dropped. */

@@ -2,7 +2,7 @@ import { reviewed } from './review.js';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { YIELD_MS_RANGE } from '../config/schema.js';
-import { conflict, forbidden, invalid, unavailable } from '../base/errors.js';
+import { conflict, forbidden, invalid, restarting, unavailable } from '../base/errors.js';
 import { checkEnvOverrides } from '../runner/env.js';
 import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
@@ -11,6 +11,7 @@ import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
 import type { Session } from '../session/session.js';
+import { noteFollow, type ExecFollow } from '../session/carry.js';
 import { patternError } from '../config/pattern.js';
 import { matchCounts, notifyMatches } from '../readiness/notify.js';
 import { watchReadiness } from '../readiness/watch.js';
@@ -70,6 +71,7 @@ export async function execTool(d: Daemon, ctx: CallContext, raw: unknown, approv
 }
 
 function refuseWhileClosing(d: Daemon): void {
+  if (d.restarting) throw restarting('the daemon is handing its sessions to a new image and starts no command this moment; nothing ran: retry in a second');
   if (d.closing) throw unavailable('the daemon is shutting down and starts no new commands; retry once it is back');
 }
 
@@ -109,14 +111,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined, decision });
     // An approved exec was told of when it was asked for; its answer is on record.
     if (!approved) noteStarted(d, ctx, started.session, p, { review, judgement });
-    // A review session's changes are settled (pending, or nothing held) before its end is announced.
-    void started.session.finished.then(() => {
-      settleChanges(d, started.session);
-      noteEnded(d, started.session);
-      announceExit(d, started.session);
-    });
-    if (p.waitFor) watchReadiness(started.session, p.waitFor, cwd);
-    if (p.notify && typeof p.notify === 'object') notifyMatches(started.session, p.notify.match);
+    followSession(d, started.session, { waitFor: p.waitFor, notify: p.notify });
     return { started };
   };
   const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();
@@ -127,7 +122,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   const foreground = !policy.background;
   if (!p.background || foreground) {
     const yieldMs = foreground ? FOREVER_MS : clampYield(p.yieldMs ?? cfg.backgroundMs);
-    const outcome = await waitForEnd(session, yieldMs, ctx.signal);
+    const outcome = await waitForEnd(d, session, yieldMs, ctx.signal);
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
@@ -154,8 +149,28 @@ function checkPatterns(p: ExecParams): void {
   if (p.notify && typeof p.notify === 'object') check(p.notify.match, ['notify', 'match']);
 }
 
-/** Wait until the session ends, asks for input, is ready (its waitFor held), the yield passes, or the request is cancelled. */
-async function waitForEnd(session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'cancelled'> {
+/**
+ * What follows a started session besides its process: its end settled, put on record and
+ * announced, and what its exec asked to be told of (readiness, matches). A session a restart
+ * handed over is followed again the same way (SPEC §19).
+ */
+export function followSession(d: Daemon, session: Session, follow: ExecFollow): void {
+  noteFollow(session, follow);
+  // A review session's changes are settled (pending, or nothing held) before its end is announced.
+  void session.finished.then(() => {
+    settleChanges(d, session);
+    noteEnded(d, session);
+    announceExit(d, session);
+  });
+  if (follow.waitFor && session.readiness?.readyAt === undefined) watchReadiness(session, follow.waitFor, session.cwd);
+  if (follow.notify && typeof follow.notify === 'object') notifyMatches(session, follow.notify.match);
+}
+
+/**
+ * Wait until the session ends, asks for input, is ready (its waitFor held), the yield passes, or
+ * the request is cancelled. A restart ends the wait early: the answer is this image's, `running`.
+ */
+async function waitForEnd(d: Daemon, session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'cancelled'> {
   const deadline = Date.now() + ms;
   for (;;) {
     if (!session.running) return 'ended';
@@ -163,7 +178,7 @@ async function waitForEnd(session: Session, ms: number, signal: AbortSignal): Pr
     if (session.readiness?.readyAt !== undefined) return 'ready';
     if (signal.aborted) return 'cancelled';
     const left = deadline - Date.now();
-    if (left <= 0) return 'yield';
+    if (left <= 0 || d.restarting) return 'yield';
     await session.waitForChange(left, signal);
   }
 }

@@ -52,7 +52,9 @@ export function endLine(s: Session, v: Voice = RPC): string {
     case 'timeout':
       return `Process timed out and was stopped (${s.stop?.signal}, then SIGKILL after the grace); exited with ${how}.`;
     case 'lost':
-      return `Process was lost: the daemon stopped without stopping it (a crash or SIGKILL); what survived was terminated when the daemon came back. Output up to then is in ${v.call({ action: 'log', sessionId: s.id })}.`;
+      return s.error
+        ? `Process was lost: ${s.error}; what survived was terminated. Output up to then is in ${v.call({ action: 'log', sessionId: s.id })}.`
+        : `Process was lost: the daemon stopped without stopping it (a crash or SIGKILL); what survived was terminated when the daemon came back. Output up to then is in ${v.call({ action: 'log', sessionId: s.id })}.`;
     case 'user':
       return `Process was stopped by kill (${s.stop?.signal}); exited with ${how}.`;
     default:

@@ -26,6 +26,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
     telemetry: d.telemetryStatus(),
+    restarts: { ...d.restarts, lastAt: d.restarts.lastAt === null ? null : new Date(d.restarts.lastAt).toISOString() },
   };
 }
 

@@ -58,6 +58,8 @@ export interface StartOptions {
   base?: string;
   /** A regular file its stdout and stderr go to (as `procctld > file 2>&1` does), instead of pipes; `stdout()` reads it. */
   logFile?: string;
+  /** The procctld script to run: another installed build (a copy of the package); this checkout's by default. */
+  procctld?: string;
   /** Descriptors from 3 on that it inherits, as spawn's stdio takes them (a pipe left open by whoever started it). */
   extraFds?: ('pipe' | 'ignore' | number)[];
 }
@@ -84,7 +86,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
   delete env.PROCCTL_SOCKET;
   const [file, ...pre] = [...(opts.launcher ?? []), process.execPath];
   const logFd = opts.logFile === undefined ? undefined : openSync(opts.logFile, 'a', 0o644);
-  const proc = spawn(file, [...pre, PROCCTLD, ...args], { env, stdio: ['ignore', logFd ?? 'pipe', logFd ?? 'pipe', ...(opts.extraFds ?? [])] });
+  const proc = spawn(file, [...pre, opts.procctld ?? PROCCTLD, ...args], { env, stdio: ['ignore', logFd ?? 'pipe', logFd ?? 'pipe', ...(opts.extraFds ?? [])] });
   if (logFd !== undefined) closeSync(logFd);
   let out = '';
   let err = '';

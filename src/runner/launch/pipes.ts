@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
-import { nativeSpawner, posixSpawn, type Addon } from '../native.js';
+import { adoptChild, nativeSpawner, posixSpawn, type Addon } from '../native.js';
 import { fdTarget } from '../procfs.js';
 import type { JobInput } from '../../session/input.js';
 import { withInherited } from './inherit.js';
@@ -41,6 +41,44 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
   // The spawner names the socket the job's fd 0 is: no look in /proc needed.
   const stdinId = child.stdinInode === undefined ? undefined : `socket:[${child.stdinInode}]`;
   return wirePipes(child.pid, { stdout, stderr, stdin }, hooks, stdinId);
+}
+
+/** The descriptors of a job on pipes that a restart hands to the next image (SPEC §19). */
+export interface PipeEnds {
+  pid: number;
+  stdout: number;
+  stderr: number;
+  /** -1: its input is /dev/null, or was closed. */
+  stdin: number;
+  stdinId?: string;
+}
+
+/**
+ * A job on pipes that the last image started, wired again from its descriptors: the same
+ * output, exit and input as a launch, and the same ends to hand over at the next restart.
+ */
+export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): Launched {
+  let pending = 3;
+  const settle = () => {
+    if (--pending === 0) hooks.closed();
+  };
+  const stdout = new Socket({ fd: ends.stdout, readable: true, writable: false });
+  const stderr = new Socket({ fd: ends.stderr, readable: true, writable: false });
+  stdout.once('close', settle);
+  stderr.once('close', settle);
+  const stdin = ends.stdin >= 0 ? new Socket({ fd: ends.stdin, readable: false, writable: true }) : undefined;
+  const launched = wirePipes(ends.pid, { stdout, stderr, stdin }, hooks, ends.stdinId);
+  adoptChild(addon, ends.pid, (code, signal, maxRssBytes) => {
+    hooks.exit(code, signal, maxRssBytes);
+    settle();
+  });
+  return launched;
+}
+
+/** A stream's descriptor (a Socket made on one), or -1 when it has none any more. */
+function fdOf(stream: Socket | Readable | Writable | undefined): number {
+  const fd = (stream as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
+  return typeof fd === 'number' && fd >= 0 ? fd : -1;
 }
 
 /** Why a job did not start, naming the step of the spawner that failed (native/spawn.c). */
@@ -123,10 +161,37 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
       },
     };
   }
+  const id = pid !== undefined && stdin ? (stdinId ?? pipeIdentity(pid)) : undefined;
   return {
     pid,
-    stdinId: pid !== undefined && stdin ? (stdinId ?? pipeIdentity(pid)) : undefined,
+    stdinId: id,
     input,
+    holdOutput: () => {
+      // Paused is not enough: Node reads on until its buffer is full. Stop reading the kernel's pipe.
+      const stopped: { readStart: () => number; reading?: boolean }[] = [];
+      for (const stream of [stdout, stderr]) {
+        stream.pause();
+        const handle = (stream as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
+        if (handle?.reading && handle.readStop) {
+          handle.reading = false;
+          handle.readStop();
+          stopped.push(handle);
+        }
+      }
+      return () => {
+        for (const handle of stopped) {
+          handle.reading = true;
+          handle.readStart();
+        }
+        for (const stream of [stdout, stderr]) if (!stream.destroyed) stream.resume();
+      };
+    },
+    ends: () => {
+      const out = fdOf(stdout);
+      const err = fdOf(stderr);
+      if (pid === undefined || out < 0 || err < 0) return undefined;
+      return { pid, stdout: out, stderr: err, stdin: stdin && !stdin.destroyed && !stdin.writableEnded ? fdOf(stdin) : -1, stdinId: id, stdinQueued: stdin?.writableLength ?? 0 };
+    },
     detachOutput: () => {
       stdout.destroy();
       stderr.destroy();

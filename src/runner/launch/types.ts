@@ -31,6 +31,14 @@ export interface Launched {
    * one closes when the job never reads to its end) and let go of the session's hooks.
    */
   release(): void;
+  /** Stop reading the job's output (it waits in the kernel's pipe) until the returned resume: a restart's quiet moment. */
+  holdOutput?(): () => void;
+  /**
+   * The descriptors a restart hands to the next image (SPEC §19), and the input still queued in
+   * this image (which would not reach the job): undefined for a launch that cannot be handed over
+   * (a terminal, a job started by fork).
+   */
+  ends?(): { pid: number; stdout: number; stderr: number; stdin: number; stdinId?: string; stdinQueued: number } | undefined;
   /** For a terminal: its size changed. */
   resize?(cols: number, rows: number): void;
 }

@@ -1,0 +1,242 @@
+import { execFile } from 'node:child_process';
+import { closeSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { loadAddon } from '../../base/addon.js';
+import { conflict, restarting, unavailable } from '../../base/errors.js';
+import { cannotHandOver, handedDescriptors, handOver, holdOutputs } from '../../runner/handover.js';
+import { freezeReaping } from '../../runner/native.js';
+import { readStat } from '../../runner/procfs.js';
+import { carrySession } from '../../session/carry.js';
+import { toRecord } from '../../session/persist.js';
+import type { Session } from '../../session/session.js';
+import { HANDOVER_ENV, HANDOVER_FORMAT, type Handover, type Restarts } from './schema.js';
+
+/** What the daemon lends a restart: its sessions, its socket, its guardian, its clients. */
+export interface HandoverHost {
+  log: Logger;
+  /** The version this image started as (the package on disk may be newer already). */
+  version: string;
+  runtimeDir: string;
+  running(): Session[];
+  /** New work is refused as `restarting` and waits answer now while this is true. */
+  restarting: boolean;
+  closing: boolean;
+  /** The listening socket's descriptor, and whether systemd handed it over. */
+  listening(): { fd: number; activated: boolean } | undefined;
+  guardian(): { pid: number; pipe: number; table: number } | undefined;
+  restarts: Restarts;
+  /** The approver credential this image made, if it made one. */
+  approverMade: string | undefined;
+  /** Records and the trail on disk before the image goes. */
+  settleFiles(records: ReturnType<typeof toRecord>[]): Promise<void>;
+  /** Every request still in flight is answered with this error, and nothing more is read. */
+  abandonClients(err: Error): void;
+}
+
+interface ExecAddon {
+  execImage(file: string, argv: string[], env: string[]): never;
+  dupDescriptor(fd: number): number;
+  setInheritable(fd: number, inheritable: boolean): void;
+}
+
+/** Where a test makes a step fail (docs/durability.md): the step's name in the daemon's environment. */
+const FAULT_ENV = 'PROCCTL_FAULT_HANDOVER';
+
+/** A planned restart prepared: the sessions to hand over, and how to undo what was done so far. */
+export interface Prepared {
+  sessions: Session[];
+  from: string;
+  to: string;
+  at: number;
+  undo: () => void;
+}
+
+/**
+ * Hand the running sessions to a new daemon image in this PID (SPEC §19), as a list of steps,
+ * each with what it does and what undoing it means. `prepare` does everything that can still be
+ * taken back and refuses (throws, the old image serving as before) when a step cannot be done;
+ * `exec` is the last moment, synchronous: what runs now, nothing runs between it and the new image.
+ *
+ *  1. check    the addon can replace the image; the new image answers and reads this format   (nothing to undo)
+ *  2. sessions every running session can be carried, else refuse naming them                   (nothing to undo)
+ *  3. wind     new work is refused as `restarting`; waiting exec/poll/wait answer now           (undo: serve again)
+ *  4. hold     every session's output stays in its pipe, unread                                 (undo: read again)
+ *  5. settle   spools and records on disk, each session's record with its leader's start time  (nothing to undo)
+ *  6. exec     reaping frozen, the state written, descriptors kept, clients answered, execve    (undo: all of 6, then 4, 3)
+ */
+export async function prepare(host: HandoverHost): Promise<Prepared> {
+  const at = Date.now();
+  if (host.closing) throw unavailable('the daemon is shutting down; there is nothing to restart');
+  if (host.restarting) throw conflict('a restart is already under way; wait for it (procctl status shows restarts.lastAt)');
+  // 1. check
+  const addon = loadAddon<ExecAddon>(['execImage', 'dupDescriptor', 'setInheritable']);
+  if (addon instanceof Error) throw unavailable(`a planned restart needs the daemon's addon, which replaces the image in place: ${addon.message}`);
+  const to = await nextImageFormat();
+  fault('check');
+  // 2. sessions
+  const sessions = host.running();
+  const stuck = sessions.map((s) => ({ s, why: cannotHandOver(s) })).filter((x) => x.why !== undefined);
+  if (stuck.length > 0) {
+    const list = stuck.map(({ s, why }) => `${s.id} (${s.name}): ${why}`).join('; ');
+    throw conflict(`cannot hand these running sessions to a new image: ${list}. Nothing was restarted; wait for them or stop them, then restart`, {
+      sessions: stuck.map(({ s, why }) => ({ sessionId: s.id, why })),
+    });
+  }
+  // 3. wind down
+  host.restarting = true;
+  for (const s of sessions) s.wakeWaiters();
+  const undoWind = () => {
+    host.restarting = false;
+  };
+  // 4. hold
+  let resume: () => void = () => undefined;
+  try {
+    fault('wind');
+    resume = holdOutputs(sessions);
+    fault('hold');
+    // 5. settle
+    const records = sessions.map((s) => toRecord(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime));
+    await host.settleFiles(records);
+    await Promise.all(sessions.map((s) => s.spool?.settle()));
+    fault('settle');
+  } catch (err) {
+    resume();
+    undoWind();
+    throw failed('could not prepare the hand-over', err);
+  }
+  return {
+    sessions,
+    from: host.version,
+    to,
+    at,
+    undo: () => {
+      resume();
+      undoWind();
+    },
+  };
+}
+
+/**
+ * The last step: nothing can come between it and the new image. Returns only when it failed;
+ * then everything is as it was before `prepare`, and the error says why.
+ */
+export function exec(host: HandoverHost, p: Prepared): Error {
+  const addon = loadAddon<ExecAddon>(['execImage', 'dupDescriptor', 'setInheritable']) as ExecAddon;
+  const undo: (() => void)[] = [p.undo];
+  const undoAll = () => {
+    for (const fn of undo.reverse()) {
+      try {
+        fn();
+      } catch (err) {
+        host.log.error({ err }, 'restart: undoing a step failed');
+      }
+    }
+  };
+  let file: string | undefined;
+  try {
+    // A session that began to end between prepare and now (a kill came): refuse, it is this image's to finish.
+    const late = p.sessions.filter((s) => !s.running || cannotHandOver(s) !== undefined);
+    if (late.length > 0) throw conflict(`sessions changed during the hand-over (${late.map((s) => s.id).join(', ')}); nothing was restarted, try again`);
+    const listen = host.listening();
+    if (!listen) throw unavailable('the daemon has no listening socket to hand over');
+    const frozen = freezeReaping();
+    undo.push(frozen.thaw);
+    const kept: number[] = [];
+    const keep = (fd: number) => {
+      addon.setInheritable(fd, true);
+      kept.push(fd);
+    };
+    undo.push(() => {
+      for (const fd of kept) addon.setInheritable(fd, false);
+    });
+    // The daemon's stdout and stderr (its log) go on into the new image: Node made them close-on-exec.
+    for (const fd of [0, 1, 2]) keep(fd);
+    // The listening socket as a copy of its own, so closing this image's handle never closes it.
+    const listenFd = addon.dupDescriptor(listen.fd);
+    undo.push(() => rmFd(listenFd));
+    keep(listenFd);
+    const guardian = host.guardian();
+    if (guardian) {
+      keep(guardian.pipe);
+      keep(guardian.table);
+    }
+    const carried = p.sessions.map((s) => {
+      const job = handOver(s);
+      for (const fd of handedDescriptors(job)) keep(fd);
+      if (job.stdinQueued > 0) host.log.warn({ sessionId: s.id, bytes: job.stdinQueued }, 'restart: input written to this session that it had not read yet stays with the old image and is not sent');
+      return { session: carrySession(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime), job };
+    });
+    const handover: Handover = {
+      format: HANDOVER_FORMAT,
+      from: { version: p.from, pid: process.pid, at: p.at },
+      listen: { fd: listenFd, activated: listen.activated },
+      ...(guardian ? { guardian } : {}),
+      ...(host.approverMade !== undefined ? { approver: host.approverMade } : {}),
+      restarts: host.restarts,
+      sessions: carried,
+    };
+    file = join(host.runtimeDir, `handover-${process.pid}.json`);
+    writeFileSync(file, JSON.stringify(handover), { mode: 0o600 });
+    const written = file;
+    undo.push(() => rmSync(written, { force: true }));
+    fault('exec');
+    const env: NodeJS.ProcessEnv = { ...process.env, [HANDOVER_ENV]: file };
+    // The socket systemd handed the first image is this hand-over's `listen` now.
+    delete env.LISTEN_FDS;
+    delete env.LISTEN_PID;
+    delete env.LISTEN_FDNAMES;
+    host.log.info({ sessions: carried.length, from: p.from, to: p.to }, 'restart: handing the running sessions to a new image');
+    host.abandonClients(restarting('the daemon is restarting into a new image; retry: the request is answered once it serves (in about a second)'));
+    host.log.flush();
+    const argv = [process.execPath, ...process.execArgv, ...process.argv.slice(1)];
+    addon.execImage(process.execPath, argv, Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`])));
+    throw new Error('execve returned');
+  } catch (err) {
+    undoAll();
+    const e = failed('the hand-over failed at its last step', err);
+    host.log.error({ err: e.message }, 'restart failed; this image goes on serving');
+    return e;
+  }
+}
+
+function rmFd(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // already closed
+  }
+}
+
+/** A refusal that keeps its kind, or an unavailable naming the step's error. */
+function failed(what: string, err: unknown): Error {
+  if (err instanceof Error && 'kind' in err) return err;
+  return unavailable(`${what}: ${(err as Error).message}; the daemon goes on serving as before`);
+}
+
+/** A failure a test asked for at this step. */
+function fault(step: string): void {
+  if (process.env[FAULT_ENV] === step) throw new Error(`${FAULT_ENV}=${step}: a failure injected at step "${step}"`);
+}
+
+/**
+ * The image that would start now (`process.argv[1]`, the procctld installed now) answers which
+ * hand-over format it reads: another format, or an image that does not start, refuses the restart
+ * while the old one still serves. Returns the new image's version.
+ */
+function nextImageFormat(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [...process.execArgv, process.argv[1], '--handover-format'], { timeout: 10_000 }, (err, stdout, stderr) => {
+      if (err) {
+        reject(unavailable(`the new daemon image (${process.argv[1]}) did not start: ${(stderr || err.message).trim().split('\n')[0]}; nothing was restarted`));
+        return;
+      }
+      const [format, version] = stdout.trim().split(/\s+/);
+      if (Number(format) !== HANDOVER_FORMAT) {
+        reject(conflict(`the new daemon image (${process.argv[1]}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`));
+        return;
+      }
+      resolve(version ?? 'unknown');
+    });
+  });
+}

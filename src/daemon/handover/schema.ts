@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { CarriedSessionSchema } from '../../session/carry.js';
+
+/**
+ * What one daemon image hands the next in a planned restart (SPEC §19), as one versioned schema:
+ * every resource that outlives the image is named here (or in the parts it takes from the
+ * session and the runner), so a field that is not carried is visibly not carried. The next image
+ * reads this format only; another is refused with a message, never half read.
+ */
+export const HANDOVER_FORMAT = 1;
+
+const fd = z.number().int().min(0);
+
+/** A running session's job as the runner hands it over (runner/handover.ts HandedJob). */
+export const HandedJobSchema = z.object({
+  ends: z.object({ pid: z.number().int().positive(), stdout: fd, stderr: fd, stdin: z.number().int().min(-1), stdinId: z.string().optional() }),
+  stdinQueued: z.number().int().min(0),
+  timeoutSec: z.number().min(0),
+  killGraceMs: z.number().min(0),
+  limits: z.array(z.tuple([z.enum(['cpu', 'as', 'nofile', 'nproc', 'fsize']), z.number(), z.number()])),
+  cgroup: z.object({ v2: z.string().optional(), v1: z.record(z.string(), z.string()) }).optional(),
+});
+
+/** What `daemon.status.restarts` counts, carried from image to image. */
+export const RestartsSchema = z.object({
+  planned: z.number().int().min(0),
+  crash: z.number().int().min(0),
+  lastAt: z.number().nullable(),
+  lastMs: z.number().nullable(),
+  adopted: z.number().int().min(0),
+  lost: z.number().int().min(0),
+});
+export type Restarts = z.infer<typeof RestartsSchema>;
+
+export const HandoverSchema = z.object({
+  format: z.literal(HANDOVER_FORMAT),
+  from: z.object({ version: z.string(), pid: z.number().int(), at: z.number() }),
+  /** The listening socket, kept open all along: clients that connect meanwhile wait in its backlog. */
+  listen: z.object({ fd, activated: z.boolean() }),
+  /** The guardian keeps watching: its pipe and table go on (daemon/guardian-link.ts). */
+  guardian: z.object({ pid: z.number().int(), pipe: fd, table: fd }).optional(),
+  /** The approver credential the daemon made beside its socket (SPEC §8): clients that read it keep it. */
+  approver: z.string().optional(),
+  restarts: RestartsSchema,
+  sessions: z.array(z.object({ session: CarriedSessionSchema, job: HandedJobSchema })),
+});
+export type Handover = z.infer<typeof HandoverSchema>;
+
+/** The environment variable that tells a new image where its hand-over is; set only for the exec. */
+export const HANDOVER_ENV = 'PROCCTL_HANDOVER';
+
+/**
+ * The descriptors a hand-over file names, read leniently (any format): they are kept open at
+ * start so that a hand-over the image cannot read still has its processes' ends, to stop them
+ * as lost rather than leave them to a closed pipe.
+ */
+export function namedDescriptors(raw: unknown): number[] {
+  const out: number[] = [];
+  const add = (v: unknown) => {
+    if (typeof v === 'number' && Number.isInteger(v) && v > 2) out.push(v);
+  };
+  const h = raw as { listen?: { fd?: unknown }; guardian?: { pipe?: unknown; table?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown } } }[] };
+  add(h?.listen?.fd);
+  add(h?.guardian?.pipe);
+  add(h?.guardian?.table);
+  if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin]) add(v);
+  return out;
+}
+
+/** A hand-over, or why this image cannot read it (another format, a torn file), in words. */
+export function parseHandover(raw: unknown): { handover: Handover } | { problem: string } {
+  const format = (raw as { format?: unknown })?.format;
+  if (format !== HANDOVER_FORMAT) {
+    return { problem: `the hand-over is in format ${JSON.stringify(format)} and this image reads format ${HANDOVER_FORMAT}` };
+  }
+  const r = HandoverSchema.safeParse(raw);
+  if (r.success) return { handover: r.data };
+  const issue = r.error.issues[0];
+  return { problem: `the hand-over is not readable: ${issue.path.join('.') || 'the hand-over'}: ${issue.message}` };
+}

@@ -1,0 +1,269 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { killLeftovers } from '../helpers/procs.js';
+import { TestClient } from '../helpers/rpc.js';
+import { Scoped } from '../helpers/session.js';
+
+/**
+ * Jobs outlive the daemon's image (SPEC §19): a planned restart hands every running session to a
+ * new image in the same PID, the socket never refuses, and a refusal leaves the old image serving.
+ * Everything here is real: a daemon re-executing itself, a copy of the package with another
+ * version, a counter that must keep every number exactly once.
+ */
+
+const pids = new Set<number>();
+const copies: string[] = [];
+
+afterEach(async () => {
+  await stopAllDaemons();
+  killLeftovers(pids);
+});
+
+afterAll(() => {
+  for (const dir of copies) rmSync(dir, { recursive: true, force: true });
+});
+
+/** The operator's request fields: the approver credential the daemon made beside its socket. */
+function operator(d: TestDaemon): Record<string, string> {
+  return { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() };
+}
+
+async function status(d: TestDaemon): Promise<any> {
+  const c = await TestClient.connect(d.socket);
+  try {
+    return await c.call('daemon.status');
+  } finally {
+    c.close();
+  }
+}
+
+/** Ask for a restart and wait until the new image serves (its restart counted). */
+async function restart(d: TestDaemon, before = 0): Promise<any> {
+  const c = await TestClient.connect(d.socket);
+  const answer = await c.call('daemon.restart', operator(d));
+  c.close();
+  await waitFor(async () => {
+    try {
+      return (await status(d)).restarts.planned > before;
+    } catch {
+      return false;
+    }
+  }, { what: 'the new image to serve', timeoutMs: 30_000 });
+  return answer;
+}
+
+/** A counter printing every 10 ms, `n` numbers. */
+const counter = (n: number) => `i=0; while [ $i -lt ${n} ]; do echo $i; i=$((i+1)); sleep 0.01; done`;
+
+function expectEveryNumberOnce(output: string, n: number): void {
+  const lines = output.split('\n').filter((l) => l !== '');
+  expect(lines.length).toBe(n);
+  for (let i = 0; i < n; i++) if (lines[i] !== String(i)) throw new Error(`line ${i} is ${JSON.stringify(lines[i])}: a number was lost or doubled`);
+}
+
+/** A copy of the package (its build, its bin, its addon) whose version says `version`: another installed build. */
+function packageCopy(version: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'procctl-pkg-'));
+  copies.push(dir);
+  for (const part of ['bin', 'dist', 'build']) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  setVersion(dir, version);
+  return dir;
+}
+
+function setVersion(dir: string, version: string): void {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ ...pkg, version }));
+}
+
+describe('planned restart (SPEC §19)', () => {
+  it('a counter keeps every number exactly once, its pid and input; the daemon keeps its PID; new work runs after', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'restart');
+    const n = 300;
+    const count = await s.exec({ command: counter(n), background: true });
+    pids.add(count.pid);
+    const cat = await s.exec({ command: 'cat', background: true });
+    pids.add(cat.pid);
+    await s.process({ action: 'write', sessionId: cat.sessionId, data: 'before\n' });
+    await s.waitOutput(count.sessionId, '\n20\n');
+    const answer = await restart(d);
+    expect(answer.sessions).toBe(2);
+    const after = await status(d);
+    expect(after.pid).toBe(d.proc.pid);
+    expect(after.restarts).toMatchObject({ planned: 1, crash: 0, adopted: 2, lost: 0 });
+    expect(after.restarts.lastMs).toBeGreaterThanOrEqual(0);
+
+    const s2 = new Scoped(await d.client(), 'restart');
+    await s2.process({ action: 'write', sessionId: cat.sessionId, data: 'after\n' });
+    await s2.waitOutput(cat.sessionId, 'after');
+    const { last } = await s2.pollUntilEnded(count.sessionId, 30_000);
+    expect(last.status).toBe('completed');
+    expect(last.exitCode).toBe(0);
+    expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output, n);
+    expect((await s2.list()).find((x: any) => x.sessionId === cat.sessionId).tail).toBe('before\nafter\n');
+    // The session that was running is still the same process.
+    const listed = (await s2.list()).find((x: any) => x.sessionId === cat.sessionId);
+    expect(listed.pid).toBe(cat.pid);
+    expect(['running', 'waiting_input']).toContain(listed.status);
+    // Normal use goes on: a new command, and a kill of an adopted one.
+    const fresh = await s2.exec({ command: 'echo fresh' });
+    expect(fresh.output).toBe('fresh\n');
+    await s2.process({ action: 'kill', sessionId: cat.sessionId });
+    await waitFor(() => !alive(cat.pid), { what: 'the adopted cat to be stopped' });
+  });
+
+  it('the socket never refuses: a client connecting in a loop through the hand-over is always answered', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'hammer');
+    const job = await s.exec({ command: 'sleep 30', background: true });
+    pids.add(job.pid);
+    let stop = false;
+    const failures: string[] = [];
+    let answered = 0;
+    const hammer = (async () => {
+      while (!stop) {
+        try {
+          const c = await TestClient.connect(d.socket);
+          const r = await c.request('daemon.status');
+          c.close();
+          if (r.result) answered++;
+        } catch (err) {
+          failures.push((err as Error).message);
+        }
+      }
+    })();
+    await waitFor(() => answered > 5, { what: 'the hammer to get going' });
+    await restart(d);
+    const at = answered;
+    await waitFor(() => answered > at + 5, { what: 'answers after the restart' });
+    stop = true;
+    await hammer;
+    expect(failures).toEqual([]);
+  });
+
+  it('a timeout set before the restart fires when it would have', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'timer');
+    const job = await s.exec({ command: 'sleep 60', background: true, timeout: 4 });
+    pids.add(job.pid);
+    await restart(d);
+    const s2 = new Scoped(await d.client(), 'timer');
+    const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
+    expect(last.status).toBe('failed');
+    expect(last.reason).toBe('timeout');
+    const listed = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
+    // Counted from the start, not from the restart: ended after 4 s of running, and not 4 s after the restart.
+    expect(listed.runtimeMs).toBeGreaterThanOrEqual(4000);
+    expect(alive(job.pid)).toBe(false);
+  });
+
+  it('an upgrade: the procctld installed now (another version) takes the sessions, and says the versions in the trail', async () => {
+    const pkg = packageCopy('0.1.0-old');
+    const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });
+    expect((await status(d)).version).toBe('0.1.0-old');
+    const s = new Scoped(await d.client(), 'upgrade');
+    const n = 250;
+    const count = await s.exec({ command: counter(n), background: true });
+    pids.add(count.pid);
+    await s.waitOutput(count.sessionId, '\n10\n');
+    setVersion(pkg, '0.1.0-new');
+    const answer = await restart(d);
+    expect(answer).toMatchObject({ from: '0.1.0-old', to: '0.1.0-new', sessions: 1 });
+    expect((await status(d)).version).toBe('0.1.0-new');
+    const s2 = new Scoped(await d.client(), 'upgrade');
+    await s2.pollUntilEnded(count.sessionId, 30_000);
+    expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output, n);
+    const history = await (await d.client()).call('audit.verify', operator(d));
+    expect(history.ok).toBe(true);
+    const trail = readFileSync(join(d.env.PROCCTL_STATE_DIR!, 'audit', 'audit-1.jsonl'), 'utf8');
+    expect(trail).toMatch(/"type":"restart".*"from":"0\.1\.0-old".*"to":"0\.1\.0-new"/);
+  });
+});
+
+describe('refusals are safe (SPEC §19)', () => {
+  it('a new image that reads another format: refused before anything changes, the old image serves on', async () => {
+    const pkg = packageCopy('0.1.0');
+    const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });
+    const schema = join(pkg, 'dist', 'src', 'daemon', 'handover', 'schema.js');
+    const s = new Scoped(await d.client(), 'format');
+    const job = await s.exec({ command: 'sleep 30', background: true });
+    pids.add(job.pid);
+    writeFileSync(schema, readFileSync(schema, 'utf8').replace('export const HANDOVER_FORMAT = 1;', 'export const HANDOVER_FORMAT = 2;'));
+    const c = await d.client();
+    const r = await c.request('daemon.restart', operator(d));
+    expect(r.error?.data?.kind).toBe('conflict');
+    expect(r.error?.message).toMatch(/reads hand-over format 2 and this one writes 1/);
+    const st = await status(d);
+    expect(st.restarts.planned).toBe(0);
+    expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
+    expect((await s.exec({ command: 'echo still' })).output).toBe('still\n');
+  });
+
+  it('a new image that cannot read the hand-over stops what it was given as lost, says why, and leaves nothing running', async () => {
+    const pkg = packageCopy('0.1.0');
+    const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });
+    const s = new Scoped(await d.client(), 'unreadable');
+    const job = await s.exec({ command: 'sleep 60', background: true });
+    pids.add(job.pid);
+    // The next image answers format 1 but wants a field the old one never writes.
+    const schema = join(pkg, 'dist', 'src', 'daemon', 'handover', 'schema.js');
+    writeFileSync(schema, readFileSync(schema, 'utf8').replace('format: z.literal(HANDOVER_FORMAT),', 'format: z.literal(HANDOVER_FORMAT), extra: z.string(),'));
+    await restart(d);
+    const s2 = new Scoped(await d.client(), 'unreadable');
+    await waitFor(() => !alive(job.pid), { what: 'the session given over to be stopped' });
+    const rec = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(rec.status).toBe('failed');
+    expect(rec.reason).toBe('lost');
+    const poll = await s2.process({ action: 'poll', sessionId: job.sessionId });
+    expect(JSON.stringify(poll)).toMatch(/could not take it over in a planned restart: the hand-over is not readable: extra/);
+    expect((await status(d)).restarts).toMatchObject({ planned: 1, lost: 1 });
+    expect((await s2.exec({ command: 'echo works' })).output).toBe('works\n');
+  });
+
+  for (const step of ['check', 'wind', 'hold', 'settle', 'exec']) {
+    it(`a failure at step "${step}" leaves the old image serving, every session running on`, async () => {
+      const d = await startDaemon({ env: { PROCCTL_FAULT_HANDOVER: step } });
+      const s = new Scoped(await d.client(), 'fault');
+      const n = 150;
+      const count = await s.exec({ command: counter(n), background: true });
+      pids.add(count.pid);
+      await s.waitOutput(count.sessionId, '\n5\n');
+      const c = await d.client();
+      const r = await c.request('daemon.restart', operator(d));
+      if (step === 'exec') {
+        // The answer goes before the last step: the old image says so in its log and goes on.
+        expect(r.result?.sessions).toBe(1);
+        await waitFor(() => d.stderr().includes('restart failed') || d.stdout().includes('restart failed'), { what: 'the failure to be logged' });
+      } else {
+        expect(r.error?.message).toMatch(new RegExp(`injected at step "${step}"`));
+      }
+      expect((await status(d)).restarts.planned).toBe(0);
+      const s2 = new Scoped(await d.client(), 'fault');
+      await s2.pollUntilEnded(count.sessionId, 30_000);
+      expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output, n);
+      expect((await s2.exec({ command: 'echo after' })).output).toBe('after\n');
+    });
+  }
+
+  it('a session a restart cannot carry yet (a terminal) refuses the restart, naming it', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'pty');
+    const job = await s.exec({ command: 'sleep 30', background: true, pty: true });
+    pids.add(job.pid);
+    const r = await (await d.client()).request('daemon.restart', operator(d));
+    expect(r.error?.data?.kind).toBe('conflict');
+    expect(r.error?.message).toContain(job.sessionId);
+    expect(r.error?.message).toMatch(/terminal/);
+    expect((await status(d)).restarts.planned).toBe(0);
+  });
+
+  it('daemon.restart is the operator\'s: a scope\'s request is refused', async () => {
+    const d = await startDaemon();
+    const r = await (await d.client()).request('daemon.restart', { scope: 'default' });
+    expect(r.error?.data?.kind).toBe('forbidden');
+  });
+});
