@@ -106,6 +106,8 @@ export interface ReviewSupport {
   review: boolean;
   how?: 'overlayfs' | 'overlayfs in a user namespace';
   reason?: string;
+  /** The probe could not make its directory in `scratch` (the state directory refuses writes): nothing was tried. */
+  stateRefused?: Error;
 }
 
 /**
@@ -119,7 +121,13 @@ export function probeReview(scratch: string): ReviewSupport {
   const unshare = which('unshare', process.env.PATH);
   const mount = which('mount', process.env.PATH);
   if (!unshare || !mount) return { review: false, reason: 'util-linux unshare and mount are not on the daemon\'s PATH; install util-linux' };
-  const dir = mkdtempSync(join(scratch, 'review-probe-'));
+  let dir: string;
+  try {
+    dir = mkdtempSync(join(scratch, 'review-probe-'));
+  } catch (err) {
+    const e = err as Error;
+    return { review: false, reason: `cannot try an overlay: the state directory ${scratch}, where held changes go, refuses writes (${e.message}); make it writable`, stateRefused: e };
+  }
   try {
     const o: Overlay = { target: join(dir, 'lower'), upper: join(dir, 'upper'), work: join(dir, 'work') };
     for (const d of [o.target, o.upper, o.work]) mkdirSync(d);
