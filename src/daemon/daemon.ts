@@ -45,7 +45,7 @@ import { cgroupRemovalsSettled } from '../runner/cgroup.js';
 import { AuditBus } from '../audit/events.js';
 import { auditDir } from '../audit/files.js';
 import { AuditTrail } from '../audit/writer.js';
-import { Metrics } from '../metrics/prometheus.js';
+import type { Metrics } from '../metrics/prometheus.js';
 import { noteEnded } from '../tools/trail.js';
 import type { TelemetryStatus } from '../tools/context.js';
 import type { OtlpTelemetry } from '../telemetry/otlp.js';
@@ -69,7 +69,7 @@ export interface DaemonOptions {
 /**
  * Whether any part of the OpenTelemetry SDK is loaded in this process (its packages are CommonJS,
  * so they are in the module cache): false unless telemetry is on. The API alone does not count:
- * prom-client loads it, a facade that does nothing without an SDK.
+ * prom-client loads it when metrics are on, a facade that does nothing without an SDK.
  */
 function sdkLoaded(): boolean {
   return Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/@opentelemetry/') && !f.includes('/node_modules/@opentelemetry/api/'));
@@ -212,6 +212,9 @@ export class ProcctlDaemon implements Daemon {
     // The trail is open before recovery, so the end of a session a crash lost is on record.
     this.trail.open(this.audit);
     if (this.current.metrics.listen !== undefined) {
+      // prom-client (and the OpenTelemetry API it loads) only when metrics are on: a daemon
+      // without them does not pay for reading and compiling them at every start.
+      const { Metrics } = await import('../metrics/prometheus.js');
       this.metrics = new Metrics(this.registry, this.audit);
       await this.metrics.listen(this.current.metrics.listen, this.log);
     }
