@@ -46,10 +46,12 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   telemetry: (o) => import('./telemetry.js').then((m) => m.telemetryCost(o)),
   // The console: first data with 1,000 sessions, live latency, the daemon's CPU with a page open, page weight.
   console: (o) => import('./console.js').then((m) => m.consoleCost(o)),
+  // How long daemon.diagnostics holds other requests, with 1,000 sessions.
+  diagnostics: (o) => import('./diagnostics.js').then((m) => m.diagnosticsCost(o)),
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

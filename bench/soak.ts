@@ -87,7 +87,7 @@ async function forgetEverything(client: BenchClient, scopes: string[]): Promise<
 async function quietFigures(daemon: BenchDaemon, sampler: Sampler): Promise<Quiet> {
   // Spool closes and record writes finish off the main thread: let them land.
   await sleep(2000);
-  const d = await sampler.diagnostics();
+  const d = await sampler.diagnostics(true);
   return { rssMB: rssMB(daemon.pid), rssAnonMB: rssAnonMB(daemon.pid), fds: fdCount(daemon.pid), heapUsedMB: d.heapUsedMB!, objects: d.objects!, resources: d.resources! };
 }
 
@@ -141,7 +141,7 @@ async function main(): Promise<number> {
   const common = { socket, workdir, scopes: agentScopes, rec, stopping: isStopping, log };
 
   const control = await daemon.client();
-  // daemon.diagnostics runs full GCs and walks the heap, holding the daemon for a second or more: not every sample.
+  // daemon.diagnostics (without the object counts) is cheap, but its figures change slowly: not every sample.
   const sampler = new Sampler(daemon.pid, guardianOf(daemon.pid), control, Math.max(1, Math.round(args.diagSec / args.sampleSec)));
   probe = new Worker(new URL('./soak/probe.js', import.meta.url), { workerData: { socket, intervalMs: 1000 } });
   probe.on('message', (r: ProbeReading) => sampler.addProbe(r));

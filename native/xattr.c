@@ -5,6 +5,9 @@
 // getxattr(path, name) -> Buffer, or null when the path has no such attribute or its filesystem
 // keeps none. path is a string or a Buffer (names that are not UTF-8 are passed as bytes).
 // Throws an Error with `errno` for any other failure (no such file, permission).
+//
+// setxattr(path, name, value) (lsetxattr): the tests write the marks a kernel would, to play an
+// upper directory the reader must refuse, without attr(1) on the machine. Throws as above.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -78,9 +81,39 @@ static napi_value GetXattr(napi_env env, napi_callback_info info) {
   return procctl_throw_errno(env, ERANGE, "lgetxattr");
 }
 
+static napi_value SetXattr(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], result;
+  void *value = NULL;
+  size_t len = 0;
+  bool is_buffer = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || napi_is_buffer(env, argv[2], &is_buffer) != napi_ok || !is_buffer ||
+      napi_get_buffer_info(env, argv[2], &value, &len) != napi_ok) {
+    napi_throw_type_error(env, NULL, "setxattr(path, name, value): value is a Buffer");
+    return NULL;
+  }
+  char *path = c_string(env, argv[0]);
+  char *name = c_string(env, argv[1]);
+  if (!path || !name) {
+    free(path);
+    free(name);
+    napi_throw_type_error(env, NULL, "setxattr(path, name, value): path and name a string or Buffer without NUL bytes each");
+    return NULL;
+  }
+  int rc = lsetxattr(path, name, value, len, 0);
+  int err = errno;
+  free(path);
+  free(name);
+  if (rc != 0) return procctl_throw_errno(env, err, "lsetxattr");
+  napi_get_undefined(env, &result);
+  return result;
+}
+
 // Called by addon.c, the module's one init.
 void procctl_xattr_init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "getxattr", NAPI_AUTO_LENGTH, GetXattr, NULL, &fn);
   napi_set_named_property(env, exports, "getxattr", fn);
+  napi_create_function(env, "setxattr", NAPI_AUTO_LENGTH, SetXattr, NULL, &fn);
+  napi_set_named_property(env, exports, "setxattr", fn);
 }

@@ -66,7 +66,7 @@ export interface Summary {
   };
   /** The daemon's own loop-delay figures (daemon.diagnostics `eventLoopDelay`, one per call), when it reports them. */
   daemonLoopDelayMs?: { windows: number; p99Median: number; p99Max: number; max: number };
-  /** How long a daemon.diagnostics call (full GC and object counts) held the daemon, ms. */
+  /** How long a daemon.diagnostics call (without the object counts) took, ms. */
   diagnosticsMs: { median: number; max: number };
   soakLoopP99MaxMs: number;
   sessionsStarted: number;
@@ -247,7 +247,7 @@ export function text(summary: Summary, quiet: { start: Quiet; end: Quiet }, task
     `RSS          medians: ${s.rssMB.afterWarmUp} MB after the warm-up (${span(s.first, s.loadSeconds / 10)}), ${s.rssMB.middle} MB in the middle, ` +
       `${s.rssMB.end} MB over the last ${span(s.last)} (max ${s.rssMB.max})`,
     ...(s.guardianRssMB ? [`guardian RSS ${s.guardianRssMB.afterWarmUp} MB after the warm-up, ${s.guardianRssMB.end} MB at the end`] : []),
-    `heap used    ${s.heapUsedMB.afterWarmUp} MB after the warm-up, ${s.heapUsedMB.end} MB at the end (after a full GC)`,
+    `heap used    ${s.heapUsedMB.afterWarmUp} MB after the warm-up, ${s.heapUsedMB.end} MB at the end (as in use, not after a GC)`,
     `descriptors  ${s.fds.min}-${s.fds.max} under load; quiet ${s.fds.quietStart} before, ${s.fds.quietEnd} after`,
     `loop delay   daemon.status round trip p50 ${s.loopMs.p50} ms, p99 ${s.loopMs.p99} ms, max ${s.loopMs.max} ms (${s.loopMs.probes} probes)`,
     ...(s.daemonLoopDelayMs
@@ -260,7 +260,7 @@ export function text(summary: Summary, quiet: { start: Quiet; end: Quiet }, task
     `CPU          daemon ${s.cpu.daemonMeanPct}% of one core on average (max ${s.cpu.daemonMaxPct}%), ${s.cpu.withSessionsMeanPct}% with its sessions; ` +
       `the soak in all (daemon, sessions, guardian, clients) ${s.cpu.totalMeanPct}% (max ${s.cpu.totalMaxPct}%)`,
     `machine      ${s.cpu.machineBusyMeanPct}% busy on average (100 = every core), load average ${s.cpu.load1Mean} (max ${s.cpu.load1Max})`,
-    `diagnostics  each daemon.diagnostics call held the daemon ${s.diagnosticsMs.median} ms (median; max ${s.diagnosticsMs.max} ms)`,
+    `diagnostics  each daemon.diagnostics call took ${s.diagnosticsMs.median} ms (median; max ${s.diagnosticsMs.max} ms)`,
     `quiet        before the load RSS ${quiet.start.rssMB} MB (${quiet.start.rssAnonMB} anonymous), heap ${quiet.start.heapUsedMB} MB; ` +
       `after it RSS ${quiet.end.rssMB} MB (${quiet.end.rssAnonMB} anonymous), heap ${quiet.end.heapUsedMB} MB`,
     `left behind  ${Object.entries(quiet.end.objects).map(([name, n]) => `${name} ${n}`).join(', ')} (after every session was forgotten)`,

@@ -41,12 +41,12 @@ export interface Sample {
   loop: LoopStats;
   /** The soak's own event-loop delay p99, ms: high values mean the soak, not the daemon, was slow. */
   soakLoopP99Ms: number;
-  /** From daemon.diagnostics (after its full GC), every few samples. */
+  /** From daemon.diagnostics every few samples: heap in use as it is (after a full GC only in the quiet figures, which count objects). */
   heapUsedMB?: number;
   externalMB?: number;
   objects?: Record<string, number>;
   resources?: Record<string, number>;
-  /** How long the diagnostics call took (mostly its full GC), ms. */
+  /** How long the diagnostics call took, ms. */
   diagMs?: number;
   /** The daemon's own event-loop delay figures, when daemon.diagnostics reports them. */
   daemonLoopDelay?: unknown;
@@ -179,10 +179,13 @@ export class Sampler {
     return s;
   }
 
-  /** daemon.diagnostics: heap after a full GC, live objects, loop resources (and loop delay, if reported). */
-  async diagnostics(): Promise<Partial<Sample>> {
+  /**
+   * daemon.diagnostics: heap, loop resources and loop delay; with `objects`, live objects counted
+   * after full garbage collections, which hold the daemon: asked for in the quiet figures only.
+   */
+  async diagnostics(objects = false): Promise<Partial<Sample>> {
     const t0 = wallNow();
-    const d = await this.client.call('daemon.diagnostics');
+    const d = await this.client.call('daemon.diagnostics', objects ? { objects: true } : {});
     const t1 = wallNow();
     this.diagWindows.push([t0, t1]);
     return {

@@ -101,7 +101,7 @@ function saidTorn(files: TrailFile[]): Set<string> {
  * last record of a removed file (a `removed` record says which) or the genesis.
  * `head`: the last record the running daemon wrote, so an edit of the newest line is seen too.
  * Synchronous and a whole trail's worth of hashing: the daemon runs it on a thread of its own
- * (verify-thread.ts).
+ * (thread.ts).
  */
 export function verifyTrail(dir: string, head?: { seq: number; hash: string }): VerifyResult {
   const files = trailFiles(dir);

@@ -49,7 +49,7 @@ import { cgroupRemovalsSettled } from '../runner/cgroup.js';
 import { AuditBus } from '../audit/events.js';
 import { auditDir } from '../audit/files.js';
 import { AuditTrail } from '../audit/writer.js';
-import { Metrics } from '../metrics/prometheus.js';
+import type { Metrics } from '../metrics/prometheus.js';
 import { noteEnded } from '../tools/trail.js';
 import type { TelemetryStatus } from '../tools/context.js';
 import type { OtlpTelemetry } from '../telemetry/otlp.js';
@@ -75,7 +75,7 @@ export interface DaemonOptions {
 /**
  * Whether any part of the OpenTelemetry SDK is loaded in this process (its packages are CommonJS,
  * so they are in the module cache): false unless telemetry is on. The API alone does not count:
- * prom-client loads it, a facade that does nothing without an SDK.
+ * prom-client loads it when metrics are on, a facade that does nothing without an SDK.
  */
 function sdkLoaded(): boolean {
   return Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/@opentelemetry/') && !f.includes('/node_modules/@opentelemetry/api/'));
@@ -196,10 +196,22 @@ export class ProcctlDaemon implements Daemon {
 
   private review: ReviewSupport | undefined;
 
-  /** Whether review mode can run here: tried for real the first time it is asked, on the state directory's file system. */
+  /**
+   * Whether review mode can run here: tried for real the first time it is asked, on the state
+   * directory's file system. A state directory that refuses the probe's directory says review is
+   * unavailable and why (it is where held changes go), is told to the state's health like any
+   * write there, and the probe is tried again at the next ask: `daemon.status` always answers.
+   */
   reviewSupport(): ReviewSupport {
-    this.review ??= probeReview(this.state.dir);
-    return this.review;
+    if (this.review) return this.review;
+    const found = probeReview(this.state.dir);
+    if (found.stateRefused) {
+      this.state.disk.failed('dir', found.stateRefused, 'the review probe\'s directory');
+      return { review: false, reason: found.reason };
+    }
+    this.state.disk.succeeded('dir');
+    this.review = found;
+    return found;
   }
 
   /** The daemon's own paths, hidden from a sandboxed job (SPEC §12): its socket and runtime directory, the log a detached start writes beside them, its approver credential, state directory, config file, and the files behind its stdout and stderr. */
@@ -221,6 +233,9 @@ export class ProcctlDaemon implements Daemon {
     // The trail is open before recovery, so the end of a session a crash lost is on record.
     this.trail.open(this.audit);
     if (this.current.metrics.listen !== undefined) {
+      // prom-client (and the OpenTelemetry API it loads) only when metrics are on: a daemon
+      // without them does not pay for reading and compiling them at every start.
+      const { Metrics } = await import('../metrics/prometheus.js');
       this.metrics = new Metrics(this.registry, this.audit);
       await this.metrics.listen(this.current.metrics.listen, this.log);
     }

@@ -106,6 +106,8 @@ export interface ReviewSupport {
   review: boolean;
   how?: 'overlayfs' | 'overlayfs in a user namespace';
   reason?: string;
+  /** The probe could not make its directory in `scratch` (the state directory refuses writes): nothing was tried. */
+  stateRefused?: Error;
 }
 
 /**
@@ -119,10 +121,18 @@ export function probeReview(scratch: string): ReviewSupport {
   const unshare = which('unshare', process.env.PATH);
   const mount = which('mount', process.env.PATH);
   if (!unshare || !mount) return { review: false, reason: 'util-linux unshare and mount are not on the daemon\'s PATH; install util-linux' };
-  const dir = mkdtempSync(join(scratch, 'review-probe-'));
+  let dir: string | undefined;
+  let o: Overlay;
   try {
-    const o: Overlay = { target: join(dir, 'lower'), upper: join(dir, 'upper'), work: join(dir, 'work') };
+    dir = mkdtempSync(join(scratch, 'review-probe-'));
+    o = { target: join(dir, 'lower'), upper: join(dir, 'upper'), work: join(dir, 'work') };
     for (const d of [o.target, o.upper, o.work]) mkdirSync(d);
+  } catch (err) {
+    if (dir) removeProbe(dir);
+    const e = err as Error;
+    return { review: false, reason: `cannot try an overlay: the state directory ${scratch}, where held changes go, refuses writes (${e.message}); make it writable`, stateRefused: e };
+  }
+  try {
     const chain = mountChain(mountSteps([o], root), { unshare, mount, sh: '/bin/sh' });
     const r = spawnSync(chain[0], [...chain.slice(1), '/bin/sh', '-c', `echo x > ${JSON.stringify(join(o.target, 'probe'))}`], { encoding: 'utf8', timeout: 10_000 });
     if (r.status === 0 && existsSync(join(o.upper, 'probe')) && !existsSync(join(o.target, 'probe'))) return { review: true, how };
@@ -132,9 +142,18 @@ export function probeReview(scratch: string): ReviewSupport {
       : 'the kernel must allow overlayfs in user namespaces (Linux 5.11 or newer) and unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0), or run the daemon as root';
     return { review: false, reason: `cannot mount an overlay for a session (${said}): ${fix}` };
   } finally {
+    removeProbe(dir);
+  }
+}
+
+/** The probe's directory goes; one the state directory will not let go of is left, never a failed answer. */
+function removeProbe(dir: string): void {
+  try {
     // The kernel's work directories of a volatile overlay (mode 000): opened first, for a daemon that is not root.
     openWork(join(dir, 'work'));
     rmSync(dir, { recursive: true, force: true });
+  } catch {
+    // left behind: a small directory of its own, harmless
   }
 }
 

@@ -9,8 +9,10 @@ export interface DiskState {
  * What a write needs of the state directory: `file`, to make, rename or delete a file in it (a
  * record, a spool, the journal's first line); `data`, to add to a file it already has (a journal
  * line, output to an open spool). A read-only directory refuses the first and takes the second.
+ * `dir`: to make a directory in the state directory itself (the review probe's), which a
+ * read-only sessions directory does not refuse.
  */
-export type WriteKind = 'file' | 'data';
+export type WriteKind = 'file' | 'data' | 'dir';
 
 /**
  * The state directory's health, as every write there finds it. It does not take writes while a

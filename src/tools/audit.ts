@@ -1,7 +1,6 @@
 import { forbidden, unavailable } from '../base/errors.js';
-import { queryHistory } from '../audit/history.js';
 import type { VerifyResult } from '../audit/verify.js';
-import { verifyOffThread } from '../audit/verify-thread.js';
+import { historyOffThread, verifyOffThread } from '../audit/thread.js';
 import { ALL_SCOPES } from '../policy/scopes.js';
 import { HistoryParamsSchema, timeOf, VerifyParamsSchema } from '../schema/history.js';
 import { parseParams } from '../schema/parse.js';
@@ -56,7 +55,8 @@ export async function historyTool(d: Daemon, ctx: CallContext, raw: unknown) {
   }
   await d.trail.flushed();
   const now = Date.now();
-  const answer = await queryHistory(d.trail.dir, {
+  // On a thread of its own, like verify: without `since` it reads every file of the trail.
+  const answer = await historyOffThread(d.trail.dir, {
     since: p.since === undefined ? undefined : timeOf(p.since, now),
     until: p.until === undefined ? undefined : timeOf(p.until, now),
     scope: operator ? p.ofScope : ctx.scope,

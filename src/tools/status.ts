@@ -8,6 +8,8 @@ import { lastVerifyOf } from './audit.js';
 
 /** `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here. */
 export async function daemonStatus(d: Daemon, startedAt: number, version: string) {
+  // Asked before `state` is read: a review probe the state directory refuses is in its health.
+  const changes = { ...d.reviewSupport(), ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
   return {
     version,
     pid: process.pid,
@@ -22,7 +24,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
     sandbox: await sandboxStatus(d.config()),
-    changes: { ...d.reviewSupport(), ...(d.ahead ? { ahead: d.ahead.status() } : {}) },
+    changes,
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
     telemetry: d.telemetryStatus(),

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROCCTL, ROOT, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import { PROCCTL, PROCCTLD, ROOT, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
 
 // What `procctl ps --json` loads, recorded by a module resolve hook: the speed of the CLI is
 // measured in the bench (npm run bench -- --only cli); this checks what makes it fast.
@@ -77,6 +77,15 @@ describe('what `procctl ps --json` loads', () => {
 
 // The bundle is chosen by its stamp, never by file times: an install from a tarball sets those
 // as it unpacks, and a bare `tsc` must still make the sources run.
+describe('what procctld loads before its config says what it needs', () => {
+  it('neither prom-client nor any of OpenTelemetry: they are loaded when metrics.listen or telemetry.otlp.endpoint is set', () => {
+    const loaded = loadedBy([PROCCTLD, '--version']);
+    expect(loaded.some((u) => u.includes('/dist/src/daemon/daemon.js')), 'the daemon module itself is loaded').toBe(true);
+    expect(loaded.filter((u) => /\/node_modules\/(prom-client|@opentelemetry)\//.test(u))).toEqual([]);
+    expect(loaded.filter((u) => /\/dist\/src\/(metrics\/prometheus|telemetry\/)/.test(u))).toEqual([]);
+  });
+});
+
 describe('which CLI bin/procctl runs', () => {
   const copy = join(dir, 'copy');
   beforeAll(() => {

@@ -11,7 +11,7 @@ export interface Diagnostics {
   objects: { Session: number; SessionOutput: number; Spool: number; Socket: number };
 }
 
-export const diagnose = (c: TestClient): Promise<Diagnostics> => c.call('daemon.diagnostics');
+export const diagnose = (c: TestClient): Promise<Diagnostics> => c.call('daemon.diagnostics', { objects: true });
 
 /** Run `fn(i)` for i in [0, n), at most `concurrency` at a time; the first failure fails it all. */
 export async function runMany(n: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<void> {

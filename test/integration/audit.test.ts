@@ -187,6 +187,38 @@ describe('a long trail', () => {
       await big.stop();
     }
   });
+
+  it('history that reads the whole trail (no since) runs beside the daemon: a client asking one request after another is answered all along', async () => {
+    const state = makeStateDir();
+    // 150,000 records in two files; a grep with a quote in it parses every session line it looks at.
+    writeSynthetic(join(state, 'audit'), 150_000, Date.now() - 86_400_000, Date.now() - 60_000);
+    const big = await startDaemon({ env: { PROCCTL_STATE_DIR: state }, config: { adminToken: ADMIN } });
+    const bc = await big.client();
+    const other = await big.client();
+    try {
+      let answered = false;
+      const history = bc.call('history', { ...OP, grep: 'deploy.sh --env "staging"' }).then((h) => {
+        answered = true;
+        return h;
+      });
+      // One request at a time on another connection: on the daemon's thread the scan would hold
+      // each for as long as a file's scan takes, and few would be answered before the history is.
+      let meanwhile = 0;
+      while (!answered) {
+        await other.call('process', { action: 'list', scope: 'x' });
+        if (!answered) meanwhile++;
+      }
+      const h = await history;
+      expect(h.total).toBe(0);
+      expect(h.scanned.files).toBe(2);
+      // Here: about 6,000 with the scan on its own thread, about 100 with it on the daemon's (its reads alone leave gaps).
+      expect(meanwhile).toBeGreaterThanOrEqual(1000);
+    } finally {
+      bc.close();
+      other.close();
+      await big.stop();
+    }
+  });
 });
 
 describe('across a crash', () => {

@@ -97,6 +97,35 @@ describe.skipIf(CANNOT_DROP !== undefined)('the state directory refuses writes',
     expect(await status(s)).toEqual({ dir: state, writable: true });
   });
 
+  it('every read-only request answers while the state directory refuses writes from the start: status says review is unavailable and why, and the state\'s health', async () => {
+    const state = makeStateDir();
+    const { s } = await start(state);
+    const done = await s.exec({ command: 'echo before' });
+    await waitFor(() => readRecords(state).has(done.sessionId) || undefined, { what: 'the first record on disk' });
+
+    // Nobody asked for status yet: its review probe meets the refusal first.
+    writable(state, false);
+    const st = await s.c.call('daemon.status');
+    expect(st.changes).toMatchObject({ review: false, reason: expect.stringMatching(/state directory .* refuses writes \((EACCES|.*permission denied).*\); make it writable/i) });
+    expect(st.state).toMatchObject({ dir: state, writable: false, error: expect.stringMatching(/EACCES|permission denied/i) });
+    // The rest of what is read only: none of it writes, none of it fails.
+    expect((await s.list()).map((x: any) => x.sessionId)).toContain(done.sessionId);
+    expect((await s.process({ action: 'poll', sessionId: done.sessionId })).status).toBe('completed');
+    expect((await s.log(done.sessionId)).output).toBe('before');
+    expect((await s.c.call('history', { scope: 'disk', sessionId: done.sessionId })).sessions).toHaveLength(1);
+    expect((await s.c.call('policy.check', { scope: 'disk', command: 'ls' })).decision).toBeDefined();
+    await s.c.call('approvals.list', { scope: 'disk' });
+    expect((await s.c.call('daemon.diagnostics')).fds).toBeGreaterThan(0);
+    // Asked again, still an answer (the probe is tried again, not remembered as the host's).
+    expect((await s.c.call('daemon.status')).changes.review).toBe(false);
+
+    // Writable again: the probe runs for real and the state is healthy again.
+    writable(state, true);
+    const again = await s.c.call('daemon.status');
+    expect(again.changes.reason ?? '').not.toMatch(/refuses writes/);
+    expect(again.state).toEqual({ dir: state, writable: true });
+  });
+
   it('clear and remove are all or nothing: unavailable, and the session stays, also after a restart', async () => {
     const state = makeStateDir();
     const { d, s } = await start(state);

@@ -3,7 +3,7 @@ import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, 
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { apply, plan, read, type ChangeSet, type PlanEntry } from '../../../src/changes/index.js';
-import { cannotMount, cleanup, inOverlay, layers, type Layers } from './overlay.js';
+import { cannotMount, cleanup, inOverlay, layers, setXattr, type Layers } from './overlay.js';
 
 /**
  * Upper directories a hostile job (or the test, crafting one directly) leaves, and what apply
@@ -122,7 +122,7 @@ describe('what apply refuses', () => {
     l = layers();
     mkdirSync(join(l.upper, 'moved'));
     writeFileSync(join(l.upper, 'moved/f'), 'x');
-    execFileSync('setfattr', ['-n', 'trusted.overlay.redirect', '-v', '/elsewhere', join(l.upper, 'moved')]);
+    setXattr(join(l.upper, 'moved'), 'trusted.overlay.redirect', '/elsewhere');
     const rows = planned(l, true);
     expect(rows).toEqual([{ path: 'moved', kind: 'added', action: 'refuse', why: expect.stringMatching(/^an overlay redirect mark/) }]);
   });

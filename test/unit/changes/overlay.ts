@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadAddon } from '../../../src/base/addon.js';
 
 /**
  * Real overlay mounts for the tests: the kernel writes the upper directory, as it will for a
@@ -61,4 +62,14 @@ export function cannotMount(format: Format): string | undefined {
     }
   }
   return probed.get(format);
+}
+
+/**
+ * Write an extended attribute on a path (not following a final symlink), as a kernel's overlay
+ * would write its marks: through the project's addon, so no attr(1) is needed on the machine.
+ */
+export function setXattr(path: string, name: string, value: string): void {
+  const addon = loadAddon<{ setxattr(path: string, name: string, value: Buffer): void }>(['setxattr']);
+  if (addon instanceof Error) throw new Error(`cannot write an extended attribute: ${addon.message}; node scripts/build-addon.mjs builds it`);
+  addon.setxattr(path, name, Buffer.from(value));
 }
