@@ -6,6 +6,8 @@ export type Row = Record<string, any> & { sessionId: string; status: string; sco
 export type Approval = { sessionId: string; scope: string; name: string; command: string; cwd: string; host: string; interrupt?: Record<string, any> };
 export interface DaemonView {
   connected: boolean;
+  /** Reached, but it does not take the console as the operator: `problem` says why and what to set. */
+  refused?: boolean;
   problem?: string;
   status?: Record<string, any>;
   host?: string;

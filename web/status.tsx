@@ -20,13 +20,20 @@ function Figures({ s, label }: { s: Record<string, any>; label: string }) {
   );
 }
 
+/** A host's state in words: connected; refused as the operator (why, and what to set); or disconnected. */
+function stateOf(d: DaemonView): string {
+  if (d.connected) return 'connected';
+  if (d.refused) return `${d.problem ?? 'the daemon does not take the console as the operator'}; trying again`;
+  return `disconnected: ${d.problem ?? 'not connected'}; trying again`;
+}
+
 /** One host of a fleet: its name, whether the console reaches it, and its figures. */
 function Host({ d }: { d: DaemonView }) {
   const name = d.host ?? '';
   return (
-    <li class={`host ${d.connected ? 'up' : 'down'}`} data-host={name}>
+    <li class={`host ${d.connected ? 'up' : d.refused ? 'down refused' : 'down'}`} data-host={name}>
       <strong>{name}</strong>{' '}
-      <span class="state" role="status">{d.connected ? 'connected' : `disconnected: ${d.problem ?? 'not connected'}; trying again`}</span>
+      <span class="state" role="status">{stateOf(d)}</span>
       {d.connected && d.status && <Figures s={d.status} label={`daemon on ${name}`} />}
     </li>
   );
@@ -46,6 +53,7 @@ export function DaemonStatus() {
   }
   const d = views[0];
   if (!d) return <p class="muted">Daemon: connecting…</p>;
+  if (!d.connected && d.refused) return <p class="banner warn" role="status">{stateOf(d)}</p>;
   if (!d.connected) return <p class="banner warn" role="status">The daemon cannot be reached: {d.problem ?? 'not connected'}. The console tries again.</p>;
   if (!d.status) return <p class="muted">Daemon: connecting…</p>;
   return <Figures s={d.status} label="daemon status" />;

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { constants as osConstants } from 'node:os';
 import { DaemonClient, DaemonUnreachableError, RpcCallError, type Notification } from '../rpc/client.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
-import { dialFor } from '../remote/reach.js';
+import { dialFor, hostOf } from '../remote/reach.js';
+import { operatorCredentials, operatorFix, operatorParams } from '../rpc/credential.js';
 import { hintsReaching, reachWords } from '../schema/voice.js';
 
 /** The options every command accepts (SPEC §11). */
@@ -31,7 +32,29 @@ export function globalsOf(cmd: Command): GlobalOptions {
  * and asks for texts whose hints name procctl commands (`procctl poll ID`) instead of tool calls.
  */
 export function scoped(g: GlobalOptions, params: Record<string, unknown>, voice: 'cli' | 'rpc' = 'cli'): Record<string, unknown> {
+  if (g.scope === OPERATOR) return { ...params, voice, ...asOperator(g) };
   return { ...params, voice, ...(g.scope !== undefined ? { scope: g.scope } : {}), ...(g.token !== undefined ? { token: g.token } : {}) };
+}
+
+/** Scope "*": every scope, the operator's (SPEC §8). */
+const OPERATOR = '*';
+
+/** Is the daemon these options reach on another host (`--host`, $PROCCTL_HOST)? */
+const remoteOf = (g: Pick<GlobalOptions, 'host'>) => hostOf({ host: g.host }) !== undefined;
+
+/**
+ * The params that make a request the operator's, as the console sends them (rpc/credential.ts):
+ * scope "*" with the adminToken (`--token`, else $PROCCTL_ADMIN_TOKEN), or where there is none
+ * the approver credential ($PROCCTL_APPROVER_TOKEN, else the file beside a local daemon's socket).
+ */
+export function asOperator(g: GlobalOptions): Record<string, unknown> {
+  return operatorParams(operatorCredentials({ socket: g.socket, remote: remoteOf(g), token: g.token }));
+}
+
+/** The approver credential a person's answer carries: $PROCCTL_APPROVER_TOKEN, else (a local daemon) the file beside its socket. */
+export function approverOf(g: GlobalOptions): { approverToken?: string } {
+  const { approverToken } = operatorCredentials({ socket: g.socket, remote: remoteOf(g) });
+  return approverToken ? { approverToken } : {};
 }
 
 /**
@@ -46,6 +69,11 @@ export async function connect(g: GlobalOptions, onNotification?: (n: Notificatio
     try {
       return await call(method, params, ...rest);
     } catch (err) {
+      // The daemon does not take this request as the operator's: say what to set.
+      if (params?.scope === OPERATOR && err instanceof RpcCallError && err.kind === 'forbidden') {
+        err.message = `${err.message.replace(/\.$/, '')}. To act as the operator, ${operatorFix({ socket: g.socket, remote: remoteOf(g) })}`;
+        throw err;
+      }
       if (params?.voice === undefined || !(err instanceof RpcCallError) || err.code !== INVALID_PARAMS || (err.data?.path as unknown[] | undefined)?.[0] !== 'voice') throw err;
       const { voice: _voice, ...without } = params;
       return call(method, without, ...rest);

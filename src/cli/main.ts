@@ -10,7 +10,7 @@ function programWithGlobals(): Command {
     .description('Run and manage shell commands through the procctld daemon.')
     .addOption(new Option('--socket <path>', 'the daemon socket (default: $PROCCTL_SOCKET, then $XDG_RUNTIME_DIR/procctl/procctl.sock, then <tmpdir>/procctl-<uid>/procctl.sock)'))
     .addOption(hostOption())
-    .addOption(new Option('--scope <name>', 'the scope to act in (default "default")').env('PROCCTL_SCOPE'))
+    .addOption(new Option('--scope <name>', 'the scope to act in (default "default"; "*" is every scope, the operator\'s: the adminToken, else the approver credential)').env('PROCCTL_SCOPE'))
     .addOption(new Option('--token <token>', "the scope's token, where the daemon requires one").env('PROCCTL_TOKEN'))
     .option('--json', 'print the raw result as JSON')
     .showSuggestionAfterError()

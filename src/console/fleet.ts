@@ -1,8 +1,9 @@
-import { approverCredential } from '../rpc/credential.js';
+import { operatorCredentials, operatorFix } from '../rpc/credential.js';
 import { dialFor, hostOf } from '../remote/reach.js';
 import { parseSshTarget } from '../remote/target.js';
 import type { Dial } from '../transport/dial.js';
-import { DaemonLink, type Operator, type Viewer } from './live.js';
+import { DaemonLink, type Viewer } from './live.js';
+import type { OperatorCredentials as Operator } from '../rpc/credential.js';
 
 /** One daemon of the console: its name in the page, and how to reach it. */
 export interface HostSpec {
@@ -68,20 +69,18 @@ export interface FleetOptions {
   fleet: boolean;
 }
 
-/** How the console reaches one host, and the credentials it speaks with there (read again at each connection). */
-export function hostAccess(spec: HostSpec, o: FleetOptions): { dial: () => Promise<Dial>; credentials: () => Operator } {
+/**
+ * How the console reaches one host, the credentials it speaks with there (read again at each
+ * connection: rpc/credential.ts, as the CLI's), and what to set when that host refuses them.
+ */
+export function hostAccess(spec: HostSpec, o: FleetOptions): { dial: () => Promise<Dial>; credentials: () => Operator; fix: string } {
   // One daemon: `--socket` with `--host` names the socket there, as for every command. In a fleet it is the local daemon's.
   const socket = !o.fleet || spec.ssh === undefined ? o.socket : undefined;
   const dial = () => dialFor({ host: spec.ssh, socket, env: spec.ssh === undefined ? withoutHost(o.env) : o.env });
-  const credentials = (): Operator => {
-    const own = (v: string) => (o.fleet ? o.env[`${v}_${envSuffix(spec.name)}`] || undefined : undefined);
-    return {
-      adminToken: own('PROCCTL_ADMIN_TOKEN') ?? o.adminToken ?? (o.env.PROCCTL_ADMIN_TOKEN || undefined),
-      // A host's own variable, else as for one daemon: $PROCCTL_APPROVER_TOKEN, else (local) the file beside the socket.
-      approverToken: own('PROCCTL_APPROVER_TOKEN') ?? (!o.fleet || spec.ssh === undefined ? approverCredential(o.socket, o.env) : o.env.PROCCTL_APPROVER_TOKEN || undefined),
-    };
-  };
-  return { dial, credentials };
+  // A host of a fleet has its own variables first; the file beside the socket is read for the local daemon only.
+  const source = { socket: o.socket, remote: spec.ssh !== undefined, env: o.env, ...(o.fleet ? { suffix: envSuffix(spec.name) } : {}) };
+  const credentials = (): Operator => operatorCredentials({ ...source, token: o.adminToken });
+  return { dial, credentials, fix: operatorFix(source) };
 }
 
 /** `local` is this host even where $PROCCTL_HOST names another. */

@@ -1,14 +1,24 @@
 import type { Dial } from '../transport/dial.js';
 import { DaemonClient, RpcCallError, type Notification } from '../rpc/client.js';
+import { operatorParams, type OperatorCredentials } from '../rpc/credential.js';
 import { INVALID_PARAMS } from '../rpc/errors.js';
 
-/** How the console speaks for the person: the operator's scope and credentials (SPEC §17). */
-export interface Operator {
-  /** The adminToken ($PROCCTL_ADMIN_TOKEN), when one is set. */
-  adminToken?: string;
-  /** The approver credential: answers approvals as the person; never sent to the page. */
-  approverToken?: string;
+/**
+ * How the console speaks for the person: the operator's scope and credentials (SPEC §17), found
+ * as the CLI finds them (rpc/credential.ts). The approver credential is never sent to the page.
+ */
+export type Operator = OperatorCredentials;
+
+/** A daemon that does not take the console's credentials as the operator's: reached, but nothing can be shown or done there. */
+export class OperatorRefused extends Error {
+  constructor(why: string, fix: string) {
+    super(`the daemon does not take the console as the operator: ${why.replace(/\.$/, '')}. To let it, ${fix}`);
+    this.name = 'OperatorRefused';
+  }
 }
+
+const isRefusal = (err: unknown): err is Error =>
+  (err instanceof RpcCallError || (err instanceof Error && err.name === 'RpcCallError')) && (err as RpcCallError).kind === 'forbidden';
 
 /** One open page's stream of pushes: the whole view, or one session's output. */
 export interface Viewer {
@@ -51,6 +61,8 @@ export class DaemonLink {
   private approvals = '[]';
   private status: unknown;
   private problem: string | undefined;
+  /** The last connection was refused as the operator (not a daemon that cannot be reached). */
+  private refused = false;
   private timer: NodeJS.Timeout | undefined;
   private settle: NodeJS.Timeout | undefined;
   /** The events since the last list only added sessions (new held execs); undefined: none yet. */
@@ -67,23 +79,18 @@ export class DaemonLink {
     readonly host: string,
     private readonly dial: () => Promise<Dial>,
     private readonly credentials: () => Operator,
+    /** What to set when the daemon refuses the credentials (rpc/credential.ts's operatorFix). */
+    private readonly fix = 'set $PROCCTL_ADMIN_TOKEN to its adminToken',
   ) {}
 
   /** The params that make a call the operator's (and, for answers, the person's). */
   private auth(answer = false): Record<string, unknown> {
-    // The adminToken answers approvals too (SPEC §8), for a daemon whose credential file is not here.
-    const approver = this.operator.approverToken ?? this.operator.adminToken;
-    return {
-      scope: '*',
-      ...(this.operator.adminToken ? { token: this.operator.adminToken } : {}),
-      ...(approver && (answer || !this.operator.adminToken) ? { approverToken: approver } : {}),
-    };
+    return operatorParams(this.operator, answer);
   }
 
-  /** Connect and check that the daemon takes the console as the operator; throws why not. */
+  /** Connect and check that the daemon takes the console as the operator; throws why not (an OperatorRefused when it refuses). */
   async start(): Promise<void> {
     await this.connect();
-    await this.client!.call('process', { action: 'list', limit: 1, ...this.auth() });
   }
 
   /**
@@ -95,14 +102,28 @@ export class DaemonLink {
     this.client = undefined;
     client?.close();
     this.problem = why instanceof Error ? why.message : String(why);
+    this.refused = why instanceof OperatorRefused;
     this.reconnectLater();
   }
 
+  /**
+   * Connect, and ask once as the operator: a daemon that refuses the credentials is not shown as
+   * connected (with an empty table), but as refused, with what to set; it is tried again, since
+   * a restarted local daemon makes a new credential beside its socket.
+   */
   private async connect(): Promise<void> {
     const client = await DaemonClient.over(await this.dial(), (n) => this.onNotification(n));
     this.operator = this.credentials();
+    try {
+      await client.call('process', { action: 'list', limit: 1, ...this.auth() });
+    } catch (err) {
+      client.close();
+      this.refused = isRefusal(err);
+      throw isRefusal(err) ? new OperatorRefused(err.message, this.fix) : err;
+    }
     this.client = client;
     this.problem = undefined;
+    this.refused = false;
     this.retryMs = 250;
     void client.closed.then((why) => {
       if (this.client !== client) return;
@@ -124,8 +145,11 @@ export class DaemonLink {
         this.broadcast('daemon', this.daemonView());
         this.sync();
       } catch (err) {
+        const was = JSON.stringify(this.daemonView());
         this.problem = err instanceof Error ? err.message : String(err);
-        this.retryMs = Math.min(this.retryMs * 2, 5000);
+        if (JSON.stringify(this.daemonView()) !== was) this.broadcast('daemon', this.daemonView());
+        // A refusal is not mended by trying often: its credentials change only when a local daemon restarts.
+        this.retryMs = Math.min(this.retryMs * 2, this.refused ? 30_000 : 5000);
         this.reconnectLater();
       }
     }, this.retryMs).unref();
@@ -225,8 +249,10 @@ export class DaemonLink {
     for (const v of this.viewers) if (v.sessionId === undefined) v.send(name, data);
   }
 
+  /** What the page shows of this host: `refused` when the daemon was reached but not as the operator (`problem` says what to set). */
   private daemonView() {
-    return { connected: this.client !== undefined, problem: this.problem, status: this.status, host: this.host };
+    const connected = this.client !== undefined;
+    return { connected, ...(!connected && this.refused ? { refused: true } : {}), problem: this.problem, status: this.status, host: this.host };
   }
 
   private refreshing: Promise<void> | undefined;

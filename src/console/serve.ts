@@ -1,15 +1,14 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { DaemonClient, RpcCallError } from '../rpc/client.js';
+import { DaemonClient } from '../rpc/client.js';
 import { dialFor } from '../remote/reach.js';
-import { resolveSocketPath } from '../config/paths.js';
 import { loadAssets } from './assets.js';
 import { Guard } from './guard.js';
 import { consoleServer } from './http.js';
 import { listenTarget, ownAddress } from './listen.js';
 import { Fleet, hostAccess, parseHosts, singleHost } from './fleet.js';
-import { DaemonLink } from './live.js';
+import { DaemonLink, OperatorRefused } from './live.js';
 import { linkFilePath, removeLinkFile, writeLinkFile } from './link-file.js';
 
 // `procctl ui --link` reads the service's link file through this entry point.
@@ -59,35 +58,36 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
   const many = (o.hosts?.length ?? 0) > 0;
   const specs = many ? parseHosts(o.hosts!) : [singleHost(o.host, env)];
   const links = specs.map((spec) => {
-    const { dial, credentials } = hostAccess(spec, { socket: o.socket, adminToken: o.adminToken, env, fleet: many });
-    return { spec, credentials, link: new DaemonLink(spec.name, dial, credentials) };
+    const { dial, credentials, fix } = hostAccess(spec, { socket: o.socket, adminToken: o.adminToken, env, fleet: many });
+    return { spec, credentials, fix, link: new DaemonLink(spec.name, dial, credentials, fix) };
   });
   if (!many) {
-    const { link, credentials } = links[0];
+    const { link, credentials, fix } = links[0];
     const { adminToken, approverToken } = credentials();
     if (!adminToken && !approverToken) {
       // No daemon is the likelier cause (its credential is made when it starts): say that first.
       (await DaemonClient.over(await dialFor({ host: o.host, socket: o.socket, env }))).close();
-      const beside = o.host ? 'set $PROCCTL_APPROVER_TOKEN to the daemon\'s approver credential' : `run it as the user who can read ${resolveSocketPath(o.socket, env)}.approver`;
-      throw new Error(`procctl ui acts as the operator and answers approvals as you: set $PROCCTL_ADMIN_TOKEN to the daemon's adminToken, or ${beside}`);
+      throw new Error(`procctl ui acts as the operator and answers approvals as you: ${fix}`);
     }
     try {
       await link.start();
     } catch (err) {
       link.close();
-      throw operatorRefused(err);
+      throw err;
     }
   } else {
-    // Several hosts: one that cannot be reached now is shown disconnected and tried again; none reached is an error.
+    // Several hosts: one that cannot be reached now, or that refuses the console as the operator,
+    // is shown so (with why, and what to set) and tried again; none reached is an error.
     const started = await Promise.allSettled(links.map(({ link }) => link.start()));
     if (started.every((r) => r.status === 'rejected')) {
       for (const { link } of links) link.close();
-      throw operatorRefused((started[0] as PromiseRejectedResult).reason);
+      throw (started[0] as PromiseRejectedResult).reason;
     }
     started.forEach((r, i) => {
       if (r.status === 'fulfilled') return;
-      const why = operatorRefused(r.reason);
-      o.say(`procctl ui: host ${links[i].spec.name}: ${why.message}; it is shown as disconnected and tried again`);
+      const why = r.reason instanceof Error ? r.reason : new Error(String(r.reason));
+      const shown = why instanceof OperatorRefused ? 'shown as refused' : 'shown as disconnected';
+      o.say(`procctl ui: host ${links[i].spec.name}: ${why.message}; it is ${shown} and tried again`);
       links[i].link.startLater(why);
     });
   }
@@ -153,14 +153,6 @@ export async function serveConsole(o: ConsoleOptions): Promise<void> {
   fleet.close();
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
-}
-
-/** A daemon's refusal of the console's credentials, said with the fix; anything else as it is. */
-function operatorRefused(err: unknown): Error {
-  if ((err instanceof RpcCallError || (err instanceof Error && err.name === 'RpcCallError')) && (err as RpcCallError).kind === 'forbidden') {
-    return new Error(`the daemon does not take the console as the operator: ${(err as Error).message}. Set $PROCCTL_ADMIN_TOKEN to its adminToken`);
-  }
-  return err instanceof Error ? err : new Error(String(err));
 }
 
 /** Start the person's browser on the link (`xdg-open`, or `open` on macOS); say so if it cannot, never the link itself. */

@@ -108,7 +108,7 @@ export class ScopeRules {
   authorize(scope: string, token: unknown, approver: () => boolean = () => false): Authorization {
     if (scope === ALL_SCOPES) {
       if (!this.admin && approver()) return { ok: true, scope, admin: true, policy: OPEN };
-      if (!this.admin) return { ok: false, why: 'scope "*" (every scope) needs the daemon\'s adminToken, or where none is configured the approver credential (approverToken), and this request carries neither' };
+      if (!this.admin) return { ok: false, why: 'scope "*" (every scope) needs the daemon\'s adminToken, or where none is configured the approver credential ("approverToken": approvals.approverToken, or the one the daemon made beside its socket), and this request carries neither that this daemon knows' };
       if (!matches(this.admin, token)) return { ok: false, why: 'scope "*" (every scope) needs the adminToken: pass it as "token" (procctl --scope \'*\' --token ...)' };
       return { ok: true, scope, admin: true, policy: OPEN };
     }

@@ -19,7 +19,7 @@ export const lastVerifyOf = () => lastVerify;
  */
 export async function auditVerify(d: Daemon, ctx: CallContext, raw: unknown): Promise<VerifyResult & { text: string }> {
   parseParams(VerifyParamsSchema, raw, 'audit.verify');
-  if (ctx.scope !== ALL_SCOPES) throw forbidden('audit.verify is the operator\'s: send scope "*" with the adminToken (procctl --scope \'*\' --token ADMIN audit verify)');
+  if (ctx.scope !== ALL_SCOPES) throw forbidden('audit.verify is the operator\'s: send scope "*" with the adminToken, or where none is configured the approver credential (procctl audit verify sends them)');
   if (!d.trail.enabled) throw unavailable('the audit trail is off (audit.enabled is false in the config): there is nothing to verify');
   await d.trail.flushed();
   const r = await verifyOffThread(d.trail.dir, d.trail.lastWritten());

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { approverCredential } from '../../rpc/credential.js';
-import { act, globalsOf, runAction } from '../context.js';
+import { act, approverOf, globalsOf, runAction } from '../context.js';
 
 export function registerApprovals(program: Command): void {
   program
@@ -16,8 +15,7 @@ export function registerApprovals(program: Command): void {
     .action(
       act((_o: unknown, cmd: Command) => {
         const g = globalsOf(cmd);
-        const approverToken = approverCredential(g.socket);
-        return runAction(g, approverToken ? { approverToken } : {}, 'approvals.list');
+        return runAction(g, approverOf(g), 'approvals.list');
       }),
     );
 }

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { approverCredential } from '../../rpc/credential.js';
-import { act, globalsOf, runAction } from '../context.js';
+import { act, approverOf, globalsOf, runAction } from '../context.js';
 
 /** A number option's value, or a usage error naming the option. */
 const whole = (name: string) => (v: string) => {
@@ -54,8 +53,7 @@ export function registerApply(program: Command): void {
       act((id: string, paths: string[], o: { force?: boolean }, cmd: Command) => {
         const g = globalsOf(cmd);
         // A person at the command line applies changes an approval rule held for them (SPEC §16): the credential goes along.
-        const approverToken = approverCredential(g.socket);
-        return runAction(g, { action: 'apply', sessionId: id, ...(paths.length > 0 ? { paths } : {}), ...(o.force ? { force: true } : {}), ...(approverToken ? { approverToken } : {}) });
+        return runAction(g, { action: 'apply', sessionId: id, ...(paths.length > 0 ? { paths } : {}), ...(o.force ? { force: true } : {}), ...approverOf(g) });
       }),
     );
 }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { act, EXIT, globalsOf, out, printJson, UsageError, withClient } from '../context.js';
+import { act, EXIT, globalsOf, out, printJson, scoped, UsageError, withClient } from '../context.js';
 
 interface Entry {
   sessionId: string;
@@ -62,12 +62,13 @@ export function registerHistory(program: Command): void {
     .summary('sessions from the audit trail, long after they were forgotten; history ID tells one whole')
     .description(
       'Sessions from the audit trail (SPEC §18), newest first: who asked, who allowed it, how it ended. A scope sees its own; the ' +
-        'operator (--scope \'*\' with the adminToken) sees every scope\'s. With an ID, that session\'s whole story.',
+        'operator (--scope \'*\', with the adminToken or where there is none the approver credential) sees every scope\'s. ' +
+        'With an ID, that session\'s whole story.',
     )
     .argument('[id]', 'one session: its records in order')
     .option('--since <when>', 'started since: 2h, 30m, 7d, or an ISO 8601 time')
     .option('--until <when>', 'started until: as --since')
-    .option('--of-scope <scope>', "the operator's: only this scope's sessions")
+    .option('--of-scope <scope>', "the operator's: only this scope's sessions (asks as the operator, scope '*', unless --scope names one)")
     .option('--status <status>', 'running, approval_required, completed, failed or denied')
     .option('--grep <text>', 'command, workdir, id or scope holds this text (any case)')
     .option('--offset <n>', 'skip this many (paging)', '0')
@@ -79,10 +80,8 @@ export function registerHistory(program: Command): void {
           if (!/^\d+$/.test(v)) throw new UsageError(`--${name} takes a whole number, not "${v}"`);
           return Number(v);
         };
-        const params: Record<string, unknown> = {
-          voice: 'cli',
-          ...(g.scope !== undefined ? { scope: g.scope } : {}),
-          ...(g.token !== undefined ? { token: g.token } : {}),
+        // --of-scope is the operator's: without --scope it asks as the operator.
+        const params: Record<string, unknown> = scoped(o.ofScope !== undefined && g.scope === undefined ? { ...g, scope: '*' } : g, {
           ...(id !== undefined ? { sessionId: id } : {}),
           ...(o.since !== undefined ? { since: o.since } : {}),
           ...(o.until !== undefined ? { until: o.until } : {}),
@@ -91,7 +90,7 @@ export function registerHistory(program: Command): void {
           ...(o.grep !== undefined ? { grep: o.grep } : {}),
           offset: int(o.offset, 'offset'),
           limit: int(o.limit, 'limit'),
-        };
+        });
         const r = await withClient(g, (c) => c.call('history', params));
         if (g.json) {
           printJson(r);

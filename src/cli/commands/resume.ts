@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { act, commandExit, EXIT, globalsOf, out, printJson, scoped, UsageError, withClient } from '../context.js';
-import { approverCredential } from '../../rpc/credential.js';
+import { act, approverOf, commandExit, EXIT, globalsOf, out, printJson, scoped, UsageError, withClient } from '../context.js';
 import { showExecResult } from './exec.js';
 
 interface ResumeOptions {
@@ -52,8 +51,7 @@ export function registerResume(program: Command): void {
         const input = answerOf(o);
         const g = globalsOf(cmd);
         // A person at the command line answers approvals: the credential goes with the answer (SPEC §8).
-        const approverToken = approverCredential(g.socket);
-        const r = await withClient(g, (c) => c.call('process', scoped(g, { action: 'resume', sessionId: id, input, ...(approverToken ? { approverToken } : {}) })));
+        const r = await withClient(g, (c) => c.call('process', scoped(g, { action: 'resume', sessionId: id, input, ...approverOf(g) })));
         // An approval is answered with the result of the exec it started (or its denial), which has a name.
         const approval = typeof r.name === 'string';
         // Refusing is a successful answer; a started command's exit status is that of exec.

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { approverCredential } from '../../rpc/credential.js';
-import { act, globalsOf, runAction, UsageError } from '../context.js';
+import { act, approverOf, globalsOf, runAction, UsageError } from '../context.js';
 
 export function registerRules(program: Command): void {
   const rules = program
@@ -13,8 +12,7 @@ export function registerRules(program: Command): void {
     .action(
       act((_o: unknown, cmd: Command) => {
         const g = globalsOf(cmd);
-        const approverToken = approverCredential(g.socket);
-        return runAction(g, approverToken ? { approverToken } : {}, 'rules.list');
+        return runAction(g, approverOf(g), 'rules.list');
       }),
     );
   rules
@@ -25,8 +23,7 @@ export function registerRules(program: Command): void {
       act((n: string, _o: unknown, cmd: Command) => {
         const g = globalsOf(cmd);
         if (!/^[1-9][0-9]*$/.test(n)) throw new UsageError(`rules rm takes the number procctl rules shows, not "${n}"`);
-        const approverToken = approverCredential(g.socket);
-        return runAction(g, { n: Number(n), ...(approverToken ? { approverToken } : {}) }, 'rules.remove');
+        return runAction(g, { n: Number(n), ...approverOf(g) }, 'rules.remove');
       }),
     );
 }

@@ -21,8 +21,8 @@ export function registerUi(program: Command): void {
     .description(
       'A web console on 127.0.0.1 and a free port (--port, --listen for another loopback address or a Unix socket ' +
         'path a reverse proxy forwards to). Prints one line, the link with a one-time token; open it in your ' +
-        'browser (--open does). The console acts as the operator ($PROCCTL_ADMIN_TOKEN, else the approver ' +
-        'credential beside the socket) and answers approvals as you; it serves until interrupted. ' +
+        'browser (--open does). The console acts as the operator (the adminToken: --scope \'*\' --token or $PROCCTL_ADMIN_TOKEN; else the approver ' +
+        'credential: $PROCCTL_APPROVER_TOKEN, or the file beside a local socket) and answers approvals as you; it serves until interrupted. ' +
         'Several daemons in one page (the fleet view): repeat --host, each "local" (this host\'s, at --socket) or ' +
         'ssh://[user@]host[:port], either optionally named NAME=…; each host\'s credentials may be given as ' +
         '$PROCCTL_ADMIN_TOKEN_<NAME> and $PROCCTL_APPROVER_TOKEN_<NAME>. Run as a service (--service, as ' +
