@@ -150,16 +150,16 @@ export function Sessions() {
         <span class="muted" aria-live="polite">{matching.length} of {rows.length}</span>
       </div>
       <div class="wide" ref={box}>
-      <table class={`sessions${layout.stacked ? ' stacked' : ''} ${layout.hidden.map((c) => `no-${c}`).join(' ')}`} style={layout.style}>
-        <thead>
-          <tr>
-            {COLUMNS.filter((c) => fleet || !c.fleet).map((c) => <th scope="col" class={c.cls}>{c.head}</th>)}
-          </tr>
-        </thead>
-        <tbody>
-          {shown.map((r) => <SessionRow key={keyOf(r.host, r.sessionId)} r={r} fleet={fleet} />)}
-        </tbody>
-      </table>
+        <table class={`sessions${layout.stacked ? ' stacked' : ''} ${layout.hidden.map((c) => `no-${c}`).join(' ')}`} style={layout.style}>
+          <thead>
+            <tr>
+              {COLUMNS.filter((c) => fleet || !c.fleet).map((c) => <th scope="col" class={c.cls}>{c.head}</th>)}
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((r) => <SessionRow key={keyOf(r.host, r.sessionId)} r={r} fleet={fleet} />)}
+          </tbody>
+        </table>
       </div>
       {matching.length > shown.length && (
         <p>
