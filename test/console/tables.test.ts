@@ -108,6 +108,11 @@ describe.skipIf(!CHROMIUM)('the tables as a person reads them', () => {
     const cmd = await row(page, ids.done).locator('td.cmd').boundingBox();
     expect(cmd!.height).toBeGreaterThan(40);
     expect(await page.evaluate(() => innerWidth)).toBe(width);
+    // ... within the window, however many columns there are beside it.
+    for (const id of Object.values(ids)) {
+      const box = (await row(page, id).locator('td.cmd').boundingBox())!;
+      expect(box.x + box.width, `the command of ${id}`).toBeLessThanOrEqual(width);
+    }
     if (SHOTS) await page.screenshot({ path: join(SHOTS, `console-${width}.png`), fullPage: true });
     await page.close();
 
