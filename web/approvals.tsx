@@ -23,7 +23,7 @@ function Parts({ a }: { a: Approval }) {
       <thead><tr><th scope="col">Part</th><th scope="col">Decision</th><th scope="col">Rule</th><th scope="col">Why</th></tr></thead>
       <tbody>
         {parts.map((p) => (
-          <tr class={`dec-${p.decision}`}><td><code>{p.text}</code></td><td>{p.decision}</td><td>{typeof p.rule === 'number' ? `rule ${p.rule}` : ''}</td><td>{p.reason ?? ''}</td></tr>
+          <tr class={`dec-${p.decision}`}><td class="part"><code>{p.text}</code></td><td class="decision">{p.decision}</td><td class="rule">{typeof p.rule === 'number' ? `rule ${p.rule}` : ''}</td><td>{p.reason ?? ''}</td></tr>
         ))}
       </tbody>
     </table>

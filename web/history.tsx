@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { keyOf, read } from './connection.js';
-import { bytes, historyHref, sessionHref } from './format.js';
+import { bytes, counted, historyHref, sessionHref, statusText, STATUS_WORDS } from './format.js';
 import { useLive } from './hooks.js';
 
 // The daemon's audit trail (SPEC §18) through the `history` RPC, as `procctl history` shows it:
@@ -47,9 +47,9 @@ function allowedBy(e: Entry): string {
   return `${e.decision.action}${e.decision.rule !== null ? ` (rule ${e.decision.rule})` : ''}: ${e.decision.reason}`;
 }
 
+/** How it ended, in the words of the sessions table ("completed (2)", "failed (SIGTERM, user)"). */
 function ended(e: Entry): string {
-  if (!e.end) return e.status;
-  return `${e.status}${e.end.exit !== null ? ` exit ${e.end.exit}` : e.end.signal ? ` ${e.end.signal}` : e.end.reason ? ` (${e.end.reason})` : ''}`;
+  return statusText({ status: e.status, exitCode: e.end?.exit, signal: e.end?.signal, reason: e.end?.reason });
 }
 
 /** Kept while the page is open, so coming back from a session's story finds the same filters and page. */
@@ -108,7 +108,7 @@ export function History() {
           Status{' '}
           <select value={draft.status} onChange={field('status')}>
             <option value="">all</option>
-            {STATUSES.map((s) => <option value={s}>{s}</option>)}
+            {STATUSES.map((s) => <option value={s}>{STATUS_WORDS[s]}</option>)}
           </select>
         </label>
         <label>
@@ -129,7 +129,7 @@ export function History() {
               <th scope="col">Started</th>
               <th scope="col">Session</th>
               <th scope="col">Scope</th>
-              <th scope="col">Status</th>
+              <th scope="col" class="status">Status</th>
               <th scope="col">Asked by</th>
               <th scope="col">Allowed</th>
               <th scope="col">Command</th>
@@ -138,10 +138,10 @@ export function History() {
           <tbody>
             {shown.map((e) => (
               <tr key={e.sessionId} data-session={e.sessionId} class={`st-${e.status}`}>
-                <td>{when(e.startedAt)}</td>
-                <td><a href={historyHref(host, e.sessionId)}>{e.sessionId}</a></td>
-                <td>{e.scope}</td>
-                <td><span class="status">{ended(e)}</span></td>
+                <td class="when">{when(e.startedAt)}</td>
+                <td class="id"><a href={historyHref(host, e.sessionId)}><code>{e.sessionId}</code></a></td>
+                <td class="scope">{e.scope}</td>
+                <td class="status">{ended(e)}</td>
                 <td class="asked">{askedBy(e)}</td>
                 <td class="allowed">{allowedBy(e)}</td>
                 <td class="cmd"><code>{e.command}</code></td>
@@ -172,9 +172,9 @@ function told(r: TrailRecord): [string, string] {
     case 'answer':
       return ['answered', `${r.answer === 'approve' ? 'approved' : 'refused'} (${String(r.kind)}) by ${String(r.by)}`];
     case 'network_denied':
-      return ['refused', `network to ${String(r.host)}, ${String(r.count)} time(s)`];
+      return ['refused', `network to ${String(r.host)}, ${counted(r.count, 'time')}`];
     case 'changes':
-      return ['changes', `${String(r.action)}: ${String(r.files)} file(s)`];
+      return ['changes', `${String(r.action)}: ${counted(r.files, 'file')}`];
     case 'end': {
       const res = r.resources as { cpuMs?: number; memoryPeakBytes?: number } | null;
       const how = `${String(r.status)}${r.exit !== null ? ` exit ${String(r.exit)}` : ''}${r.signal ? ` ${String(r.signal)}` : ''}${r.reason ? ` (${String(r.reason)})` : ''}`;

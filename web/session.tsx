@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { Changes } from './changes.js';
 import { UsageChart } from './chart.js';
 import { act, keyOf, type Row } from './connection.js';
-import { bytes, decisionOf, readinessOf, runtime, statusOf } from './format.js';
+import { bytes, decisionOf, readinessOf, runtime, statusText } from './format.js';
 import { useLive, useNow } from './hooks.js';
 import { PipeOutput, TerminalOutput } from './output.js';
 
@@ -136,7 +136,7 @@ export function SessionView({ host, sessionId }: { host: string; sessionId: stri
     <section class="session" aria-labelledby="session-h">
       <p><a href="#/">← All sessions</a></p>
       <h2 id="session-h">
-        <span class="status">{statusOf(row)}</span> <code>{row.command}</code>
+        <span class="status">{statusText(row)}</span> <code>{row.command}</code>
       </h2>
       <dl class="record">
         {hosts.size > 1 && <div><dt>host</dt><dd>{row.host}</dd></div>}

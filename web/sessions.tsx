@@ -1,7 +1,8 @@
 import { Component } from 'preact';
-import { useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { keyOf, type Row } from './connection.js';
-import { bytes, decisionOf, readinessOf, runtime, sessionHref, statusOf } from './format.js';
+import { breakable, bytes, counted, decisionOf, readinessOf, runtime, sessionHref, statusOf, statusText, STATUS_WORDS } from './format.js';
+import { columnsOf, type Column } from './columns.js';
 import { useLive, useNow } from './hooks.js';
 
 /** Rows drawn at first; "Show more" adds as many again. */
@@ -24,6 +25,31 @@ function refusals(r: Row): string {
   return denied?.length ? denied.map((d) => `${d.host} ×${d.count}`).join(', ') : '';
 }
 
+const cpu = (r: Row) => (typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : '');
+const changes = (r: Row) => (r.changes?.pending ? `${counted(r.changes.files, 'file')} pending` : String(r.changes?.state ?? ''));
+
+/**
+ * The table's columns, in order. Ids, statuses, scopes, hosts and the short figures never wrap
+ * ("fit": as wide as the widest shown), a long name wraps between its words; the command (its
+ * workdir under it), the readiness and the refusals take what is left and wrap, the command most
+ * ("share"). A column no shown row has a value in is left out.
+ */
+const COLUMNS: Column<Row>[] = [
+  { cls: 'host', head: 'Host', fit: 'text', text: (r) => r.host, fleet: true },
+  { cls: 'status', head: 'Status', fit: 'bold', text: statusText },
+  { cls: 'scope', head: 'Scope', fit: 'text', text: (r) => r.scope },
+  { cls: 'id', head: 'Id', fit: 'code', text: (r) => r.sessionId },
+  { cls: 'name', head: 'Name', fit: 'text', text: (r) => r.name ?? '', wrapsPast: 9 },
+  { cls: 'cmd', head: 'Command, in its workdir', share: 4, minRem: 12, stacks: true },
+  { cls: 'ready', head: 'Ready', share: 1, minRem: 5, text: readinessOf, optional: true },
+  { cls: 'rule', head: 'Rules', fit: 'text', text: decisionOf, optional: true },
+  { cls: 'runtime', head: 'Runtime', fit: 'text', widest: '00h 00m' },
+  { cls: 'cpu', head: 'CPU', fit: 'text', text: cpu, optional: true },
+  { cls: 'mem', head: 'Memory', fit: 'text', text: (r) => bytes(r.resources?.memoryBytes), widest: '1023 MiB', optional: true },
+  { cls: 'changes', head: 'Changes', fit: 'text', text: changes, optional: true },
+  { cls: 'net', head: 'Network refused', share: 1, minRem: 5, text: refusals, optional: true },
+];
+
 /** How long it has run, moving once a second while it runs: only this cell re-renders as it ticks. */
 function Runtime({ row }: { row: Row }) {
   const now = useNow(!row.endedAt);
@@ -43,21 +69,33 @@ class SessionRow extends Component<{ r: Row; fleet: boolean }> {
     return (
       <tr data-session={r.sessionId} data-host={r.host} class={`st-${statusOf(r)}`}>
         {fleet && <td class="host">{r.host}</td>}
-        <td><span class="status">{statusOf(r)}</span>{r.status === 'completed' || r.status === 'failed' ? ` ${r.exitCode ?? r.signal ?? ''}` : ''}</td>
-        <td>{r.scope}</td>
-        <td><a href={sessionHref(r.host, r.sessionId)}>{r.name || r.sessionId}</a></td>
-        <td class="cmd"><code>{r.command}</code></td>
-        <td class="cwd">{r.cwd}</td>
+        <td class="status">{statusText(r)}</td>
+        <td class="scope">{r.scope}</td>
+        <td class="id"><a href={sessionHref(r.host, r.sessionId)}><code>{r.sessionId}</code></a></td>
+        <td class="name"><a href={sessionHref(r.host, r.sessionId)}>{breakable(r.name ?? '')}</a></td>
+        <td class="cmd"><code>{r.command}</code><div class="cwd">{breakable(r.cwd ?? '')}</div></td>
         <td class="ready">{readinessOf(r)}</td>
         <td class="rule" title={r.decision?.reason ?? ''}>{decisionOf(r)}</td>
         <Runtime row={r} />
-        <td>{typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : ''}</td>
-        <td>{bytes(r.resources?.memoryBytes)}</td>
-        <td>{r.changes?.pending ? `${r.changes.files} file(s) pending` : r.changes?.state ?? ''}</td>
-        <td>{refusals(r)}</td>
+        <td class="cpu">{cpu(r)}</td>
+        <td class="mem">{bytes(r.resources?.memoryBytes)}</td>
+        <td class="changes">{changes(r)}</td>
+        <td class="net">{refusals(r)}</td>
       </tr>
     );
   }
+}
+
+/** The width of an element's box, followed as the window changes (0 before it is laid out). */
+function useWidth(ref: { current: HTMLElement | null }): number {
+  const [width, setWidth] = useState(0);
+  useEffect(() => {
+    if (!ref.current) return;
+    const seen = new ResizeObserver(([e]) => setWidth(Math.floor(e.contentRect.width)));
+    seen.observe(ref.current);
+    return () => seen.disconnect();
+  }, [ref.current]);
+  return width;
 }
 
 /** Sessions of every scope (and every host of a fleet), newest first, filtered by host, status, scope and text. */
@@ -75,6 +113,10 @@ export function Sessions() {
   const matching = rows.filter((r) => matches(r, host, status, scope, text));
   // A thousand rows stay smooth: the newest are drawn, the rest on asking.
   const shown = matching.slice(0, room);
+  // The columns' widths, from what is shown: the table lays out again only when they change.
+  const box = useRef<HTMLDivElement>(null);
+  const across = useWidth(box);
+  const layout = columnsOf(COLUMNS, shown, fleet, across);
   return (
     <section aria-labelledby="sessions-h">
       <h2 id="sessions-h">Sessions</h2>
@@ -92,7 +134,7 @@ export function Sessions() {
           Status{' '}
           <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
             <option value="">all</option>
-            {STATUSES.map((s) => <option value={s}>{s}</option>)}
+            {STATUSES.map((s) => <option value={s}>{STATUS_WORDS[s]}</option>)}
           </select>
         </label>
         <label>
@@ -107,28 +149,18 @@ export function Sessions() {
         </label>
         <span class="muted" aria-live="polite">{matching.length} of {rows.length}</span>
       </div>
-      <table class={fleet ? 'sessions fleet' : 'sessions'}>
-        <thead>
-          <tr>
-            {fleet && <th scope="col">Host</th>}
-            <th scope="col">Status</th>
-            <th scope="col">Scope</th>
-            <th scope="col">Name</th>
-            <th scope="col">Command</th>
-            <th scope="col">Workdir</th>
-            <th scope="col">Ready</th>
-            <th scope="col">Rules</th>
-            <th scope="col">Runtime</th>
-            <th scope="col">CPU</th>
-            <th scope="col">Memory</th>
-            <th scope="col">Changes</th>
-            <th scope="col">Network refused</th>
-          </tr>
-        </thead>
-        <tbody>
-          {shown.map((r) => <SessionRow key={keyOf(r.host, r.sessionId)} r={r} fleet={fleet} />)}
-        </tbody>
-      </table>
+      <div class="wide" ref={box}>
+        <table class={`sessions${layout.stacked ? ' stacked' : ''} ${layout.hidden.map((c) => `no-${c}`).join(' ')}`} style={layout.style}>
+          <thead>
+            <tr>
+              {COLUMNS.filter((c) => fleet || !c.fleet).map((c) => <th scope="col" class={c.cls}>{c.head}</th>)}
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((r) => <SessionRow key={keyOf(r.host, r.sessionId)} r={r} fleet={fleet} />)}
+          </tbody>
+        </table>
+      </div>
       {matching.length > shown.length && (
         <p>
           <button type="button" onClick={() => setRoom(room + PAGE)}>Show {Math.min(PAGE, matching.length - shown.length)} more of {matching.length - shown.length}</button>

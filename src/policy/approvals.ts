@@ -203,6 +203,19 @@ function judgePart(policy: ApprovalPolicy, rules: readonly CompiledRule[], part:
 }
 
 /**
+ * The whole line's `match` decision among the parts', said once. A rule that already decided a
+ * part says nothing new about the line (`rm -rf build` under a `match: "rm -rf"` rule is that
+ * rule's part, not that part twice); a line that is one part (its text the part's) stands in that
+ * part's place when it is stricter; otherwise it is one more entry, the line's own.
+ */
+function byWholeLine(decisions: PartDecision[], whole: PartDecision): void {
+  if (decisions.some((d) => d.rule === whole.rule)) return;
+  const same = decisions.findIndex((d) => d.text === whole.text.trim());
+  if (same === -1) decisions.push(whole);
+  else if (STRICTNESS[whole.decision] > STRICTNESS[decisions[same].decision]) decisions[same] = { ...whole, text: decisions[same].text };
+}
+
+/**
  * How a command line is judged (SPEC §8): each part on its own, `match` rules also against the
  * whole line, and the whole gets the strictest (deny > ask > review > allow); a part that said
  * review makes an asked command run in review mode once approved. Pure.
@@ -213,7 +226,7 @@ export function judge(policy: ApprovalPolicy, line: string, parts: readonly Part
   const whole = decide(rules, line, scope);
   // A whole-line match that a remembered answer already settled for every part does not ask again.
   const settled = whole && whole.action !== 'deny' && decisions.length > 0 && decisions.every((d) => d.reason.startsWith('remembered answer'));
-  if (whole && !settled) decisions.push({ text: line, decision: whole.action, rule: whole.rule.index, reason: why(whole.rule) });
+  if (whole && !settled) byWholeLine(decisions, { text: line, decision: whole.action, rule: whole.rule.index, reason: why(whole.rule) });
   if (decisions.length === 0) decisions.push({ text: line, decision: policy.default, reason: `nothing to run (approvals.default is "${policy.default}")` });
   let decided = decisions[0];
   for (const d of decisions) if (STRICTNESS[d.decision] > STRICTNESS[decided.decision]) decided = d;

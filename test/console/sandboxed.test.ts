@@ -81,6 +81,10 @@ describe.skipIf(SKIP_SANDBOX || !CHROMIUM)("a review session's changes in the pa
     browser = await launchBrowser();
     const page = await (await browser.newContext()).newPage();
     await page.goto(ui.url);
+    // The table counts them in words: two files, pending.
+    const held = page.locator(`table.sessions tr[data-session="${r.sessionId}"] td.changes`);
+    await held.waitFor({ timeout: 20_000 });
+    expect(await held.innerText()).toBe('2 files pending');
     await page.goto(`${ui.origin}/#/s/${r.sessionId}`);
     const diff = page.locator('pre.diff');
     await diff.waitFor({ timeout: 20_000 });

@@ -135,6 +135,41 @@ describe('the corpus of respellings (rules: deny rm -r, ask git push, deny find 
   });
 });
 
+describe('a `match` rule, tested on each part and on the whole line, is said once per part', () => {
+  const p = parseConfig({
+    approvals: {
+      rules: [
+        { command: ['rm'], action: 'allow', reason: 'plain deletes' },
+        { match: 'rm -rf', action: 'ask', reason: 'recursive delete' },
+        { match: 'curl[^|]*\\|\\s*sh', action: 'deny', reason: 'pipe to a shell' },
+      ],
+    },
+  }).approvals;
+  const parts = (command: string) => judgeCommand(p, command, 'default')!.parts.map((x) => [x.text, x.decision, x.rule]);
+
+  it('a one-part line its rule decided is that part, once', () => {
+    const one = parseConfig({ approvals: { rules: [{ match: 'rm -rf', action: 'ask', reason: 'recursive delete' }] } }).approvals;
+    const k = judgeCommand(one, 'rm -rf build', 'default')!;
+    expect(k.parts).toEqual([{ text: 'rm -rf build', decision: 'ask', rule: 0, reason: 'recursive delete' }]);
+    expect(k.decided).toMatchObject({ text: 'rm -rf build', rule: 0 });
+  });
+
+  it('a one-part line a stricter match rule decides shows that rule in the part\'s place', () => {
+    expect(parts('rm -rf build')).toEqual([['rm -rf build', 'ask', 1]]);
+    expect(judgeCommand(p, 'rm -rf build', 'default')!.decision).toBe('ask');
+  });
+
+  it('a rule that decided a part is not said again for the line; a rule only the line matches is', () => {
+    const one = parseConfig({ approvals: { rules: [{ match: 'rm -rf', action: 'ask' }] } }).approvals;
+    expect(judgeCommand(one, 'cd x && rm -rf build', 'default')!.parts.map((x) => [x.text, x.rule])).toEqual([['cd x', undefined], ['rm -rf build', 0]]);
+    // Here the part's own first rule allowed it; the line's stricter rule is the line's entry.
+    expect(parts('cd x && rm -rf build')).toEqual([['cd x', 'allow', undefined], ['rm -rf build', 'allow', 0], ['cd x && rm -rf build', 'ask', 1]]);
+    expect(parts('curl -s x | sh').at(-1)).toEqual(['curl -s x | sh', 'deny', 2]);
+    expect(parts('curl -s x | sh').filter((x) => x[2] === 2)).toHaveLength(1);
+    expect(judgeCommand(p, 'curl -s x | sh', 'default')!.decision).toBe('deny');
+  });
+});
+
 describe('the allowlist mode (approvals.default "ask", approvals.safe)', () => {
   const p = policy({ default: 'ask', safe: true });
   it.each([
