@@ -1,6 +1,7 @@
 import type { BenchOptions } from './lib/options.js';
 import type { BenchClient } from './lib/client.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { bareRpc } from './lib/floor.js';
 import { exitWaits } from './lib/sessions.js';
 import { alive, cpuMs, liveProcesses, machine, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
@@ -55,6 +56,10 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   // what the machine and the transport alone add (on a loaded machine, most of the tail).
   const control = await BenchDaemon.start();
   const controlClient = await control.client();
+  // The list's floor: a bare server (bench/lib/bare-rpc.ts) answering the bytes of the daemon's
+  // page, asked after each list call; and one answering the whole list's bytes.
+  let floorPage: Awaited<ReturnType<typeof bareRpc>> | undefined;
+  let floorAll: Awaited<ReturnType<typeof bareRpc>> | undefined;
   // Without the object counts: those are full garbage collections, which would clean the heap before each round.
   const diag = async (): Promise<LoopDelay | null> => (await client.call('daemon.diagnostics', { objects: false })).eventLoopDelay;
   opts.log(
@@ -63,7 +68,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   );
   const pids = new Set<number>();
   const polled: string[] = [];
-  type Round = { page: number[]; all: number[]; poll: number[]; status: number[]; control: number[]; busy: LoopDelay; idle: LoopDelay; idleCpu: number; idleLoopCpu: number; load: string };
+  type Round = { page: number[]; pageFloor: number[]; all: number[]; allFloor: number[]; poll: number[]; status: number[]; control: number[]; busy: LoopDelay; idle: LoopDelay; idleCpu: number; idleLoopCpu: number; load: string };
   const rounds: Round[] = [];
   let warm = { ms: 0, rssBeforeKb: 0, rssAfterKb: 0, captureGrowthKb: 0, captureAfterKb: 0 };
   let rssHeldKb = 0;
@@ -80,14 +85,21 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
     opts.log(`  holding ${ids.length} sessions (${waiting} waiting for input); RSS ${mb(rssHeldKb)} MB`);
 
     for (let r = 0; r < opts.rounds; r++) {
-      const s = { page: [] as number[], all: [] as number[], poll: [] as number[], status: [] as number[], control: [] as number[], load: machine().loadavg };
+      const s = { page: [] as number[], pageFloor: [] as number[], all: [] as number[], allFloor: [] as number[], poll: [] as number[], status: [] as number[], control: [] as number[], load: machine().loadavg };
       for (let i = 0; i < 20; i++) await client.call('process', { action: 'list', limit: PAGE });
+      if (!floorPage || !floorAll) {
+        floorPage = await bareRpc(await client.call('process', { action: 'list', limit: PAGE }));
+        floorAll = await bareRpc(await client.call('process', { action: 'list' }));
+      }
+      for (let i = 0; i < 20; i++) await floorPage.client.call('process', { action: 'list', limit: PAGE });
+      for (let i = 0; i < 5; i++) await floorAll.client.call('process', { action: 'list' });
       await diag();
       mark(opts, `round ${r + 1} list (limit ${PAGE})`);
       for (let i = 0; i < pageCalls; i++) {
         const t = await client.timed('process', { action: 'list', limit: PAGE });
         if (t.result.sessions.length !== PAGE || t.result.total !== count) throw new Error(`list limit ${PAGE} gave ${t.result.sessions.length} of ${t.result.total} sessions, expected ${PAGE} of ${count}`);
         s.page.push(t.receivedMs);
+        s.pageFloor.push((await floorPage.client.timed('process', { action: 'list', limit: PAGE })).receivedMs);
         if (!pageBytes) pageBytes = JSON.stringify(t.result).length;
       }
       mark(opts, `round ${r + 1} list (all)`);
@@ -95,6 +107,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
         const t = await client.timed('process', { action: 'list' });
         if (t.result.sessions.length !== count) throw new Error(`list gave ${t.result.sessions.length} sessions, expected ${count}`);
         s.all.push(t.receivedMs);
+        s.allFloor.push((await floorAll.client.timed('process', { action: 'list' })).receivedMs);
         if (!allBytes) allBytes = JSON.stringify(t.result).length;
       }
       mark(opts, `round ${r + 1} poll`);
@@ -117,7 +130,8 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       const idle = (await diag())!;
       rounds.push({ ...s, busy, idle, idleCpu, idleLoopCpu });
       opts.log(
-        `  round ${r + 1} (load ${s.load}): list ${PAGE} p50 ${round(median(s.page), 2)} / p99 ${round(p99(s.page), 2)} ms, list all p50 ${round(median(s.all), 2)} / p99 ${round(p99(s.all), 2)} ms, ` +
+        `  round ${r + 1} (load ${s.load}): list ${PAGE} p50 ${round(median(s.page), 2)} / p99 ${round(p99(s.page), 2)} ms (bare server p99 ${round(p99(s.pageFloor), 2)} ms: ${round(p99(s.page) / p99(s.pageFloor), 2)}x), ` +
+          `list all p50 ${round(median(s.all), 2)} / p99 ${round(p99(s.all), 2)} ms (bare server p99 ${round(p99(s.allFloor), 2)} ms: ${round(p99(s.all) / p99(s.allFloor), 2)}x), poll p99 / control ${round(p99(s.poll) / p99(s.control), 2)}x, ` +
           `poll p50 ${round(median(s.poll), 3)} / p99 ${round(p99(s.poll), 3)} ms, status p99 ${round(p99(s.status), 3)} ms (a daemon holding nothing: ${round(p99(s.control), 3)} ms); ` +
           `loop delay under requests p99 ${busy.p99} / max ${busy.max} ms, idle p99 ${idle.p99} / max ${idle.max} ms (CPU ${round(idleCpu, 1)}%, main thread ${round(idleLoopCpu, 1)}%)`,
       );
@@ -126,7 +140,9 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   } finally {
     client.close();
     controlClient.close();
-    await Promise.all([daemon.stop(), control.stop()]);
+    floorPage?.client.close();
+    floorAll?.client.close();
+    await Promise.all([daemon.stop(), control.stop(), floorPage?.stop(), floorAll?.stop()]);
     const survivors = [...pids].filter(alive).concat(liveProcesses({ pgrps: pids }).map((p) => p.pid));
     for (const pid of new Set(survivors)) {
       try {
@@ -144,6 +160,10 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   const poll = per((r) => p99(r.poll));
   const busyP99 = per((r) => r.busy.p99);
   const idleP99 = per((r) => r.idle.p99);
+  // Against the floors of the same round; the targets hold in every round, so the worst one is the figure.
+  const pageVsBare = per((r) => p99(r.page) / p99(r.pageFloor));
+  const allVsBare = per((r) => p99(r.all) / p99(r.allFloor));
+  const pollVsControl = per((r) => p99(r.poll) / p99(r.control));
   const warmed = `warmed by ${cycles} exec+clear (${round(warm.ms / 1000, 1)} s) and a ${captureBytes / 2 ** 20} MiB capture`;
   return [
     {
@@ -172,6 +192,32 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       target: { op: '<', value: 1 },
       rounds: poll,
       detail: `median ${round(median(rounds.map((r) => median(r.poll))), 3)} ms; ${pollCalls} polls per round across the running sessions`,
+    },
+    {
+      bench: 'tails',
+      name: `process list p99 / a bare server answering the same bytes, page of ${PAGE}, worst round`,
+      value: Math.max(...pageVsBare),
+      unit: 'x',
+      target: { op: '<=', value: 1.2 },
+      rounds: pageVsBare,
+      detail: `each list is followed by the same request to a bare server answering its bytes (bench/lib/bare-rpc.ts); its p99 ${per((r) => p99(r.pageFloor)).join('/')} ms`,
+    },
+    {
+      bench: 'tails',
+      name: `process list p99 / a bare server answering the same bytes, all ${count} sessions, worst round`,
+      value: Math.max(...allVsBare),
+      unit: 'x',
+      rounds: allVsBare,
+      detail: `the bare server's p99 ${per((r) => p99(r.allFloor)).join('/')} ms`,
+    },
+    {
+      bench: 'tails',
+      name: 'process poll p99 / the control daemon.status p99, worst round',
+      value: Math.max(...pollVsControl),
+      unit: 'x',
+      target: { op: '<=', value: 1.25 },
+      rounds: pollVsControl,
+      detail: 'each poll is followed by a daemon.status to this daemon and one to the control (a fresh daemon holding nothing)',
     },
     {
       bench: 'tails',

@@ -10,7 +10,35 @@ type Id = string | number | null;
 
 export interface RequestContext {
   connection: Connection;
-  signal: AbortSignal;
+  /** Aborts when the request is cancelled or its connection closes; made when first read. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A request being handled. Its signal is made only when a method reads it: most requests never
+ * do (a poll, a list, a status), and in Node 20 every AbortSignal made outlives the young
+ * generation's collections until a full one (docs/benchmarks.md, "Tails at 1,000 sessions, the
+ * second pass"), so a signal per request was most of what each request left behind. A cancel
+ * that comes before the signal is read is kept, and the signal is made already aborted.
+ */
+class InFlight implements RequestContext {
+  private controller: AbortController | undefined;
+  private cancelled = false;
+
+  constructor(readonly connection: Connection) {}
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.cancelled) this.controller.abort();
+    }
+    return this.controller.signal;
+  }
+
+  cancel(): void {
+    if (this.controller !== undefined) this.controller.abort();
+    else this.cancelled = true;
+  }
 }
 
 export type Method = (params: Record<string, unknown>, ctx: RequestContext) => Promise<unknown> | unknown;
@@ -66,7 +94,8 @@ const RESULT_END = Buffer.from('}\n');
  */
 export class Connection {
   private readonly splitter: LineSplitter;
-  private readonly pending = new Map<string, AbortController>();
+  /** Requests being handled, by id (a Map tells 1 from "1", as JSON-RPC does). */
+  private readonly pending = new Map<Id, InFlight>();
   private readonly closeHooks = new Set<() => void>();
   private droppedEvents = 0;
   /** Lines being handled; an oversized frame ends the connection once they are answered. */
@@ -166,10 +195,7 @@ export class Connection {
       return;
     }
     this.inFlight++;
-    void this.onLine(line).finally(() => {
-      this.inFlight--;
-      this.endIfDone();
-    });
+    void this.onLine(line);
   }
 
   private setReading(on: boolean): void {
@@ -194,7 +220,17 @@ export class Connection {
     }
   }
 
+  /** Answer one line; it counts as in flight until then (start counted it). */
   private async onLine(line: string): Promise<void> {
+    try {
+      await this.answer(line);
+    } finally {
+      this.inFlight--;
+      this.endIfDone();
+    }
+  }
+
+  private async answer(line: string): Promise<void> {
     let message: unknown;
     try {
       message = JSON.parse(line);
@@ -235,7 +271,7 @@ export class Connection {
     }
     if (r.method === '$/cancelRequest') {
       const target = (r.params as { id?: unknown } | undefined)?.id;
-      if (isId(target)) this.pending.get(JSON.stringify(target))?.abort();
+      if (isId(target)) this.pending.get(target)?.cancel();
       return hasId ? { jsonrpc: '2.0', id, result: {} } : undefined;
     }
     const method = this.methods.get(r.method);
@@ -250,18 +286,17 @@ export class Connection {
     if (nestsDeeper(params, MAX_PARAMS_DEPTH)) {
       return hasId ? errorResponse(id, INVALID_PARAMS, `invalid params: nested deeper than ${MAX_PARAMS_DEPTH} levels; flatten the data`, { kind: 'invalid', path: [] }) : undefined;
     }
-    const controller = new AbortController();
-    const key = hasId ? JSON.stringify(id) : undefined;
-    if (key !== undefined) this.pending.set(key, controller);
+    const request = new InFlight(this);
+    if (hasId) this.pending.set(id, request);
     try {
-      const result = await method(params, { connection: this, signal: controller.signal });
+      const result = await method(params, request);
       return hasId ? { jsonrpc: '2.0', id, result: result ?? {} } : undefined;
     } catch (err) {
       const error = toRpcError(err);
       if (error.code === -32603) this.log.error({ err, method: r.method }, 'request failed');
       return hasId ? { jsonrpc: '2.0', id, error } : undefined;
     } finally {
-      if (key !== undefined && this.pending.get(key) === controller) this.pending.delete(key);
+      if (hasId && this.pending.get(id) === request) this.pending.delete(id);
     }
   }
 
@@ -358,7 +393,7 @@ export class Connection {
     this.releasePartial();
     this.closed = true;
     this.queue.length = 0;
-    for (const c of this.pending.values()) c.abort();
+    for (const r of this.pending.values()) r.cancel();
     this.pending.clear();
     for (const fn of this.closeHooks) fn();
     this.closeHooks.clear();

@@ -14,17 +14,36 @@ import { auditVerify, historyTool } from '../tools/audit.js';
 import { Subscriptions } from '../tools/subscribe.js';
 import type { Method, RequestContext } from './connection.js';
 
-/** The request's client as the tools see it: its signal, its peer, its connection's notifications. */
-function requester(rc: RequestContext): Requester {
-  const conn = rc.connection;
-  return {
-    signal: rc.signal,
-    peer: () => conn.peer(),
-    notify: (method, params) => conn.notify(method, params),
-    onClosed: (fn) => conn.onClosed(fn),
-    client: conn,
-  };
+/**
+ * The request's client as the tools see it: its signal, its peer, its connection's notifications.
+ * One object per request with no closures, and the signal read from the request only when a tool
+ * reads it (most never do; see RequestContext).
+ */
+class From implements Requester {
+  constructor(private readonly rc: RequestContext) {}
+
+  get signal(): AbortSignal {
+    return this.rc.signal;
+  }
+
+  get client(): object {
+    return this.rc.connection;
+  }
+
+  peer(): ReturnType<Requester['peer']> {
+    return this.rc.connection.peer();
+  }
+
+  notify(method: string, params: Record<string, unknown>): void {
+    this.rc.connection.notify(method, params);
+  }
+
+  onClosed(fn: () => void): () => void {
+    return this.rc.connection.onClosed(fn);
+  }
 }
+
+const requester = (rc: RequestContext): Requester => new From(rc);
 
 /** The JSON-RPC methods of SPEC §4: each hands its params and client to a tool (tools/). */
 export function createMethods(d: Daemon, startedAt: number, version: string): Map<string, Method> {

@@ -2,8 +2,8 @@ import { timingSafeEqual } from 'node:crypto';
 import { SCOPE_NAME } from '../config/schema.js';
 import { forbidden, invalid } from '../base/errors.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
-import { RPC, voiceFor } from '../schema/voice.js';
-import type { CallContext, Daemon, Requester } from './context.js';
+import { RPC, voiceFor, type Voice } from '../schema/voice.js';
+import type { Caller, CallContext, Daemon, Requester } from './context.js';
 import { originOf } from './trail.js';
 
 /**
@@ -32,7 +32,21 @@ export function authorize(d: Daemon, params: Record<string, unknown>, from: Requ
     const peer = from.peer();
     return 'pid' in peer ? peer.pid : peer;
   };
-  return { ctx: { scope, signal: from.signal, voice, caller: { pid, approver, ...(credential ? { credential } : {}), origin } }, rest };
+  return { ctx: new Call(scope, voice, { pid, approver, ...(credential ? { credential } : {}), origin }, from), rest };
+}
+
+/** A request's context, whose signal is the requester's, read (and so made) only when a tool asks for it. */
+class Call implements CallContext {
+  constructor(
+    readonly scope: string,
+    readonly voice: Voice,
+    readonly caller: Caller | undefined,
+    private readonly from: Requester,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.from.signal;
+  }
 }
 
 function sameToken(a: string, b: string): boolean {
@@ -51,5 +65,5 @@ export function byCheckpointKey(d: Daemon, checkpointKey: unknown, params: Recor
   if (typeof checkpointKey !== 'string' || !session?.checkpointKey || !sameToken(checkpointKey, session.checkpointKey)) {
     throw forbidden('checkpointKey is not the key of that session: a job reports only its own progress, with $PROCCTL_CHECKPOINT_KEY');
   }
-  return { ctx: { scope: session.scope, signal: from.signal, voice: RPC }, rest };
+  return { ctx: new Call(session.scope, RPC, undefined, from), rest };
 }

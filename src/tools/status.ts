@@ -38,7 +38,9 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
  */
 function runningTotals(d: Daemon) {
   const total = { sessions: 0, cpuMs: 0, memoryBytes: 0, processes: 0 };
-  for (const s of d.registry.running()) {
+  // Over the registry itself, not a copy of its running sessions: this runs on every status request.
+  for (const s of d.registry.all()) {
+    if (!s.running) continue;
     const r = sessionResources(s);
     if (!r) continue;
     total.sessions++;

@@ -1,0 +1,142 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Connection, type Method, type RequestContext } from '../../../src/rpc/connection.js';
+
+const cleanup: (() => void)[] = [];
+afterEach(() => {
+  for (const fn of cleanup.splice(0)) fn();
+});
+
+/** A Connection with `methods` over a real socket, and a client that collects the answers by id. */
+async function serve(methods: Map<string, Method>) {
+  const dir = mkdtempSync(join(tmpdir(), 'procctl-signal-'));
+  const path = join(dir, 's');
+  const accepted: Socket[] = [];
+  const server: Server = createServer((s) => {
+    accepted.push(s);
+    new Connection(s, methods, 1024 * 1024, pino({ level: 'silent' }));
+  });
+  await new Promise<void>((r) => server.listen(path, r));
+  const client = connect(path);
+  cleanup.push(() => {
+    client.destroy();
+    for (const s of accepted) s.destroy();
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const answers = new Map<unknown, (a: any) => void>();
+  let held = '';
+  client.setEncoding('utf8').on('data', (d: string) => {
+    held += d;
+    for (let nl = held.indexOf('\n'); nl !== -1; nl = held.indexOf('\n')) {
+      const a = JSON.parse(held.slice(0, nl));
+      held = held.slice(nl + 1);
+      answers.get(a.id)?.(a);
+    }
+  });
+  const send = (m: unknown): void => void client.write(`${JSON.stringify(m)}\n`);
+  const call = (id: number | string, method: string): Promise<any> =>
+    new Promise((resolve) => {
+      answers.set(id, resolve);
+      send({ jsonrpc: '2.0', id, method });
+    });
+  return { send, call, client };
+}
+
+/** AbortControllers made while `fn` runs, counted by a subclass put in the global's place. */
+async function controllersMadeBy(fn: () => Promise<void>): Promise<number> {
+  const Real = globalThis.AbortController;
+  let made = 0;
+  globalThis.AbortController = class extends Real {
+    constructor() {
+      super();
+      made++;
+    }
+  };
+  try {
+    await fn();
+  } finally {
+    globalThis.AbortController = Real;
+  }
+  return made;
+}
+
+describe("a request's signal", () => {
+  it('is not made for a request whose method never reads it (Node keeps every AbortSignal to the next full collection)', async () => {
+    const { call } = await serve(new Map<string, Method>([['quick', async () => ({ ok: true })]]));
+    const made = await controllersMadeBy(async () => {
+      for (let i = 1; i <= 50; i++) expect((await call(i, 'quick')).result).toEqual({ ok: true });
+    });
+    expect(made).toBe(0);
+  });
+
+  it('aborts on $/cancelRequest once read, and when read only after the cancel came', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const seen: Record<string, boolean> = {};
+    const methods = new Map<string, Method>([
+      ['quick', async () => ({})],
+      // Reads its signal at once, then waits: the cancel aborts the signal it holds.
+      [
+        'early',
+        async (_p, rc: RequestContext) => {
+          const signal = rc.signal;
+          await new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
+          seen.early = signal.aborted;
+          return {};
+        },
+      ],
+      // Reads it only after the cancel came: the signal it is given is already aborted.
+      [
+        'late',
+        async (_p, rc: RequestContext) => {
+          await gate;
+          seen.late = rc.signal.aborted;
+          return {};
+        },
+      ],
+    ]);
+    const { call, send } = await serve(methods);
+    const early = call(1, 'early');
+    const late = call('1', 'late');
+    // Ids 1 and "1" are different requests: each cancel reaches its own.
+    send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: 1 } });
+    await early;
+    expect(seen.early).toBe(true);
+    expect(seen.late).toBeUndefined();
+    send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: '1' } });
+    // Lines are handled in order: once a request after the cancel is answered, the cancel was read.
+    await call(2, 'quick');
+    release();
+    await late;
+    expect(seen.late).toBe(true);
+  });
+
+  it('aborts when the connection closes', async () => {
+    let signal: AbortSignal | undefined;
+    const started = new Promise<void>((resolve) => {
+      const methods = new Map<string, Method>([
+        [
+          'hold',
+          (_p, rc: RequestContext) => {
+            signal = rc.signal;
+            resolve();
+            return new Promise(() => {});
+          },
+        ],
+      ]);
+      void serve(methods).then(({ call, client }) => {
+        void call(1, 'hold');
+        void started.then(() => client.destroy());
+      });
+    });
+    await started;
+    const deadline = Date.now() + 10_000;
+    while (!signal!.aborted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(signal!.aborted).toBe(true);
+  });
+});
