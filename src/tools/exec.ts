@@ -164,7 +164,8 @@ async function waitForEnd(session: Session, ms: number, signal: AbortSignal): Pr
     if (signal.aborted) return 'cancelled';
     const left = deadline - Date.now();
     if (left <= 0) return 'yield';
-    await session.waitForChange(left, signal);
+    // Output does not end the wait: no wake-up per chunk of it.
+    await session.waitForChange(left, signal, false);
   }
 }
 
