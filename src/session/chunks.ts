@@ -111,3 +111,15 @@ export function safeSliceFrom(s: string, from: number): string {
   if (from > 0 && code >= 0xdc00 && code <= 0xdfff) return s.slice(from + 1);
   return s.slice(from);
 }
+
+/**
+ * At most `cap` characters of a text: its newest (`fromEnd`) or its first, never half of a
+ * surrogate pair.
+ */
+export function capText(text: string, cap: number, fromEnd: boolean): string {
+  if (text.length <= cap) return text;
+  if (cap <= 0) return '';
+  if (fromEnd) return safeSliceFrom(text, text.length - cap);
+  const code = text.charCodeAt(cap - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? cap - 1 : cap);
+}

@@ -3,7 +3,7 @@ import type { CallContext, Daemon } from '../context.js';
 import type { SessionOutput } from '../../session/output.js';
 import type { Spool } from '../../session/spool.js';
 import { target } from './target.js';
-import { safeSliceFrom } from '../../session/chunks.js';
+import { capText } from '../../session/chunks.js';
 
 export const DEFAULT_LOG_LINES = 200;
 
@@ -90,18 +90,11 @@ export function pageText(text: string, offset: number | undefined, limit: number
 /**
  * A page holds at most `cap` characters (maxOutputChars, the bound of an exec answer): one line
  * can be the whole output (a job that prints no newline). Past it, a tail page keeps its newest
- * characters and a page from an offset its first; `cut` says how many went, and from where.
+ * characters and a page from an offset its first; `cut` says how many went.
  */
 export function capPage(output: string, cap: number, fromEnd: boolean): { output: string; cut: number } {
-  if (output.length <= cap) return { output, cut: 0 };
-  if (fromEnd) {
-    const kept = safeSliceFrom(output, output.length - cap);
-    return { output: kept, cut: output.length - kept.length };
-  }
-  // Not ending on the first half of a surrogate pair.
-  const code = output.charCodeAt(cap - 1);
-  const end = code >= 0xd800 && code <= 0xdbff ? cap - 1 : cap;
-  return { output: output.slice(0, end), cut: output.length - end };
+  const kept = capText(output, cap, fromEnd);
+  return { output: kept, cut: output.length - kept.length };
 }
 
 /** Why the spool lacks its first bytes, each cause named with its own count. */
@@ -120,9 +113,9 @@ export function spoolDropNote(spool: Spool, maxLogBytes: number): string {
  * its first character is the whole output's `totalChars - text.length`. Nothing is said when the
  * spool lost output in the middle (its budget, a disk fault), where that would not hold.
  */
-function stderrOf(o: SessionOutput, text: string, pageStart: number, length: number, spool: Spool | undefined): [number, number][] {
+function stderrOf(o: SessionOutput, textChars: number, pageStart: number, length: number, spool: Spool | undefined): [number, number][] {
   if (length === 0 || (spool && (spool.dropped.budget > 0 || spool.dropped.fault > 0))) return [];
-  const start = o.totalChars - text.length + pageStart;
+  const start = o.totalChars - textChars + pageStart;
   return o.stderrIn(start, start + length);
 }
 
@@ -135,12 +128,31 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const retained = s.output.totalChars - s.output.droppedChars;
   const fromSpool =
     spool !== undefined && (s.reason === 'lost' || (s.output.droppedChars > 0 && spool.totalBytes - spool.droppedBytes > retained));
-  const text = fromSpool ? spool.read() : s.output.text();
-  const page = pageText(text, p.offset, p.limit, ctx.voice.paging(s.id));
   const cap = s.output.capChars;
   const tailPage = p.offset === undefined;
-  const { output, cut } = capPage(page.output, cap, tailPage);
-  const stderr = stderrOf(s.output, text, page.start + (tailPage ? cut : 0), output.length, fromSpool ? spool : undefined);
+  const paging = ctx.voice.paging(s.id);
+  let page: Omit<TextPage, 'output'>;
+  let output: string;
+  let cut: number;
+  let totalChars: number;
+  if (fromSpool) {
+    // Read in blocks, never whole: the spool holds up to maxLogBytes.
+    let hint: string | undefined;
+    const sp = spool.page((total) => {
+      const r = pageRange(total, p.offset, p.limit, paging);
+      hint = r.hint;
+      return r;
+    }, cap, tailPage);
+    page = { from: sp.from, lines: sp.to - sp.from, totalLines: sp.totalLines, start: sp.start, hint };
+    ({ output, cut, totalChars } = sp);
+  } else {
+    const text = s.output.text();
+    const whole = pageText(text, p.offset, p.limit, paging);
+    page = whole;
+    ({ output, cut } = capPage(whole.output, cap, tailPage));
+    totalChars = text.length;
+  }
+  const stderr = stderrOf(s.output, totalChars, page.start + (tailPage ? cut : 0), output.length, fromSpool ? spool : undefined);
   const parts: string[] = [];
   if (fromSpool && spool.droppedBytes > 0) {
     parts.push(spoolDropNote(spool, d.config().tools.exec.maxLogBytes));
@@ -162,10 +174,10 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
     offset: page.from,
     lines: page.lines,
     totalLines: page.totalLines,
-    totalChars: text.length,
+    totalChars,
     truncated: fromSpool ? spool.droppedBytes > 0 : s.output.droppedChars > 0,
     // What this text does not hold of the whole output, so droppedChars + totalChars = all output so far.
-    droppedChars: fromSpool ? Math.max(0, s.output.totalChars - text.length) : s.output.droppedChars,
+    droppedChars: fromSpool ? Math.max(0, s.output.totalChars - totalChars) : s.output.droppedChars,
     ...(cut > 0 ? { cutChars: cut } : {}),
     ...(stderr.length > 0 ? { stderr } : {}),
     ...(fromSpool ? { source: 'spool', droppedBytes: spool.droppedBytes } : {}),
