@@ -128,7 +128,8 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const retained = s.output.totalChars - s.output.droppedChars;
   const fromSpool =
     spool !== undefined && (s.reason === 'lost' || (s.output.droppedChars > 0 && spool.totalBytes - spool.droppedBytes > retained));
-  const cap = s.output.capChars;
+  // The default page (neither offset nor limit) is bounded: one line can be the whole output. A page asked for by offset or limit is given whole.
+  const cap = p.offset === undefined && p.limit === undefined ? s.output.capChars : Infinity;
   const tailPage = p.offset === undefined;
   const paging = ctx.voice.paging(s.id);
   let page: Omit<TextPage, 'output'>;
