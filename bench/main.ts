@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { capture } from './capture.js';
+import { captureShapes } from './capture-shapes.js';
 import { execRoundTrip } from './exec-roundtrip.js';
 import { BenchDaemon, ROOT } from './lib/daemon.js';
 import { machine } from './lib/proc.js';
@@ -19,6 +20,8 @@ import type { BenchOptions } from './lib/options.js';
 const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   exec: execRoundTrip,
   capture,
+  // Capture as users run it: text and lines, foreground and background, one and four at once.
+  'capture-shapes': captureShapes,
   sessions,
   // Interrupts, terminals and stopping.
   interrupts: interruptLatency,
@@ -51,7 +54,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,capture-shapes,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

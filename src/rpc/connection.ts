@@ -290,8 +290,10 @@ export class Connection {
     if (hasId) this.pending.set(id, request);
     try {
       const result = await method(params, request);
+      if (this.abandoned?.has(request)) return undefined;
       return hasId ? { jsonrpc: '2.0', id, result: result ?? {} } : undefined;
     } catch (err) {
+      if (this.abandoned?.has(request)) return undefined;
       const error = toRpcError(err);
       if (error.code === -32603) this.log.error({ err, method: r.method }, 'request failed');
       return hasId ? { jsonrpc: '2.0', id, error } : undefined;
@@ -385,9 +387,17 @@ export class Connection {
   abandon(err: Error): void {
     this.socket.pause();
     const error = toRpcError(err);
-    for (const key of this.pending.keys()) this.send({ jsonrpc: '2.0', id: JSON.parse(key) as Id, error });
+    // Answered now: should the restart fail after all, their own answers are not sent twice.
+    this.abandoned ??= new WeakSet();
+    for (const [id, request] of this.pending) {
+      this.send({ jsonrpc: '2.0', id, error });
+      this.abandoned.add(request);
+    }
     this.pending.clear();
   }
+
+  /** Requests a restart answered already (abandon). */
+  private abandoned: WeakSet<InFlight> | undefined;
 
   private onClose(): void {
     this.releasePartial();

@@ -1,10 +1,20 @@
 /**
+ * A chunk of text: a string, or bytes that are all ASCII (one character each), kept as they came
+ * and decoded only when read. A fast stream's chunks are mostly dropped by the cap before anyone
+ * reads them: those are never turned into strings.
+ */
+export type Piece = string | Buffer;
+
+/** The text of a piece (ASCII bytes read as latin1: the same characters, no validation). */
+export const pieceText = (p: Piece): string => (typeof p === 'string' ? p : p.toString('latin1'));
+
+/**
  * A queue of text chunks that keeps at most `cap` characters, dropping the oldest first and
  * counting what it dropped. Appending is O(1) amortised and never copies retained text, so the
  * capture path stays cheap however much a command prints.
  */
 export class ChunkQueue {
-  private items: string[] = [];
+  private items: Piece[] = [];
   private seqs: number[] = [];
   private start = 0;
   /** Characters currently held. */
@@ -14,7 +24,7 @@ export class ChunkQueue {
 
   constructor(readonly cap: number) {}
 
-  push(text: string, seq = 0): void {
+  push(text: Piece, seq = 0): void {
     if (text.length === 0) return;
     this.items.push(text);
     this.seqs.push(seq);
@@ -28,14 +38,14 @@ export class ChunkQueue {
 
   /** Every chunk held, oldest first, with the sequence number it was pushed with. */
   *entries(): Generator<[string, number]> {
-    for (let i = this.start; i < this.items.length; i++) yield [this.items[i], this.seqs[i]];
+    for (let i = this.start; i < this.items.length; i++) yield [pieceText(this.items[i]), this.seqs[i]];
   }
 
   text(): string {
     if (this.start > 0) this.compact(true);
-    const joined = this.items.join('');
+    const joined = this.items.length === 1 ? pieceText(this.items[0]) : this.items.map(pieceText).join('');
     // Keep one flat chunk so repeated reads do not join again.
-    if (this.items.length > 1) {
+    if (this.items.length > 1 || (this.items.length === 1 && typeof this.items[0] !== 'string')) {
       this.items = [joined];
       this.seqs = [this.seqs[this.seqs.length - 1]];
     }
@@ -48,7 +58,7 @@ export class ChunkQueue {
     let need = n;
     for (let i = this.items.length - 1; i >= this.start && need > 0; i--) {
       const item = this.items[i];
-      parts.push(item.length > need ? safeSliceFrom(item, item.length - need) : item);
+      parts.push(item.length <= need ? pieceText(item) : typeof item === 'string' ? safeSliceFrom(item, item.length - need) : item.toString('latin1', item.length - need));
       need -= item.length;
     }
     return parts.reverse().join('');
@@ -76,7 +86,7 @@ export class ChunkQueue {
         this.items[this.start] = '';
         this.start++;
       } else {
-        const kept = safeSliceFrom(first, excess);
+        const kept = typeof first === 'string' ? safeSliceFrom(first, excess) : first.subarray(excess);
         const cut = first.length - kept.length;
         this.items[this.start] = kept;
         this.length -= cut;
@@ -100,4 +110,16 @@ export function safeSliceFrom(s: string, from: number): string {
   const code = s.charCodeAt(from);
   if (from > 0 && code >= 0xdc00 && code <= 0xdfff) return s.slice(from + 1);
   return s.slice(from);
+}
+
+/**
+ * At most `cap` characters of a text: its newest (`fromEnd`) or its first, never half of a
+ * surrogate pair.
+ */
+export function capText(text: string, cap: number, fromEnd: boolean): string {
+  if (text.length <= cap) return text;
+  if (cap <= 0) return '';
+  if (fromEnd) return safeSliceFrom(text, text.length - cap);
+  const code = text.charCodeAt(cap - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? cap - 1 : cap);
 }

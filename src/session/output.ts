@@ -1,5 +1,6 @@
+import { isAscii } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
-import { ChunkQueue } from './chunks.js';
+import { ChunkQueue, pieceText, type Piece } from './chunks.js';
 
 export type Stream = 'stdout' | 'stderr';
 
@@ -51,7 +52,21 @@ export class SessionOutput {
    * could land between its halves.
    */
   write(stream: Stream, bytes: Buffer | string, sink?: OutputSink): string {
+    return pieceText(this.capture(stream, bytes, sink));
+  }
+
+  /**
+   * `write` for the capture path: what the chunk added, undecoded when it is all ASCII and no
+   * character was left incomplete before it (the bytes are then its characters, one each). Most
+   * of a fast stream is dropped by the caps before anyone reads it: it is never decoded.
+   */
+  capture(stream: Stream, bytes: Buffer | string, sink?: OutputSink): Piece {
     if (typeof bytes === 'string') {
+      this.add(stream, bytes);
+      sink?.write(bytes);
+      return bytes;
+    }
+    if (!this.split[stream] && isAscii(bytes)) {
       this.add(stream, bytes);
       sink?.write(bytes);
       return bytes;
@@ -95,7 +110,7 @@ export class SessionOutput {
     this.held[stream] = bytes;
   }
 
-  private add(stream: Stream, text: string): void {
+  private add(stream: Stream, text: Piece): void {
     if (text.length === 0) return;
     const seq = this.seq++;
     this.retained.push(text);

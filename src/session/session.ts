@@ -2,6 +2,7 @@ import { updateModes, type TerminalModes } from './modes.js';
 import type { JobInput } from './input.js';
 import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
+import { pieceText } from './chunks.js';
 import type { EventBus } from './events.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, Resources, StopRequest } from './record.js';
 import type { DenyReason, EventType, FailReason, Notify } from './types.js';
@@ -164,6 +165,8 @@ export class Session {
   private readonly kept: Checkpoint[];
   private resolveFinished!: () => void;
   private readonly waiters = new Set<() => void>();
+  /** Waiters for a change other than output (its end, a question, readiness): a chunk of output does not wake them. */
+  private readonly stateWaiters = new Set<() => void>();
   private readonly outputWatchers = new Set<(stream: Stream, text: string) => void>();
   private readonly denied = new Map<string, { count: number; reason: string }>();
   private readonly ready: { waitingFor: string; readyAt: number | undefined } | undefined;
@@ -523,12 +526,17 @@ export class Session {
   /** Capture a chunk from the process; wakes waiters and streams an `output` event. */
   onOutput(stream: Stream, bytes: Buffer | string): void {
     const offset = this.output.totalChars;
-    const text = this.output.write(stream, bytes, this.spool);
-    if (text.length === 0) return;
+    const piece = this.output.capture(stream, bytes, this.spool);
+    if (piece.length === 0) return;
+    // Decoded here only for whoever reads it as it comes; else when the output is read.
+    if (this.onPty || this.events.listeningForOutput || this.outputWatchers.size > 0) this.told(stream, pieceText(piece), offset);
+    this.wake(true);
+  }
+
+  private told(stream: Stream, text: string, offset: number): void {
     if (this.onPty) updateModes(this.modes, text);
     if (this.events.listening) this.emit('output', { stream, data: text, offset });
     for (const watch of this.outputWatchers) watch(stream, text);
-    this.wake();
   }
 
   /** Be told of its output as it is captured (text as the output keeps it), until the returned function is called. */
@@ -662,13 +670,19 @@ export class Session {
     this.wake();
   }
 
-  /** Wake everyone waiting for a change (output, exit, interrupt). */
-  private wake(): void {
+  /** Wake everyone waiting for a change (output, exit, interrupt); for output, only those who wait for output too. */
+  private wake(output = false): void {
     // Called for every chunk of output: nothing to allocate when nobody waits.
-    if (this.waiters.size === 0) return;
-    const waiters = [...this.waiters];
-    this.waiters.clear();
-    for (const w of waiters) w();
+    if (this.waiters.size > 0) {
+      const waiters = [...this.waiters];
+      this.waiters.clear();
+      for (const w of waiters) w();
+    }
+    if (!output && this.stateWaiters.size > 0) {
+      const waiters = [...this.stateWaiters];
+      this.stateWaiters.clear();
+      for (const w of waiters) w();
+    }
   }
 
   /**
@@ -694,18 +708,22 @@ export class Session {
     return this.quietPolls;
   }
 
-  /** Resolve on the next change, after `ms`, or when `signal` aborts, whichever comes first. */
-  waitForChange(ms: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolve on the next change, after `ms`, or when `signal` aborts, whichever comes first.
+   * `output: false`: output is not a change to this waiter (one waiting for the end is not woken per chunk).
+   */
+  waitForChange(ms: number, signal?: AbortSignal, output = true): Promise<void> {
     if (!this.running || signal?.aborted) return Promise.resolve();
+    const set = output ? this.waiters : this.stateWaiters;
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
-        this.waiters.delete(done);
+        set.delete(done);
         signal?.removeEventListener('abort', done);
         resolve();
       };
       const timer = setTimeout(done, ms);
-      this.waiters.add(done);
+      set.add(done);
       signal?.addEventListener('abort', done, { once: true });
     });
   }

@@ -1,5 +1,8 @@
-import { closeSync, openSync, readFileSync, renameSync, rmSync, statSync, writev } from 'node:fs';
+import { isAscii } from 'node:buffer';
+import { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writev } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
 import type { DiskHealth, WriteKind } from './disk.js';
+import { capText } from './chunks.js';
 
 /** Output not yet written is held up to this much (or maxBytes, if less), newest kept. */
 const MAX_BACKLOG = 8 * 1024 * 1024;
@@ -311,6 +314,30 @@ export class Spool {
   }
 
   /**
+   * Lines [from, to) of what the spool holds (`lines(total)` says which, given how many there
+   * are), read in blocks: the whole spool is never in memory at once, and of the page only its
+   * newest (`fromEnd`) or first `cap` characters are decoded. Characters count UTF-16 units, as
+   * the decoded text's length would.
+   */
+  page(lines: (total: number) => { from: number; to: number }, cap: number, fromEnd: boolean, block = BLOCK): SpoolPage {
+    const parts: { fd: number; size: number }[] = [];
+    try {
+      for (const f of [`${this.file}.1`, this.file]) {
+        let fd: number;
+        try {
+          fd = openSync(f, 'r');
+        } catch {
+          continue; // a segment that does not exist yet
+        }
+        parts.push({ fd, size: fstatSync(fd).size });
+      }
+      return pageOf(parts, lines, cap, fromEnd, block);
+    } finally {
+      for (const p of parts) closeSync(p.fd);
+    }
+  }
+
+  /**
    * Stop for good (the session is forgotten; its files are deleted by whoever forgets it). A
    * write in flight finishes into the deleted file and its descriptor is closed then, never
    * before: closing under a pending write could hand its number to another file.
@@ -324,4 +351,96 @@ export class Spool {
     this.batchBytes = 0;
     if (!this.flushing) this.closeFd();
   }
+}
+
+/** A page of the spool: its text, where it lies, and how much of it the cap cut. */
+export interface SpoolPage {
+  output: string;
+  from: number;
+  to: number;
+  totalLines: number;
+  /** Characters the whole spool holds, and before the page. */
+  totalChars: number;
+  start: number;
+  /** Characters of the page not in `output` (past the cap): the oldest of a tail page, else the last. */
+  cut: number;
+}
+
+/** How much of the spool is read at a time. */
+const BLOCK = 1 << 20;
+
+function pageOf(parts: { fd: number; size: number }[], lines: (total: number) => { from: number; to: number }, cap: number, fromEnd: boolean, BLOCK: number): SpoolPage {
+  const size = parts.reduce((n, p) => n + p.size, 0);
+  const buf = Buffer.allocUnsafe(BLOCK);
+  /** Bytes [pos, pos + len) of the segments as one file, into buf. */
+  const read = (pos: number, len: number, into = buf): Buffer => {
+    let got = 0;
+    let base = 0;
+    for (const p of parts) {
+      if (got < len && pos + got < base + p.size) {
+        const at = pos + got - base;
+        got += readSync(p.fd, into, got, Math.min(len - got, p.size - at), at);
+      }
+      base += p.size;
+    }
+    return into.subarray(0, got);
+  };
+  /** Walk every block: `each(block, pos)`; counts characters with one decoder across blocks. */
+  const walk = (until: number, each: (block: Buffer, pos: number, charsBefore: number, decoder: StringDecoder) => boolean): number => {
+    const decoder = new StringDecoder('utf8');
+    let chars = 0;
+    for (let pos = 0; pos < until; pos += BLOCK) {
+      const block = read(pos, Math.min(BLOCK, until - pos));
+      if (!each(block, pos, chars, decoder)) return chars;
+      chars += isAscii(block) ? block.length : decoder.write(block).length;
+    }
+    return chars + decoder.end().length;
+  };
+  // First pass: how many lines and characters.
+  let newlines = 0;
+  let last = -1;
+  const totalChars = walk(size, (block) => {
+    for (let i = block.indexOf(10); i !== -1; i = block.indexOf(10, i + 1)) newlines++;
+    if (block.length > 0) last = block[block.length - 1];
+    return true;
+  });
+  const totalLines = size === 0 ? 0 : last === 10 ? newlines : newlines + 1;
+  const { from, to } = lines(totalLines);
+  // Second pass: the byte after the k-th newline, and the characters up to it.
+  const afterNewline = (k: number): { byte: number; chars: number } => {
+    if (k === 0) return { byte: 0, chars: 0 };
+    if (k > newlines) return { byte: size, chars: totalChars };
+    let seen = 0;
+    let hit = { byte: size, chars: totalChars };
+    walk(size, (block, pos, charsBefore, decoder) => {
+      for (let i = block.indexOf(10); i !== -1; i = block.indexOf(10, i + 1)) {
+        if (++seen < k) continue;
+        const head = block.subarray(0, i + 1);
+        // With the walk's decoder: it may hold the start of a character this block ends.
+        hit = { byte: pos + i + 1, chars: charsBefore + decoder.write(head).length };
+        return false;
+      }
+      return true;
+    });
+    return hit;
+  };
+  const start = afterNewline(Math.min(from, newlines));
+  if (from >= to) return { output: '', from, to, totalLines, totalChars, start: start.chars, cut: 0 };
+  // The page ends before the newline that ends its last line, or at the end of the spool.
+  const end = to > newlines ? { byte: size, chars: totalChars } : ((e) => ({ byte: e.byte - 1, chars: e.chars - 1 }))(afterNewline(to));
+  const pageChars = end.chars - start.chars;
+  // A UTF-16 unit takes one to three bytes: 3 x cap bytes and one character more hold cap units.
+  const want = Math.min(end.byte - start.byte, cap * 3 + 4);
+  const pos = fromEnd ? end.byte - want : start.byte;
+  const bytes = read(pos, want, Buffer.allocUnsafe(want));
+  let text: string;
+  if (want === end.byte - start.byte) text = bytes.toString('utf8');
+  else if (fromEnd) {
+    // Read from inside the page: not from inside a character (its continuation bytes are skipped).
+    let k = 0;
+    while (k < 3 && k < bytes.length && (bytes[k] & 0xc0) === 0x80) k++;
+    text = bytes.subarray(k).toString('utf8');
+  } else text = new StringDecoder('utf8').write(bytes); // a character cut at the end is held, not replaced
+  const output = capText(text, cap, fromEnd);
+  return { output, from, to, totalLines, totalChars, start: start.chars, cut: pageChars - output.length };
 }

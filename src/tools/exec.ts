@@ -179,7 +179,8 @@ async function waitForEnd(d: Daemon, session: Session, ms: number, signal: Abort
     if (signal.aborted) return 'cancelled';
     const left = deadline - Date.now();
     if (left <= 0 || d.restarting) return 'yield';
-    await session.waitForChange(left, signal);
+    // Output does not end the wait: no wake-up per chunk of it.
+    await session.waitForChange(left, signal, false);
   }
 }
 

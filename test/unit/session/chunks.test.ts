@@ -16,6 +16,26 @@ describe('ChunkQueue', () => {
     expect(q.empty).toBe(false);
   });
 
+  it('property: ASCII bytes kept undecoded read exactly as the same text pushed as strings', () => {
+    const piece = fc.tuple(fc.string({ unit: fc.constantFrom('a', 'b', '\n', ' ', '\0'), maxLength: 12 }), fc.boolean());
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 20 }), fc.integer({ min: 1, max: 30 }), fc.integer({ min: 0, max: 40 }), (pieces, cap, n) => {
+        const asBytes = new ChunkQueue(cap);
+        const asText = new ChunkQueue(cap);
+        pieces.forEach(([text, bytes], i) => {
+          asBytes.push(bytes ? Buffer.from(text, 'latin1') : text, i);
+          asText.push(text, i);
+        });
+        expect([asBytes.length, asBytes.dropped]).toEqual([asText.length, asText.dropped]);
+        expect(asBytes.tail(n)).toBe(asText.tail(n));
+        expect([...asBytes.entries()]).toEqual([...asText.entries()]);
+        expect(asBytes.text()).toBe(asText.text());
+        expect(asBytes.text()).toBe(asText.text());
+        expect(asBytes.drain()).toEqual(asText.drain());
+      }),
+    );
+  });
+
   it('starts empty and ignores empty pushes', () => {
     const q = new ChunkQueue(3);
     expect(q.empty).toBe(true);

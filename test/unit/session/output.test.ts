@@ -63,6 +63,19 @@ describe('SessionOutput: UTF-8 decoding', () => {
     expect(o.text()).toBe('ok \uFFFD');
   });
 
+  it('keeps ASCII bytes undecoded until read, and decodes what follows a split character', () => {
+    const o = new SessionOutput(BIG, BIG);
+    const ascii = Buffer.from('plain\n');
+    expect(o.capture('stdout', ascii)).toBe(ascii);
+    const euro = Buffer.from('€', 'utf8');
+    expect(o.capture('stdout', euro.subarray(0, 2))).toBe('');
+    // The held lead bytes and an ASCII byte: the decoder says U+FFFD, then the byte.
+    expect(o.capture('stdout', Buffer.from('x'))).toBe('\uFFFDx');
+    expect(o.capture('stdout', Buffer.from('y'))).toBeInstanceOf(Buffer);
+    expect(o.text()).toBe('plain\n\uFFFDxy');
+    expect(o.totalChars).toBe(9);
+  });
+
   it('replaces invalid bytes', () => {
     const o = new SessionOutput(BIG, BIG);
     o.write('stdout', Buffer.from([0x61, 0xff, 0x62]));

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiskHealth, type DiskState } from '../../../src/session/disk.js';
 import { Spool } from '../../../src/session/spool.js';
+import { capPage, pageLines, pageText } from '../../../src/tools/process/log.js';
+import fc from 'fast-check';
 
 const MiB = 1024 * 1024;
 const root = mkdtempSync(join(tmpdir(), 'procctl-spool-'));
@@ -109,3 +111,43 @@ describe('Spool', () => {
     expect(old?.dropped).toEqual({ rotated: 4, budget: 0, fault: 0 });
   });
 });
+
+describe('Spool.page', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'procctl-spool-page-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  let n = 0;
+
+  it('property: the page of the whole decoded text, read in blocks of any size, across both segments', async () => {
+    const opt = fc.option(fc.nat({ max: 8 }), { nil: undefined });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.string({ unit: fc.constantFrom('a', 'b', '\n', 'é', '😀', '€'), maxLength: 12 }), { maxLength: 8 }),
+        opt,
+        opt,
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 1, max: 40 }),
+        async (chunks, offset, limit, block, cap) => {
+          // A small cap on disk: the older segment rotates, so the page spans both files.
+          const spool = new Spool(join(dir, `p${n++}.log`), 64);
+          for (const c of chunks) spool.write(Buffer.from(c, 'utf8'));
+          await spool.close();
+          const text = spool.read();
+          const fromEnd = offset === undefined;
+          const want = pageText(text, offset, limit);
+          const got = spool.page((total) => pageRangeOf(total, offset, limit), cap, fromEnd, block);
+          const capped = capPage(want.output, cap, fromEnd);
+          expect({ output: got.output, cut: got.cut }).toEqual(capped);
+          expect([got.from, got.to - got.from, got.totalLines, got.totalChars, got.start]).toEqual([want.from, want.lines, want.totalLines, text.length, want.lines > 0 ? want.start : got.start]);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+/** The lines pageText would take, for Spool.page. */
+function pageRangeOf(total: number, offset: number | undefined, limit: number | undefined): { from: number; to: number } {
+  const lines = Array.from({ length: total }, () => '');
+  const page = pageLines(lines, offset, limit);
+  return { from: page.from, to: page.from + page.lines.length };
+}

@@ -1,10 +1,14 @@
 import fc from 'fast-check';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Spool } from '../../../src/session/spool.js';
 import { describe, expect, it } from 'vitest';
 import { EventBus } from '../../../src/session/events.js';
 import { Registry } from '../../../src/session/registry.js';
 import { Session } from '../../../src/session/session.js';
 import type { CallContext, Daemon } from '../../../src/tools/context.js';
-import { DEFAULT_LOG_LINES, logAction, pageLines, splitLines } from '../../../src/tools/process/log.js';
+import { capPage, DEFAULT_LOG_LINES, logAction, pageLines, pageText, splitLines } from '../../../src/tools/process/log.js';
 import { RPC } from '../../../src/schema/voice.js';
 
 const numbered = (n: number) => Array.from({ length: n }, (_, i) => `line ${i}`);
@@ -144,6 +148,42 @@ describe('pageLines', () => {
   });
 });
 
+describe('pageText', () => {
+  it('property: the same page as pageLines over splitLines, found in place', () => {
+    const opt = fc.option(fc.nat({ max: 12 }), { nil: undefined });
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom('a', 'b', '\n', ' '), maxLength: 40 }), opt, opt, (text, offset, limit) => {
+        const all = splitLines(text);
+        const want = pageLines(all, offset, limit);
+        const got = pageText(text, offset, limit);
+        expect(got.output).toBe(want.lines.join('\n'));
+        expect([got.from, got.lines, got.totalLines, got.hint]).toEqual([want.from, want.lines.length, want.totalLines, want.hint]);
+        // Where the page starts: after its earlier lines and their newlines.
+        if (got.lines > 0) expect(got.start).toBe(all.slice(0, got.from).reduce((n, l) => n + l.length + 1, 0));
+      }),
+    );
+  });
+
+  it('pages 200 of many lines from either end', () => {
+    const text = numbered(5000).join('\n') + '\n';
+    expect(pageText(text, undefined, undefined).output).toBe(numbered(5000).slice(4800).join('\n'));
+    expect(pageText(text, 10, 2).output).toBe('line 10\nline 11');
+  });
+});
+
+describe('capPage', () => {
+  it('keeps a page within the cap: the newest characters of a tail page, the first of a page from an offset', () => {
+    expect(capPage('abcdef', 10, true)).toEqual({ output: 'abcdef', cut: 0 });
+    expect(capPage('abcdef', 4, true)).toEqual({ output: 'cdef', cut: 2 });
+    expect(capPage('abcdef', 4, false)).toEqual({ output: 'abcd', cut: 2 });
+  });
+
+  it('never splits a surrogate pair', () => {
+    expect(capPage('a😀b', 2, true)).toEqual({ output: 'b', cut: 3 });
+    expect(capPage('a😀b', 2, false)).toEqual({ output: 'a', cut: 3 });
+  });
+});
+
 describe('logAction', () => {
   function setup(maxOutputChars = 1_000_000) {
     const registry = new Registry();
@@ -193,6 +233,34 @@ describe('logAction', () => {
     expect(r.truncated).toBe(true);
     expect(r.droppedChars).toBe(4);
     expect(r.text).toMatch(/first 4 characters were dropped/);
+  });
+
+  it('holds a page from the spool within the cap when one line is longer, and counts what it cut', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'procctl-log-'));
+    try {
+      const registry = new Registry();
+      const spool = new Spool(join(dir, 'out.log'), 1 << 20);
+      const s = new Session({ id: 'sess', scope: 'default', command: 'x', name: 'x', cwd: '/', stdin: 'pipe', maxOutputChars: 100, pendingMaxOutputChars: 10, events: new EventBus(), now: () => 0, spool });
+      registry.add(s);
+      const d = { registry } as unknown as Daemon;
+      const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
+      // One line of 1,000 characters, no newline: the spool has it all, memory the newest 100.
+      const line = Array.from({ length: 100 }, (_, i) => String(i % 10).repeat(10)).join('');
+      for (let i = 0; i < 1000; i += 100) s.onOutput('stdout', Buffer.from(line.slice(i, i + 100)));
+      const tail = await logAction(d, ctx, { action: 'log', sessionId: 'sess' });
+      expect(tail.source).toBe('spool');
+      expect(tail.output).toBe(line.slice(900));
+      expect(tail.cutChars).toBe(900);
+      expect(tail.totalChars).toBe(1000);
+      expect(tail.text).toContain('[the first 900 characters of this page were cut');
+      // A page asked for by offset or limit is given whole.
+      const head = await logAction(d, ctx, { action: 'log', sessionId: 'sess', offset: 0 });
+      expect(head.output).toBe(line);
+      expect(head.cutChars).toBeUndefined();
+      await spool.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('says so when there is no output yet', async () => {
