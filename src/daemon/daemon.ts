@@ -365,7 +365,10 @@ export class ProcctlDaemon implements Daemon {
         await this.trail.flushed();
       },
       abandonClients: (err) => {
-        for (const c of this.connections) c.abandon(err);
+        const resumes = [...this.connections].map((c) => c.abandon(err));
+        return () => {
+          for (const resume of resumes) resume();
+        };
       },
     };
   }

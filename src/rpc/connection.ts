@@ -384,7 +384,7 @@ export class Connection {
    * is answered with `err` (kind restarting: the client retries on the next image). The answers
    * are written at once, before the image goes.
    */
-  abandon(err: Error): void {
+  abandon(err: Error): () => void {
     this.socket.pause();
     const error = toRpcError(err);
     // Answered now: should the restart fail after all, their own answers are not sent twice.
@@ -394,6 +394,7 @@ export class Connection {
       this.abandoned.add(request);
     }
     this.pending.clear();
+    return () => this.socket.resume();
   }
 
   /** Requests a restart answered already (abandon). */

@@ -6,6 +6,7 @@ import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } fr
 import { killLeftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
+import { cliOn } from '../cli/run.js';
 
 /**
  * Jobs outlive the daemon's image (SPEC §19): a planned restart hands every running session to a
@@ -114,6 +115,19 @@ describe('planned restart (SPEC §19)', () => {
     expect(fresh.output).toBe('fresh\n');
     await s2.process({ action: 'kill', sessionId: cat.sessionId });
     await waitFor(() => !alive(cat.pid), { what: 'the adopted cat to be stopped' });
+  });
+
+  it('procctl daemon restart hands over, waits for the new image and says what it kept', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'cli');
+    const job = await s.exec({ command: 'sleep 30', background: true });
+    pids.add(job.pid);
+    const r = await cliOn(d.socket)(['daemon', 'restart']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/Handing 1 running session to a new daemon image/);
+    expect(r.stdout).toMatch(/serves again after \d+ ms: 1 session kept\./);
+    const s2 = new Scoped(await d.client(), 'cli');
+    expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
   });
 
   it('the socket never refuses: a client connecting in a loop through the hand-over is always answered', async () => {

@@ -286,7 +286,7 @@ describe('unit files', () => {
       const stop = k.get('TimeoutStopSec');
       expect(stop, file).toBeDefined();
       expect(seconds(stop![0]), `${file} TimeoutStopSec`).toBeGreaterThan(3);
-      expect(k.get('ExecReload')?.[0], file).toMatch(/kill -HUP \$MAINPID/);
+      expect(k.get('ExecReload')?.[0], file).toMatch(/kill -USR2 \$MAINPID/);
       // The service serves the socket its socket unit listens on.
       const socketFile = file.replace(/\.service$/, '.socket');
       const listen = keys(socketFile).get('ListenStream')![0];

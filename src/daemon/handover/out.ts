@@ -30,8 +30,8 @@ export interface HandoverHost {
   approverMade: string | undefined;
   /** Records and the trail on disk before the image goes. */
   settleFiles(records: ReturnType<typeof toRecord>[]): Promise<void>;
-  /** Every request still in flight is answered with this error, and nothing more is read. */
-  abandonClients(err: Error): void;
+  /** Every request still in flight is answered with this error, and nothing more is read until the returned undo. */
+  abandonClients(err: Error): () => void;
 }
 
 interface ExecAddon {
@@ -187,7 +187,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     delete env.LISTEN_PID;
     delete env.LISTEN_FDNAMES;
     host.log.info({ sessions: carried.length, from: p.from, to: p.to }, 'restart: handing the running sessions to a new image');
-    host.abandonClients(restarting('the daemon is restarting into a new image; retry: the request is answered once it serves (in about a second)'));
+    undo.push(host.abandonClients(restarting('the daemon is restarting into a new image; retry: the request is answered once it serves (in about a second)')));
     host.log.flush();
     const argv = [process.execPath, ...process.execArgv, ...process.argv.slice(1)];
     addon.execImage(process.execPath, argv, Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`])));
