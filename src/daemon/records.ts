@@ -57,11 +57,12 @@ export class Records implements RecordKeeper {
     }
     void session.finished.then(async () => {
       clearTimeout(early);
-      this.guardian.remove(session.id);
-      // Finished: the record is written after this turn, so exec answers without waiting for it.
-      const saveLater = () => this.state.saveLater(toRecord(session, startTime));
+      // Finished: the record is made and written after this turn, so exec answers without waiting
+      // for it; the guardian's slot is let go then too (its process is gone, reaped: nothing to protect).
+      const saveLater = () => this.state.saveLater(session.id, () => toRecord(session, startTime));
       session.recordWith(saveLater);
       saveLater();
+      setImmediate(() => this.guardian.remove(session.id));
       // A rotation still in flight can change what the spool dropped: then say so once more,
       // unless the session was forgotten meanwhile (its files are gone and must stay gone).
       const dropped = session.spool?.droppedBytes;
@@ -71,7 +72,7 @@ export class Records implements RecordKeeper {
   }
 
   hold(session: Session): void {
-    const save = () => (session.endedAt === undefined ? this.state.save(toRecord(session)) : this.state.saveLater(toRecord(session)));
+    const save = () => (session.endedAt === undefined ? this.state.save(toRecord(session)) : this.state.saveLater(session.id, () => toRecord(session)));
     session.recordWith(save);
     save();
   }

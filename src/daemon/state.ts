@@ -214,16 +214,17 @@ export class StateStore {
   /**
    * Write a record once the daemon is done with what it is doing now: a finished session's, which
    * nothing waits for (exec has answered by then). Several writes of one session in a turn make
-   * one, and a session removed meanwhile is not written back. The write itself is synchronous:
+   * one, made when it is written (the session as it is then), and a session removed meanwhile is
+   * not written back. The write itself is synchronous:
    * through the thread pool a small file costs four hand-offs between threads (open, write,
    * close, rename), each a wake-up that costs more than the write.
    */
-  saveLater(snap: SessionRecord): void {
-    this.later.set(snap.id, snap);
+  saveLater(id: string, snap: () => SessionRecord): void {
+    this.later.set(id, snap);
     this.laterTurn ??= setImmediate(() => this.writeLater());
   }
 
-  private readonly later = new Map<string, SessionRecord>();
+  private readonly later = new Map<string, () => SessionRecord>();
   private laterTurn: NodeJS.Immediate | undefined;
 
   private writeLater(): void {
@@ -231,7 +232,7 @@ export class StateStore {
     this.laterTurn = undefined;
     const batch = [...this.later.values()];
     this.later.clear();
-    for (const snap of batch) this.save(snap);
+    for (const snap of batch) this.save(snap());
   }
 
   /** Write now every record still waiting for its turn (shutdown). */

@@ -101,6 +101,8 @@ const removing = new Set<Promise<void>>();
  */
 export function removeCgroupWhenEmpty(cg: SessionCgroup, onStuck: (dirs: string[]) => void = () => undefined): void {
   const done = (async () => {
+    // After this turn: the exec that waits for this end answers first (the removal is handed to a thread, which wakes it).
+    await new Promise<void>((resolve) => setImmediate(resolve));
     if (await cg.removeLater()) return;
     for (let i = 0; i < 20; i++) {
       await sleep(50 * (i + 1));

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { chmodSync, chownSync, mkdir, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 
@@ -14,6 +13,7 @@ const SPARE = 4;
 export class ScratchDirs {
   private readonly spare: string[] = [];
   private filling = 0;
+  private refillTurn: NodeJS.Immediate | undefined;
 
   constructor(private readonly root: string) {}
 
@@ -24,7 +24,12 @@ export class ScratchDirs {
   /** A new empty directory for one session. */
   take(): string {
     const dir = this.spare.pop() ?? this.makeNow();
-    this.refill();
+    // Made again once this turn is over (the job has started by then): handing work to a thread
+    // wakes it, and that is not done on the way to the spawn.
+    this.refillTurn ??= setImmediate(() => {
+      this.refillTurn = undefined;
+      this.refill();
+    });
     return dir;
   }
 
@@ -39,13 +44,10 @@ export class ScratchDirs {
     while (this.spare.length + this.filling < SPARE) {
       this.filling++;
       const dir = this.fresh();
-      mkdir(dir, { recursive: true, mode: 0o700 }).then(
-        () => {
-          this.filling--;
-          this.spare.push(dir);
-        },
-        () => this.filling--,
-      );
+      mkdir(dir, { recursive: true, mode: 0o700 }, (err) => {
+        this.filling--;
+        if (!err) this.spare.push(dir);
+      });
     }
   }
 

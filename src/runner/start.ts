@@ -157,7 +157,9 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   let review: string | undefined;
   if (refused === undefined) {
     try {
-      plan = planLaunch(confine, { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, hidden: ctx.controls(), channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined }, user);
+      const job = { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined };
+      // The daemon's own paths (a look at its stdout and stderr among them) only when a sandbox hides them.
+      plan = planLaunch(confine, { ...job, get hidden() { return ctx.controls(); } }, user);
       if (plan.overlays?.length) {
         const overlay = plan.overlays[0];
         review = overlay.target;

@@ -25,6 +25,8 @@ export function expiredSessions(sessions: Iterable<Session>, now: number, ttlMs:
 export class Registry {
   readonly events = new EventBus();
   private readonly sessions = new Map<string, Session>();
+  /** Sessions added while running and not yet ended: `running()` walks these, not every finished one kept. */
+  private readonly live = new Set<Session>();
   private readonly keyLocks = new Map<string, Promise<void>>();
 
   newId(): string {
@@ -39,7 +41,14 @@ export class Registry {
   }
 
   add(session: Session): void {
+    // An approved exec's session takes the place of the one that waited for it.
+    const before = this.sessions.get(session.id);
+    if (before) this.live.delete(before);
     this.sessions.set(session.id, session);
+    if (session.running) {
+      this.live.add(session);
+      void session.finished.then(() => this.live.delete(session));
+    }
   }
 
   /** The session, if it exists in this scope. */
@@ -98,7 +107,7 @@ export class Registry {
 
   running(scope?: string): Session[] {
     const out: Session[] = [];
-    for (const s of this.sessions.values()) if (s.running && (scope === undefined || inScope(s, scope))) out.push(s);
+    for (const s of this.live) if (s.running && this.sessions.get(s.id) === s && (scope === undefined || inScope(s, scope))) out.push(s);
     return out;
   }
 
@@ -109,6 +118,8 @@ export class Registry {
   }
 
   delete(id: string): void {
+    const s = this.sessions.get(id);
+    if (s) this.live.delete(s);
     this.sessions.delete(id);
   }
 

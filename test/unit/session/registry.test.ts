@@ -48,6 +48,31 @@ describe('newSessionId', () => {
 });
 
 describe('Registry', () => {
+  it('running() lists the sessions that run, through ends, a replacement and a delete, and never looks at an ended one', async () => {
+    const clock = fakeClock();
+    const r = new Registry();
+    const [a, b, c] = ['aaaa', 'bbbb', 'cccc'].map((id) => session(id, 'alice', clock.now));
+    const other = session('dddd', 'bob', clock.now);
+    for (const s of [a, b, c, other]) r.add(s);
+    expect(r.running('alice')).toEqual([a, b, c]);
+    expect(r.running()).toEqual([a, b, c, other]);
+    b.finish({ exitCode: 0, signal: null });
+    // Ended: not running from that moment, before any later turn.
+    expect(r.running('alice')).toEqual([a, c]);
+    await b.finished;
+    await Promise.resolve();
+    // An ended session kept for its TTL costs an exec's start nothing: it is not even asked whether it runs.
+    Object.defineProperty(b, 'running', { get: () => expect.fail('running() looked at an ended session') });
+    expect(r.running('alice')).toEqual([a, c]);
+    // An approved exec's session takes the place of the one that waited for it.
+    const c2 = session('cccc', 'alice', clock.now);
+    r.add(c2);
+    expect(r.running('alice')).toEqual([a, c2]);
+    r.delete('aaaa');
+    expect(r.running('alice')).toEqual([c2]);
+    expect(r.running()).toEqual([other, c2]);
+  });
+
   it('gets a session of its own scope', () => {
     const clock = fakeClock();
     const r = new Registry();

@@ -1,0 +1,43 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ScratchDirs } from '../../../src/runner/scratch.js';
+
+const roots: string[] = [];
+afterEach(() => {
+  for (const r of roots.splice(0)) rmSync(r, { recursive: true, force: true });
+});
+
+/** File-system requests handed to libuv's threads and not yet answered. */
+const fsRequests = () => process.getActiveResourcesInfo().filter((r) => r.startsWith('FSReq')).length;
+
+async function until(what: string, ok: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe('ScratchDirs', () => {
+  it('hands out a directory made ahead, and makes the next one only once the turn that took it is over', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'procctl-scratch-'));
+    roots.push(root);
+    const scratch = new ScratchDirs(join(root, 'sessions'));
+    scratch.refill();
+    const listed = () => readdirSync(join(root, 'sessions')).length;
+    await until('the spare directories', () => fsRequests() === 0 && listed() === 4);
+    const dir = scratch.take();
+    expect(readdirSync(join(root, 'sessions'))).toContain(dir.slice(dir.lastIndexOf('/') + 1));
+    // Nothing is handed to a thread on the way to the spawn (waking one costs the exec's answer).
+    expect(fsRequests()).toBe(0);
+    await new Promise((r) => setImmediate(r));
+    await until('the spare made again', () => listed() === 5);
+    // Several taken in one turn: one refill after it.
+    const more = [scratch.take(), scratch.take(), scratch.take()];
+    expect(new Set(more).size).toBe(3);
+    expect(fsRequests()).toBe(0);
+    await until('the spares made again', () => fsRequests() === 0 && listed() === 8);
+  });
+});
