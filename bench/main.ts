@@ -22,6 +22,8 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   capture,
   // Capture as users run it: text and lines, foreground and background, one and four at once.
   'capture-shapes': captureShapes,
+  // A planned restart with sessions running (SPEC §19).
+  restart: (o) => import('./restart.js').then((m) => m.restartCost(o)),
   sessions,
   // Interrupts, terminals and stopping.
   interrupts: interruptLatency,
@@ -54,7 +56,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,capture-shapes,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,capture-shapes,restart,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

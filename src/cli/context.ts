@@ -82,15 +82,28 @@ export async function connect(g: GlobalOptions, onNotification?: (n: Notificatio
   return client;
 }
 
-/** Connect, run `fn`, and always close the connection afterwards. */
+/**
+ * Connect, run `fn`, and always close the connection afterwards. A refusal of kind `restarting`
+ * (the daemon hands its sessions to a new image, SPEC §19: nothing was done) is retried on a new
+ * connection, answered by the new image once it serves: a person sees a pause, not an error.
+ */
 export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>): Promise<T> {
-  const client = await connect(g);
-  try {
-    return await fn(client);
-  } finally {
-    client.close();
+  for (let attempt = 0; ; attempt++) {
+    const client = await connect(g);
+    try {
+      return await fn(client);
+    } catch (err) {
+      if (!(err instanceof RpcCallError) || err.kind !== 'restarting' || attempt >= RESTART_RETRIES) throw err;
+    } finally {
+      client.close();
+    }
+    await new Promise((r) => setTimeout(r, RESTART_RETRY_MS));
   }
 }
+
+/** How long a client rides through a restart: 30 s, in steps of a quarter second. */
+const RESTART_RETRIES = 120;
+const RESTART_RETRY_MS = 250;
 
 /** Write text to stdout, ending it with a newline. */
 export function out(text: string): void {

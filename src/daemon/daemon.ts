@@ -4,7 +4,7 @@ import { MountsAhead } from '../runner/premount.js';
 import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
 import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { createServer, type Server } from 'node:net';
+import { createServer, Socket, type Server } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
@@ -68,6 +68,8 @@ export interface DaemonOptions {
   configFile: string | undefined;
   loaded: LoadedConfig;
   logLevel?: string;
+  /** The options it was started with (after the script), for a planned restart's pre-flight. */
+  args?: string[];
   /** What the last image of this PID handed over in a planned restart (SPEC §19), or why it could not be read. */
   inherited?: Inherited;
 }
@@ -98,6 +100,7 @@ export class ProcctlDaemon implements Daemon {
   restarting = false;
   restarts: Restarts = { planned: 0, crash: 0, lastAt: null, lastMs: null, adopted: 0, lost: 0 };
   private readonly inherited: Inherited | undefined;
+  private readonly args: string[];
   /** systemd handed the socket over (the first image's LISTEN_FDS): it owns the file, its mode and its lifetime. */
   private readonly activated: boolean;
   approverMade: string | undefined;
@@ -141,6 +144,7 @@ export class ProcctlDaemon implements Daemon {
     this.loadedFrom = opts.loaded.file;
     this.socketPath = opts.socketPath;
     this.inherited = opts.inherited;
+    this.args = opts.args ?? [];
     // A planned restart: the socket the last image listened on, kept open all along (SPEC §19).
     const kept = opts.inherited && ('handover' in opts.inherited ? opts.inherited.handover.listen.fd : opts.inherited.listenFd);
     this.listenFds = kept !== undefined ? [kept] : (opts.listenFds ?? []);
@@ -248,7 +252,12 @@ export class ProcctlDaemon implements Daemon {
     }
     this.remembered.load();
     const handover = this.inherited && 'handover' in this.inherited ? this.inherited.handover : undefined;
-    const handed = new Set(handover?.sessions.map((x) => x.session.record.id) ?? []);
+    const roots = [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined);
+    // The guardian watches every session adopted: the last image's goes on, else one is started first.
+    if (handover && !handover.guardian) this.guardian.start(this.runtimeDir, roots);
+    // A planned restart: the sessions handed over run on here, before any client is served and
+    // before recovery, which finds the record of any that could not be taken back and ends it as lost.
+    const handed = handover ? this.adopt(handover) : new Set<string>();
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
     const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy });
@@ -270,9 +279,7 @@ export class ProcctlDaemon implements Daemon {
     restoreChangesApprovals(this);
     // Sessions this start found lost (running when the last run died) ended now: on record.
     for (const s of this.registry.all()) if (s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt) noteEnded(this, s);
-    // A planned restart: the sessions handed over run on here, before any client is served.
-    if (handover) this.adopt(handover);
-    else if (lostWhy) this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: Date.now(), lost: this.restarts.lost + [...this.registry.all()].filter((s) => s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt).length };
+    if (lostWhy) this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: Date.now(), lost: this.restarts.lost + [...this.registry.all()].filter((s) => s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt).length };
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {
@@ -285,10 +292,12 @@ export class ProcctlDaemon implements Daemon {
     } else {
       await listenOnPath(this.server, this.socketPath, () => this.refreshApprover());
     }
+    // Clients that connected while the last image handed over: their requests are answered here.
+    for (const fd of handover?.clients ?? []) this.server.emit('connection', new Socket({ fd, readable: true, writable: true, allowHalfOpen: true }));
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
-    if (!handover?.guardian) this.guardian.start(this.runtimeDir, [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined));
+    if (!handover) this.guardian.start(this.runtimeDir, roots);
     this.interrupts.start();
     this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
@@ -311,13 +320,14 @@ export class ProcctlDaemon implements Daemon {
   }
 
   /** The sessions a planned restart handed to this image, taken back (SPEC §19), counted and on record. */
-  private adopt(h: NonNullable<Extract<Inherited, { handover: unknown }>['handover']>): void {
+  private adopt(h: NonNullable<Extract<Inherited, { handover: unknown }>['handover']>): Set<string> {
     const { adopted, lost } = adoptSessions({ daemon: this, registry: this.registry, log: this.log, config: () => this.current, state: this.state, keeper: this.keeper, guardian: this.guardian, cgroups: this.cgroups }, h);
     const now = Date.now();
     const to = this.version;
     this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: now, lastMs: now - h.from.at, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
     this.audit.emit({ type: 'restart', kind: 'planned', from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at });
     this.log.info({ from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at }, 'restart: this image took over the running sessions');
+    return new Set(adopted.map((s) => s.id));
   }
 
   /**
@@ -356,7 +366,26 @@ export class ProcctlDaemon implements Daemon {
         const fd = (this.server as unknown as { _handle?: { fd?: number } })._handle?.fd;
         return typeof fd === 'number' && fd >= 0 ? { fd, activated: this.activated } : undefined;
       },
+      holdClients: () => {
+        // Accepted as ever, but not served: each waits, unread, for the next image (or for resume).
+        const handle = (this.server as unknown as { _handle?: { onconnection: (err: number, client?: { fd: number }) => void } })._handle;
+        const held: { fd: number }[] = [];
+        if (!handle) return { clients: () => [], resume: () => undefined };
+        const serve = handle.onconnection;
+        handle.onconnection = (err, client) => {
+          if (!err && client) held.push(client);
+        };
+        return {
+          clients: () => held.map((c) => c.fd).filter((fd) => fd >= 0),
+          resume: () => {
+            handle.onconnection = serve;
+            for (const client of held.splice(0)) serve.call(handle, 0, client);
+          },
+        };
+      },
       guardian: () => this.guardian.handOver(),
+      notifyEnv: () => this.notifier.handOn(),
+      args: this.args,
       restarts: this.restarts,
       approverMade: this.approverMade,
       settleFiles: async (records) => {

@@ -12,14 +12,14 @@ import { closeInherited } from './inherited.js';
 import { readInherited } from './handover/in.js';
 import { HANDOVER_FORMAT } from './handover/schema.js';
 import { loadAddon } from '../base/addon.js';
+import { requireSandbox } from '../sandbox/host.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
 export async function runDaemon(argv: string[]): Promise<void> {
-  // A restarting daemon asks the image it would start which hand-over format it reads (SPEC §19).
-  if (argv[0] === '--handover-format') {
-    process.stdout.write(`${HANDOVER_FORMAT} ${packageVersion()}\n`);
-    return;
-  }
+  // A restarting daemon asks the image it would start whether it can take over (SPEC §19): with the
+  // same options, it loads the config and the addon and checks the sandbox, then says its format.
+  const preflight = argv[0] === '--handover-format';
+  if (preflight) argv = argv.slice(1);
   // A planned restart's hand-over names descriptors to keep; it is read before anything is closed.
   const { inherited, keep } = readInherited();
   // Before anything is opened: what it inherited must not reach a job.
@@ -55,6 +55,21 @@ export async function runDaemon(argv: string[]): Promise<void> {
     }
     throw err;
   }
+  if (preflight) {
+    try {
+      requireSandbox(loaded.config);
+    } catch (err) {
+      process.stderr.write(`procctld: ${(err as Error).message}\n`);
+      process.exit(2);
+    }
+    const addon = loadAddon(['spawn', 'reap', 'exited', 'setInheritable', 'execImage', 'dupDescriptor']);
+    if (addon instanceof Error) {
+      process.stderr.write(`procctld: ${addon.message}\n`);
+      process.exit(2);
+    }
+    process.stdout.write(`${HANDOVER_FORMAT} ${packageVersion()}\n`);
+    return;
+  }
   // Socket activation: the socket systemd hands over decides where the files beside it go.
   const listenFds = inherited ? [] : activatedFds();
   const socketPath = listenFds.length > 0 ? activatedSocketPath(listenFds[0], opts.socket) : resolveSocketPath(opts.socket);
@@ -62,7 +77,7 @@ export async function runDaemon(argv: string[]): Promise<void> {
     process.stderr.write(`procctld: the socket "${socketPath}" is a session's channel (PROCCTL_SOCKET inside a confined session), not a place to listen; pass --socket PATH\n`);
     process.exit(2);
   }
-  const daemon = new ProcctlDaemon({ socketPath, listenFds, configFile: opts.config, loaded, logLevel: opts.logLevel, inherited });
+  const daemon = new ProcctlDaemon({ socketPath, listenFds, configFile: opts.config, loaded, logLevel: opts.logLevel, inherited, args: argv });
   // Handlers before listening: whoever can connect may also signal us, and gets a graceful stop.
   let starting: Promise<void> = Promise.resolve();
   const stop = (signal: NodeJS.Signals) => {

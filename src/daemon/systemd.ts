@@ -74,6 +74,7 @@ export class Notifier {
     // An abstract socket is written with a leading '@', which the addon understands.
     this.path = path || undefined;
     const usec = Number(env.WATCHDOG_USEC);
+    this.usec = usec > 0 ? usec : undefined;
     const watchdogForUs = env.WATCHDOG_PID === undefined || Number(env.WATCHDOG_PID) === process.pid;
     if (this.path && usec > 0 && watchdogForUs) {
       this.watchdog = setInterval(() => this.send({ WATCHDOG: '1' }), Math.max(1, Math.floor(usec / 2000)));
@@ -84,8 +85,19 @@ export class Notifier {
     delete env.WATCHDOG_PID;
   }
 
+  private readonly usec: number | undefined;
+
   get enabled(): boolean {
     return this.path !== undefined;
+  }
+
+  /**
+   * What the next image of this process needs to go on notifying (a planned restart, SPEC §19):
+   * the variables this one took out of the environment, so no job inherits them.
+   */
+  handOn(): Record<string, string> {
+    if (!this.path) return {};
+    return { NOTIFY_SOCKET: this.path, ...(this.usec !== undefined && this.watchdog ? { WATCHDOG_USEC: String(this.usec), WATCHDOG_PID: String(process.pid) } : {}) };
   }
 
   send(fields: Record<string, string>): void {

@@ -4,7 +4,7 @@ import type { Rlimit } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
 import type { Session } from '../session/session.js';
 import type { PipeEnds } from './launch/pipes.js';
-import { spawnSession, wiringOf } from './spawn.js';
+import { holdWiring, spawnSession, wiringOf } from './spawn.js';
 
 /** What the runner holds of a running session that a restart hands to the next image (SPEC §19). */
 export interface HandedJob {
@@ -27,6 +27,7 @@ export function cannotHandOver(s: Session): string | undefined {
   if (!w || !w.launched) return 'it was not started by this daemon image';
   if (s.pty) return 'it runs on a terminal, which a restart does not carry yet';
   if (w.sandboxed) return 'it runs in a sandbox, whose channels a restart does not carry yet';
+  if (w.channel) return 'it reports through a channel of its own (sandbox.user), which a restart does not carry yet';
   if (s.changes?.state === 'running') return 'it runs in review mode, whose mounts a restart does not carry yet';
   if (w.exited || s.stopping) return 'it is ending (its leader exited or a stop is under way)';
   if (!w.launched.ends?.() || !w.launched.holdOutput) return 'it was started by fork, without the addon';
@@ -35,7 +36,14 @@ export function cannotHandOver(s: Session): string | undefined {
 
 /** Stop reading every session's output until the returned resume (a restart's quiet moment). */
 export function holdOutputs(sessions: readonly Session[]): () => void {
-  const resumes = sessions.map((s) => wiringOf(s)?.launched?.holdOutput?.() ?? (() => undefined));
+  const resumes = sessions.map((s) => {
+    holdWiring(s, true);
+    const resume = wiringOf(s)?.launched?.holdOutput?.() ?? (() => undefined);
+    return () => {
+      holdWiring(s, false);
+      resume();
+    };
+  });
   return () => {
     for (const resume of resumes) resume();
   };

@@ -38,9 +38,19 @@ export interface Wiring {
   limits: LaunchPlan['limits'];
   /** The leader has exited and the session is being finished (its status is this image's alone). */
   exited: boolean;
+  /** The job holds descriptors of the daemon's besides its stdio (a confined job's channel): not carried by a restart. */
+  channel: boolean;
+  /** Its output is held unread (a restart's quiet moment): its end waits for reading to resume. */
+  held: boolean;
 }
 
 const wirings = new WeakMap<Session, Wiring>();
+
+/** A restart holds (or lets go of) a session's output: its end waits while it is held. */
+export function holdWiring(session: Session, held: boolean): void {
+  const w = wirings.get(session);
+  if (w) w.held = held;
+}
 
 /** A running session's wiring, for a restart to hand over (undefined: not started here, or over). */
 export function wiringOf(session: Session): Readonly<Wiring> | undefined {
@@ -107,7 +117,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     drainTimer = setTimeout(() => {
       drainTurn = setImmediate(() => {
         if (outputClosed || finished) return;
-        if (chunks !== seen) return drainOrDetach();
+        // Held by a restart: what is still in the pipe is read once reading resumes, never dropped.
+        if (chunks !== seen || wirings.get(session)?.held) return drainOrDetach();
         launched?.detachOutput();
         outputClosed = true;
         maybeFinish();
@@ -160,7 +171,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   launched ??= launchPipes(spec, hooks);
   if (plan.sandboxed && launched.pid !== undefined) init = new SandboxInit(launched.pid);
   session.attach({ pid: launched.pid, input: launched.input, stdinId: launched.stdinId, pty, resize: launched.resize });
-  if (!finished) wirings.set(session, { launched, timeoutSec: opts.timeoutSec, killGraceMs: opts.killGraceMs, cgroup: cg, sandboxed: plan.sandboxed, limits: plan.limits, exited: exited !== undefined });
+  if (!finished) wirings.set(session, { launched, timeoutSec: opts.timeoutSec, killGraceMs: opts.killGraceMs, cgroup: cg, sandboxed: plan.sandboxed, limits: plan.limits, exited: exited !== undefined, channel: plan.inherit.length > 0, held: false });
 
   if (launched.pid !== undefined && opts.timeoutSec > 0) {
     // Time spent paused does not count (SPEC §15): at the deadline, a paused session waits on.

@@ -116,7 +116,11 @@ describe('pending output cap (pendingMaxOutputChars), per stream', () => {
     const list = (await s.list())[0];
     expect(list.droppedChars).toBe(800);
     expect(list.truncated).toBe(true);
-    const log = await s.log(r.sessionId);
+    // The default page is bounded by maxOutputChars (its newest, the rest counted); a page asked for by offset is whole.
+    const page = await s.log(r.sessionId);
+    expect(page.output).toBe('a'.repeat(200) + 'b'.repeat(800));
+    expect(page.cutChars).toBe(800);
+    const log = await s.log(r.sessionId, { offset: 0 });
     expect(log.output).toBe('a'.repeat(1000) + 'b'.repeat(800));
   });
 

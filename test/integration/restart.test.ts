@@ -217,6 +217,19 @@ describe('refusals are safe (SPEC §19)', () => {
     expect((await s.exec({ command: 'echo still' })).output).toBe('still\n');
   });
 
+  it('a config the new image would refuse (a typo since the start): refused before anything changes, naming the problem', async () => {
+    const d = await startDaemon({ config: { tools: { exec: { killGraceMs: 1000 } } } });
+    const s = new Scoped(await d.client(), 'config');
+    const job = await s.exec({ command: 'sleep 30', background: true });
+    pids.add(job.pid);
+    writeFileSync(join(d.dir, 'config.json'), '{"tools": {"exec": {"killGraceMs": "soon"}}}');
+    const r = await (await d.client()).request('daemon.restart', operator(d));
+    expect(r.error?.data?.kind).toBe('unavailable');
+    expect(r.error?.message).toMatch(/did not start: .*killGraceMs/);
+    expect((await status(d)).restarts.planned).toBe(0);
+    expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
+  });
+
   it('a new image that cannot read the hand-over stops what it was given as lost, says why, and leaves nothing running', async () => {
     const pkg = packageCopy('0.1.0');
     const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });

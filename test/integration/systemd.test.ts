@@ -212,11 +212,25 @@ describe('sd_notify', () => {
       const gaps = w.slice(1).map((m, i) => m.at - w[i].at);
       console.log(`WATCHDOG=1 gaps (WATCHDOG_USEC=200000, so expected about 100 ms): ${gaps.join(', ')} ms`);
 
-      const c = await TestClient.connect(sock);
+      let c = await TestClient.connect(sock);
       const env = await c.exec({ command: 'env' });
       expect(env.status).toBe('completed');
       expect(env.output).toMatch(/^PROCCTL_SESSION_ID=/m);
       expect(env.output).not.toMatch(/^(NOTIFY_SOCKET|WATCHDOG_USEC|WATCHDOG_PID)=/m);
+      c.close();
+
+      // systemctl reload (ExecReload: kill -USR2): the new image in the same PID goes on notifying,
+      // READY=1 and the watchdog, or systemd would kill it at the next WatchdogSec.
+      const readies = () => received.filter((m) => m.fields.READY === '1').length;
+      process.kill(d.proc.pid!, 'SIGUSR2');
+      await waitFor(() => readies() >= 2, { what: 'READY=1 from the new image', timeoutMs: 30_000 });
+      const afterReload = received.length;
+      await waitFor(() => received.slice(afterReload).filter((m) => m.fields.WATCHDOG === '1').length >= 3, { what: 'WATCHDOG=1 from the new image' });
+      expect(received.filter((m) => m.fields.READY === '1').at(-1)!.fields.MAINPID).toBe(String(d.proc.pid));
+      c = await TestClient.connect(sock);
+      expect((await c.call('daemon.status')).restarts.planned).toBe(1);
+      const env2 = await c.exec({ command: 'env' });
+      expect(env2.output).not.toMatch(/^(NOTIFY_SOCKET|WATCHDOG_USEC|WATCHDOG_PID|PROCCTL_HANDOVER)=/m);
 
       // A session that ignores SIGTERM keeps the shutdown going for the grace: STOPPING=1 must come first.
       const stubborn = await c.exec({ command: `trap '' TERM; echo ready; sleep 600`, background: true });

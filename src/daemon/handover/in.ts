@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import type { CgroupLayout } from '../../cgroup/host.js';
 import type { Config } from '../../config/schema.js';
 import { adoptJob, type HandedJob } from '../../runner/handover.js';
-import { terminate } from '../../runner/group.js';
 import { adoptChild, nativeSpawner } from '../../runner/native.js';
 import { followOf, resumeSession } from '../../session/carry.js';
 import type { Registry } from '../../session/registry.js';
@@ -81,10 +80,13 @@ export function adoptSessions(host: AdoptionHost, h: Handover): { adopted: Sessi
       if (carried.record.status === 'waiting_input' && carried.record.interrupt) s.raiseInterrupt(carried.record.interrupt);
       adopted.push(s);
     } catch (err) {
+      // Its record on disk says it ran: recovery, next, ends it as lost and terminates what is left
+      // of it (by its pid and start time, its marker, its cgroup). Its leader is reaped here.
       lost.push(carried.record.id);
-      host.log.error({ sessionId: carried.record.id, err }, 'restart: a session handed over could not be taken back; stopping it as lost');
-      void terminate({ pgid: job.ends.pid, pids: [] }, 'SIGTERM', job.killGraceMs);
-      s?.finish({ exitCode: null, signal: null, reason: 'lost' });
+      host.log.error({ sessionId: carried.record.id, err }, 'restart: a session handed over could not be taken back; it is stopped as lost');
+      if (s && host.registry.has(s.id)) host.registry.delete(s.id);
+      const addon = nativeSpawner();
+      if (!(addon instanceof Error)) adoptChild(addon, job.ends.pid, () => undefined);
     }
   }
   host.guardian.settled();

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { closeSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { loadAddon } from '../../base/addon.js';
+import { loadAddon, packageRoot } from '../../base/addon.js';
 import { conflict, restarting, unavailable } from '../../base/errors.js';
 import { cannotHandOver, handedDescriptors, handOver, holdOutputs } from '../../runner/handover.js';
 import { freezeReaping } from '../../runner/native.js';
@@ -24,10 +24,19 @@ export interface HandoverHost {
   closing: boolean;
   /** The listening socket's descriptor, and whether systemd handed it over. */
   listening(): { fd: number; activated: boolean } | undefined;
+  /**
+   * Hold the clients that connect from now on, unread (their requests wait in their sockets for
+   * the next image); `resume` serves them here after all, `clients` names their descriptors.
+   */
+  holdClients(): { clients: () => number[]; resume: () => void };
   guardian(): { pid: number; pipe: number; table: number } | undefined;
   restarts: Restarts;
   /** The approver credential this image made, if it made one. */
   approverMade: string | undefined;
+  /** The variables the next image needs to go on notifying systemd (NOTIFY_SOCKET, the watchdog's). */
+  notifyEnv(): Record<string, string>;
+  /** The daemon's own argv after the script (its --socket, --config, --log-level): the pre-flight starts with them. */
+  args: string[];
   /** Records and the trail on disk before the image goes. */
   settleFiles(records: ReturnType<typeof toRecord>[]): Promise<void>;
   /** Every request still in flight is answered with this error, and nothing more is read until the returned undo. */
@@ -46,6 +55,8 @@ const FAULT_ENV = 'PROCCTL_FAULT_HANDOVER';
 /** A planned restart prepared: the sessions to hand over, and how to undo what was done so far. */
 export interface Prepared {
   sessions: Session[];
+  /** The descriptors of the clients that connected during the hand-over, held unread for the next image. */
+  clients: () => number[];
   from: string;
   to: string;
   at: number;
@@ -68,11 +79,24 @@ export interface Prepared {
 export async function prepare(host: HandoverHost): Promise<Prepared> {
   const at = Date.now();
   if (host.closing) throw unavailable('the daemon is shutting down; there is nothing to restart');
-  if (host.restarting) throw conflict('a restart is already under way; wait for it (procctl status shows restarts.lastAt)');
+  if (host.restarting || preparing) throw conflict('a restart is already under way; wait for it (procctl status shows restarts.lastAt)');
+  preparing = true;
+  try {
+    return await prepareSteps(host, at);
+  } catch (err) {
+    preparing = false;
+    throw err;
+  }
+}
+
+/** One restart at a time: set from the first step until the image goes or the restart fails. */
+let preparing = false;
+
+async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   // 1. check
   const addon = loadAddon<ExecAddon>(['execImage', 'dupDescriptor', 'setInheritable']);
   if (addon instanceof Error) throw unavailable(`a planned restart needs the daemon's addon, which replaces the image in place: ${addon.message}`);
-  const to = await nextImageFormat();
+  const to = await nextImageFormat(host.args);
   fault('check');
   // 2. sessions
   const sessions = host.running();
@@ -83,11 +107,13 @@ export async function prepare(host: HandoverHost): Promise<Prepared> {
       sessions: stuck.map(({ s, why }) => ({ sessionId: s.id, why })),
     });
   }
-  // 3. wind down
+  // 3. wind down: new clients are held unread for the next image, new work is refused, waits answer
+  const held = host.holdClients();
   host.restarting = true;
   for (const s of sessions) s.wakeWaiters();
   const undoWind = () => {
     host.restarting = false;
+    held.resume();
   };
   // 4. hold
   let resume: () => void = () => undefined;
@@ -110,6 +136,7 @@ export async function prepare(host: HandoverHost): Promise<Prepared> {
     from: host.version,
     to,
     at,
+    clients: held.clients,
     undo: () => {
       resume();
       undoWind();
@@ -135,6 +162,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
   };
   let file: string | undefined;
   try {
+    if (host.closing) throw unavailable('the daemon began to shut down during the hand-over; nothing was restarted');
     // A session that began to end between prepare and now (a kill came): refuse, it is this image's to finish.
     const late = p.sessions.filter((s) => !s.running || cannotHandOver(s) !== undefined);
     if (late.length > 0) throw conflict(`sessions changed during the hand-over (${late.map((s) => s.id).join(', ')}); nothing was restarted, try again`);
@@ -144,18 +172,27 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     undo.push(frozen.thaw);
     const kept: number[] = [];
     const keep = (fd: number) => {
-      addon.setInheritable(fd, true);
       kept.push(fd);
+      addon.setInheritable(fd, true);
     };
+    // Each on its own: one that is closed by now must not leave the others inheritable.
     undo.push(() => {
-      for (const fd of kept) addon.setInheritable(fd, false);
+      for (const fd of kept) {
+        try {
+          addon.setInheritable(fd, false);
+        } catch {
+          // closed already (the listening socket's copy)
+        }
+      }
     });
     // The daemon's stdout and stderr (its log) go on into the new image: Node made them close-on-exec.
     for (const fd of [0, 1, 2]) keep(fd);
     // The listening socket as a copy of its own, so closing this image's handle never closes it.
     const listenFd = addon.dupDescriptor(listen.fd);
-    undo.push(() => rmFd(listenFd));
     keep(listenFd);
+    undo.push(() => closeFd(listenFd));
+    const clients = p.clients();
+    for (const fd of clients) keep(fd);
     const guardian = host.guardian();
     if (guardian) {
       keep(guardian.pipe);
@@ -171,6 +208,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       format: HANDOVER_FORMAT,
       from: { version: p.from, pid: process.pid, at: p.at },
       listen: { fd: listenFd, activated: listen.activated },
+      clients,
       ...(guardian ? { guardian } : {}),
       ...(host.approverMade !== undefined ? { approver: host.approverMade } : {}),
       restarts: host.restarts,
@@ -181,7 +219,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     const written = file;
     undo.push(() => rmSync(written, { force: true }));
     fault('exec');
-    const env: NodeJS.ProcessEnv = { ...process.env, [HANDOVER_ENV]: file };
+    const env: NodeJS.ProcessEnv = { ...process.env, ...host.notifyEnv(), [HANDOVER_ENV]: file };
     // The socket systemd handed the first image is this hand-over's `listen` now.
     delete env.LISTEN_FDS;
     delete env.LISTEN_PID;
@@ -189,23 +227,30 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     host.log.info({ sessions: carried.length, from: p.from, to: p.to }, 'restart: handing the running sessions to a new image');
     undo.push(host.abandonClients(restarting('the daemon is restarting into a new image; retry: the request is answered once it serves (in about a second)')));
     host.log.flush();
-    const argv = [process.execPath, ...process.execArgv, ...process.argv.slice(1)];
+    const argv = [process.execPath, ...process.execArgv, procctld(), ...host.args];
     addon.execImage(process.execPath, argv, Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`])));
     throw new Error('execve returned');
   } catch (err) {
     undoAll();
+    preparing = false;
     const e = failed('the hand-over failed at its last step', err);
     host.log.error({ err: e.message }, 'restart failed; this image goes on serving');
     return e;
   }
 }
 
-function rmFd(fd: number): void {
+
+function closeFd(fd: number): void {
   try {
     closeSync(fd);
   } catch {
     // already closed
   }
+}
+
+/** The procctld of this package as installed now: an upgrade replaced its files, and it is what runs next. */
+function procctld(): string {
+  return join(packageRoot(), 'bin', 'procctld');
 }
 
 /** A refusal that keeps its kind, or an unavailable naming the step's error. */
@@ -224,16 +269,18 @@ function fault(step: string): void {
  * hand-over format it reads: another format, or an image that does not start, refuses the restart
  * while the old one still serves. Returns the new image's version.
  */
-function nextImageFormat(): Promise<string> {
+function nextImageFormat(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [...process.execArgv, process.argv[1], '--handover-format'], { timeout: 10_000 }, (err, stdout, stderr) => {
+    // With the daemon's own options and environment: the new image loads its config, checks the
+    // sandbox and limits it asks for and loads the addon, as its start will, and says so if it cannot.
+    execFile(process.execPath, [...process.execArgv, procctld(), '--handover-format', ...args], { timeout: 20_000 }, (err, stdout, stderr) => {
       if (err) {
-        reject(unavailable(`the new daemon image (${process.argv[1]}) did not start: ${(stderr || err.message).trim().split('\n')[0]}; nothing was restarted`));
+        reject(unavailable(`the new daemon image (${procctld()}) did not start: ${(stderr || err.message).trim().split('\n')[0]}; nothing was restarted`));
         return;
       }
       const [format, version] = stdout.trim().split(/\s+/);
       if (Number(format) !== HANDOVER_FORMAT) {
-        reject(conflict(`the new daemon image (${process.argv[1]}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`));
+        reject(conflict(`the new daemon image (${procctld()}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`));
         return;
       }
       resolve(version ?? 'unknown');

@@ -40,7 +40,7 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
   const stdin = child.stdin >= 0 ? new Socket({ fd: child.stdin, readable: false, writable: true }) : undefined;
   // The spawner names the socket the job's fd 0 is: no look in /proc needed.
   const stdinId = child.stdinInode === undefined ? undefined : `socket:[${child.stdinInode}]`;
-  return wirePipes(child.pid, { stdout, stderr, stdin }, hooks, stdinId);
+  return wirePipes(child.pid, { stdout, stderr, stdin }, hooks, stdinId, true);
 }
 
 /** The descriptors of a job on pipes that a restart hands to the next image (SPEC §19). */
@@ -67,7 +67,7 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
   stdout.once('close', settle);
   stderr.once('close', settle);
   const stdin = ends.stdin >= 0 ? new Socket({ fd: ends.stdin, readable: false, writable: true }) : undefined;
-  const launched = wirePipes(ends.pid, { stdout, stderr, stdin }, hooks, ends.stdinId);
+  const launched = wirePipes(ends.pid, { stdout, stderr, stdin }, hooks, ends.stdinId, true);
   adoptChild(addon, ends.pid, (code, signal, maxRssBytes) => {
     hooks.exit(code, signal, maxRssBytes);
     settle();
@@ -141,7 +141,7 @@ function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
 }
 
 /** Output to the session, input from it: the same for either way of starting. */
-function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks, stdinId?: string): Launched {
+function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks, stdinId?: string, reaped = false): Launched {
   const { stdout, stderr, stdin } = pipes;
   stdout.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
   stderr.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
@@ -186,7 +186,9 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
         for (const stream of [stdout, stderr]) if (!stream.destroyed) stream.resume();
       };
     },
+    // Only a job our own reaper waits for can be handed over: libuv reaps the children it forked.
     ends: () => {
+      if (!reaped) return undefined;
       const out = fdOf(stdout);
       const err = fdOf(stderr);
       if (pid === undefined || out < 0 || err < 0) return undefined;

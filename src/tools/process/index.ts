@@ -2,6 +2,7 @@ import { ProcessParamsSchema, type ProcessAction, type ProcessParams } from '../
 import { parseParams } from '../../schema/parse.js';
 import { unstartedAction } from '../approval/answer.js';
 import type { CallContext, Daemon } from '../context.js';
+import { restarting } from '../../base/errors.js';
 import { applyAction, changesAction, discardAction, resumeChanges, undoAction } from './changes.js';
 import { clearAction, removeAction } from './forget.js';
 import { killAction } from './kill.js';
@@ -16,6 +17,9 @@ import { waitAction } from './wait.js';
 import { writeAction } from './write.js';
 
 type Handler = (d: Daemon, ctx: CallContext, p: ProcessParams) => Promise<unknown> | unknown;
+
+/** What changes a running session: refused while a restart hands the sessions over (SPEC §19), so nothing is half done. */
+const CHANGING = new Set<ProcessAction>(['write', 'send-keys', 'submit', 'paste', 'resize', 'resume', 'kill', 'signal', 'pause', 'continue', 'clear', 'remove', 'apply', 'discard', 'undo']);
 
 const HANDLERS: Record<ProcessAction, Handler> = {
   list: listAction,
@@ -48,6 +52,9 @@ const HANDLERS: Record<ProcessAction, Handler> = {
  */
 export async function processTool(d: Daemon, ctx: CallContext, raw: unknown) {
   const p = parseParams(ProcessParamsSchema, raw, 'process');
+  if (d.restarting && CHANGING.has(p.action)) {
+    throw restarting(`the daemon is handing its sessions to a new image this moment; nothing was done: send the ${p.action} again in a second`);
+  }
   const s = p.sessionId === undefined ? undefined : d.registry.find(ctx.scope, p.sessionId);
   if (s?.awaitingApproval) {
     const answer = await unstartedAction(d, ctx, p, s);

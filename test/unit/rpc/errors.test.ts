@@ -24,7 +24,7 @@ describe('toRpcError', () => {
       expect(c).toBeLessThanOrEqual(-32000);
       expect(c).toBeGreaterThanOrEqual(-32099);
     }
-    expect(Object.keys(KIND_CODES).sort()).toEqual(['conflict', 'forbidden', 'invalid', 'limit', 'not_found', 'unavailable']);
+    expect(Object.keys(KIND_CODES).sort()).toEqual(['conflict', 'forbidden', 'invalid', 'limit', 'not_found', 'restarting', 'unavailable']);
   });
 
   it('gives a kind without details just data.kind', () => {

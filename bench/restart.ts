@@ -1,0 +1,121 @@
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { BenchDaemon, ROOT } from './lib/daemon.js';
+import type { BenchOptions } from './lib/options.js';
+import { alive, liveProcesses, memoryKb } from './lib/proc.js';
+import type { Metric } from './lib/report.js';
+import { median, now, round, sleep } from './lib/stats.js';
+import { join } from 'node:path';
+
+/**
+ * Benchmark: a planned restart (SPEC §19) with sessions running. Each session prints a numbered
+ * line with the time it printed it, ten times a second. Per round: ask `daemon.restart`, time it
+ * until the new image answers `daemon.status`; then every session's output is read back whole:
+ * every number once, in order (0 lost, 0 doubled), and the largest gap between two lines as the
+ * jobs printed them. Beside it, in the same run, the floor: starting a bare Node and the daemon's
+ * own image (`procctld --version`, which loads every module), which a restart cannot beat. After
+ * one restart and after all of them: the daemon's RSS and descriptors.
+ */
+export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
+  const count = opts.quick ? 20 : 100;
+  const rounds = opts.quick ? 3 : 10;
+  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2) });
+  const client = await daemon.client();
+  const operator = { scope: '*', approverToken: readFileSync(`${daemon.socket}.approver`, 'utf8').trim() };
+  opts.log(`restart: ${count} sessions printing 10 lines/s; ${rounds} planned restarts in a row`);
+  const ids: string[] = [];
+  const pids = new Set<number>();
+  const took: number[] = [];
+  const floors = { node: [] as number[], image: [] as number[] };
+  let after1: { rss: number; fds: number } | undefined;
+  let lost = 0;
+  let doubled = 0;
+  let maxGap = 0;
+  try {
+    const printer = `exec bash -c 'exec 9< <(sleep 600); i=0; while :; do echo "$i $EPOCHREALTIME"; i=$((i+1)); read -t 0.1 -u 9; done'`;
+    for (let i = 0; i < count; i++) {
+      const r = await client.call('exec', { command: printer, background: true, name: `printer ${i}` });
+      ids.push(r.sessionId);
+      pids.add(r.pid);
+    }
+    await sleep(1000);
+    let c = client;
+    for (let r = 0; r < rounds; r++) {
+      const t0 = now();
+      await c.call('daemon.restart', operator);
+      c.close();
+      for (;;) {
+        try {
+          const probe = await daemon.client();
+          const st = await probe.call('daemon.status');
+          if (st.restarts.planned > r) {
+            c = probe;
+            break;
+          }
+          probe.close();
+        } catch {
+          // the new image answers soon
+        }
+        await sleep(5);
+      }
+      took.push(now() - t0);
+      // The floor, in turn with the restart: a bare Node, and the daemon's own image started alone.
+      floors.node.push(timeStart([process.execPath, '-e', '0']));
+      floors.image.push(timeStart([process.execPath, join(ROOT, 'bin', 'procctld'), '--version']));
+      if (r === 0) after1 = usage(daemon.pid);
+      await sleep(500);
+    }
+    const end = usage(daemon.pid);
+    await sleep(300);
+    for (const id of ids) {
+      const log = await c.call('process', { action: 'log', sessionId: id, offset: 0, limit: 100_000 });
+      const lines = String(log.output).split('\n').filter((l) => l !== '');
+      let expect = 0;
+      let last: number | undefined;
+      for (const line of lines) {
+        const [n, at] = line.split(' ');
+        const k = Number(n);
+        if (k < expect) doubled++;
+        else if (k > expect) lost += k - expect;
+        expect = Math.max(expect, k + 1);
+        const t = Number(at) * 1000;
+        if (last !== undefined) maxGap = Math.max(maxGap, t - last);
+        last = t;
+      }
+    }
+    await c.call('process', { action: 'kill', all: true });
+    c.close();
+    const nodeFloor = median(floors.node);
+    const imageFloor = median(floors.image);
+    opts.log(`  restart ${round(median(took))} ms median (${took.map((t) => round(t)).join(', ')}); floor: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms; lost ${lost}, doubled ${doubled}, largest gap ${round(maxGap)} ms`);
+    opts.log(`  after 1 restart: RSS ${after1?.rss} kB, ${after1?.fds} fds; after ${rounds}: RSS ${end.rss} kB, ${end.fds} fds`);
+    return [
+      { bench: 'restart', name: `planned restart with ${count} sessions: request to answered again, median`, value: round(median(took)), unit: 'ms', target: { op: '<=', value: 1000 }, rounds: took.map((t) => round(t)), detail: `floor in the same run: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms` },
+      { bench: 'restart', name: 'planned restart / starting the daemon image alone (procctld --version)', value: round(median(took) / imageFloor), unit: 'x' },
+      { bench: 'restart', name: 'lines lost or doubled across all restarts', value: lost + doubled, unit: 'lines', target: { op: '<=', value: 0 } },
+      { bench: 'restart', name: 'largest gap between two lines a job printed', value: round(maxGap), unit: 'ms', target: { op: '<=', value: 1000 } },
+      { bench: 'restart', name: `daemon RSS after ${rounds} restarts / after 1`, value: round(end.rss / (after1?.rss ?? end.rss)), unit: 'x', target: { op: '<=', value: 1.25 } },
+      { bench: 'restart', name: `daemon descriptors after ${rounds} restarts - after 1`, value: end.fds - (after1?.fds ?? end.fds), unit: 'fds', target: { op: '<=', value: 0 } },
+    ];
+  } finally {
+    client.close();
+    await daemon.stop();
+    for (const pid of new Set([...pids].filter(alive).concat(liveProcesses({ pgrps: pids }).map((p) => p.pid)))) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  }
+}
+
+function timeStart(argv: string[]): number {
+  const t0 = now();
+  execFileSync(argv[0], argv.slice(1), { stdio: 'ignore' });
+  return now() - t0;
+}
+
+function usage(pid: number): { rss: number; fds: number } {
+  return { rss: memoryKb(pid)?.rss ?? 0, fds: readdirSync(`/proc/${pid}/fd`).length };
+}
