@@ -33,7 +33,7 @@ describe('ScratchDirs', () => {
     // Nothing is handed to a thread on the way to the spawn (waking one costs the exec's answer).
     expect(fsRequests()).toBe(0);
     await new Promise((r) => setImmediate(r));
-    await until('the spare made again', () => listed() === 5);
+    await until('the spare made again', () => fsRequests() === 0 && listed() === 5);
     // Several taken in one turn: one refill after it.
     const more = [scratch.take(), scratch.take(), scratch.take()];
     expect(new Set(more).size).toBe(3);
