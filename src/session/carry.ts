@@ -2,9 +2,9 @@ import { z } from 'zod';
 import { NotifySchema, WaitForSchema, describeWaitFor } from '../schema/exec.js';
 import type { DiskHealth } from './disk.js';
 import type { EventBus } from './events.js';
-import { toRecord } from './persist.js';
+import { sessionFromRecord, toRecord } from './persist.js';
 import { SessionRecordSchema } from './record.js';
-import { Session } from './session.js';
+import type { Session } from './session.js';
 import { Spool } from './spool.js';
 
 /**
@@ -76,37 +76,13 @@ export function carrySession(s: Session, pidStartTime: number | undefined): Carr
 export function resumeSession(c: CarriedSession, events: EventBus, caps: { maxOutputChars: number; pendingMaxOutputChars: number }, disk: DiskHealth | undefined): Session {
   const r = c.record;
   const spool = c.spool ? Spool.resume(c.spool.file, c.spool.maxBytes, disk, r.spool ?? { totalBytes: 0, droppedBytes: 0 }) : undefined;
-  const s = new Session({
-    id: r.id,
-    scope: r.scope,
-    command: r.command,
-    name: r.name,
-    cwd: r.cwd,
-    key: r.key,
-    stdin: r.stdin,
-    maxOutputChars: Math.max(caps.maxOutputChars, r.output.retained.length),
-    pendingMaxOutputChars: Math.max(caps.pendingMaxOutputChars, r.output.pending.length),
-    events,
-    startedAt: r.startedAt,
+  const s = sessionFromRecord(r, events, caps, spool, { status: 'running', pid: r.pid }, {
     scratch: c.scratch,
     checkpointKey: c.checkpointKey,
-    spool,
-    pastInterrupts: r.pastInterrupts,
     waitFor: c.waitFor && describeWaitFor(c.waitFor),
     notify: c.notify,
-    decision: r.decision,
-    restored: {
-      state: { status: 'running', pid: r.pid },
-      pty: r.pty,
-      backgrounded: r.backgrounded,
-      stop: r.stop,
-      checkpoints: r.checkpoints,
-      networkDenied: r.networkDenied,
-      resources: r.resources,
-      carried: { readyAt: c.readyAt, inputAt: c.inputAt, paused: c.paused },
-    },
+    restored: { carried: { readyAt: c.readyAt, inputAt: c.inputAt, paused: c.paused } },
   });
-  s.output.restore(r.output);
   for (const stream of ['stdout', 'stderr'] as const) {
     const held = c.held[stream];
     if (held) s.output.restoreHeld(stream, Buffer.from(held, 'base64'));

@@ -1,6 +1,6 @@
 import type { EventBus } from './events.js';
 import type { SessionRecord } from './record.js';
-import { Session, type SessionState } from './session.js';
+import { Session, type RestoredParts, type SessionInit, type SessionState } from './session.js';
 import type { Spool } from './spool.js';
 
 export { parseRecord, type SessionRecord } from './record.js';
@@ -79,6 +79,26 @@ export function restoreSession(
   spool: Spool | undefined,
   now = Date.now(),
 ): Session {
+  return sessionFromRecord(r, events, caps, spool, restoredState(r, now), {
+    // Its held changes were waiting for a person: the daemon asks again if they still are (tools/approval/changes.ts).
+    restored: isEnded(r) && r.interrupt?.kind === 'changes' ? { changesApproval: r.interrupt } : {},
+  });
+}
+
+/**
+ * A Session made from a record in the given state, with its output put back: what a restart's
+ * recovery (restoreSession) and a planned restart's hand-over (session/carry.ts) share.
+ * `more`: what the record does not keep that the caller has (the hand-over's scratch, key, waits).
+ */
+export function sessionFromRecord(
+  r: SessionRecord,
+  events: EventBus,
+  caps: { maxOutputChars: number; pendingMaxOutputChars: number },
+  spool: Spool | undefined,
+  state: SessionState,
+  more: Partial<Omit<SessionInit, 'restored'>> & { restored?: Partial<RestoredParts> } = {},
+): Session {
+  const { restored, ...init } = more;
   const s = new Session({
     id: r.id,
     scope: r.scope,
@@ -94,16 +114,16 @@ export function restoreSession(
     spool,
     pastInterrupts: r.pastInterrupts,
     decision: r.decision,
+    ...init,
     restored: {
-      state: restoredState(r, now),
+      state,
       pty: r.pty,
       backgrounded: r.backgrounded,
       stop: r.stop,
       checkpoints: r.checkpoints,
       networkDenied: r.networkDenied,
       resources: r.resources,
-      // Its held changes were waiting for a person: the daemon asks again if they still are (tools/approval/changes.ts).
-      ...(isEnded(r) && r.interrupt?.kind === 'changes' ? { changesApproval: r.interrupt } : {}),
+      ...restored,
     },
   });
   s.output.restore(r.output);

@@ -289,13 +289,7 @@ export class Spool {
   }
 
   async close(): Promise<void> {
-    this.ending = true;
-    if (this.hold) {
-      clearTimeout(this.hold);
-      this.hold = undefined;
-      this.flush();
-    }
-    await this.drained();
+    await this.settle();
     this.closed = true;
     this.closeFd();
   }
