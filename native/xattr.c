@@ -38,6 +38,18 @@ static char *c_string(napi_env env, napi_value value) {
   return strlen(s) == len ? s : (free(s), NULL);
 }
 
+// The path and the attribute's name of a call (its first two arguments), or false with a TypeError
+// thrown that names `usage`; the caller frees both.
+static bool path_and_name(napi_env env, napi_value *argv, const char *usage, char **path, char **name) {
+  *path = c_string(env, argv[0]);
+  *name = c_string(env, argv[1]);
+  if (*path && *name) return true;
+  free(*path);
+  free(*name);
+  napi_throw_type_error(env, NULL, usage);
+  return false;
+}
+
 static napi_value GetXattr(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2], result;
@@ -45,14 +57,8 @@ static napi_value GetXattr(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "getxattr(path, name): both are needed");
     return NULL;
   }
-  char *path = c_string(env, argv[0]);
-  char *name = c_string(env, argv[1]);
-  if (!path || !name) {
-    free(path);
-    free(name);
-    napi_throw_type_error(env, NULL, "getxattr(path, name): a string or Buffer without NUL bytes each");
-    return NULL;
-  }
+  char *path, *name;
+  if (!path_and_name(env, argv, "getxattr(path, name): a string or Buffer without NUL bytes each", &path, &name)) return NULL;
   // Ask for the size first; the value may change in between, so retry on ERANGE.
   for (int tries = 0; tries < 4; tries++) {
     ssize_t size = lgetxattr(path, name, NULL, 0);
@@ -92,14 +98,8 @@ static napi_value SetXattr(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "setxattr(path, name, value): value is a Buffer");
     return NULL;
   }
-  char *path = c_string(env, argv[0]);
-  char *name = c_string(env, argv[1]);
-  if (!path || !name) {
-    free(path);
-    free(name);
-    napi_throw_type_error(env, NULL, "setxattr(path, name, value): path and name a string or Buffer without NUL bytes each");
-    return NULL;
-  }
+  char *path, *name;
+  if (!path_and_name(env, argv, "setxattr(path, name, value): path and name a string or Buffer without NUL bytes each", &path, &name)) return NULL;
   int rc = lsetxattr(path, name, value, len, 0);
   int err = errno;
   free(path);

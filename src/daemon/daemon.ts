@@ -346,7 +346,6 @@ export class ProcctlDaemon implements Daemon {
   }
 
   private handoverHost(): HandoverHost {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const d = this;
     return {
       log: this.log,

@@ -24,7 +24,6 @@ export const CarriedSessionSchema = z.object({
   notify: NotifySchema.optional(),
   readyAt: z.number().optional(),
   inputAt: z.number().optional(),
-  stdinOpen: z.boolean(),
   paused: z.object({ since: z.number().optional(), before: z.number() }),
   /** The spool's file and cap; its counts are the record's. */
   spool: z.object({ file: z.string(), maxBytes: z.number() }).optional(),
@@ -63,7 +62,6 @@ export function carrySession(s: Session, pidStartTime: number | undefined): Carr
     ...follow,
     ...(s.readiness?.readyAt !== undefined ? { readyAt: s.readiness.readyAt } : {}),
     ...(s.lastInputAt !== undefined ? { inputAt: s.lastInputAt } : {}),
-    stdinOpen: s.stdinOpen,
     paused,
     ...(s.spool && s.spool.maxBytes > 0 ? { spool: { file: s.spool.file, maxBytes: s.spool.maxBytes } } : {}),
   };

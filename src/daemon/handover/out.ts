@@ -265,7 +265,7 @@ function fault(step: string): void {
 }
 
 /**
- * The image that would start now (`process.argv[1]`, the procctld installed now) answers which
+ * The image that would start now (this package's bin/procctld, as installed now) answers which
  * hand-over format it reads: another format, or an image that does not start, refuses the restart
  * while the old one still serves. Returns the new image's version.
  */
