@@ -10,7 +10,7 @@ import { activatedFds, boundPath } from './systemd.js';
 import { packageVersion } from '../base/version.js';
 import { closeInherited } from './inherited.js';
 import { readInherited } from './handover/in.js';
-import { HANDOVER_FORMAT } from './handover/schema.js';
+import { CARRIES, HANDOVER_FORMAT } from './handover/schema.js';
 import { loadAddon } from '../base/addon.js';
 import { requireSandbox } from '../sandbox/host.js';
 
@@ -67,7 +67,7 @@ export async function runDaemon(argv: string[]): Promise<void> {
       process.stderr.write(`procctld: ${addon.message}\n`);
       process.exit(2);
     }
-    process.stdout.write(`${HANDOVER_FORMAT} ${packageVersion()}\n`);
+    process.stdout.write(`${HANDOVER_FORMAT} ${packageVersion()} ${CARRIES.join(',')}\n`);
     return;
   }
   // Socket activation: the socket systemd hands over decides where the files beside it go.

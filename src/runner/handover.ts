@@ -3,12 +3,15 @@ import type { CgroupLayout, V1Name } from '../cgroup/host.js';
 import type { Rlimit } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
 import type { Session } from '../session/session.js';
+import { conflict } from '../base/errors.js';
 import type { PipeEnds } from './launch/pipes.js';
+import type { TerminalEnds } from './launch/types.js';
+import { nativeSpawner } from './native.js';
 import { holdWiring, spawnSession, wiringOf } from './spawn.js';
 
 /** What the runner holds of a running session that a restart hands to the next image (SPEC §19). */
 export interface HandedJob {
-  ends: PipeEnds;
+  ends: PipeEnds | TerminalEnds;
   /** Input written to the job that this image still held (it is said, not sent). */
   stdinQueued: number;
   timeoutSec: number;
@@ -19,19 +22,50 @@ export interface HandedJob {
 
 /**
  * Why this running session cannot be handed to a new image now, in words; undefined when it can.
- * A terminal, a sandbox's channels and a review's mounts are not carried yet: a restart with such
- * a session running is refused, and the old image goes on serving.
+ * A sandbox's channels and a review's mounts are not carried yet: a restart with such a session
+ * running is refused, and the old image goes on serving.
  */
 export function cannotHandOver(s: Session): string | undefined {
   const w = wiringOf(s);
   if (!w || !w.launched) return 'it was not started by this daemon image';
-  if (s.pty) return 'it runs on a terminal, which a restart does not carry yet';
   if (w.sandboxed) return 'it runs in a sandbox, whose channels a restart does not carry yet';
   if (w.channel) return 'it reports through a channel of its own (sandbox.user), which a restart does not carry yet';
   if (s.changes?.state === 'running') return 'it runs in review mode, whose mounts a restart does not carry yet';
   if (w.exited || s.stopping) return 'it is ending (its leader exited or a stop is under way)';
-  if (!w.launched.ends?.() || !w.launched.holdOutput) return 'it was started by fork, without the addon';
+  if (!w.launched.ends?.() || !w.launched.holdOutput) return s.pty ? 'its terminal is closing' : 'it was started by fork, without the addon';
   return undefined;
+}
+
+/** What a session needs the next image to carry besides pipes (`procctld --handover-format` names what it carries). */
+export function carryNeeds(s: Session): string[] {
+  return s.pty ? ['terminal'] : [];
+}
+
+/**
+ * Keep node-pty from reaping the terminal sessions' leaders until the exec (native/terminal.c
+ * parkWaiters): node-pty waits for each on a thread of its own, and an exit it reaped in the old
+ * image's last moment would be lost to the new one. Refuses (conflict, retryable) when a leader was
+ * reaped already: its exit is on its way to this image, which finishes the session.
+ */
+export function parkTerminals(sessions: readonly Session[]): () => void {
+  const pids = sessions.filter((s) => s.pty && s.pid !== undefined).map((s) => s.pid!);
+  if (pids.length === 0) return () => undefined;
+  const addon = nativeSpawner();
+  if (addon instanceof Error || !addon.parkWaiters || !addon.unparkWaiters) throw conflict('this build of the addon cannot hold a terminal session\'s exit across a restart (parkWaiters); rebuild it (node scripts/build-addon.mjs) and restart the daemon');
+  const unpark = addon.unparkWaiters.bind(addon);
+  let parked: number[];
+  try {
+    parked = addon.parkWaiters(pids);
+  } catch (err) {
+    unpark();
+    throw err;
+  }
+  const missed = pids.filter((p) => !parked.includes(p));
+  if (missed.length > 0) {
+    unpark();
+    throw conflict(`the leader of a terminal session ended during the hand-over (pid ${missed.join(', ')}); nothing was restarted, try again`);
+  }
+  return unpark;
 }
 
 /** Stop reading every session's output until the returned resume (a restart's quiet moment). */
@@ -66,6 +100,7 @@ export function handOver(s: Session): HandedJob {
 
 /** The descriptors of a handed job, which must survive the exec. */
 export function handedDescriptors(job: HandedJob): number[] {
+  if ('terminal' in job.ends) return [job.ends.terminal];
   return [job.ends.stdout, job.ends.stderr, ...(job.ends.stdin >= 0 ? [job.ends.stdin] : [])];
 }
 

@@ -25,6 +25,14 @@ export interface Addon {
   prepareMounts?(steps: { mounts: NonNullable<SpawnSteps['mounts']> }): Promise<{ user: number; mnt: number }>;
   /** Replace the process image, keeping the PID (a planned restart, SPEC §19); returns only by throwing. Absent from builds older than it. */
   execImage?(file: string, argv: string[], env: string[]): never;
+  /** TIOCSWINSZ on a terminal's master (native/terminal.c): a carried terminal is resized without node-pty. Absent from builds older than it. */
+  setWindowSize?(fd: number, cols: number, rows: number): void;
+  /**
+   * Park the threads node-pty waits for these leaders on (native/terminal.c): the pids returned are
+   * still ours to reap and no thread of node-pty can reap them until unparkWaiters or the exec.
+   */
+  parkWaiters?(pids: number[]): number[];
+  unparkWaiters?(): void;
 }
 
 export interface NativeChild {

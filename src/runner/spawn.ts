@@ -4,8 +4,8 @@ import type { LaunchPlan } from '../sandbox/plan.js';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
 import { adoptPipes, launchPipes, type PipeEnds } from './launch/pipes.js';
-import { launchPty } from './launch/pty.js';
-import type { LaunchHooks, Launched } from './launch/types.js';
+import { adoptPty, launchPty } from './launch/pty.js';
+import type { LaunchHooks, Launched, TerminalEnds } from './launch/types.js';
 import { giveCgroup, removeCgroupWhenEmpty, terminateCgroups, waitCgroupsEmpty } from './cgroup.js';
 import { SandboxInit } from './namespace.js';
 import { nativeSpawner, signalName } from './native.js';
@@ -25,7 +25,7 @@ export interface SpawnOptions {
   /** Told when a session's cgroup could not be removed after its end. */
   onCgroupStuck?: (dirs: string[]) => void;
   /** A job the last image started (a planned restart, SPEC §19): wired again from its descriptors, not launched. */
-  adopt?: PipeEnds;
+  adopt?: PipeEnds | TerminalEnds;
 }
 
 /** What a running session's wiring holds that a restart hands to the next image (daemon/handover/). */
@@ -159,7 +159,10 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     const addon = nativeSpawner();
     // A restart hands over only where the addon runs (it is what replaced the image).
     if (addon instanceof Error) throw addon;
-    launched = adoptPipes(addon, opts.adopt, hooks);
+    if ('terminal' in opts.adopt) {
+      launched = adoptPty(addon, opts.adopt, hooks);
+      pty = true;
+    } else launched = adoptPipes(addon, opts.adopt, hooks);
   } else if (opts.pty) {
     try {
       launched = launchPty(spec, hooks);
@@ -170,7 +173,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
   }
   launched ??= launchPipes(spec, hooks);
   if (plan.sandboxed && launched.pid !== undefined) init = new SandboxInit(launched.pid);
-  session.attach({ pid: launched.pid, input: launched.input, stdinId: launched.stdinId, pty, resize: launched.resize });
+  session.attach({ pid: launched.pid, input: launched.input, stdinId: launched.stdinId, pty, resize: launched.resize, carried: opts.adopt !== undefined });
   if (!finished) wirings.set(session, { launched, timeoutSec: opts.timeoutSec, killGraceMs: opts.killGraceMs, cgroup: cg, sandboxed: plan.sandboxed, limits: plan.limits, exited: exited !== undefined, channel: plan.inherit.length > 0, held: false });
 
   if (launched.pid !== undefined && opts.timeoutSec > 0) {

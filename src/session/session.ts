@@ -87,6 +87,8 @@ export interface Attached {
   /** Runs under a pseudo-terminal. */
   pty: boolean;
   resize: ((cols: number, rows: number) => void) | undefined;
+  /** Handed over by the last image (SPEC §19): what it did at the start (a terminal's ^D for stdin "null") is done already. */
+  carried?: boolean;
 }
 
 /** A review session's changes (SPEC §16): held while it runs, then pending until applied or discarded. */
@@ -401,7 +403,7 @@ export class Session {
     this.state = { status: 'running', pid: io.pid };
     this.rev++;
     // A terminal always has input; stdin "null" there means the job reads end-of-input at once.
-    if (io.pty && this.stdinMode === 'null') io.input?.end();
+    if (io.pty && this.stdinMode === 'null' && !io.carried) io.input?.end();
     this.inputOpen = this.stdinMode === 'pipe' && io.input !== undefined;
   }
 

@@ -117,6 +117,41 @@ describe('planned restart (SPEC §19)', () => {
     await waitFor(() => !alive(cat.pid), { what: 'the adopted cat to be stopped' });
   });
 
+  it('a terminal session keeps every number, takes input, send-keys and a resize after it, and ends with its own exit code', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'pty');
+    const n = 300;
+    const count = await s.exec({ command: counter(n), background: true, pty: true });
+    pids.add(count.pid);
+    // Reads lines, says each with the terminal's size; ends with 3 at end of input (^D).
+    const shell = await s.exec({ command: 'stty -echo; while read l; do echo "got:$l size:$(stty size)"; done; exit 3', background: true, pty: true });
+    pids.add(shell.pid);
+    await s.process({ action: 'write', sessionId: shell.sessionId, data: 'before\n' });
+    await s.waitOutput(shell.sessionId, 'got:before size:30 120');
+    await s.waitOutput(count.sessionId, '\n20\r\n');
+    const answer = await restart(d);
+    expect(answer.sessions).toBe(2);
+    expect((await status(d)).restarts).toMatchObject({ planned: 1, adopted: 2, lost: 0 });
+
+    const s2 = new Scoped(await d.client(), 'pty');
+    const listed = (await s2.list()).find((x: any) => x.sessionId === shell.sessionId);
+    expect(listed.pid).toBe(shell.pid);
+    await s2.process({ action: 'resize', sessionId: shell.sessionId, cols: 100, rows: 40 });
+    await s2.process({ action: 'write', sessionId: shell.sessionId, data: 'after\n' });
+    await s2.waitOutput(shell.sessionId, 'got:after size:40 100');
+    await s2.process({ action: 'send-keys', sessionId: shell.sessionId, keys: ['k', 'e', 'y', 'Enter'] });
+    await s2.waitOutput(shell.sessionId, 'got:key size:40 100');
+    await s2.process({ action: 'send-keys', sessionId: shell.sessionId, keys: ['C-d'] });
+    const ended = await s2.pollUntilEnded(shell.sessionId, 30_000);
+    expect(ended.last.status).toBe('completed');
+    expect(ended.last.exitCode).toBe(3);
+
+    const { last } = await s2.pollUntilEnded(count.sessionId, 30_000);
+    expect(last.status).toBe('completed');
+    expect(last.exitCode).toBe(0);
+    expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output.replaceAll('\r', ''), n);
+  });
+
   it('procctl daemon restart hands over, waits for the new image and says what it kept', async () => {
     const d = await startDaemon();
     const s = new Scoped(await d.client(), 'cli');
@@ -276,16 +311,20 @@ describe('refusals are safe (SPEC §19)', () => {
     });
   }
 
-  it('a session a restart cannot carry yet (a terminal) refuses the restart, naming it', async () => {
-    const d = await startDaemon();
+  it('a new image that does not carry a kind of session (an older build: no terminals) refuses the restart, naming it', async () => {
+    const pkg = packageCopy('0.1.0');
+    const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });
+    const schema = join(pkg, 'dist', 'src', 'daemon', 'handover', 'schema.js');
+    writeFileSync(schema, readFileSync(schema, 'utf8').replace(/export const CARRIES = \[[^\]]*\]/, 'export const CARRIES = []'));
     const s = new Scoped(await d.client(), 'pty');
     const job = await s.exec({ command: 'sleep 30', background: true, pty: true });
     pids.add(job.pid);
     const r = await (await d.client()).request('daemon.restart', operator(d));
     expect(r.error?.data?.kind).toBe('conflict');
     expect(r.error?.message).toContain(job.sessionId);
-    expect(r.error?.message).toMatch(/terminal/);
+    expect(r.error?.message).toMatch(/does not carry a session of this kind \(terminal\)/);
     expect((await status(d)).restarts.planned).toBe(0);
+    expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
   });
 
   it('daemon.restart is the operator\'s: a scope\'s request is refused', async () => {

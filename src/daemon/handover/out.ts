@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { loadAddon, packageRoot } from '../../base/addon.js';
 import { conflict, restarting, unavailable } from '../../base/errors.js';
-import { cannotHandOver, handedDescriptors, handOver, holdOutputs } from '../../runner/handover.js';
+import { cannotHandOver, carryNeeds, handedDescriptors, handOver, holdOutputs, parkTerminals } from '../../runner/handover.js';
 import { freezeReaping } from '../../runner/native.js';
 import { readStat } from '../../runner/procfs.js';
 import { carrySession } from '../../session/carry.js';
@@ -96,11 +96,15 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   // 1. check
   const addon = loadAddon<ExecAddon>(['execImage', 'dupDescriptor', 'setInheritable']);
   if (addon instanceof Error) throw unavailable(`a planned restart needs the daemon's addon, which replaces the image in place: ${addon.message}`);
-  const to = await nextImageFormat(host.args);
+  const { version: to, carries } = await nextImageFormat(host.args);
   fault('check');
   // 2. sessions
   const sessions = host.running();
-  const stuck = sessions.map((s) => ({ s, why: cannotHandOver(s) })).filter((x) => x.why !== undefined);
+  const beyond = (s: Session) => {
+    const missing = carryNeeds(s).filter((k) => !carries.includes(k));
+    return missing.length > 0 ? `the new image (version ${to}) does not carry a session of this kind (${missing.join(', ')})` : undefined;
+  };
+  const stuck = sessions.map((s) => ({ s, why: cannotHandOver(s) ?? beyond(s) })).filter((x) => x.why !== undefined);
   if (stuck.length > 0) {
     const list = stuck.map(({ s, why }) => `${s.id} (${s.name}): ${why}`).join('; ');
     throw conflict(`cannot hand these running sessions to a new image: ${list}. Nothing was restarted; wait for them or stop them, then restart`, {
@@ -170,6 +174,8 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     if (!listen) throw unavailable('the daemon has no listening socket to hand over');
     const frozen = freezeReaping();
     undo.push(frozen.thaw);
+    // node-pty reaps terminal sessions' leaders on threads of its own: they are parked until the exec.
+    undo.push(parkTerminals(p.sessions));
     const kept: number[] = [];
     const keep = (fd: number) => {
       kept.push(fd);
@@ -269,7 +275,7 @@ function fault(step: string): void {
  * hand-over format it reads: another format, or an image that does not start, refuses the restart
  * while the old one still serves. Returns the new image's version.
  */
-function nextImageFormat(args: string[]): Promise<string> {
+function nextImageFormat(args: string[]): Promise<{ version: string; carries: string[] }> {
   return new Promise((resolve, reject) => {
     // With the daemon's own options and environment: the new image loads its config, checks the
     // sandbox and limits it asks for and loads the addon, as its start will, and says so if it cannot.
@@ -278,12 +284,12 @@ function nextImageFormat(args: string[]): Promise<string> {
         reject(unavailable(`the new daemon image (${procctld()}) did not start: ${(stderr || err.message).trim().split('\n')[0]}; nothing was restarted`));
         return;
       }
-      const [format, version] = stdout.trim().split(/\s+/);
+      const [format, version, carries] = stdout.trim().split(/\s+/);
       if (Number(format) !== HANDOVER_FORMAT) {
         reject(conflict(`the new daemon image (${procctld()}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`));
         return;
       }
-      resolve(version ?? 'unknown');
+      resolve({ version: version ?? 'unknown', carries: carries ? carries.split(',') : [] });
     });
   });
 }

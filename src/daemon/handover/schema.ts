@@ -9,11 +9,22 @@ import { CarriedSessionSchema } from '../../session/carry.js';
  */
 export const HANDOVER_FORMAT = 1;
 
+/**
+ * What this image can take over besides sessions on pipes, said by `procctld --handover-format`
+ * after its format and version: an image that does not name a kind (an older one) is never handed
+ * a session of that kind, the restart is refused instead.
+ */
+export const CARRIES = ['terminal'] as const;
+
 const fd = z.number().int().min(0);
 
 /** A running session's job as the runner hands it over (runner/handover.ts HandedJob). */
 export const HandedJobSchema = z.object({
-  ends: z.object({ pid: z.number().int().positive(), stdout: fd, stderr: fd, stdin: z.number().int().min(-1), stdinId: z.string().optional() }),
+  ends: z.union([
+    z.object({ pid: z.number().int().positive(), stdout: fd, stderr: fd, stdin: z.number().int().min(-1), stdinId: z.string().optional() }),
+    /** A job on a terminal: the pseudo-terminal's master and the job's side's name (runner/launch/pty.ts adoptPty). */
+    z.object({ pid: z.number().int().positive(), terminal: fd, pts: z.string() }),
+  ]),
   stdinQueued: z.number().int().min(0),
   timeoutSec: z.number().min(0),
   killGraceMs: z.number().min(0),
@@ -61,12 +72,12 @@ export function namedDescriptors(raw: unknown): number[] {
   const add = (v: unknown) => {
     if (typeof v === 'number' && Number.isInteger(v) && v > 2) out.push(v);
   };
-  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown } } }[] };
+  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown } } }[] };
   add(h?.listen?.fd);
   if (Array.isArray(h?.clients)) for (const c of h.clients) add(c);
   add(h?.guardian?.pipe);
   add(h?.guardian?.table);
-  if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin]) add(v);
+  if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal]) add(v);
   return out;
 }
 

@@ -1,8 +1,9 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { signalName } from '../native.js';
+import { ReadStream } from 'node:tty';
+import { adoptChild, signalName, type Addon } from '../native.js';
 import { withInherited } from './inherit.js';
-import { nothing, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
+import { nothing, type LaunchHooks, type Launched, type LaunchSpec, type TerminalEnds } from './types.js';
 
 export const PTY_COLS = 120;
 export const PTY_ROWS = 30;
@@ -50,18 +51,88 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     // node-pty reports the exit once the terminal's output has been read.
     hooks.closed();
   });
+  const ptsName = (term as unknown as { ptsName?: string }).ptsName;
+  const socket = (term as unknown as { _socket?: ReadStream })._socket;
+  const master = (term as unknown as { _fd?: number })._fd;
   return {
     pid: term.pid,
-    stdinId: (term as unknown as { ptsName?: string }).ptsName,
+    stdinId: ptsName,
     input: {
       write: (data) => term.write(typeof data === 'string' ? data : data.toString('utf8')),
       end: () => term.write('\x04'),
-      queued: 0,
+      get queued() {
+        return socket?.writableLength ?? 0;
+      },
     },
     detachOutput: nothing,
     // node-pty closes the terminal itself once the leader is gone and its output read.
     release: nothing,
     resize: (cols, rows) => term.resize(cols, rows),
+    ...(socket ? { holdOutput: () => holdReading(socket) } : {}),
+    // node-pty's reaping thread is parked by the restart's last step (runner/handover.ts parkTerminals).
+    ends: () => (ptsName && socket && typeof master === 'number' && !socket.destroyed ? { pid: term.pid, terminal: master, pts: ptsName, stdinQueued: socket.writableLength } : undefined),
+  };
+}
+
+/**
+ * A job on a terminal that the last image started (a planned restart, SPEC §19), wired again from
+ * the terminal's master without node-pty: read and written here, resized through the addon, its
+ * leader reaped by the daemon's own reaper. As for a launch, the job's side of the terminal is
+ * held open until its output has been read (the end is decided by the session's drain).
+ */
+export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): Launched {
+  const socket = new ReadStream(ends.terminal);
+  socket.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
+  // EIO: every holder of the job's side closed it, which is the end of the output.
+  socket.on('error', () => socket.destroy());
+  socket.once('close', () => hooks.closed());
+  let slave: number | undefined;
+  try {
+    slave = openSync(ends.pts, constants.O_RDWR | constants.O_NOCTTY);
+  } catch {
+    // the job's side is gone already: the master reads what is left, then EIO
+  }
+  adoptChild(addon, ends.pid, (code, signal, maxRssBytes) => hooks.exit(code, signal, maxRssBytes));
+  const resize = addon.setWindowSize;
+  return {
+    pid: ends.pid,
+    stdinId: ends.pts,
+    input: {
+      write: (data) => void socket.write(data),
+      end: () => void socket.write('\x04'),
+      get queued() {
+        return socket.writableLength;
+      },
+    },
+    detachOutput: () => socket.destroy(),
+    release: () => {
+      socket.destroy();
+      socket.removeAllListeners();
+      socket.on('error', nothing);
+      if (slave !== undefined) closeSync(slave);
+      slave = undefined;
+    },
+    resize: resize ? (cols, rows) => resize(ends.terminal, cols, rows) : undefined,
+    holdOutput: () => holdReading(socket),
+    ends: () => (socket.destroyed ? undefined : { pid: ends.pid, terminal: ends.terminal, pts: ends.pts, stdinQueued: socket.writableLength }),
+  };
+}
+
+/** Stop reading a terminal's master (the output waits in the kernel) until the returned resume. */
+function holdReading(socket: ReadStream): () => void {
+  socket.pause();
+  const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
+  const stopped = handle?.reading && handle.readStop ? handle : undefined;
+  if (stopped) {
+    stopped.reading = false;
+    stopped.readStop!();
+  }
+  return () => {
+    if (stopped) {
+      stopped.reading = true;
+      stopped.readStart();
+    }
+    if (!socket.destroyed) socket.resume();
   };
 }
 

@@ -36,11 +36,20 @@ export interface Launched {
   /**
    * The descriptors a restart hands to the next image (SPEC §19), and the input still queued in
    * this image (which would not reach the job): undefined for a launch that cannot be handed over
-   * (a terminal, a job started by fork).
+   * (a job started by fork).
    */
-  ends?(): { pid: number; stdout: number; stderr: number; stdin: number; stdinId?: string; stdinQueued: number } | undefined;
+  ends?(): ({ pid: number; stdout: number; stderr: number; stdin: number; stdinId?: string } | TerminalEnds) & { stdinQueued: number } | undefined;
   /** For a terminal: its size changed. */
   resize?(cols: number, rows: number): void;
+}
+
+/** The descriptors of a job on a terminal that a restart hands to the next image: the master, and the terminal's name. */
+export interface TerminalEnds {
+  pid: number;
+  /** The pseudo-terminal's master: the job's output is read from it, its input written to it. */
+  terminal: number;
+  /** The job's side (`/dev/pts/N`): its fd 0, and what the new image holds open until the output is read. */
+  pts: string;
 }
 
 export interface LaunchSpec {
