@@ -5,7 +5,7 @@ import { addonFix, loadAddon } from '../base/addon.js';
 import { ALL_SCOPES } from '../config/schema.js';
 import { forbidden } from '../base/errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
-import type { Channel, ChannelHost } from '../runner/start.js';
+import type { CarriedChannel, Channel, ChannelHost } from '../runner/start.js';
 import { RPC } from '../schema/voice.js';
 import { NetProxy } from '../netproxy/proxy.js';
 import type { ByName } from '../netproxy/policy.js';
@@ -24,6 +24,7 @@ const PROXY_LISTENERS = 2;
 
 interface ChannelAddon {
   socketPair(): [number, number];
+  dupDescriptor(fd: number): number;
   sendDescriptor(socket: number, fd: number): boolean;
   watchDescriptors(socket: number, onDescriptor: (fd: number) => void): { close(): void };
 }
@@ -43,11 +44,17 @@ export class Channels implements ChannelHost {
     private readonly log: Logger,
   ) {}
 
-  open(sessionId: string): Channel | Error {
+  /** `carried`: a session a planned restart handed over, its channel's end already made (SPEC §19). */
+  open(sessionId: string, carried?: CarriedChannel): Channel | Error {
     const methods = this.methods(sessionId);
-    return this.serve(sessionId, 'procctl checkpoint cannot report from inside this session: its channel needs', (socket) => {
-      new Connection(socket, methods, this.d.config().rpc.maxFrameBytes, this.log);
-    });
+    return this.serve(
+      sessionId,
+      'procctl checkpoint cannot report from inside this session: its channel needs',
+      (socket) => {
+        new Connection(socket, methods, this.d.config().rpc.maxFrameBytes, this.log);
+      },
+      carried?.control,
+    );
   }
 
   /**
@@ -57,7 +64,7 @@ export class Channels implements ChannelHost {
    * job's connections itself and serves them directly: one relay, the daemon's, between the job
    * and where it goes, and no process in between.
    */
-  openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void): Channel | Error {
+  openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void, carried?: CarriedChannel): Channel | Error {
     const addon = this.loadAddon();
     if (addon instanceof Error) return new Error(`this session's network proxy needs procctl's addon (${addon.message}); ${addonFix()}`);
     // The job's streams, and the tunnels the kernel relays for it: closed at the session's end, and counted.
@@ -71,8 +78,9 @@ export class Channels implements ChannelHost {
       return () => void open.delete(held);
     };
     const client = { policy, denied, hold };
-    const listeners = new Set<Server>();
-    const [ours, theirs] = addon.socketPair();
+    const listeners = new Map<Server, number>();
+    // A carried channel: the helper's end is in the job already (or gone, once it sent its sockets).
+    const [ours, theirs] = carried ? [carried.control ?? -1, -1] : addon.socketPair();
     let refused = 0;
     let closed = false;
     const accept = (socket: Socket) => {
@@ -84,29 +92,57 @@ export class Channels implements ChannelHost {
       socket.on('close', hold({ close: () => socket.destroy() }));
       this.proxy.serve(socket, client);
     };
-    const watch = addon.watchDescriptors(ours, (fd) => {
-      if (fd < 0) return;
-      // The helper sends its port's listening sockets once, one per loopback address.
+    /**
+     * A listening socket of the job's port. The server listens on a copy: a restart closes the
+     * server (nothing is accepted meanwhile; connections wait in the backlog) and hands the copy on.
+     */
+    const take = (fd: number) => {
       if (closed || listeners.size >= PROXY_LISTENERS) return closeSync(fd);
       const server = createServer(accept);
-      listeners.add(server);
+      listeners.set(server, fd);
       server.on('error', (err) => {
         this.log.warn({ sessionId, err: err.message }, 'the session sent its proxy something that is not a listening socket: closed');
         server.close();
       });
-      server.listen({ fd });
-    });
+      server.listen({ fd: addon.dupDescriptor(fd) });
+    };
+    // The helper sends its port's listening sockets once, one per loopback address, then closes its end.
+    let ended = false;
+    const watching = ours >= 0;
+    const watch = watching
+      ? addon.watchDescriptors(ours, (fd) => {
+          if (fd < 0) ended = true;
+          else take(fd);
+        })
+      : { close: () => undefined };
+    for (const fd of carried?.listeners ?? []) take(fd);
+    const shut = () => {
+      for (const server of listeners.keys()) server.close();
+    };
     return {
       fd: theirs,
-      handedOver: () => closeSync(theirs),
+      handedOver: () => {
+        if (theirs >= 0) closeSync(theirs);
+      },
       close: () => {
         if (closed) return;
         closed = true;
         watch.close();
-        closeSync(ours);
-        for (const server of listeners) server.close();
+        if (watching) closeSync(ours);
+        shut();
+        for (const fd of listeners.values()) closeSync(fd);
         for (const held of open) held.close();
       },
+      hold: () => {
+        // Streams already open are this image's and end with it: only the port is handed on.
+        shut();
+        return () => {
+          const again = [...listeners.values()];
+          listeners.clear();
+          for (const fd of again) take(fd);
+        };
+      },
+      carry: () => ({ ...(watching && !ended ? { control: ours } : {}), listeners: [...listeners.values()] }),
     };
   }
 
@@ -114,14 +150,14 @@ export class Channels implements ChannelHost {
 
   /** The addon, loaded once with every function either kind of channel calls. */
   private loadAddon(): ChannelAddon | Error {
-    this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor', 'watchDescriptors']);
+    this.addon ??= loadAddon<ChannelAddon>(['socketPair', 'sendDescriptor', 'watchDescriptors', 'dupDescriptor']);
     return this.addon;
   }
 
-  private serve(sessionId: string, needs: string, serve: (socket: Socket) => void): Channel | Error {
+  private serve(sessionId: string, needs: string, serve: (socket: Socket) => void, carried?: number): Channel | Error {
     const addon = this.loadAddon();
     if (addon instanceof Error) return new Error(`${needs} procctl's addon (${addon.message}); ${addonFix()}`);
-    const [ours, theirs] = addon.socketPair();
+    const [ours, theirs] = carried === undefined ? addon.socketPair() : [carried, -1];
     const control = new Socket({ fd: ours, readable: true, writable: false });
     const open = new Set<Socket>();
     let refused = 0;
@@ -147,11 +183,16 @@ export class Channels implements ChannelHost {
     });
     return {
       fd: theirs,
-      handedOver: () => closeSync(theirs),
+      handedOver: () => {
+        if (theirs >= 0) closeSync(theirs);
+      },
       close: () => {
         control.destroy();
         for (const s of open) s.destroy();
       },
+      // Asks wait in the socket pair for the next image; connections open now end with this one.
+      hold: () => holdReading(control),
+      carry: () => ({ control: ours }),
     };
   }
 
@@ -173,4 +214,22 @@ export class Channels implements ChannelHost {
     }
     return methods;
   }
+}
+
+/** Stop reading a socket (what comes waits in the kernel) until the returned resume. */
+function holdReading(socket: Socket): () => void {
+  socket.pause();
+  const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
+  const stopped = handle?.reading && handle.readStop ? handle : undefined;
+  if (stopped) {
+    stopped.reading = false;
+    stopped.readStop!();
+  }
+  return () => {
+    if (stopped) {
+      stopped.reading = true;
+      stopped.readStart();
+    }
+    if (!socket.destroyed) socket.resume();
+  };
 }

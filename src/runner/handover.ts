@@ -8,6 +8,8 @@ import type { PipeEnds } from './launch/pipes.js';
 import type { TerminalEnds } from './launch/types.js';
 import { nativeSpawner } from './native.js';
 import { holdWiring, spawnSession, wiringOf } from './spawn.js';
+import { channelsOf, type CarriedChannel, type SessionChannels } from './start.js';
+import type { NetworkPolicy } from '../config/schema.js';
 
 /** What the runner holds of a running session that a restart hands to the next image (SPEC §19). */
 export interface HandedJob {
@@ -18,18 +20,20 @@ export interface HandedJob {
   killGraceMs: number;
   limits: Rlimit[];
   cgroup?: { v2?: string; v1: Partial<Record<V1Name, string>> };
+  /** Under bwrap: its status reads 128+N for a signal, and its namespace's init says when it is all gone. */
+  sandboxed?: boolean;
+  /** Its channels back to the daemon (daemon/channel.ts): the checkpoint channel, and the network-by-name proxy's port. */
+  channels?: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: Exclude<NetworkPolicy, boolean> } };
 }
 
 /**
  * Why this running session cannot be handed to a new image now, in words; undefined when it can.
- * A sandbox's channels and a review's mounts are not carried yet: a restart with such a session
- * running is refused, and the old image goes on serving.
+ * A review's mounts are not carried yet: a restart with such a session running is refused, and
+ * the old image goes on serving.
  */
 export function cannotHandOver(s: Session): string | undefined {
   const w = wiringOf(s);
   if (!w || !w.launched) return 'it was not started by this daemon image';
-  if (w.sandboxed) return 'it runs in a sandbox, whose channels a restart does not carry yet';
-  if (w.channel) return 'it reports through a channel of its own (sandbox.user), which a restart does not carry yet';
   if (s.changes?.state === 'running') return 'it runs in review mode, whose mounts a restart does not carry yet';
   if (w.exited || s.stopping) return 'it is ending (its leader exited or a stop is under way)';
   if (!w.launched.ends?.() || !w.launched.holdOutput) return s.pty ? 'its terminal is closing' : 'it was started by fork, without the addon';
@@ -38,7 +42,8 @@ export function cannotHandOver(s: Session): string | undefined {
 
 /** What a session needs the next image to carry besides pipes (`procctld --handover-format` names what it carries). */
 export function carryNeeds(s: Session): string[] {
-  return s.pty ? ['terminal'] : [];
+  const ch = channelsOf(s);
+  return [...(s.pty ? ['terminal'] : []), ...(wiringOf(s)?.sandboxed || ch.checkpoint || ch.proxy ? ['sandbox'] : [])];
 }
 
 /**
@@ -73,9 +78,12 @@ export function holdOutputs(sessions: readonly Session[]): () => void {
   const resumes = sessions.map((s) => {
     holdWiring(s, true);
     const resume = wiringOf(s)?.launched?.holdOutput?.() ?? (() => undefined);
+    const ch = channelsOf(s);
+    const channels = [ch.checkpoint?.hold?.(), ch.proxy?.hold?.()];
     return () => {
       holdWiring(s, false);
       resume();
+      for (const again of channels) again?.();
     };
   });
   return () => {
@@ -95,13 +103,24 @@ export function handOver(s: Session): HandedJob {
     killGraceMs: w.killGraceMs,
     limits: [...w.limits],
     ...(cg ? { cgroup: { ...(cg.v2 ? { v2: cg.v2 } : {}), v1: { ...cg.v1 } } } : {}),
+    ...(w.sandboxed ? { sandboxed: true } : {}),
+    ...carriedChannels(channelsOf(s)),
   };
+}
+
+function carriedChannels(ch: SessionChannels): Pick<HandedJob, 'channels'> {
+  const checkpoint = ch.checkpoint?.carry?.();
+  const proxy = ch.proxy?.carry?.();
+  if (!checkpoint && !proxy) return {};
+  return { channels: { ...(checkpoint ? { checkpoint } : {}), ...(proxy && ch.policy ? { proxy: { ...proxy, policy: ch.policy } } : {}) } };
 }
 
 /** The descriptors of a handed job, which must survive the exec. */
 export function handedDescriptors(job: HandedJob): number[] {
-  if ('terminal' in job.ends) return [job.ends.terminal];
-  return [job.ends.stdout, job.ends.stderr, ...(job.ends.stdin >= 0 ? [job.ends.stdin] : [])];
+  const ch = job.channels;
+  const channels = [ch?.checkpoint?.control, ch?.proxy?.control, ...(ch?.proxy?.listeners ?? [])].filter((fd): fd is number => fd !== undefined && fd >= 0);
+  if ('terminal' in job.ends) return [job.ends.terminal, ...channels];
+  return [...channels, job.ends.stdout, job.ends.stderr, ...(job.ends.stdin >= 0 ? [job.ends.stdin] : [])];
 }
 
 /**
@@ -115,7 +134,7 @@ export function adoptJob(session: Session, job: HandedJob, layout: CgroupLayout,
     args: [],
     steps: undefined,
     wrapped: () => ({ file: '', args: [] }),
-    sandboxed: false,
+    sandboxed: job.sandboxed ?? false,
     limits: job.limits,
     notes: [],
     inherit: [],

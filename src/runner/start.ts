@@ -56,14 +56,80 @@ export interface Channel {
   handedOver(): void;
   /** The session is over. */
   close(): void;
+  /** A planned restart's quiet moment: take nothing more from the job (it waits in the kernel) until the returned resume. */
+  hold?(): () => void;
+  /** The descriptors a planned restart hands to the next image (SPEC §19). */
+  carry?(): CarriedChannel;
+}
+
+/** A session's channel as a restart hands it on: the daemon's end of it, and a proxy's listening sockets. */
+export interface CarriedChannel {
+  control?: number;
+  listeners?: number[];
 }
 
 /** Opens a session's own channel, or says why it cannot be had here. */
 export interface ChannelHost {
-  open(sessionId: string): Channel | Error;
+  /** `carried`: the channel of a session a planned restart handed over (SPEC §19), wired again. */
+  open(sessionId: string, carried?: CarriedChannel): Channel | Error;
   /** Network by name: the channel the sandbox's proxy helper asks the daemon's proxy for streams on; refusals go to `denied`. */
-  openProxy(sessionId: string, policy: ByNamePolicy, denied: (host: string, reason: string) => void): Channel | Error;
+  openProxy(sessionId: string, policy: ByNamePolicy, denied: (host: string, reason: string) => void, carried?: CarriedChannel): Channel | Error;
 }
+
+/** A session's channels, for a planned restart to hold and hand over. */
+export interface SessionChannels {
+  checkpoint?: Channel;
+  proxy?: Channel;
+  /** The network policy its proxy enforces: the one in force when it started, carried with it. */
+  policy?: ByNamePolicy;
+}
+
+const channelsBySession = new WeakMap<Session, SessionChannels>();
+
+/** The channels a running session's job holds (empty when none). */
+export function channelsOf(s: Session): SessionChannels {
+  return channelsBySession.get(s) ?? {};
+}
+
+/** Where a proxy's refusal is told: counted on the session, and on the audit trail. */
+function refusals(ctx: Pick<LaunchContext, 'audit'>, id: string, scope: string, session: () => Session | undefined) {
+  return (host: string, reason: string) => {
+    const s = session();
+    if (!s) return;
+    const first = s.noteDenied(host, reason);
+    if (ctx.audit.listening) ctx.audit.emit({ type: 'network_refused', sessionId: id, scope, host, reason, first });
+  };
+}
+
+/**
+ * The channels of a session a planned restart handed over, wired again in this image (SPEC
+ * §19): the checkpoint channel from its end, the proxy from its listening sockets, with the
+ * policy it started with. Throws when one cannot be had (the session is then stopped as lost).
+ */
+export function adoptChannels(ctx: Pick<LaunchContext, 'audit' | 'channels'>, session: Session, carried: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: ByNamePolicy } }): void {
+  const got: SessionChannels = {};
+  if (carried.checkpoint) {
+    const c = ctx.channels.open(session.id, carried.checkpoint);
+    if (c instanceof Error) throw c;
+    got.checkpoint = c;
+  }
+  if (carried.proxy) {
+    const { policy, ...ends } = carried.proxy;
+    const c = ctx.channels.openProxy(session.id, policy, refusals(ctx, session.id, session.scope, () => session), ends);
+    if (c instanceof Error) {
+      got.checkpoint?.close();
+      throw c;
+    }
+    got.proxy = c;
+    got.policy = policy;
+  }
+  channelsBySession.set(session, got);
+  void session.finished.then(() => {
+    got.checkpoint?.close();
+    got.proxy?.close();
+  });
+}
+
 
 type ByNamePolicy = Exclude<NetworkPolicy, boolean>;
 
@@ -133,11 +199,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   // Network by name (SPEC §12): a proxy channel for the sandbox's helper; refusals are counted on the session, once it exists.
   const netPolicy = confined && refused === undefined && config.sandbox.mode !== 'off' ? byName(networkOf(config, scope)) : undefined;
   let late: Session | undefined;
-  const onRefused = (host: string, reason: string) => {
-    if (!late) return;
-    const first = late.noteDenied(host, reason);
-    if (ctx.audit.listening) ctx.audit.emit({ type: 'network_refused', sessionId: id, scope, host, reason, first });
-  };
+  const onRefused = refusals(ctx, id, scope, () => late);
   const proxyOpened = netPolicy ? ctx.channels.openProxy(id, netPolicy, onRefused) : undefined;
   const proxy = proxyOpened instanceof Error ? undefined : proxyOpened;
   if (proxyOpened instanceof Error) refused = proxyOpened.message;
@@ -223,6 +285,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const warnings: string[] = [...(plan?.notes ?? []), ...(opened instanceof Error ? [opened.message] : [])];
   if (channel) void session.finished.then(() => channel.close());
   if (proxy) void session.finished.then(() => proxy.close());
+  if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && netPolicy ? { policy: netPolicy } : {}) });
   if (plan) {
     const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup });
     if (warning) warnings.push(warning);

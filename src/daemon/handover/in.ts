@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { CgroupLayout } from '../../cgroup/host.js';
 import type { Config } from '../../config/schema.js';
 import { adoptJob, type HandedJob } from '../../runner/handover.js';
+import { adoptChannels } from '../../runner/start.js';
 import { adoptChild, nativeSpawner } from '../../runner/native.js';
 import { followOf, resumeSession } from '../../session/carry.js';
 import type { Registry } from '../../session/registry.js';
@@ -74,6 +75,7 @@ export function adoptSessions(host: AdoptionHost, h: Handover): { adopted: Sessi
     try {
       s = resumeSession(carried, host.registry.events, caps, host.state.disk);
       host.registry.add(s);
+      if (job.channels) adoptChannels(host.daemon, s, job.channels);
       adoptJob(s, job as HandedJob, host.cgroups, (dirs) => host.log.error({ sessionId: carried.record.id, dirs }, 'a session cgroup could not be removed after its end'));
       host.keeper.watch(s, { now: true });
       followSession(host.daemon, s, followOf(s));

@@ -14,7 +14,7 @@ export const HANDOVER_FORMAT = 1;
  * after its format and version: an image that does not name a kind (an older one) is never handed
  * a session of that kind, the restart is refused instead.
  */
-export const CARRIES = ['terminal'] as const;
+export const CARRIES = ['terminal', 'sandbox'] as const;
 
 const fd = z.number().int().min(0);
 
@@ -30,6 +30,14 @@ export const HandedJobSchema = z.object({
   killGraceMs: z.number().min(0),
   limits: z.array(z.tuple([z.enum(['cpu', 'as', 'nofile', 'nproc', 'fsize']), z.number(), z.number()])),
   cgroup: z.object({ v2: z.string().optional(), v1: z.record(z.string(), z.string()) }).optional(),
+  sandboxed: z.boolean().optional(),
+  /** A confined job's channels (daemon/channel.ts): the daemon's end of each, and the proxy's listening sockets with its policy. */
+  channels: z
+    .object({
+      checkpoint: z.object({ control: fd.optional(), listeners: z.array(fd).optional() }).optional(),
+      proxy: z.object({ control: fd.optional(), listeners: z.array(fd).optional(), policy: z.object({ allow: z.array(z.string()), deny: z.array(z.string()) }) }).optional(),
+    })
+    .optional(),
 });
 
 /** What `daemon.status.restarts` counts, carried from image to image. */
@@ -72,12 +80,18 @@ export function namedDescriptors(raw: unknown): number[] {
   const add = (v: unknown) => {
     if (typeof v === 'number' && Number.isInteger(v) && v > 2) out.push(v);
   };
-  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown } } }[] };
+  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown }; channels?: Record<string, { control?: unknown; listeners?: unknown[] } | undefined> } }[] };
   add(h?.listen?.fd);
   if (Array.isArray(h?.clients)) for (const c of h.clients) add(c);
   add(h?.guardian?.pipe);
   add(h?.guardian?.table);
   if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal]) add(v);
+  if (Array.isArray(h?.sessions))
+    for (const s of h.sessions)
+      for (const ch of Object.values(s?.job?.channels ?? {})) {
+        add(ch?.control);
+        if (Array.isArray(ch?.listeners)) for (const fd of ch.listeners) add(fd);
+      }
   return out;
 }
 

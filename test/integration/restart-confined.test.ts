@@ -1,0 +1,124 @@
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { TestClient } from '../helpers/rpc.js';
+import { Scoped } from '../helpers/session.js';
+import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+
+/**
+ * A planned restart (SPEC §19) carries confined sessions: a sandboxed job's own channel and the
+ * network-by-name proxy's port go on in the new image, with the policy the session started with.
+ * Real bwrap, a real proxy, a real HTTP server on the host; skipped (saying why) without them.
+ */
+
+const NO_CURL = (() => {
+  try {
+    execFileSync('curl', ['--version'], { stdio: 'ignore' });
+    return undefined;
+  } catch {
+    return 'curl is not installed (Debian: apt-get install -y curl)';
+  }
+})();
+if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the confined restart tests: ${NO_CURL}`);
+const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
+
+const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-carry-'));
+const workspace = join(base, 'workspace');
+mkdirSync(workspace);
+const sessions = new Set<string>();
+let server: Server;
+let port = 0;
+const NODE = process.execPath;
+const addonCopy = join(base, 'procctl.node');
+
+beforeAll(async () => {
+  if (SKIP) return;
+  copyFileSync((createRequire(import.meta.url)('node-gyp-build') as { resolve(dir: string): string }).resolve(ROOT), addonCopy);
+  server = createServer((q, r) => r.end(`hello ${q.url?.slice(1)}\n`));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  port = (server.address() as { port: number }).port;
+});
+
+afterEach(async () => {
+  await stopAllDaemons();
+  killMarked(sessions);
+});
+
+afterAll(() => {
+  server?.close();
+  rmSync(base, { recursive: true, force: true });
+});
+
+function operator(d: TestDaemon): Record<string, string> {
+  return { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() };
+}
+
+async function restart(d: TestDaemon): Promise<any> {
+  const c = await TestClient.connect(d.socket);
+  const r = await c.request('daemon.restart', operator(d));
+  c.close();
+  if (r.error) throw new Error(`restart refused: ${r.error.message}`);
+  await waitFor(
+    async () => {
+      try {
+        const c2 = await TestClient.connect(d.socket);
+        const st = await c2.call('daemon.status');
+        c2.close();
+        return st.restarts.planned > 0 ? st : false;
+      } catch {
+        return false;
+      }
+    },
+    { what: 'the new image to serve', timeoutMs: 30_000 },
+  );
+  return r.result;
+}
+
+// curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
+const CURL = 'curl -sS -m 20 --noproxy ""';
+
+/** A node one-liner that asks the session's channel for a connection and sends it one checkpoint. */
+const checkpoint = (name: string) =>
+  `${NODE} -e 'const fd=Number(process.env.PROCCTL_SOCKET.slice(3));const s=new (require("net").Socket)({fd:require(process.argv[1]).receiveConnection(fd,10000)});s.write(JSON.stringify({jsonrpc:"2.0",id:1,method:"checkpoint",params:{name:process.argv[2]}})+"\\n");s.on("data",b=>{console.log(String(b).includes("\\"result\\"")?"checkpoint="+process.argv[2]:String(b));s.end();})' ${addonCopy} ${name}`;
+
+describe.skipIf(SKIP)('a planned restart carries sandboxed sessions', () => {
+  it('network by name and the job\'s own channel keep working after the restart, with the policy the session started with', async () => {
+    const d = await startDaemon({
+      config: { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.1'], deny: [] } } },
+    });
+    const s = new Scoped(await d.client(), 'confined');
+    // Runs each line it is sent: the same job, before and after the restart.
+    const job = await s.exec({ command: 'while read -r l; do eval "$l"; done', background: true, workdir: workspace });
+    sessions.add(job.sessionId);
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.1:${port}/before\n` });
+    await s.waitOutput(job.sessionId, 'hello before');
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('one')}\n` });
+    await s.waitOutput(job.sessionId, 'checkpoint=one');
+
+    const answer = await restart(d);
+    expect(answer.sessions).toBe(1);
+
+    const s2 = new Scoped(await d.client(), 'confined');
+    const listed = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(['running', 'waiting_input']).toContain(listed.status);
+    expect(listed.pid).toBe(job.pid);
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.1:${port}/after\n` });
+    await s2.waitOutput(job.sessionId, 'hello after');
+    // The policy goes on: a host it does not allow is refused and counted on the session.
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.2:${port}/no; echo\n` });
+    await s2.waitOutput(job.sessionId, 'blocked 127.0.0.2: not in sandbox.network.allow');
+    await waitFor(async () => (await s2.list()).find((x: any) => x.sessionId === job.sessionId).network?.denied?.[0]?.host === '127.0.0.2', { what: 'the refusal to be counted' });
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('two')}\n` });
+    await s2.waitOutput(job.sessionId, 'checkpoint=two');
+    expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).checkpoint).toMatchObject({ name: 'two' });
+    // And it ends as a sandboxed job does: its own exit status.
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: 'exit 4\n' });
+    const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
+    expect(last.exitCode).toBe(4);
+  });
+});
