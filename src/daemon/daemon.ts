@@ -261,7 +261,8 @@ export class ProcctlDaemon implements Daemon {
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
     const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy });
-    // Changes held for review survive a restart: a job the restart ended is settled like any other.
+    // Changes held for review survive a restart: a job the restart ended is settled like any other;
+    // one a planned restart handed over is still running, its overlay still the job's.
     this.held.load((id, summary) => {
       const s = this.registry.find(ALL_SCOPES, id);
       if (s) return s.noteChanges(summary);
@@ -269,7 +270,7 @@ export class ProcctlDaemon implements Daemon {
       // nobody has to decide goes; changes still pending are kept and said, never dropped unseen.
       if (!summary.pending) return this.held.remove(id);
       this.log.warn({ sessionId: id, dir: this.held.dirOf(id), files: summary.files, bytes: summary.bytes }, 'changes held for review belong to no session any more: kept; copy what you need from its upper directory, then remove the directory');
-    }, (id) => ending.has(id));
+    }, (id) => ending.has(id) || handed.has(id));
     // A review whose job outlived the last run is settled once the job is gone, not while it may still write.
     for (const [id, gone] of ending) {
       const s = this.registry.find(ALL_SCOPES, id);

@@ -28,13 +28,12 @@ export interface HandedJob {
 
 /**
  * Why this running session cannot be handed to a new image now, in words; undefined when it can.
- * A review's mounts are not carried yet: a restart with such a session running is refused, and
- * the old image goes on serving.
+ * A session already ending is this image's to finish: a restart with one is refused, and the old
+ * image goes on serving.
  */
 export function cannotHandOver(s: Session): string | undefined {
   const w = wiringOf(s);
   if (!w || !w.launched) return 'it was not started by this daemon image';
-  if (s.changes?.state === 'running') return 'it runs in review mode, whose mounts a restart does not carry yet';
   if (w.exited || s.stopping) return 'it is ending (its leader exited or a stop is under way)';
   if (!w.launched.ends?.() || !w.launched.holdOutput) return s.pty ? 'its terminal is closing' : 'it was started by fork, without the addon';
   return undefined;
@@ -43,7 +42,7 @@ export function cannotHandOver(s: Session): string | undefined {
 /** What a session needs the next image to carry besides pipes (`procctld --handover-format` names what it carries). */
 export function carryNeeds(s: Session): string[] {
   const ch = channelsOf(s);
-  return [...(s.pty ? ['terminal'] : []), ...(wiringOf(s)?.sandboxed || ch.checkpoint || ch.proxy ? ['sandbox'] : [])];
+  return [...(s.pty ? ['terminal'] : []), ...(wiringOf(s)?.sandboxed || ch.checkpoint || ch.proxy ? ['sandbox'] : []), ...(s.changes?.state === 'running' ? ['review'] : [])];
 }
 
 /**

@@ -86,6 +86,35 @@ const CURL = 'curl -sS -m 20 --noproxy ""';
 const checkpoint = (name: string) =>
   `${NODE} -e 'const fd=Number(process.env.PROCCTL_SOCKET.slice(3));const s=new (require("net").Socket)({fd:require(process.argv[1]).receiveConnection(fd,10000)});s.write(JSON.stringify({jsonrpc:"2.0",id:1,method:"checkpoint",params:{name:process.argv[2]}})+"\\n");s.on("data",b=>{console.log(String(b).includes("\\"result\\"")?"checkpoint="+process.argv[2]:String(b));s.end();})' ${addonCopy} ${name}`;
 
+describe.skipIf(SKIP_SANDBOX)('a planned restart carries review sessions', () => {
+  it('what a review session wrote before and after the restart is held, listed and applied once it ends', async () => {
+    const ws = join(base, 'review-ws');
+    mkdirSync(ws);
+    const d = await startDaemon({ config: { sandbox: { mode: 'workspace-write', workspaces: [ws] } } });
+    const s = new Scoped(await d.client(), 'review');
+    const job = await s.exec({ command: 'echo one > before.txt && echo wrote; read -r x; echo two > after.txt; echo "$x" >> before.txt', background: true, workdir: ws, changes: 'review' });
+    sessions.add(job.sessionId);
+    await s.waitOutput(job.sessionId, 'wrote');
+    expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
+
+    expect((await restart(d)).sessions).toBe(1);
+
+    const s2 = new Scoped(await d.client(), 'review');
+    expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: 'three\n' });
+    const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
+    expect(last.exitCode).toBe(0);
+    // The workspace is untouched until the changes are applied.
+    expect(existsSync(join(ws, 'before.txt'))).toBe(false);
+    await waitFor(async () => (await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes?.state === 'pending', { what: 'the changes to be pending' });
+    const listed = await s2.process({ action: 'changes', sessionId: job.sessionId, stat: true });
+    expect(listed.files.map((f: any) => f.path).sort()).toEqual(['after.txt', 'before.txt']);
+    await s2.process({ action: 'apply', sessionId: job.sessionId });
+    expect(readFileSync(join(ws, 'before.txt'), 'utf8')).toBe('one\nthree\n');
+    expect(readFileSync(join(ws, 'after.txt'), 'utf8')).toBe('two\n');
+  });
+});
+
 describe.skipIf(SKIP)('a planned restart carries sandboxed sessions', () => {
   it('network by name and the job\'s own channel keep working after the restart, with the policy the session started with', async () => {
     const d = await startDaemon({
