@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { BenchDaemon, ROOT } from './lib/daemon.js';
 import type { BenchOptions } from './lib/options.js';
 import { alive, liveProcesses, memoryKb } from './lib/proc.js';
@@ -8,7 +9,9 @@ import { median, now, round, sleep } from './lib/stats.js';
 import { join } from 'node:path';
 
 /**
- * Benchmark: a planned restart (SPEC §19) with sessions running. Each session prints a numbered
+ * Benchmark: a planned restart (SPEC §19) with sessions running, of every kind a restart carries:
+ * half on terminals, some sandboxed with network by name (their channel and proxy), some in review
+ * mode (sandboxed, their writes held), the rest on pipes. Each session prints a numbered
  * line with the time it printed it, ten times a second. Per round: ask `daemon.restart`, time it
  * until the new image answers `daemon.status`; then every session's output is read back whole:
  * every number once, in order (0 lost, 0 doubled), and the largest gap between two lines as the
@@ -19,11 +22,20 @@ import { join } from 'node:path';
 export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
   const count = opts.quick ? 20 : 100;
   const rounds = opts.quick ? 3 : 10;
-  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2) });
+  const ws = mkdtempSync(join(tmpdir(), 'procctl-bench-restart-'));
+  mkdirSync(join(ws, 'work'));
+  // Unconfined sessions ask for elevated in a scope that allows it; the others are confined.
+  const config = {
+    sandbox: { mode: 'workspace-write', workspaces: [ws] },
+    scopes: { host: { elevated: 'allow' }, net: { network: { allow: ['127.0.0.1'] } }, held: {} },
+  };
+  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2) }, config);
   const client = await daemon.client();
   const operator = { scope: '*', approverToken: readFileSync(`${daemon.socket}.approver`, 'utf8').trim() };
-  opts.log(`restart: ${count} sessions printing 10 lines/s; ${rounds} planned restarts in a row`);
+  const kinds = { terminal: count / 2, sandboxed: count / 10, review: count / 10, pipes: count - count / 2 - count / 5 };
+  opts.log(`restart: ${count} sessions printing 10 lines/s (${kinds.terminal} on terminals, ${kinds.sandboxed} sandboxed with network by name, ${kinds.review} in review mode, ${kinds.pipes} on pipes); ${rounds} planned restarts in a row`);
   const ids: string[] = [];
+  const scopeOf = new Map<string, string>();
   const pids = new Set<number>();
   const took: number[] = [];
   const floors = { node: [] as number[], image: [] as number[] };
@@ -33,9 +45,20 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
   let maxGap = 0;
   try {
     const printer = `exec bash -c 'exec 9< <(sleep 600); i=0; while :; do echo "$i $EPOCHREALTIME"; i=$((i+1)); read -t 0.1 -u 9; done'`;
+    const kindOf = (i: number) => (i < kinds.terminal ? 'terminal' : i < kinds.terminal + kinds.sandboxed ? 'sandboxed' : i < kinds.terminal + kinds.sandboxed + kinds.review ? 'review' : 'pipes');
     for (let i = 0; i < count; i++) {
-      const r = await client.call('exec', { command: printer, background: true, name: `printer ${i}` });
+      const kind = kindOf(i);
+      const how =
+        kind === 'terminal'
+          ? { scope: 'host', elevated: true, pty: true }
+          : kind === 'pipes'
+            ? { scope: 'host', elevated: true }
+            : kind === 'sandboxed'
+              ? { scope: 'net', workdir: join(ws, 'work') }
+              : { scope: 'held', workdir: join(ws, 'work'), changes: 'review' };
+      const r = await client.call('exec', { command: printer, background: true, name: `printer ${i} (${kind})`, ...how });
       ids.push(r.sessionId);
+      scopeOf.set(r.sessionId, how.scope);
       pids.add(r.pid);
     }
     await sleep(1000);
@@ -68,7 +91,7 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
     const end = usage(daemon.pid);
     await sleep(300);
     for (const id of ids) {
-      const log = await c.call('process', { action: 'log', sessionId: id, offset: 0, limit: 100_000 });
+      const log = await c.call('process', { action: 'log', sessionId: id, offset: 0, limit: 100_000, scope: scopeOf.get(id) });
       const lines = String(log.output).split('\n').filter((l) => l !== '');
       let expect = 0;
       let last: number | undefined;
@@ -83,14 +106,14 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
         last = t;
       }
     }
-    await c.call('process', { action: 'kill', all: true });
+    for (const scope of ['host', 'net', 'held']) await c.call('process', { action: 'kill', all: true, scope });
     c.close();
     const nodeFloor = median(floors.node);
     const imageFloor = median(floors.image);
     opts.log(`  restart ${round(median(took))} ms median (${took.map((t) => round(t)).join(', ')}); floor: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms; lost ${lost}, doubled ${doubled}, largest gap ${round(maxGap)} ms`);
     opts.log(`  after 1 restart: RSS ${after1?.rss} kB, ${after1?.fds} fds; after ${rounds}: RSS ${end.rss} kB, ${end.fds} fds`);
     return [
-      { bench: 'restart', name: `planned restart with ${count} sessions: request to answered again, median`, value: round(median(took)), unit: 'ms', target: { op: '<=', value: 1000 }, rounds: took.map((t) => round(t)), detail: `floor in the same run: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms` },
+      { bench: 'restart', name: `planned restart with ${count} sessions (half on terminals, sandboxed, review): request to answered again, median`, value: round(median(took)), unit: 'ms', target: { op: '<=', value: 1000 }, rounds: took.map((t) => round(t)), detail: `floor in the same run: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms` },
       { bench: 'restart', name: 'planned restart / starting the daemon image alone (procctld --version)', value: round(median(took) / imageFloor), unit: 'x' },
       { bench: 'restart', name: 'lines lost or doubled across all restarts', value: lost + doubled, unit: 'lines', target: { op: '<=', value: 0 } },
       { bench: 'restart', name: 'largest gap between two lines a job printed', value: round(maxGap), unit: 'ms', target: { op: '<=', value: 1000 } },
@@ -100,6 +123,7 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
   } finally {
     client.close();
     await daemon.stop();
+    rmSync(ws, { recursive: true, force: true });
     for (const pid of new Set([...pids].filter(alive).concat(liveProcesses({ pgrps: pids }).map((p) => p.pid)))) {
       try {
         process.kill(pid, 'SIGKILL');

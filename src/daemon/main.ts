@@ -10,16 +10,14 @@ import { activatedFds, boundPath } from './systemd.js';
 import { packageVersion } from '../base/version.js';
 import { closeInherited } from './inherited.js';
 import { readInherited } from './handover/in.js';
-import { CARRIES, HANDOVER_FORMAT } from './handover/schema.js';
+import { runPreflight } from './handover/preflight.js';
 import { loadAddon } from '../base/addon.js';
-import { requireSandbox } from '../sandbox/host.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
 export async function runDaemon(argv: string[]): Promise<void> {
   // A restarting daemon asks the image it would start whether it can take over (SPEC §19): with the
   // same options, it loads the config and the addon and checks the sandbox, then says its format.
-  const preflight = argv[0] === '--handover-format';
-  if (preflight) argv = argv.slice(1);
+  if (argv[0] === '--handover-format') return runPreflight(argv.slice(1));
   // A planned restart's hand-over names descriptors to keep; it is read before anything is closed.
   const { inherited, keep } = readInherited();
   // Before anything is opened: what it inherited must not reach a job.
@@ -54,21 +52,6 @@ export async function runDaemon(argv: string[]): Promise<void> {
       process.exit(2);
     }
     throw err;
-  }
-  if (preflight) {
-    try {
-      requireSandbox(loaded.config);
-    } catch (err) {
-      process.stderr.write(`procctld: ${(err as Error).message}\n`);
-      process.exit(2);
-    }
-    const addon = loadAddon(['spawn', 'reap', 'exited', 'setInheritable', 'execImage', 'dupDescriptor']);
-    if (addon instanceof Error) {
-      process.stderr.write(`procctld: ${addon.message}\n`);
-      process.exit(2);
-    }
-    process.stdout.write(`${HANDOVER_FORMAT} ${packageVersion()} ${CARRIES.join(',')}\n`);
-    return;
   }
   // Socket activation: the socket systemd hands over decides where the files beside it go.
   const listenFds = inherited ? [] : activatedFds();

@@ -52,7 +52,8 @@ export function carryNeeds(s: Session): string[] {
  * reaped already: its exit is on its way to this image, which finishes the session.
  */
 export function parkTerminals(sessions: readonly Session[]): () => void {
-  const pids = sessions.filter((s) => s.pty && s.pid !== undefined).map((s) => s.pid!);
+  // Terminals this image adopted are reaped by its own reaper, which the last step froze already.
+  const pids = sessions.filter((s) => s.pid !== undefined && wiringOf(s)?.launched?.reapedByThread).map((s) => s.pid!);
   if (pids.length === 0) return () => undefined;
   const addon = nativeSpawner();
   if (addon instanceof Error || !addon.parkWaiters || !addon.unparkWaiters) throw conflict('this build of the addon cannot hold a terminal session\'s exit across a restart (parkWaiters); rebuild it (node scripts/build-addon.mjs) and restart the daemon');

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CarriedSessionSchema } from '../../session/carry.js';
+import { HANDOVER_FORMAT } from './format.js';
 
 /**
  * What one daemon image hands the next in a planned restart (SPEC §19), as one versioned schema:
@@ -7,14 +8,7 @@ import { CarriedSessionSchema } from '../../session/carry.js';
  * session and the runner), so a field that is not carried is visibly not carried. The next image
  * reads this format only; another is refused with a message, never half read.
  */
-export const HANDOVER_FORMAT = 1;
-
-/**
- * What this image can take over besides sessions on pipes, said by `procctld --handover-format`
- * after its format and version: an image that does not name a kind (an older one) is never handed
- * a session of that kind, the restart is refused instead.
- */
-export const CARRIES = ['terminal', 'sandbox', 'review'] as const;
+export { CARRIES, HANDOVER_FORMAT } from './format.js';
 
 const fd = z.number().int().min(0);
 

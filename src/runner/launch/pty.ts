@@ -68,6 +68,7 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     // node-pty closes the terminal itself once the leader is gone and its output read.
     release: nothing,
     resize: (cols, rows) => term.resize(cols, rows),
+    reapedByThread: true,
     ...(socket ? { holdOutput: () => holdReading(socket) } : {}),
     // node-pty's reaping thread is parked by the restart's last step (runner/handover.ts parkTerminals).
     ends: () => (ptsName && socket && typeof master === 'number' && !socket.destroyed ? { pid: term.pid, terminal: master, pts: ptsName, stdinQueued: socket.writableLength } : undefined),

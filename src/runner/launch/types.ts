@@ -39,6 +39,8 @@ export interface Launched {
    * (a job started by fork).
    */
   ends?(): ({ pid: number; stdout: number; stderr: number; stdin: number; stdinId?: string } | TerminalEnds) & { stdinQueued: number } | undefined;
+  /** Its leader is reaped by a thread of node-pty's (a terminal launched by this image): a restart parks that thread (runner/handover.ts parkTerminals). */
+  reapedByThread?: boolean;
   /** For a terminal: its size changed. */
   resize?(cols: number, rows: number): void;
 }
