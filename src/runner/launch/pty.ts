@@ -60,9 +60,7 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     input: {
       write: (data) => term.write(typeof data === 'string' ? data : data.toString('utf8')),
       end: () => term.write('\x04'),
-      get queued() {
-        return socket?.writableLength ?? 0;
-      },
+      queued: 0,
     },
     detachOutput: nothing,
     // node-pty closes the terminal itself once the leader is gone and its output read.
@@ -101,9 +99,8 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
     input: {
       write: (data) => void socket.write(data),
       end: () => void socket.write('\x04'),
-      get queued() {
-        return socket.writableLength;
-      },
+      // As for a terminal launched here: what the job has not read waits in the terminal, not counted.
+      queued: 0,
     },
     detachOutput: () => socket.destroy(),
     release: () => {
