@@ -21,6 +21,7 @@ import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
 import { dirname, join } from 'node:path';
 import { ScratchDirs } from '../runner/scratch.js';
+import { Shells } from '../shells/shells.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
 import { Records } from './records.js';
@@ -118,6 +119,7 @@ export class ProcctlDaemon implements Daemon {
   private readonly version = packageVersion();
   private readonly guardian: GuardianLink;
   private readonly interrupts: InterruptWatcher;
+  readonly shells: Shells;
   private readonly notifier: Notifier;
   readonly state: StateStore;
   readonly keeper: Records;
@@ -168,6 +170,7 @@ export class ProcctlDaemon implements Daemon {
     this.channels = new Channels(this, this.log);
     this.remembered = new RememberedStore(this.state.dir, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
+    this.shells = new Shells(this);
     this.cgroups = openCgroups({ mode: 'off' }, this.state.dir);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
@@ -507,7 +510,7 @@ export class ProcctlDaemon implements Daemon {
     // a margin (its processes have had SIGKILL by then) is named in the log, and the daemon exits.
     let deadline: NodeJS.Timeout | undefined;
     const stopped = await Promise.race([
-      stopSessions(running, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace }).then(() => true),
+      Promise.all([stopSessions(running, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace }), this.shells.closeAll()]).then(() => true),
       new Promise<false>((resolve) => (deadline = setTimeout(() => resolve(false), grace + SHUTDOWN_MARGIN_MS))),
     ]);
     clearTimeout(deadline);
