@@ -1,4 +1,5 @@
 import { ALL_SCOPES } from '../config/schema.js';
+import { conflict } from '../base/errors.js';
 import { HeldChanges } from '../changes/held.js';
 import { MountsAhead } from '../runner/premount.js';
 import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
@@ -339,6 +340,12 @@ export class ProcctlDaemon implements Daemon {
    * is written. A failure at that last step is logged, and this image goes on serving.
    */
   async restart(): Promise<RestartAnswer> {
+    // A shell's state is its bash's memory, which a new image cannot take over yet: refused, naming them (docs/shells.md).
+    const shells = this.shells.list(ALL_SCOPES, true);
+    if (shells.length > 0) {
+      const names = shells.map((s) => `"${s.name}" (scope ${s.scope})`).join(', ');
+      throw conflict(`cannot hand persistent shells to a new image yet: ${names}. Nothing was restarted; close them (procctl shell close NAME, or shell.close), then restart`, { shells: shells.map((s) => ({ name: s.name, scope: s.scope })) });
+    }
     const host = this.handoverHost();
     const prepared = await prepareHandover(host);
     setImmediate(() => {

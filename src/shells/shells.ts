@@ -1,4 +1,4 @@
-import { conflict, limit, unavailable } from '../base/errors.js';
+import { conflict, invalid, limit, unavailable } from '../base/errors.js';
 import { removeDir } from '../runner/scratch.js';
 import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
 import { stopSession, stopsItself } from '../runner/stop.js';
@@ -62,6 +62,7 @@ export class Shells {
   /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
   async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell; restarted: boolean }> {
     const { scope, params: p } = c;
+    if (p.pty) throw invalid('a shell runs on pipes: pty is not available with shell yet; run the command without shell to give it a terminal', { path: ['pty'] });
     const settings = settingsOf(c);
     let shell = this.shells.get(keyOf(scope, p.shell));
     let restarted = false;

@@ -3,7 +3,10 @@ import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { existsSync, rmSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 afterAll(stopAllDaemons);
 
@@ -82,6 +85,71 @@ describe('shells that remember (SPEC §20)', () => {
     const again = await c.exec({ command: 'echo "$KEEP $PWD"', shell: 'k' });
     expect(again.output).toBe('yes /tmp\n');
     expect(again.shell.restarted).toBeUndefined();
+    c.close();
+    await d.stop();
+  });
+
+  it('judges each command on its own text: a denied one never reaches the shell, which is as it was', async () => {
+    const d = await startDaemon({ config: { approvals: { rules: [{ match: 'forbidden', action: 'deny', reason: 'not here' }] } } });
+    const c = await d.client();
+    await c.exec({ command: 'cd /tmp; COUNT=1', shell: 'j' });
+    const denied = await c.exec({ command: 'COUNT=2; cd /; echo forbidden', shell: 'j' });
+    expect(denied.status).toBe('denied');
+    const after = await c.exec({ command: 'echo "$COUNT $PWD"', shell: 'j' });
+    expect(after.output).toBe('1 /tmp\n');
+    expect((await c.call('shell.list', {})).shells[0].commands).toBe(2);
+    c.close();
+    await d.stop();
+  });
+
+  it('reaches the running command with write, refuses other settings and a terminal, and closes on shell.close', async () => {
+    const d = await startDaemon();
+    const c = await d.client();
+    const work = mkdtempSync(join(tmpdir(), 'procctl-shell-'));
+    await c.exec({ command: 'true', shell: 'w', workdir: work, env: { MODE: 'one' } });
+    const r = await c.exec({ command: 'read line; echo "got $line $MODE"', shell: 'w', yieldMs: 200 });
+    expect(r.status).toBe('running');
+    await c.process({ action: 'write', sessionId: r.sessionId, data: 'hello\n' });
+    const done = await c.process({ action: 'wait', sessionIds: [r.sessionId], timeout: 20_000 });
+    expect(done.sessions[0].status).toBe('completed');
+    expect((await c.process({ action: 'log', sessionId: r.sessionId })).output).toBe('got hello one');
+    const other = await c.call('exec', { command: 'true', shell: 'w', env: { MODE: 'two' } }).catch((e: Error) => e);
+    expect(String((other as Error).message)).toContain('was made with env {"MODE":"one"}');
+    const pty = await c.call('exec', { command: 'true', shell: 'w2', pty: true }).catch((e: Error) => e);
+    expect(String((pty as Error).message)).toContain('pty is not available with shell');
+    const pid = (await c.call('shell.list', {})).shells[0].pid;
+    const closed = await c.call('shell.close', { name: 'w' });
+    expect(closed.closed.name).toBe('w');
+    await waitFor(() => !alive(pid), { what: 'the shell gone' });
+    expect((await c.call('shell.list', {})).shells).toEqual([]);
+    const missing = await c.call('shell.close', { name: 'w' }).catch((e: Error) => e);
+    expect(String((missing as Error).message)).toContain('no shell "w"');
+    c.close();
+    await d.stop();
+  });
+});
+
+describe.skipIf(SKIP_SANDBOX)('a sandboxed shell', () => {
+  const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-shell-sandbox-'));
+  const workspace = join(base, 'workspace');
+  mkdirSync(workspace);
+  const sessions = new Set<string>();
+  afterAll(() => {
+    killMarked(sessions);
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  it("keeps its state in the sandbox and cannot reach the daemon's socket", async () => {
+    const d = await startDaemon({ base, config: { sandbox: { mode: 'workspace-write', workspaces: [workspace] } } });
+    const c = await d.client();
+    const first = await c.exec({ command: 'cd sub 2>/dev/null || { mkdir sub; cd sub; }; export INSIDE=yes', shell: 'box', workdir: workspace });
+    sessions.add(first.sessionId);
+    expect(first.status).toBe('completed');
+    const r = await c.exec({ command: `echo "$INSIDE $PWD"; test -S ${d.socket} && echo socket=reachable || echo socket=hidden; echo x > ${join(base, 'escaped')} 2>/dev/null; echo done`, shell: 'box' });
+    sessions.add(r.sessionId);
+    expect(r.output).toContain(`yes ${join(workspace, 'sub')}`);
+    expect(r.output).toContain('socket=hidden');
+    expect(existsSync(join(base, 'escaped'))).toBe(false);
     c.close();
     await d.stop();
   });
