@@ -89,6 +89,28 @@ describe('shells that remember (SPEC §20)', () => {
     await d.stop();
   });
 
+  it('times a command out, waits for its output, and interrupts a builtin loop, keeping the shell', async () => {
+    const d = await startDaemon();
+    const c = await d.client();
+    await c.exec({ command: 'N=7', shell: 't' });
+    const slow = await c.exec({ command: 'sleep 100', shell: 't', timeout: 1 });
+    expect(slow.status).toBe('failed');
+    expect(slow.reason).toBe('timeout');
+    const ready = await c.exec({ command: 'echo listening; sleep 100', shell: 't', waitFor: { output: 'listening' }, yieldMs: 20_000 });
+    expect(ready.status).toBe('running');
+    expect(ready.ready).toBe(true);
+    await c.process({ action: 'kill', sessionId: ready.sessionId });
+    const loop = await c.exec({ command: 'while :; do :; done', shell: 't', yieldMs: 300 });
+    expect(loop.status).toBe('running');
+    const killed = await c.process({ action: 'kill', sessionId: loop.sessionId });
+    expect(killed.status).toBe('failed');
+    const after = await c.exec({ command: 'echo $N', shell: 't' });
+    expect(after.output).toBe('7\n');
+    expect(after.shell.restarted).toBeUndefined();
+    c.close();
+    await d.stop();
+  });
+
   it('judges each command on its own text: a denied one never reaches the shell, which is as it was', async () => {
     const d = await startDaemon({ config: { approvals: { rules: [{ match: 'forbidden', action: 'deny', reason: 'not here' }] } } });
     const c = await d.client();
