@@ -65,6 +65,8 @@ export class Shell {
   private input: Socket | undefined;
   private pending = '';
   private gone = false;
+  /** The FIFO the commands read as stdin: what a command blocked on its input reads (SPEC §7's look). */
+  inputPath: string | undefined;
 
   constructor(
     readonly name: string,
@@ -95,6 +97,7 @@ export class Shell {
     if (!dir || !this.box.running || !this.box.input) throw new Error('the shell did not start');
     const statusPath = join(dir, '.shell-status');
     const inputPath = join(dir, '.shell-input');
+    this.inputPath = inputPath;
     execFileSync('mkfifo', ['-m', '0600', statusPath, inputPath]);
     // A sandbox user's scratch directory is theirs: so are the FIFOs in it.
     const owner = statSync(dir);

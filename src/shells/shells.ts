@@ -110,7 +110,9 @@ export class Shells {
       decision: c.decision,
     });
     this.ctx.registry.add(session);
-    session.attach({ pid: shell.pid, input: (p.stdin ?? 'pipe') === 'pipe' ? shell.commandInput() : undefined, stdinId: undefined, pty: false, resize: undefined });
+    const piped = (p.stdin ?? 'pipe') === 'pipe';
+    // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
+    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, stdinId: piped ? shell.inputPath : undefined, pty: false, resize: undefined });
     stopsItself(session, (opts) => shell.interrupt(session, opts));
     shell.run(session, p.command, {
       stdin: p.stdin ?? 'pipe',

@@ -129,8 +129,9 @@ describe('shells that remember (SPEC §20)', () => {
     const c = await d.client();
     const work = mkdtempSync(join(tmpdir(), 'procctl-shell-'));
     await c.exec({ command: 'true', shell: 'w', workdir: work, env: { MODE: 'one' } });
-    const r = await c.exec({ command: 'read line; echo "got $line $MODE"', shell: 'w', yieldMs: 200 });
-    expect(r.status).toBe('running');
+    // Blocked reading its stdin (the shell's input FIFO), the command is waiting for input, as any exec's would be.
+    const r = await c.exec({ command: 'read line; echo "got $line $MODE"', shell: 'w', yieldMs: 30_000 });
+    expect(r.status).toBe('waiting_input');
     await c.process({ action: 'write', sessionId: r.sessionId, data: 'hello\n' });
     const done = await c.process({ action: 'wait', sessionIds: [r.sessionId], timeout: 20_000 });
     expect(done.sessions[0].status).toBe('completed');
