@@ -25,6 +25,8 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   // A planned restart with sessions running (SPEC §19).
   restart: (o) => import('./restart.js').then((m) => m.restartCost(o)),
   sessions,
+  // Persistent shells (SPEC §20): a command through one against an exec; 1,000 through one, flat.
+  shells: (o) => import('./shells.js').then((m) => m.shellCost(o)),
   // Interrupts, terminals and stopping.
   interrupts: interruptLatency,
   readiness,
@@ -56,7 +58,7 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,capture-shapes,restart,sessions,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,capture-shapes,restart,sessions,shells,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

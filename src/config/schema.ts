@@ -267,6 +267,13 @@ export const ConfigSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  /** Persistent shells (SPEC §20): an idle one is closed after idleMs; a scope has at most max. */
+  shells: z
+    .strictObject({
+      idleMs: int(1000).default(1_800_000),
+      max: int(1).default(8),
+    })
+    .prefault({}),
   log: z
     .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
     .prefault({}),

@@ -1,4 +1,5 @@
 import { ALL_SCOPES } from '../config/schema.js';
+import { conflict } from '../base/errors.js';
 import { HeldChanges } from '../changes/held.js';
 import { MountsAhead } from '../runner/premount.js';
 import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
@@ -21,6 +22,7 @@ import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink } from './guardian-link.js';
 import { dirname, join } from 'node:path';
 import { ScratchDirs } from '../runner/scratch.js';
+import { Shells } from '../shells/shells.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
 import { Records } from './records.js';
@@ -118,6 +120,7 @@ export class ProcctlDaemon implements Daemon {
   private readonly version = packageVersion();
   private readonly guardian: GuardianLink;
   private readonly interrupts: InterruptWatcher;
+  readonly shells: Shells;
   private readonly notifier: Notifier;
   readonly state: StateStore;
   readonly keeper: Records;
@@ -168,6 +171,7 @@ export class ProcctlDaemon implements Daemon {
     this.channels = new Channels(this, this.log);
     this.remembered = new RememberedStore(this.state.dir, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
+    this.shells = new Shells(this);
     this.cgroups = openCgroups({ mode: 'off' }, this.state.dir);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
@@ -337,6 +341,12 @@ export class ProcctlDaemon implements Daemon {
    * is written. A failure at that last step is logged, and this image goes on serving.
    */
   async restart(): Promise<RestartAnswer> {
+    // A shell's state is its bash's memory, which a new image cannot take over yet: refused, naming them (docs/shells.md).
+    const shells = this.shells.list(ALL_SCOPES, true);
+    if (shells.length > 0) {
+      const names = shells.map((s) => `"${s.name}" (scope ${s.scope})`).join(', ');
+      throw conflict(`cannot hand persistent shells to a new image yet: ${names}. Nothing was restarted; close them (procctl shell close NAME, or shell.close), then restart`, { shells: shells.map((s) => ({ name: s.name, scope: s.scope })) });
+    }
     const host = this.handoverHost();
     const prepared = await prepareHandover(host);
     setImmediate(() => {
@@ -508,7 +518,7 @@ export class ProcctlDaemon implements Daemon {
     // a margin (its processes have had SIGKILL by then) is named in the log, and the daemon exits.
     let deadline: NodeJS.Timeout | undefined;
     const stopped = await Promise.race([
-      stopSessions(running, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace }).then(() => true),
+      Promise.all([stopSessions(running, { reason: 'shutdown', signal: 'SIGTERM', graceMs: grace }), this.shells.closeAll()]).then(() => true),
       new Promise<false>((resolve) => (deadline = setTimeout(() => resolve(false), grace + SHUTDOWN_MARGIN_MS))),
     ]);
     clearTimeout(deadline);

@@ -12,6 +12,7 @@ import { daemonStatus } from '../tools/status.js';
 import { restartTool } from '../tools/restart.js';
 import { auditVerify, historyTool } from '../tools/audit.js';
 import { Subscriptions } from '../tools/subscribe.js';
+import { closeShell, listShells } from '../tools/shells.js';
 import type { Method, RequestContext } from './connection.js';
 
 /**
@@ -89,5 +90,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
   methods.set('daemon.restart', bare('daemon.restart', (ctx) => restartTool(d, ctx)));
   methods.set('audit.verify', scoped((ctx, rest) => auditVerify(d, ctx, rest)));
   methods.set('history', scoped((ctx, rest) => historyTool(d, ctx, rest)));
+  methods.set('shell.list', scoped((ctx, rest) => listShells(d, ctx, rest)));
+  methods.set('shell.close', scoped((ctx, rest) => closeShell(d, ctx, rest)));
   return methods;
 }

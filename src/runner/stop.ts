@@ -22,11 +22,14 @@ export interface StopOptions {
  */
 export async function stopSessions(sessions: Session[], opts: StopOptions): Promise<void> {
   const starting: Session[] = [];
+  const own: Promise<void>[] = [];
   for (const s of sessions) {
     if (!s.running) continue;
     if (!s.requestStop({ reason: opts.reason, signal: opts.signal, at: Date.now(), note: opts.note })) continue;
     writeStopFile(s, s.stop!);
-    starting.push(s);
+    const stopper = stoppers.get(s);
+    if (stopper) own.push(stopper(opts));
+    else starting.push(s);
   }
   // Sessions with a cgroup: its members are exactly the session's, and cgroup.kill ends them.
   const contained = starting.filter((s) => cgroupOf(s) !== undefined);
@@ -41,6 +44,7 @@ export async function stopSessions(sessions: Session[], opts: StopOptions): Prom
         (i) => contained[i].stopEscalated(true),
       ),
     grouped.length > 0 && stopGroups(grouped, opts),
+    ...own,
   ]);
   await Promise.all(sessions.map((s) => s.finished));
 }
@@ -66,6 +70,13 @@ async function stopGroups(starting: Session[], opts: StopOptions): Promise<void>
     if (late.length > 0) s.stopEscalated(true);
     signalPids(late, 'SIGKILL');
   }
+}
+
+/** Sessions that are not a process group of their own (a command in a persistent shell, SPEC §20) stop their own way. */
+const stoppers = new WeakMap<Session, (opts: StopOptions) => Promise<void>>();
+
+export function stopsItself(session: Session, stop: (opts: StopOptions) => Promise<void>): void {
+  stoppers.set(session, stop);
 }
 
 export function stopSession(session: Session, opts: StopOptions): Promise<void> {

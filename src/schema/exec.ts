@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { SessionLimitsSchema } from '../base/session-limits.js';
 
+/** A persistent shell's name (SPEC §20). */
+export const SHELL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
 /** The longest timeout a timer can hold (2^31-1 ms). */
 export const MAX_TIMEOUT_SEC = 2_147_483;
 
@@ -64,6 +67,13 @@ export const ExecParamsSchema = z
       'Which ends of a backgrounded session are notifications (the exited event carries summary): "exit" (default), "failure" (only when it did not complete with 0), "never", or {match: RE2} to also send an output_match event for each matching line (rate-limited, counted).',
     ),
     limits: SessionLimitsSchema.optional(),
+    shell: z
+      .string()
+      .regex(SHELL_NAME, 'shell must be 1-64 letters, digits, ".", "_" or "-"')
+      .optional()
+      .describe(
+        "Run in the scope's persistent bash of this name (made on first use with this exec's settings): cd, variables, functions, aliases and set options last from one command to the next; one command at a time.",
+      ),
     changes: z
       .enum(['direct', 'review'])
       .optional()

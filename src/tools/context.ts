@@ -11,6 +11,7 @@ import type { Voice } from '../schema/voice.js';
 import type { RememberedRule } from '../policy/remembered.js';
 import type { AuditBus, Client, Peer } from '../audit/events.js';
 import type { TrailStatus } from '../audit/writer.js';
+import type { Shells } from '../shells/shells.js';
 
 /** What the daemon gives every tool call. */
 export interface Daemon extends LaunchContext {
@@ -53,6 +54,8 @@ export interface Daemon extends LaunchContext {
   trail: TrailView;
   /** The OpenTelemetry export (SPEC §18, docs/telemetry.md), for daemon.status. */
   telemetryStatus(): TelemetryStatus;
+  /** The scopes' persistent shells (SPEC §20). */
+  shells: Shells;
 }
 
 /** Restarts so far: planned (hand-overs) and after a crash, the last one's time and length, sessions adopted and lost. */

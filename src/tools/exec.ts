@@ -7,6 +7,7 @@ import { checkEnvOverrides } from '../runner/env.js';
 import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { startJob } from '../runner/start.js';
+import type { ShellCommand } from '../shells/shells.js';
 import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
@@ -95,6 +96,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   const byRule = approved ? approved.review : judgement?.review && decidedBy(judgement.review);
   const review = judgement?.decision === 'deny' ? false : reviewed(d, ctx.scope, p, byRule);
   if (p.env) checkEnvOverrides(p.env);
+  if (p.shell && review) throw invalid(`a shell's commands cannot run in review mode yet; run this command without shell (its changes are then held for review), or ask with changes "direct"`, { path: ['shell'] });
   checkPatterns(p);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy, judgement);
   if (gated) return gated;
@@ -108,7 +110,10 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
     const decision = approved ? approved.decision : judgement && decisionOf(judgement);
-    const started = startJob(d, { scope: ctx.scope, params: p, cwd, policy: { inherited, elevated: p.elevated ?? false }, approved, review: review ? { approval: byRule !== undefined } : undefined, decision });
+    const policyOf = { inherited, elevated: p.elevated ?? false };
+    const started = p.shell
+      ? await inShell(d, { scope: ctx.scope, params: { ...p, shell: p.shell }, cwd, policy: policyOf, decision, id: approved?.id })
+      : startJob(d, { scope: ctx.scope, params: p, cwd, policy: policyOf, approved, review: review ? { approval: byRule !== undefined } : undefined, decision });
     // An approved exec was told of when it was asked for; its answer is on record.
     if (!approved) noteStarted(d, ctx, started.session, p, { review, judgement });
     followSession(d, started.session, { waitFor: p.waitFor, notify: p.notify });
@@ -117,6 +122,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   const { kept, started } = p.key ? await d.registry.withKeyLock(ctx.scope, p.key, start) : await start();
   if (kept) return execResult(kept, [], ctx.voice);
   const { session, warnings } = started!;
+  const shellOf = (started as { shell?: { view(): Record<string, unknown> } }).shell;
 
   // A scope without background sessions waits for the end (or its timeout, or a question).
   const foreground = !policy.background;
@@ -134,10 +140,17 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   return answer(execResult(session, warnings, ctx.voice));
 
   function answer<R extends { text: string }>(r: R): R {
-    return foreground ? { ...r, text: `Warning: background sessions are disabled for scope "${ctx.scope}"; ran in the foreground.\n${r.text}` } : r;
+    const shown = shellOf ? { ...r, shell: shellOf.view() } : r;
+    return foreground ? { ...shown, text: `Warning: background sessions are disabled for scope "${ctx.scope}"; ran in the foreground.\n${r.text}` } : shown;
   }
 }
 
+
+/** A command for a persistent shell (SPEC §20); review mode is not one a shell can hold yet. */
+async function inShell(d: Daemon, c: ShellCommand) {
+  const { session, warnings, shell, restarted } = await d.shells.run(c);
+  return { session, warnings, shell: { view: () => ({ name: shell.name, cwd: shell.cwd, ...(restarted ? { restarted: true } : {}) }) } };
+}
 
 /** RE2 patterns in the params compile, or the call is refused naming the field and the engine's reason. */
 function checkPatterns(p: ExecParams): void {

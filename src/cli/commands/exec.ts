@@ -29,6 +29,7 @@ interface ExecOptions {
   waitHttp?: string;
   waitFile?: string;
   notify?: string;
+  shell?: string;
 }
 
 /** `exec --wait-*` ran out of its yield before the command was ready (it keeps running): as `procctl wait` says it. */
@@ -92,6 +93,7 @@ function execParams(words: string[], o: ExecOptions, workdir: string | undefined
   if (Object.values(limits).some((v) => v !== undefined)) p.limits = JSON.parse(JSON.stringify(limits));
   const notify = notifyOf(o);
   if (notify !== undefined) p.notify = notify;
+  if (o.shell !== undefined) p.shell = o.shell;
   return p;
 }
 
@@ -206,6 +208,7 @@ export function registerExec(program: Command): void {
     .option('--wait-output <re>', 'return once a line of its output matches the RE2 pattern, leaving it running')
     .option('--wait-http <url>', 'return once a GET of the URL answers 2xx or 3xx, leaving it running')
     .option('--wait-file <path>', 'return once the path (relative to --cwd) exists, leaving it running')
+    .option('--shell <name>', "run in the scope's persistent shell NAME: cd, exports, functions and aliases last between commands (made on first use; --cwd only then)")
     .option('--notify <when>', 'which ends are notifications once it runs on: exit (default), failure, never, or an RE2 pattern (an output_match event per matching line)');
   exec.configureOutput({
     outputError: (text, write) => {
@@ -220,7 +223,8 @@ export function registerExec(program: Command): void {
     .action(
       act(async (words: string[], o: ExecOptions, cmd: Command) => {
         const g = globalsOf(cmd);
-        const implied = o.cwd === undefined ? defaultWorkdir(g) : undefined;
+        // A shell keeps its own directory: the caller's is sent only when the shell is made (--cwd), never implied.
+        const implied = o.cwd === undefined && o.shell === undefined ? defaultWorkdir(g) : undefined;
         const params = execParams(words, o, o.cwd ?? implied);
         const shown = (r: Record<string, any>) => {
           if (!g.json) return showExecResult(r, Boolean(o.pty), g.scope);

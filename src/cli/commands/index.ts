@@ -13,6 +13,8 @@ export interface CommandEntry {
 
 export const COMMANDS: readonly CommandEntry[] = [
   { name: 'exec', summary: 'run a command as if locally (output, stdin, Ctrl-C), or leave it running (--bg, --yield)', load: () => import('./exec.js').then((m) => m.registerExec) },
+  { name: 'shells', summary: "list the scope's persistent shells", load: () => import('./shells.js').then((m) => m.registerShells) },
+  { name: 'shell', summary: 'close a persistent shell (shell close NAME)', load: () => import('./shells.js').then((m) => m.registerShell) },
   { name: 'ps', summary: 'list the sessions of the scope, newest first', load: () => import('./ps.js').then((m) => m.registerPs) },
   { name: 'poll', summary: 'print the output no poll has returned yet', load: () => import('./poll.js').then((m) => m.registerPoll) },
   { name: 'wait', summary: 'sleep until any (--all: every one) of the sessions has ended or needs an answer', load: () => import('./wait.js').then((m) => m.registerWait) },

@@ -1,0 +1,256 @@
+import { execFileSync } from 'node:child_process';
+import { chownSync, constants, openSync, statSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { join } from 'node:path';
+import type { ExecParams } from '../schema/exec.js';
+import type { Session } from '../session/session.js';
+import { findSessionProcesses, signalPids } from '../runner/sweep.js';
+import { stopSession, type StopOptions } from '../runner/stop.js';
+import { ansiQuote } from './quote.js';
+
+/** What a shell was made with (SPEC §20): a later command asking for other settings is refused. */
+export interface ShellSettings {
+  workdir: string;
+  env: Record<string, string>;
+  pty: boolean;
+  elevated: boolean;
+  stdin: 'pipe' | 'null';
+  limits: ExecParams['limits'] | null;
+}
+
+/** The shell's own descriptors: 61 takes the end of each command (id, status, cwd); 62 is the commands' stdin. */
+const STATUS_FD = 61;
+const INPUT_FD = 62;
+
+/** The interactive bash a shell is: no rc files, no line editing; interactive so that SIGINT ends a command, not the shell. */
+export const SHELL_BOOT = 'exec bash --noprofile --norc --noediting -i';
+
+/**
+ * What the shell is told first, on its stdin: its own descriptors on the two FIFOs, no prompt, no
+ * history, aliases on, and PROMPT_COMMAND writing each command's end to fd 61, never to stdout.
+ * `exit` keeps bash's "exit" note off the command's stderr.
+ */
+const SETUP = [
+  `exec ${STATUS_FD}<>"$PROCCTL_TMPDIR/.shell-status" ${INPUT_FD}<>"$PROCCTL_TMPDIR/.shell-input"`,
+  'PS1=; PS2=; PS0=; PS4=+; unset HISTFILE; set +o history; shopt -s expand_aliases',
+  'exit() { builtin exit "$@" 2>/dev/null; }',
+  '__procctl_id=ready',
+  `PROMPT_COMMAND='__procctl_s=$?; printf "%s %s %s\\0" "$__procctl_id" "$__procctl_s" "$PWD" >&${STATUS_FD}'`,
+].join('; ');
+
+/** How a command's session is told of its end. */
+interface Running {
+  session: Session;
+  timer?: NodeJS.Timeout;
+  /** The shell was sent SIGINT for it: its end is an interrupt's. */
+  interrupted: boolean;
+}
+
+/**
+ * One persistent bash (SPEC §20): its own process (the `box` session, never listed) runs one
+ * command at a time, each as a session of its own. The command's end comes on a FIFO only the
+ * shell writes (fd 61, from PROMPT_COMMAND), never from the command's output, so nothing a
+ * command prints can end it early; its output is the shell's stdout and stderr between the line
+ * sent and that end.
+ */
+export class Shell {
+  readonly createdAt = Date.now();
+  lastUsedAt = Date.now();
+  commands = 0;
+  cwd: string;
+  private running: Running | undefined;
+  private isReady = false;
+  private readonly readyWaiters: (() => void)[] = [];
+  private status: Socket | undefined;
+  private input: Socket | undefined;
+  private pending = '';
+  private gone = false;
+  /** The FIFO the commands read as stdin: what a command blocked on its input reads (SPEC §7's look). */
+  inputPath: string | undefined;
+
+  constructor(
+    readonly name: string,
+    readonly scope: string,
+    readonly settings: ShellSettings,
+    /** The shell's own process, as a session of the shells' private registry. */
+    private readonly box: Session,
+  ) {
+    this.cwd = settings.workdir;
+    void box.finished.then(() => this.ended());
+  }
+
+  get pid(): number | undefined {
+    return this.box.pid;
+  }
+
+  get alive(): boolean {
+    return !this.gone && this.box.running;
+  }
+
+  get busy(): Session | undefined {
+    return this.running?.session;
+  }
+
+  /** Wire the FIFOs and send the setup line; resolves once the shell's first prompt said it is ready. */
+  async start(withinMs: number): Promise<void> {
+    const dir = this.box.tmpdir;
+    if (!dir || !this.box.running || !this.box.input) throw new Error('the shell did not start');
+    const statusPath = join(dir, '.shell-status');
+    const inputPath = join(dir, '.shell-input');
+    this.inputPath = inputPath;
+    execFileSync('mkfifo', ['-m', '0600', statusPath, inputPath]);
+    // A sandbox user's scratch directory is theirs: so are the FIFOs in it.
+    const owner = statSync(dir);
+    if (owner.uid !== process.getuid?.()) for (const p of [statusPath, inputPath]) chownSync(p, owner.uid, owner.gid);
+    // Opened read-write: a FIFO with no writer would read as its end; the daemon's own writer keeps it open.
+    this.status = new Socket({ fd: openSync(statusPath, constants.O_RDWR | constants.O_NONBLOCK), readable: true, writable: false });
+    this.status.on('data', (b: Buffer) => this.onStatus(b.toString('utf8')));
+    this.status.on('error', () => undefined);
+    this.input = new Socket({ fd: openSync(inputPath, constants.O_RDWR | constants.O_NONBLOCK), readable: false, writable: true });
+    this.input.on('error', () => undefined);
+    this.box.watchOutput((stream, text) => {
+      // Before the first prompt (bash's notes on job control) and between commands, output is no command's.
+      if (this.isReady && this.running) this.running.session.onOutput(stream, text);
+    });
+    this.box.input.write(`${SETUP}\n`);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the shell did not answer within ${withinMs} ms`)), withinMs);
+      this.readyWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      void this.box.finished.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`the shell ended as it started (${this.box.error ?? `exit ${this.box.exitCode ?? this.box.signal}`})`));
+      });
+    });
+  }
+
+  /** Run one command in the shell as `session` (already made, registered and attached). */
+  run(session: Session, command: string, o: { stdin: 'pipe' | 'null'; timeoutSec: number; checkpointKey?: string; onTimeout: () => void }): void {
+    this.lastUsedAt = Date.now();
+    this.commands++;
+    const running: Running = { session, interrupted: false };
+    this.running = running;
+    if (o.timeoutSec > 0) running.timer = setTimeout(o.onTimeout, o.timeoutSec * 1000);
+    const exports = [`PROCCTL_SESSION_ID=${session.id}`, ...(o.checkpointKey ? [`PROCCTL_CHECKPOINT_KEY=${o.checkpointKey}`] : [])];
+    const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${INPUT_FD}`;
+    this.box.input!.write(`__procctl_id=${session.id}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${INPUT_FD}<&-\n`);
+  }
+
+  /** What a command's `write` goes to: the FIFO the command reads as its stdin. */
+  commandInput(): { write(data: string | Buffer): void; end(): void; readonly queued: number } {
+    const input = this.input!;
+    return {
+      write: (data) => void input.write(data),
+      // The FIFO is the shell's for every command: a command's end of input cannot close it.
+      end: () => undefined,
+      get queued() {
+        return input.writableLength;
+      },
+    };
+  }
+
+  private onStatus(text: string): void {
+    this.pending += text;
+    for (;;) {
+      const end = this.pending.indexOf('\0');
+      if (end < 0) break;
+      const line = this.pending.slice(0, end);
+      this.pending = this.pending.slice(end + 1);
+      const [id, code, ...rest] = line.split(' ');
+      const cwd = rest.join(' ');
+      if (cwd) this.cwd = cwd;
+      if (id === 'ready' && !this.isReady) {
+        this.isReady = true;
+        for (const w of this.readyWaiters.splice(0)) w();
+        continue;
+      }
+      const running = this.running;
+      if (!running || running.session.id !== id) continue;
+      // The status came after the command's output was written to the pipe; what the loop reads
+      // this turn is read before setImmediate runs, so every byte of it is this command's.
+      setImmediate(() => this.complete(running, Number(code)));
+    }
+  }
+
+  private complete(running: Running, code: number): void {
+    if (this.running !== running) return;
+    this.running = undefined;
+    clearTimeout(running.timer);
+    this.lastUsedAt = Date.now();
+    const interrupted = running.interrupted && (code === 0 || code === 130);
+    running.session.finish(interrupted ? { exitCode: null, signal: 'SIGINT' } : { exitCode: Number.isFinite(code) ? code : null, signal: null });
+  }
+
+  /** The shell's process ended (`exit`, killed, closed): a running command ends with it. */
+  private ended(): void {
+    this.gone = true;
+    this.status?.destroy();
+    this.input?.destroy();
+    const running = this.running;
+    this.running = undefined;
+    if (running) {
+      clearTimeout(running.timer);
+      running.session.finish({ exitCode: this.box.exitCode, signal: this.box.signal });
+    }
+  }
+
+  /**
+   * `process kill` of a command (SPEC §20): SIGINT to its processes and to the shell (bash drops
+   * the command line, keeps its state), then §9's sequence for the command's processes; the shell
+   * itself goes only when nothing else ends the command.
+   */
+  async interrupt(session: Session, opts: StopOptions): Promise<void> {
+    const running = this.running;
+    if (!running || running.session !== session) return;
+    running.interrupted = true;
+    session.stopEscalated(false);
+    const procs = () => (findSessionProcesses(new Set([session.id]), this.box.pid ?? 0).get(session.id) ?? []).map((p) => p.pid);
+    const first = procs();
+    // The command's processes get SIGINT, and bash drops the rest of the line as a terminal's Ctrl-C makes it;
+    // with none (a builtin loop), the shell itself gets it.
+    if (first.length > 0) signalPids(first, 'SIGINT');
+    else if (this.box.pid !== undefined) signalPids([this.box.pid], 'SIGINT');
+    let ended = await endsWithin(session, Math.min(opts.graceMs, 1000));
+    if (!ended) {
+      signalPids(procs(), opts.signal);
+      ended = await endsWithin(session, opts.graceMs);
+    }
+    if (!ended) {
+      session.stopEscalated(true);
+      signalPids(procs(), 'SIGKILL');
+      ended = await endsWithin(session, 2000);
+    }
+    // A command that is the shell itself (a builtin loop trapping INT): the shell goes, its state with it.
+    if (!ended) return this.close(opts.reason);
+    // What the command left running (`job &` ignores SIGINT) goes with it: the stop signal, the grace, SIGKILL.
+    const left = procs();
+    if (left.length === 0) return;
+    signalPids(left, opts.signal);
+    const deadline = Date.now() + opts.graceMs;
+    while (Date.now() < deadline && procs().length > 0) await new Promise((r) => setTimeout(r, 50));
+    signalPids(procs(), 'SIGKILL');
+  }
+
+  /** Close the shell: its process group gets §9's stop sequence. */
+  async close(reason: StopOptions['reason'] = 'user', graceMs = 1000): Promise<void> {
+    if (this.running && !this.running.session.stop) this.running.session.requestStop({ reason, signal: 'SIGTERM', at: Date.now() });
+    await stopSession(this.box, { reason, signal: 'SIGHUP', graceMs });
+  }
+
+  /** Called when the first prompt came: wake whoever waits. */
+  get ready(): boolean {
+    return this.isReady;
+  }
+}
+
+async function endsWithin(session: Session, ms: number): Promise<boolean> {
+  if (!session.running) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)));
+  const ended = session.finished.then(() => true);
+  const result = await Promise.race([ended, timedOut]);
+  clearTimeout(timer);
+  return result;
+}

@@ -1,0 +1,261 @@
+import { conflict, invalid, limit, unavailable } from '../base/errors.js';
+import { removeDir } from '../runner/scratch.js';
+import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
+import { stopSession, stopsItself } from '../runner/stop.js';
+import type { ExecParams } from '../schema/exec.js';
+import type { RecordKeeper } from '../session/keeper.js';
+import { deriveName } from '../session/name.js';
+import { Registry } from '../session/registry.js';
+import { Session, type SessionDecision } from '../session/session.js';
+import { Spool } from '../session/spool.js';
+import { describeWaitFor } from '../schema/exec.js';
+import { SHELL_BOOT, Shell, type ShellSettings } from './shell.js';
+
+/** How long a new shell has to show its first prompt. */
+const START_MS = 10_000;
+/** How often idle shells are looked for. */
+const SWEEP_MS = 5_000;
+
+/** A command for a shell, as the exec tool hands it over once policy let it through. */
+export interface ShellCommand {
+  scope: string;
+  params: ExecParams & { shell: string };
+  cwd: string;
+  policy: JobRequest['policy'];
+  decision?: SessionDecision;
+  /** An approved exec takes the id of the session that waited for it. */
+  id?: string;
+}
+
+/** What `shell.list` shows of one shell. */
+export interface ShellView {
+  name: string;
+  scope: string;
+  pid: number | null;
+  cwd: string;
+  state: 'idle' | 'busy';
+  sessionId: string | null;
+  commands: number;
+  createdAt: string;
+  lastUsedAt: string;
+  settings: ShellSettings;
+}
+
+const keyOf = (scope: string, name: string) => `${scope}\u0000${name}`;
+
+/**
+ * The scopes' persistent shells (SPEC §20): made on first use, refused when busy or asked for
+ * other settings, closed when idle past `shells.idleMs`, at most `shells.max` a scope.
+ * A shell's own process is a session of a private registry: never listed, never recorded.
+ */
+export class Shells {
+  private readonly shells = new Map<string, Shell>();
+  private readonly boxes = new Registry();
+  private readonly opening = new Map<string, Promise<Shell>>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly ctx: LaunchContext) {
+    this.timer = setInterval(() => this.closeIdle(), SWEEP_MS);
+    this.timer.unref();
+  }
+
+  /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
+  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell; restarted: boolean }> {
+    const { scope, params: p } = c;
+    if (p.pty) throw invalid('a shell runs on pipes: pty is not available with shell yet; run the command without shell to give it a terminal', { path: ['pty'] });
+    const settings = settingsOf(c);
+    let shell = this.shells.get(keyOf(scope, p.shell));
+    let restarted = false;
+    if (shell && !shell.alive) {
+      this.forget(shell);
+      shell = undefined;
+      restarted = true;
+    }
+    if (shell) {
+      checkSettings(shell, p, settings);
+      const busy = shell.busy;
+      if (busy) {
+        throw conflict(
+          `shell "${shell.name}" is running session ${busy.id} (${busy.name}); wait for it (process wait {"sessionIds":["${busy.id}"]}) or stop it (process kill {"sessionId":"${busy.id}"}), then send the command again`,
+          { sessionId: busy.id, shell: shell.name },
+        );
+      }
+    } else {
+      shell = await this.open(c, settings);
+    }
+    return { ...this.start(shell, c), shell, restarted };
+  }
+
+  private start(shell: Shell, c: ShellCommand): { session: Session; warnings: string[] } {
+    const config = this.ctx.config();
+    const cfg = config.tools.exec;
+    const p = c.params;
+    const id = c.id ?? this.ctx.registry.newId();
+    const checkpointKey = this.ctx.registry.newId() + this.ctx.registry.newId();
+    const session = new Session({
+      id,
+      scope: c.scope,
+      command: p.command,
+      name: p.name ?? deriveName(p.command),
+      cwd: shell.cwd,
+      key: p.key,
+      stdin: p.stdin ?? 'pipe',
+      maxOutputChars: cfg.maxOutputChars,
+      pendingMaxOutputChars: cfg.pendingMaxOutputChars,
+      events: this.ctx.registry.events,
+      checkpointKey,
+      spool: cfg.maxLogBytes > 0 ? new Spool(this.ctx.state.spoolPath(id), cfg.maxLogBytes, this.ctx.state.disk) : undefined,
+      waitFor: p.waitFor && describeWaitFor(p.waitFor),
+      notify: p.notify,
+      decision: c.decision,
+    });
+    this.ctx.registry.add(session);
+    const piped = (p.stdin ?? 'pipe') === 'pipe';
+    // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
+    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, stdinId: piped ? shell.inputPath : undefined, pty: false, resize: undefined });
+    stopsItself(session, (opts) => shell.interrupt(session, opts));
+    shell.run(session, p.command, {
+      stdin: p.stdin ?? 'pipe',
+      timeoutSec: p.timeout ?? cfg.timeoutSec,
+      checkpointKey,
+      onTimeout: () => void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: cfg.killGraceMs }),
+    });
+    this.ctx.keeper.watch(session, { now: c.id !== undefined });
+    session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: session.cwd, shell: shell.name });
+    return { session, warnings: [] };
+  }
+
+  /** Make the shell (one at a time per name: two first commands at once make one shell, the second is refused busy). */
+  private async open(c: ShellCommand, settings: ShellSettings): Promise<Shell> {
+    const key = keyOf(c.scope, c.params.shell);
+    const making = this.opening.get(key);
+    if (making) {
+      await making.catch(() => undefined);
+      throw conflict(`shell "${c.params.shell}" was being made for another command; send this one again once that one has ended`, { shell: c.params.shell });
+    }
+    const max = this.ctx.config().shells.max;
+    const count = [...this.shells.values()].filter((s) => s.scope === c.scope && s.alive).length;
+    if (count >= max) {
+      throw limit(`scope "${c.scope}" already has ${count} shells (shells.max = ${max}); close one with shell.close {"name": …} (procctl shell close NAME) or reuse one by name`, { shells: count, max });
+    }
+    const promise = this.make(c, settings);
+    this.opening.set(key, promise);
+    try {
+      const shell = await promise;
+      this.shells.set(key, shell);
+      return shell;
+    } finally {
+      this.opening.delete(key);
+    }
+  }
+
+  private async make(c: ShellCommand, settings: ShellSettings): Promise<Shell> {
+    const p = c.params;
+    const boxParams: ExecParams = { command: SHELL_BOOT, workdir: p.workdir, env: p.env, pty: false, stdin: 'pipe', limits: p.limits, elevated: p.elevated, timeout: 0, name: `shell ${p.shell}` };
+    // The shell's own process is not a session anyone lists or records: its own registry, no spool, no record.
+    const quiet: Pick<LaunchContext, 'registry' | 'keeper' | 'config'> = {
+      registry: this.boxes,
+      keeper: { watch: () => undefined } as unknown as RecordKeeper,
+      config: () => {
+        const config = this.ctx.config();
+        return { ...config, tools: { ...config.tools, exec: { ...config.tools.exec, maxLogBytes: 0 } } };
+      },
+    };
+    const launch = Object.assign(Object.create(this.ctx) as LaunchContext, quiet);
+    const { session: box } = startJob(launch, { scope: c.scope, params: boxParams, cwd: c.cwd, policy: c.policy, decision: c.decision, approved: { id: `shell-${this.ctx.registry.newId()}`, history: [] } });
+    void box.finished.then(() => removeDir(box.tmpdir ?? ''));
+    const shell = new Shell(p.shell, c.scope, settings, box);
+    try {
+      await shell.start(START_MS);
+    } catch (err) {
+      await stopSession(box, { reason: 'user', signal: 'SIGKILL', graceMs: 0 });
+      throw unavailable(`shell "${p.shell}" could not be started: ${(err as Error).message}; nothing ran`);
+    }
+    return shell;
+  }
+
+  list(scope: string, all: boolean): ShellView[] {
+    return [...this.shells.values()].filter((s) => s.alive && (all || s.scope === scope)).map(view);
+  }
+
+  /** Close a shell; a command running in it ends with it. */
+  async close(scope: string, name: string): Promise<ShellView | undefined> {
+    const shell = this.shells.get(keyOf(scope, name));
+    if (!shell) return undefined;
+    const seen = view(shell);
+    this.forget(shell);
+    await shell.close('user', this.ctx.config().tools.exec.killGraceMs);
+    return seen;
+  }
+
+  /** Every shell, at shutdown. */
+  async closeAll(): Promise<void> {
+    clearInterval(this.timer);
+    const all = [...this.shells.values()];
+    this.shells.clear();
+    await Promise.all(all.map((s) => s.close('shutdown', 500)));
+  }
+
+  /** How many shells are open (a restart names them). */
+  get size(): number {
+    return [...this.shells.values()].filter((s) => s.alive).length;
+  }
+
+  private forget(shell: Shell): void {
+    if (this.shells.get(keyOf(shell.scope, shell.name)) === shell) this.shells.delete(keyOf(shell.scope, shell.name));
+  }
+
+  private closeIdle(): void {
+    const idleMs = this.ctx.config().shells.idleMs;
+    const now = Date.now();
+    for (const shell of [...this.shells.values()]) {
+      if (!shell.alive) this.forget(shell);
+      else if (!shell.busy && now - shell.lastUsedAt >= idleMs) {
+        this.forget(shell);
+        void shell.close('expired', 500);
+      }
+    }
+  }
+}
+
+function view(s: Shell): ShellView {
+  const busy = s.busy;
+  return {
+    name: s.name,
+    scope: s.scope,
+    pid: s.pid ?? null,
+    cwd: s.cwd,
+    state: busy ? 'busy' : 'idle',
+    sessionId: busy?.id ?? null,
+    commands: s.commands,
+    createdAt: new Date(s.createdAt).toISOString(),
+    lastUsedAt: new Date(s.lastUsedAt).toISOString(),
+    settings: s.settings,
+  };
+}
+
+function settingsOf(c: ShellCommand): ShellSettings {
+  const p = c.params;
+  return { workdir: c.cwd, env: p.env ?? {}, pty: p.pty ?? false, elevated: p.elevated ?? false, stdin: p.stdin ?? 'pipe', limits: p.limits ?? null };
+}
+
+/** Only what the exec names is compared: a command that says nothing of env runs with the shell's. */
+function checkSettings(shell: Shell, p: ExecParams, asked: ShellSettings): void {
+  const had = shell.settings;
+  const differs: string[] = [];
+  if (p.workdir !== undefined && asked.workdir !== had.workdir) differs.push(`workdir ${JSON.stringify(had.workdir)}`);
+  if (p.env !== undefined && JSON.stringify(sorted(asked.env)) !== JSON.stringify(sorted(had.env))) differs.push(`env ${JSON.stringify(had.env)}`);
+  if (p.pty !== undefined && asked.pty !== had.pty) differs.push(`pty ${had.pty}`);
+  if (p.elevated !== undefined && asked.elevated !== had.elevated) differs.push(`elevated ${had.elevated}`);
+  if (p.limits !== undefined && JSON.stringify(asked.limits) !== JSON.stringify(had.limits)) differs.push(`limits ${JSON.stringify(had.limits)}`);
+  if (differs.length > 0) {
+    throw conflict(
+      `shell "${shell.name}" was made with ${differs.join(', ')}; send the command without those settings (or with the shell's), use another shell name, or close this one (shell.close) first`,
+      { shell: shell.name, settings: had },
+    );
+  }
+}
+
+function sorted(o: Record<string, string>): [string, string][] {
+  return Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
