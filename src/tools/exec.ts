@@ -20,7 +20,7 @@ import { decidedBy, decisionOf, judgeCommand } from './approval/judge.js';
 import { settleChanges } from './approval/changes.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
-import { endLine, execResult, exitSummary } from './render.js';
+import { endLine, execResult, exitSummary, type Yielded } from './render.js';
 import type { Voice } from '../schema/voice.js';
 import { noteEnded, noteExecRequest, noteStarted } from './trail.js';
 
@@ -96,6 +96,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   const review = judgement?.decision === 'deny' ? false : reviewed(d, ctx.scope, p, byRule);
   if (p.env) checkEnvOverrides(p.env);
   checkPatterns(p);
+  checkQuiet(p);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy, judgement);
   if (gated) return gated;
 
@@ -120,18 +121,22 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
 
   // A scope without background sessions waits for the end (or its timeout, or a question).
   const foreground = !policy.background;
+  let yielded: Yielded | undefined;
   if (!p.background || foreground) {
     const yieldMs = foreground ? FOREVER_MS : clampYield(p.yieldMs ?? cfg.backgroundMs);
-    const outcome = await waitForEnd(d, session, yieldMs, ctx.signal);
+    // A scope without background sessions waits for the end: quiet does not end that wait either.
+    const quietMs = foreground ? undefined : p.yieldOnQuietMs;
+    const outcome = await waitForEnd(d, session, yieldMs, ctx.signal, quietMs);
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
     if (!session.running) return answer(execResult(settleChanges(d, session), warnings, ctx.voice));
+    yielded = outcome === 'quiet' ? { by: 'quiet', quietMs } : outcome === 'yield' ? { by: 'time' } : undefined;
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
   // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
   session.markBackgrounded();
-  return answer(execResult(session, warnings, ctx.voice));
+  return answer(execResult(session, warnings, ctx.voice, yielded));
 
   function answer<R extends { text: string }>(r: R): R {
     return foreground ? { ...r, text: `Warning: background sessions are disabled for scope "${ctx.scope}"; ran in the foreground.\n${r.text}` } : r;
@@ -147,6 +152,13 @@ function checkPatterns(p: ExecParams): void {
   };
   if (p.waitFor && 'output' in p.waitFor) check(p.waitFor.output, ['waitFor', 'output']);
   if (p.notify && typeof p.notify === 'object') check(p.notify.match, ['notify', 'match']);
+}
+
+/** yieldOnQuietMs ends a wait; background has none. */
+function checkQuiet(p: ExecParams): void {
+  if (p.yieldOnQuietMs !== undefined && p.background) {
+    throw invalid('yieldOnQuietMs waits until the command goes quiet, but background:true returns at once: pass one of them', { path: ['yieldOnQuietMs'] });
+  }
 }
 
 /**
@@ -167,20 +179,26 @@ export function followSession(d: Daemon, session: Session, follow: ExecFollow): 
 }
 
 /**
- * Wait until the session ends, asks for input, is ready (its waitFor held), the yield passes, or
- * the request is cancelled. A restart ends the wait early: the answer is this image's, `running`.
+ * Wait until the session ends, asks for input, is ready (its waitFor held), the yield passes, it
+ * printed nothing for `quietMs` (yieldOnQuietMs, from its start or its last output), or the
+ * request is cancelled. A restart ends the wait early: the answer is this image's, `running`.
  */
-async function waitForEnd(d: Daemon, session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'cancelled'> {
+async function waitForEnd(d: Daemon, session: Session, ms: number, signal: AbortSignal, quietMs?: number): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'quiet' | 'restart' | 'cancelled'> {
   const deadline = Date.now() + ms;
   for (;;) {
     if (!session.running) return 'ended';
     if (session.interrupt) return 'interrupt';
     if (session.readiness?.readyAt !== undefined) return 'ready';
     if (signal.aborted) return 'cancelled';
-    const left = deadline - Date.now();
-    if (left <= 0 || d.restarting) return 'yield';
+    if (d.restarting) return 'restart';
+    const now = Date.now();
+    const left = deadline - now;
+    if (left <= 0) return 'yield';
+    // Quiet is looked at when it would be over, not per chunk: output only moves its end later.
+    const quietLeft = quietMs === undefined ? Infinity : (session.output.lastOutputAt ?? session.startedAt) + quietMs - now;
+    if (quietLeft <= 0) return 'quiet';
     // Output does not end the wait: no wake-up per chunk of it.
-    await session.waitForChange(left, signal, false);
+    await session.waitForChange(Math.min(left, quietLeft), signal, false);
   }
 }
 

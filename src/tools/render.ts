@@ -211,8 +211,11 @@ export function checkpointView(c: Checkpoint | undefined) {
 
 export type SessionRecord = ReturnType<typeof sessionRecord>;
 
+/** What ended an exec's wait with the command still running (SPEC §20): its yield, or quiet (yieldOnQuietMs). */
+export type Yielded = { by: 'time' } | { by: 'quiet'; quietMs: number | undefined };
+
 /** The result of an exec call for a session in whatever state it is in, its text in the reader's voice. */
-export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) {
+export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC, yielded?: Yielded) {
   const base = { sessionId: s.id, name: s.name, ...(warnings.length ? { warnings } : {}) };
   const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
   if (s.awaitingApproval) return { status: s.status, ...base, interrupt: interruptView(s.interrupt), text: warningText + interruptText(s, v) };
@@ -234,9 +237,11 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
         `${v.call({ action: 'poll', sessionId: s.id })} for new output, ${v.call({ action: 'write', sessionId: s.id })} to send input, ` +
         `${v.call({ action: 'kill', sessionId: s.id })} to stop it.`;
     const network = networkView(s);
+    const quietLine = yielded?.by === 'quiet' ? `No output for ${yielded.quietMs} ms (yieldOnQuietMs), so this answer did not wait longer. ` : '';
     return {
       status: s.status,
       ...base,
+      ...(yielded ? { yielded: yielded.by } : {}),
       ...(network ? { network } : {}),
       ...(s.changes ? { changes: s.changes } : {}),
       pid: s.pid ?? null,
@@ -244,7 +249,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
       ...(s.interrupt ? { interrupt: interruptView(s.interrupt) } : {}),
       ...readiness,
       tail,
-      text: `${warningText}${networkNote(s)}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
+      text: `${warningText}${networkNote(s)}${quietLine}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
     };
   }
   const network = networkView(s);
