@@ -129,6 +129,8 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     checkpoint: checkpointView(s.lastCheckpoint),
     checkpoints: ended ? s.checkpoints.map(checkpointView) : undefined,
     network: networkView(s),
+    // The TCP ports it listens on (SPEC §20; the last seen once it ended), when it has any.
+    ports: s.ports.length > 0 ? s.ports : undefined,
     // Frozen by process pause (SPEC §15); its status stays what it was.
     paused: s.paused || undefined,
     // Review mode (SPEC §16): held, pending until applied or discarded.
@@ -243,6 +245,7 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC, 
       ...base,
       ...(yielded ? { yielded: yielded.by } : {}),
       ...(network ? { network } : {}),
+      ...(s.ports.length > 0 ? { ports: s.ports } : {}),
       ...(s.changes ? { changes: s.changes } : {}),
       pid: s.pid ?? null,
       startedAt: iso(s.startedAt),

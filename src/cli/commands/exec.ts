@@ -1,5 +1,4 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { QUIET_MS_RANGE } from '../../schema/exec.js';
 import { RpcCallError } from '../../rpc/client.js';
 import { hostOf } from '../../remote/reach.js';
 import { act, commandExit, EXIT, globalsOf, hasEnded, note, out, printJson, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
@@ -32,6 +31,9 @@ interface ExecOptions {
   waitFile?: string;
   notify?: string;
 }
+
+/** yieldOnQuietMs's bounds, as schema/exec.ts's QUIET_MS_RANGE (not imported: that would load zod with every command). */
+const QUIET_MS_RANGE = [10, 120_000] as const;
 
 /** `--yield-on-quiet MS`: a whole number of ms within the daemon's bounds for yieldOnQuietMs. */
 function quietMs(value: string): number {
