@@ -22,11 +22,12 @@ interface Table {
   at: number;
   /** Listening socket inode → where it listens. */
   listening: Map<string, ListenPort>;
-  /** The inodes, joined: equal keys mean the same listening sockets as before. */
-  key: string;
+  /** Bumped by each read that found a listening socket the read before it had not: a session's descriptors matter again only then. */
+  growth: number;
 }
 
 const tables = new Map<string, Table>();
+let growthClock = 0;
 
 const little = endianness() === 'LE';
 
@@ -90,7 +91,9 @@ function tableOf(ns: string, pid: number, now: number): Table {
   if (hit && now - hit.at < TABLE_MS) return hit;
   const listening = listenRows(readText(`/proc/${pid}/net/tcp`), false);
   listenRows(readText(`/proc/${pid}/net/tcp6`), true, listening);
-  const table = { at: now, listening, key: [...listening.keys()].join(',') };
+  // One clock for all namespaces: a table made anew (its namespace let go meanwhile) never repeats an old value.
+  const growth = hit && ![...listening.keys()].some((inode) => !hit.listening.has(inode)) ? hit.growth : ++growthClock;
+  const table = { at: now, listening, growth };
   tables.set(ns, table);
   // Namespaces of ended sandboxes go: none is kept past its time unless asked again.
   if (tables.size > 64) for (const [k, t] of tables) if (now - t.at >= TABLE_MS) tables.delete(k);
@@ -132,10 +135,13 @@ function socketsOf(pid: number, into: Set<string>, budget: number): number {
   return n;
 }
 
-/** What one look found, and what it depended on: the same processes and the same listening sockets give the same ports. */
+/** What one look found, and what it depended on: with the same processes and no new listening socket, only a close can change the ports. */
 interface Look {
+  /** Each port found, by its socket's inode and namespace. */
+  found: { inode: string; ns: string; port: ListenPort }[];
   ports: ListenPort[];
   pids: string;
+  /** Each namespace's growth when the descriptors were read. */
   tables: string;
 }
 
@@ -145,9 +151,9 @@ const byPort = (a: ListenPort, b: ListenPort) => a.port - b.port || (a.address <
 
 /**
  * Look at a session's ports now. Cheap when nothing moved: the descriptors are read only when its
- * set of processes or the listening sockets of its namespaces changed since the last look (a
- * listen or a close anywhere in a namespace changes that namespace's table). The session is told
- * what was found (Session.notePorts keeps the last seen, for its record).
+ * set of processes changed or a namespace it is in has a listening socket it had not at the last
+ * read (a listen anywhere in it); a close needs no read, its socket is simply gone from the
+ * table. The session is told what was found (Session.notePorts keeps the last seen, for its record).
  */
 export function lookAtPorts(s: Session, now = Date.now()): ListenPort[] {
   const pids = processesOf(s);
@@ -164,10 +170,15 @@ export function lookAtPorts(s: Session, now = Date.now()): ListenPort[] {
     if (!seen.has(ns)) seen.set(ns, tableOf(ns, pid, now));
   }
   const pidKey = pids.join(',');
-  const tableKey = [...seen].map(([ns, t]) => `${ns}=${t.key}`).join(';');
+  const tableKey = [...seen].map(([ns, t]) => `${ns}=${t.growth}`).join(';');
   const last = looks.get(s);
-  if (last && last.pids === pidKey && last.tables === tableKey) return last.ports;
-  const found = new Map<string, ListenPort>();
+  if (last && last.pids === pidKey && last.tables === tableKey) {
+    // Nothing new listens and its processes are the same: what it found, less what closed since.
+    const kept = last.found.filter((f) => seen.get(f.ns)?.listening.has(f.inode));
+    if (kept.length === last.found.length) return last.ports;
+    return note(s, kept, pidKey, tableKey);
+  }
+  const found: Look['found'] = [];
   // Nothing listens in any of its namespaces: no descriptor needs reading.
   if ([...seen.values()].some((t) => t.listening.size > 0)) {
     let budget = MAX_FDS;
@@ -178,13 +189,20 @@ export function lookAtPorts(s: Session, now = Date.now()): ListenPort[] {
       const sockets = new Set<string>();
       budget -= socketsOf(pid, sockets, budget);
       for (const inode of sockets) {
-        const p = table.listening.get(inode);
-        if (p) found.set(`${p.address}\0${p.port}`, p);
+        const port = table.listening.get(inode);
+        if (port) found.push({ inode, ns: ns!, port });
       }
     }
   }
-  const ports = [...found.values()].sort(byPort);
-  looks.set(s, { ports, pids: pidKey, tables: tableKey });
+  return note(s, found, pidKey, tableKey);
+}
+
+/** Keep what a look found and tell the session its ports: each address and port once, by port. */
+function note(s: Session, found: Look['found'], pids: string, tables: string): ListenPort[] {
+  const unique = new Map<string, ListenPort>();
+  for (const f of found) unique.set(`${f.port.address}\0${f.port.port}`, f.port);
+  const ports = [...unique.values()].sort(byPort);
+  looks.set(s, { found, ports, pids, tables });
   s.notePorts(ports);
   return ports;
 }
