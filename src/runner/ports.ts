@@ -86,9 +86,9 @@ function readText(path: string): string {
 }
 
 /** The listening sockets of the network namespace `ns`, read through `pid`'s view of it (kept TABLE_MS). */
-function tableOf(ns: string, pid: number, now: number): Table {
+function tableOf(ns: string, pid: number, now: number, fresh: boolean): Table {
   const hit = tables.get(ns);
-  if (hit && now - hit.at < TABLE_MS) return hit;
+  if (hit && now - hit.at < TABLE_MS && !fresh) return hit;
   const listening = listenRows(readText(`/proc/${pid}/net/tcp`), false);
   listenRows(readText(`/proc/${pid}/net/tcp6`), true, listening);
   // One clock for all namespaces: a table made anew (its namespace let go meanwhile) never repeats an old value.
@@ -155,7 +155,7 @@ const byPort = (a: ListenPort, b: ListenPort) => a.port - b.port || (a.address <
  * read (a listen anywhere in it); a close needs no read, its socket is simply gone from the
  * table. The session is told what was found (Session.notePorts keeps the last seen, for its record).
  */
-export function lookAtPorts(s: Session, now = Date.now()): ListenPort[] {
+export function lookAtPorts(s: Session, now = Date.now(), fresh = false): ListenPort[] {
   const pids = processesOf(s);
   const nsOf = new Map<number, string>();
   const seen = new Map<string, Table>();
@@ -167,7 +167,7 @@ export function lookAtPorts(s: Session, now = Date.now()): ListenPort[] {
       continue;
     }
     nsOf.set(pid, ns);
-    if (!seen.has(ns)) seen.set(ns, tableOf(ns, pid, now));
+    if (!seen.has(ns)) seen.set(ns, tableOf(ns, pid, now, fresh));
   }
   const pidKey = pids.join(',');
   const tableKey = [...seen].map(([ns, t]) => `${ns}=${t.growth}`).join(';');
@@ -219,4 +219,12 @@ const sampler = new UsageSampler<Session, ListenPort[]>(
  */
 export function askPorts(s: Session): void {
   if (s.running && s.pid !== undefined) sampler.of(s);
+}
+
+/** Look at a running session's ports now, its namespaces' tables read anew (an exec's answer after its wait), and keep them looked at. */
+export function askPortsNow(s: Session): void {
+  if (!s.running || s.pid === undefined) return;
+  lookAtPorts(s, Date.now(), true);
+  // Held from here on; a first hold looks again, which finds the same processes and tables and reads nothing more.
+  sampler.of(s);
 }

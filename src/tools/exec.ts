@@ -7,7 +7,7 @@ import { checkEnvOverrides } from '../runner/env.js';
 import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { startJob } from '../runner/start.js';
-import { askPorts } from '../runner/ports.js';
+import { askPortsNow } from '../runner/ports.js';
 import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
@@ -137,8 +137,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
   // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
   session.markBackgrounded();
-  // A server's answer says where it listens (SPEC §20).
-  askPorts(session);
+  // An answer after a wait says where a server listens (SPEC §20); one at once (background) has had no time to.
+  if (!p.background) askPortsNow(session);
   return answer(execResult(session, warnings, ctx.voice, yielded));
 
   function answer<R extends { text: string }>(r: R): R {

@@ -85,6 +85,16 @@ describe('ports a session listens on (SPEC §20)', () => {
     await s.process({ action: 'kill', sessionId: withServer.sessionId });
   });
 
+  it('an exec answered running after its wait says where it listens', async () => {
+    const s = scopes.next('ports-exec');
+    const r = await s.exec({ command: nodeServer('127.0.0.1'), waitFor: { output: '^port \\d+' }, yieldMs: 60_000 });
+    scopes.track(r.pid);
+    expect(r).toMatchObject({ status: 'running', ready: true });
+    const port = Number(/port (\d+)/.exec(r.tail)![1]);
+    expect(r.ports).toEqual([{ address: '127.0.0.1', port }]);
+    await s.process({ action: 'kill', sessionId: r.sessionId });
+  });
+
   it('the final record keeps the ports it was last seen listening on', async () => {
     const s = scopes.next('ports-final');
     const r = await s.exec({ command: nodeServer('127.0.0.1'), background: true });
