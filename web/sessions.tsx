@@ -26,6 +26,14 @@ function refusals(r: Row): string {
 }
 
 const cpu = (r: Row) => (typeof r.resources?.cpuMs === 'number' ? `${(r.resources.cpuMs / 1000).toFixed(1)}s` : '');
+/** The TCP ports it listens on: `8000` on every address, `127.0.0.1:8000` on one (as procctl ps writes them). */
+function ports(r: Row): string {
+  const list = r.ports as { address: string; port: number }[] | undefined;
+  if (!list?.length) return '';
+  const words = list.map((p) => (p.address === '0.0.0.0' || p.address === '::' ? String(p.port) : p.address.includes(':') ? `[${p.address}]:${p.port}` : `${p.address}:${p.port}`));
+  return [...new Set(words)].join(', ');
+}
+
 const changes = (r: Row) => (r.changes?.pending ? `${counted(r.changes.files, 'file')} pending` : String(r.changes?.state ?? ''));
 
 /**
@@ -47,6 +55,7 @@ const COLUMNS: Column<Row>[] = [
   { cls: 'cpu', head: 'CPU', fit: 'text', text: cpu, optional: true },
   { cls: 'mem', head: 'Memory', fit: 'text', text: (r) => bytes(r.resources?.memoryBytes), widest: '1023 MiB', optional: true },
   { cls: 'changes', head: 'Changes', fit: 'text', text: changes, optional: true },
+  { cls: 'ports', head: 'Ports', fit: 'text', text: ports, wrapsPast: 8, optional: true },
   { cls: 'net', head: 'Network refused', share: 1, minRem: 5, text: refusals, optional: true },
 ];
 
@@ -80,6 +89,7 @@ class SessionRow extends Component<{ r: Row; fleet: boolean }> {
         <td class="cpu">{cpu(r)}</td>
         <td class="mem">{bytes(r.resources?.memoryBytes)}</td>
         <td class="changes">{changes(r)}</td>
+        <td class="ports">{ports(r)}</td>
         <td class="net">{refusals(r)}</td>
       </tr>
     );

@@ -9,6 +9,8 @@ import { cliVoice, procctlCommand } from '../schema/voice.js';
 export interface ForegroundOptions {
   /** Leave it running and return after this many ms; without it, wait for the end. */
   yieldMs?: number;
+  /** Leave it running and return once it printed nothing for this many ms (yieldOnQuietMs, measured here from its output events). */
+  quietMs?: number;
   stdinNull?: boolean;
 }
 
@@ -72,6 +74,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
   const signals = forwardSignals(feed.client, g);
   const stop = new AbortController();
   let timer: NodeJS.Timeout | undefined;
+  let quiet: NodeJS.Timeout | undefined;
   let stdinUsed = false;
   try {
     const r: Result = await feed.client.call('exec', scoped(g, { ...params, background: true }));
@@ -128,10 +131,27 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
           });
       };
 
+      const leave = (yielded: 'time' | 'quiet') => {
+        if (done) return;
+        if (g.json) printJson({ ...r, yielded, tail: output.slice(-2000) });
+        else {
+          endLines();
+          if (yielded === 'quiet') note(`procctl: no output for ${o.quietMs} ms (--yield-on-quiet); leaving it running`);
+          stillRunning({ ...r, pty: params.pty }, g.scope);
+        }
+        finish(EXIT.ok);
+      };
+      const quietAgain = () => {
+        if (o.quietMs === undefined) return;
+        clearTimeout(quiet);
+        quiet = setTimeout(() => leave('quiet'), o.quietMs);
+      };
+
       const onEvent = (e: SessionEvent) => {
         if (e.type === 'output') {
           const text = cursor.fresh(e);
           if (!text) return;
+          quietAgain();
           if (g.json) {
             output += text;
             if (output.length > MAX_JSON_OUTPUT) {
@@ -164,21 +184,13 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
         stdinUsed = true;
         void forwardStdin(feed.client, g, id, stop.signal);
       }
-      if (o.yieldMs !== undefined) {
-        timer = setTimeout(() => {
-          if (done) return;
-          if (g.json) printJson({ ...r, tail: output.slice(-2000) });
-          else {
-            endLines();
-            stillRunning({ ...r, pty: params.pty }, g.scope);
-          }
-          finish(EXIT.ok);
-        }, o.yieldMs);
-      }
+      if (o.yieldMs !== undefined) timer = setTimeout(() => leave('time'), o.yieldMs);
+      quietAgain();
     });
   } finally {
     stop.abort();
     clearTimeout(timer);
+    clearTimeout(quiet);
     signals.stop();
     if (stdinUsed) process.stdin.destroy();
     feed.close();

@@ -32,6 +32,7 @@ export const ExecResultSchema = z
     truncated: z.boolean().nullish(),
     interrupt: INTERRUPT.nullish(),
     ready: z.boolean().nullish().describe('With waitFor: whether what it waits for held (a port answers, a line matched, ...).'),
+    yielded: z.enum(['time', 'quiet']).nullish().describe('Running: what ended the wait, yieldMs ("time") or yieldOnQuietMs ("quiet").'),
     text: z.string().describe('The answer in words, with the next step: the same as the text content.'),
   })
   .describe('The exec result (SPEC §5).');

@@ -12,8 +12,8 @@ export interface UsageTiming {
 
 const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 4 };
 
-interface Held {
-  value: Resources;
+interface Held<V> {
+  value: V;
   /** The refresh count when it was last asked for. */
   asked: number;
 }
@@ -25,10 +25,10 @@ interface Held {
  * Reading a session's cgroup costs tens of microseconds (cpu.stat, cgroup.procs, each member's
  * memory), so a list of a thousand sessions that read them all on every call cost more than
  * the answer itself. A sample unasked for a few refreshes is let go, and with none held no
- * timer runs.
+ * timer runs. The ports sessions listen on are held the same way (runner/ports.ts).
  */
-export class UsageSampler<K> {
-  private readonly held = new Map<K, Held>();
+export class UsageSampler<K, V = Resources> {
+  private readonly held = new Map<K, Held<V>>();
   private timer: NodeJS.Timeout | undefined;
   private refreshes = 0;
   private refreshing = false;
@@ -37,14 +37,14 @@ export class UsageSampler<K> {
 
   constructor(
     /** Read one key's figures now. */
-    private readonly read: (key: K) => Resources,
+    private readonly read: (key: K) => V,
     /** Whether a key is still worth sampling (its session runs). */
     private readonly live: (key: K) => boolean,
     private readonly timing: UsageTiming = TIMING,
   ) {}
 
   /** The held sample of `key` (read now when none is held), at most about `everyMs` old. */
-  of(key: K): Resources {
+  of(key: K): V {
     let h = this.held.get(key);
     if (h === undefined) {
       h = { value: this.readOne(key), asked: this.refreshes };
@@ -70,7 +70,7 @@ export class UsageSampler<K> {
     this.stop();
   }
 
-  private readOne(key: K): Resources {
+  private readOne(key: K): V {
     this.reads++;
     return this.read(key);
   }
@@ -101,7 +101,7 @@ export class UsageSampler<K> {
     // The new samples are held back and put in together at the end: readers see one refresh a
     // second, not a few samples changing on every turn (process list keeps its answer while no
     // sample of it changed, tools/process/list.ts).
-    const read: (Resources | undefined)[] = [];
+    const read: (V | undefined)[] = [];
     const turn = () => {
       for (const end = Math.min(next + this.timing.perTurn, keys.length); next < end; next++) {
         // A key found gone or ended meanwhile keeps the sample it had.

@@ -27,6 +27,9 @@ export const WaitForSchema = z.union([
   z.strictObject({ file: z.string().min(1).describe('A path (relative to workdir) that exists once the command is ready.') }),
 ]);
 
+/** yieldOnQuietMs's bounds: as the yield's (config's YIELD_MS_RANGE), a quiet longer than the longest yield never ends a wait. */
+export const QUIET_MS_RANGE = [10, 120_000] as const;
+
 export const NotifySchema = z.union([z.enum(['exit', 'failure', 'never']), z.strictObject({ match: pattern('notify.match') })]);
 
 export const ExecParamsSchema = z
@@ -41,6 +44,15 @@ export const ExecParamsSchema = z
       .number()
       .optional()
       .describe('Wait this long (ms) for the command to finish before returning status "running"; clamped to 10..120000.'),
+    yieldOnQuietMs: z
+      .number()
+      .int('yieldOnQuietMs must be a whole number of milliseconds')
+      .min(QUIET_MS_RANGE[0], `yieldOnQuietMs is at least ${QUIET_MS_RANGE[0]} ms`)
+      .max(QUIET_MS_RANGE[1], `yieldOnQuietMs is at most ${QUIET_MS_RANGE[1]} ms (the longest yield); leave it out to wait for the yield alone`)
+      .optional()
+      .describe(
+        'Also return status "running" (the command goes on) once it has printed nothing for this many ms, counted from its start or its last output; yieldMs still bounds the wait. The answer says which ended the wait: yielded "quiet" or "time".',
+      ),
     background: z.boolean().optional().describe('Return status "running" at once and keep the command going.'),
     timeout: z
       .number()

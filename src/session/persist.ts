@@ -41,6 +41,7 @@ export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
       : { retained: s.output.text(), dropped: s.output.droppedChars, total: s.output.totalChars, pending: s.output.peekPending() },
     spool: s.spool?.counts(),
     resources: s.resources,
+    ...(s.ports.length > 0 ? { ports: [...s.ports] } : {}),
   };
 }
 
@@ -123,6 +124,7 @@ export function sessionFromRecord(
       checkpoints: r.checkpoints,
       networkDenied: r.networkDenied,
       resources: r.resources,
+      ports: r.ports,
       ...restored,
     },
   });

@@ -111,6 +111,10 @@ const SpoolCountsSchema = z.object({
   fault: z.string().optional(),
 });
 
+/** A TCP port one of its processes listens on (SPEC §20), and the address it listens at (`0.0.0.0`, `::`, `127.0.0.1`). */
+export const ListenPortSchema = z.object({ address: z.string(), port: z.number().int().min(0).max(65535) });
+export type ListenPort = z.infer<typeof ListenPortSchema>;
+
 /** A session as written to the state directory: version 1, the same fields since SPEC §10 landed. */
 export const SessionRecordSchema = z.object({
   v: z.literal(1),
@@ -149,6 +153,8 @@ export const SessionRecordSchema = z.object({
   spool: SpoolCountsSchema.optional(),
   /** What it used, where it had a cgroup (SPEC §15). */
   resources: ResourcesSchema.optional(),
+  /** The TCP ports it was last seen listening on (SPEC §20). */
+  ports: z.array(ListenPortSchema).optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 

@@ -4,10 +4,10 @@ import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
 import { pieceText } from './chunks.js';
 import type { EventBus } from './events.js';
-import type { Checkpoint, Interrupt, InterruptOutcome, PendingExec, Resources, StopRequest } from './record.js';
+import type { Checkpoint, Interrupt, InterruptOutcome, ListenPort, PendingExec, Resources, StopRequest } from './record.js';
 import type { DenyReason, EventType, FailReason, Notify } from './types.js';
 
-export type { Checkpoint, Interrupt, InterruptField, InterruptOutcome, PendingExec, Resources, StopRequest } from './record.js';
+export type { Checkpoint, Interrupt, InterruptField, InterruptOutcome, ListenPort, PendingExec, Resources, StopRequest } from './record.js';
 
 /**
  * Where a session is in its life, with the data that state has and no other: a session waiting
@@ -31,6 +31,8 @@ export interface RestoredParts {
   checkpoints: Checkpoint[];
   networkDenied?: { host: string; count: number; reason: string }[];
   resources?: Resources;
+  /** The TCP ports it was last seen listening on. */
+  ports?: ListenPort[];
   /** An ended session's held changes were waiting for a person's answer (SPEC §16). */
   changesApproval?: Interrupt;
   /** A running session a restart handed over (SPEC §19): what its record does not keep. */
@@ -163,6 +165,8 @@ export class Session {
   private continuedAt: number | undefined;
   /** What it used, read from its cgroup when it ended. */
   private used: Resources | undefined;
+  /** The TCP ports it listens on, as last looked at (runner/ports.ts); once it ended, the last seen. */
+  private listening: readonly ListenPort[] = [];
   private readonly past: InterruptOutcome[];
   private readonly kept: Checkpoint[];
   private resolveFinished!: () => void;
@@ -211,6 +215,7 @@ export class Session {
       this.announced = r.backgrounded;
       this.stopRequest = r.stop;
       this.used = r.resources;
+      this.listening = r.ports ?? [];
       if (this.endedAt !== undefined) this.resolveFinished();
       if (this.endedAt !== undefined) this.changesQuestion = r.changesApproval;
       if (r.carried) {
@@ -348,6 +353,11 @@ export class Session {
   /** What it used (SPEC §15), once it ended in a cgroup. */
   get resources(): Resources | undefined {
     return this.used;
+  }
+
+  /** The TCP ports it listens on (SPEC §20), sorted by port: as last looked at while it runs, the last seen once it ended. */
+  get ports(): readonly ListenPort[] {
+    return this.listening;
   }
 
   /** Started and not ended. A session waiting for its approval has not started: it is not running. */
@@ -608,6 +618,15 @@ export class Session {
     this.denied.set(host, { count: 1, reason });
     this.changed();
     return true;
+  }
+
+  /** The ports it listens on were looked at (runner/ports.ts): a change is a change of what list shows and of its record. */
+  notePorts(ports: readonly ListenPort[]): void {
+    if (!this.running) return;
+    const before = this.listening;
+    if (before.length === ports.length && before.every((p, i) => p.port === ports[i].port && p.address === ports[i].address)) return;
+    this.listening = ports;
+    this.changed();
   }
 
   /** What its `waitFor` waits for holds: it is ready (once, while it runs). */

@@ -8,6 +8,7 @@ import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { startJob } from '../runner/start.js';
 import type { ShellCommand } from '../shells/shells.js';
+import { askPortsNow } from '../runner/ports.js';
 import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
@@ -21,7 +22,7 @@ import { decidedBy, decisionOf, judgeCommand } from './approval/judge.js';
 import { settleChanges } from './approval/changes.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
-import { endLine, execResult, exitSummary } from './render.js';
+import { endLine, execResult, exitSummary, type Yielded } from './render.js';
 import type { Voice } from '../schema/voice.js';
 import { noteEnded, noteExecRequest, noteStarted } from './trail.js';
 
@@ -98,6 +99,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   if (p.env) checkEnvOverrides(p.env);
   if (p.shell && review) throw invalid(`a shell's commands cannot run in review mode yet; run this command without shell (its changes are then held for review), or ask with changes "direct"`, { path: ['shell'] });
   checkPatterns(p);
+  checkQuiet(p);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy, judgement);
   if (gated) return gated;
 
@@ -126,18 +128,24 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
 
   // A scope without background sessions waits for the end (or its timeout, or a question).
   const foreground = !policy.background;
+  let yielded: Yielded | undefined;
   if (!p.background || foreground) {
     const yieldMs = foreground ? FOREVER_MS : clampYield(p.yieldMs ?? cfg.backgroundMs);
-    const outcome = await waitForEnd(d, session, yieldMs, ctx.signal);
+    // A scope without background sessions waits for the end: quiet does not end that wait either.
+    const quietMs = foreground ? undefined : p.yieldOnQuietMs;
+    const outcome = await waitForEnd(d, session, yieldMs, ctx.signal, quietMs);
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
     if (!session.running) return answer(execResult(settleChanges(d, session), warnings, ctx.voice));
+    yielded = outcome === 'quiet' ? { by: 'quiet', quietMs } : outcome === 'yield' ? { by: 'time' } : undefined;
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
   // Whoever holds this answer may rely on the session surviving a daemon restart as a record.
   session.markBackgrounded();
-  return answer(execResult(session, warnings, ctx.voice));
+  // An answer after a wait says where a server listens (SPEC §20); one at once (background) has had no time to.
+  if (!p.background) askPortsNow(session);
+  return answer(execResult(session, warnings, ctx.voice, yielded));
 
   function answer<R extends { text: string }>(r: R): R {
     const shown = shellOf ? { ...r, shell: shellOf.view() } : r;
@@ -162,6 +170,13 @@ function checkPatterns(p: ExecParams): void {
   if (p.notify && typeof p.notify === 'object') check(p.notify.match, ['notify', 'match']);
 }
 
+/** yieldOnQuietMs ends a wait; background has none. */
+function checkQuiet(p: ExecParams): void {
+  if (p.yieldOnQuietMs !== undefined && p.background) {
+    throw invalid('yieldOnQuietMs waits until the command goes quiet, but background:true returns at once: pass one of them', { path: ['yieldOnQuietMs'] });
+  }
+}
+
 /**
  * What follows a started session besides its process: its end settled, put on record and
  * announced, and what its exec asked to be told of (readiness, matches). A session a restart
@@ -180,20 +195,26 @@ export function followSession(d: Daemon, session: Session, follow: ExecFollow): 
 }
 
 /**
- * Wait until the session ends, asks for input, is ready (its waitFor held), the yield passes, or
- * the request is cancelled. A restart ends the wait early: the answer is this image's, `running`.
+ * Wait until the session ends, asks for input, is ready (its waitFor held), the yield passes, it
+ * printed nothing for `quietMs` (yieldOnQuietMs, from its start or its last output), or the
+ * request is cancelled. A restart ends the wait early: the answer is this image's, `running`.
  */
-async function waitForEnd(d: Daemon, session: Session, ms: number, signal: AbortSignal): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'cancelled'> {
+async function waitForEnd(d: Daemon, session: Session, ms: number, signal: AbortSignal, quietMs?: number): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'quiet' | 'restart' | 'cancelled'> {
   const deadline = Date.now() + ms;
   for (;;) {
     if (!session.running) return 'ended';
     if (session.interrupt) return 'interrupt';
     if (session.readiness?.readyAt !== undefined) return 'ready';
     if (signal.aborted) return 'cancelled';
-    const left = deadline - Date.now();
-    if (left <= 0 || d.restarting) return 'yield';
+    if (d.restarting) return 'restart';
+    const now = Date.now();
+    const left = deadline - now;
+    if (left <= 0) return 'yield';
+    // Quiet is looked at when it would be over, not per chunk: output only moves its end later.
+    const quietLeft = quietMs === undefined ? Infinity : (session.output.lastOutputAt ?? session.startedAt) + quietMs - now;
+    if (quietLeft <= 0) return 'quiet';
     // Output does not end the wait: no wake-up per chunk of it.
-    await session.waitForChange(left, signal, false);
+    await session.waitForChange(Math.min(left, quietLeft), signal, false);
   }
 }
 

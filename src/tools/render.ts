@@ -129,6 +129,8 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     checkpoint: checkpointView(s.lastCheckpoint),
     checkpoints: ended ? s.checkpoints.map(checkpointView) : undefined,
     network: networkView(s),
+    // The TCP ports it listens on (SPEC §20; the last seen once it ended), when it has any.
+    ports: s.ports.length > 0 ? s.ports : undefined,
     // Frozen by process pause (SPEC §15); its status stays what it was.
     paused: s.paused || undefined,
     // Review mode (SPEC §16): held, pending until applied or discarded.
@@ -211,8 +213,11 @@ export function checkpointView(c: Checkpoint | undefined) {
 
 export type SessionRecord = ReturnType<typeof sessionRecord>;
 
+/** What ended an exec's wait with the command still running (SPEC §20): its yield, or quiet (yieldOnQuietMs). */
+export type Yielded = { by: 'time' } | { by: 'quiet'; quietMs: number | undefined };
+
 /** The result of an exec call for a session in whatever state it is in, its text in the reader's voice. */
-export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) {
+export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC, yielded?: Yielded) {
   const base = { sessionId: s.id, name: s.name, ...(warnings.length ? { warnings } : {}) };
   const warningText = warnings.map((w) => `[warning: ${w}]\n`).join('');
   if (s.awaitingApproval) return { status: s.status, ...base, interrupt: interruptView(s.interrupt), text: warningText + interruptText(s, v) };
@@ -234,17 +239,20 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC) 
         `${v.call({ action: 'poll', sessionId: s.id })} for new output, ${v.call({ action: 'write', sessionId: s.id })} to send input, ` +
         `${v.call({ action: 'kill', sessionId: s.id })} to stop it.`;
     const network = networkView(s);
+    const quietLine = yielded?.by === 'quiet' ? `No output for ${yielded.quietMs} ms (yieldOnQuietMs), so this answer did not wait longer. ` : '';
     return {
       status: s.status,
       ...base,
+      ...(yielded ? { yielded: yielded.by } : {}),
       ...(network ? { network } : {}),
+      ...(s.ports.length > 0 ? { ports: s.ports } : {}),
       ...(s.changes ? { changes: s.changes } : {}),
       pid: s.pid ?? null,
       startedAt: iso(s.startedAt),
       ...(s.interrupt ? { interrupt: interruptView(s.interrupt) } : {}),
       ...readiness,
       tail,
-      text: `${warningText}${networkNote(s)}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
+      text: `${warningText}${networkNote(s)}${quietLine}${what}${tail ? `\n--- last output ---\n${tail}` : ''}`,
     };
   }
   const network = networkView(s);

@@ -175,7 +175,7 @@ describe('toolDescriptions', () => {
     expect(s.required).toEqual(['command']);
     expect(s.additionalProperties).toBe(false);
     expect(Object.keys(s.properties).sort()).toEqual(
-      ['background', 'changes', 'command', 'elevated', 'env', 'ifRunning', 'key', 'limits', 'name', 'notify', 'pty', 'shell', 'stdin', 'timeout', 'waitFor', 'workdir', 'yieldMs'].sort(),
+      ['background', 'changes', 'command', 'elevated', 'env', 'ifRunning', 'key', 'limits', 'name', 'notify', 'pty', 'shell', 'stdin', 'timeout', 'waitFor', 'workdir', 'yieldMs', 'yieldOnQuietMs'].sort(),
     );
     // waitFor: one of four strict shapes; notify: a word or {match}.
     expect(s.properties.waitFor.anyOf.map((o: any) => Object.keys(o.properties).sort())).toEqual([['host', 'port'], ['output'], ['http', 'status'], ['file']]);

@@ -1,4 +1,4 @@
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { RpcCallError } from '../../rpc/client.js';
 import { hostOf } from '../../remote/reach.js';
 import { act, commandExit, EXIT, globalsOf, hasEnded, note, out, printJson, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
@@ -11,6 +11,7 @@ import { shellQuote } from '../../base/shell-quote.js';
 interface ExecOptions {
   bg?: boolean;
   yield?: number;
+  yieldOnQuiet?: number;
   timeout?: number;
   pty?: boolean;
   cwd?: string;
@@ -30,6 +31,16 @@ interface ExecOptions {
   waitFile?: string;
   notify?: string;
   shell?: string;
+}
+
+/** yieldOnQuietMs's bounds, as schema/exec.ts's QUIET_MS_RANGE (not imported: that would load zod with every command). */
+const QUIET_MS_RANGE = [10, 120_000] as const;
+
+/** `--yield-on-quiet MS`: a whole number of ms within the daemon's bounds for yieldOnQuietMs. */
+function quietMs(value: string): number {
+  const n = wholeNumber(QUIET_MS_RANGE[0])(value);
+  if (n > QUIET_MS_RANGE[1]) throw new InvalidArgumentError(`expected at most ${QUIET_MS_RANGE[1]}, got ${n}`);
+  return n;
 }
 
 /** `exec --wait-*` ran out of its yield before the command was ready (it keeps running): as `procctl wait` says it. */
@@ -179,7 +190,7 @@ export function registerExec(program: Command): void {
         'SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGQUIT sent to procctl are delivered to the command\'s process ' +
         'group, and procctl waits for it to end. If procctl is killed outright, the session keeps running.\n' +
         '--yield MS returns after MS if it is still running, leaving it running and printing its session id; ' +
-        '--bg returns at once.\n' +
+        '--bg returns at once. --yield-on-quiet MS also returns once it has printed nothing for MS (a prompt, a server up), leaving it running.\n' +
         'When an approval rule asks for approval, the session waits unstarted: procctl prints its id and how to ' +
         'answer it (`procctl resume ID --yes|--no`) and exits 1, as it does when a rule denies the command.\n' +
         "Exit status: the command's own, as ssh gives it (128+N when signal N ended it); 0 while it is still " +
@@ -191,6 +202,7 @@ export function registerExec(program: Command): void {
     .argument('<cmd...>', 'the command (put it after --)')
     .option('--bg', 'return at once and keep the command running')
     .option('--yield <ms>', 'wait this long for it to finish, then leave it running and return', wholeNumber())
+    .option('--yield-on-quiet <ms>', 'also leave it running and return once it has printed nothing for this long (10-120000)', quietMs)
     .option('--timeout <s>', 'stop the whole process group after this many seconds; 0 = none', nonNegative)
     .option('--pty', 'run under a pseudo-terminal')
     .option('--cwd <dir>', 'working directory (must exist; default: the current one, or the remote home with --host)')
@@ -232,9 +244,13 @@ export function registerExec(program: Command): void {
           return commandExit(r);
         };
         const waitFor = waitForOf(o);
+        if (o.bg && o.yieldOnQuiet !== undefined) throw new UsageError('--yield-on-quiet waits until the command goes quiet, but --bg returns at once: give one of them');
         try {
-          if (waitFor) return await untilReady(g, { ...params, waitFor, yieldMs: o.yield ?? 120_000 }, Boolean(o.pty));
-          if (!o.bg) return await runForeground(g, params, { yieldMs: o.yield, stdinNull: o.stdinNull }, shown);
+          if (waitFor) {
+            const quiet = o.yieldOnQuiet === undefined ? {} : { yieldOnQuietMs: o.yieldOnQuiet };
+            return await untilReady(g, { ...params, waitFor, yieldMs: o.yield ?? 120_000, ...quiet }, Boolean(o.pty));
+          }
+          if (!o.bg) return await runForeground(g, params, { yieldMs: o.yield, quietMs: o.yieldOnQuiet, stdinNull: o.stdinNull }, shown);
           return shown(await withClient(g, (c) => c.call('exec', scoped(g, params))));
         } catch (err) {
           // The daemon cannot use the caller's directory: it runs as another user, or in other mounts.

@@ -23,6 +23,8 @@ interface SessionRow {
   resources?: { cpuMs: number; memoryBytes: number; memoryPeakBytes: number; processes: number };
   /** Review sessions (SPEC §16): where their changes stand. */
   changes?: { state: string; pending: boolean; files: number; bytes: number; error?: string };
+  /** The TCP ports it listens on (SPEC §20): the last seen once it ended. */
+  ports?: { address: string; port: number }[];
 }
 
 interface PsOptions {
@@ -46,13 +48,27 @@ export function sessionTable(sessions: SessionRow[]): string {
   // CHANGES where any session was run in review mode: what a person still has to decide.
   const reviewed = sessions.some((s) => s.changes !== undefined);
   const held = (s: SessionRow) => (reviewed ? [changesCell(s.changes)] : []);
-  const rows = newestFirst.map((s) => [s.sessionId, statusCell(s), s.pid === null ? '-' : String(s.pid), duration(s.runtimeMs), ...used(s), ...held(s), s.name]);
-  const headers = ['ID', 'STATUS', 'PID', 'RUNTIME', ...(usage ? ['CPU', 'MEM'] : []), ...(reviewed ? ['CHANGES'] : []), 'NAME'];
+  // PORTS where any session listens (or, ended, last did).
+  const listening = sessions.some((s) => s.ports?.length);
+  const ports = (s: SessionRow) => (listening ? [portsCell(s.ports)] : []);
+  const rows = newestFirst.map((s) => [s.sessionId, statusCell(s), s.pid === null ? '-' : String(s.pid), duration(s.runtimeMs), ...used(s), ...held(s), ...ports(s), s.name]);
+  const headers = ['ID', 'STATUS', 'PID', 'RUNTIME', ...(usage ? ['CPU', 'MEM'] : []), ...(reviewed ? ['CHANGES'] : []), ...(listening ? ['PORTS'] : []), 'NAME'];
   // The operator's view spans scopes: say whose each session is.
   if (sessions.some((s) => s.scope !== undefined)) {
     return table([headers[0], 'SCOPE', ...headers.slice(1)], rows.map((r, i) => [r[0], newestFirst[i].scope ?? '-', ...r.slice(1)]));
   }
   return table(headers, rows);
+}
+
+/**
+ * The ports a session listens on, as short as they are clear: `8000` on every address (0.0.0.0,
+ * ::), `127.0.0.1:8000`, `[::1]:8000` on one; each once, by port; `-` for none.
+ */
+export function portsCell(ports: SessionRow['ports']): string {
+  if (!ports?.length) return '-';
+  const any = (a: string) => a === '0.0.0.0' || a === '::';
+  const words = ports.map((p) => (any(p.address) ? String(p.port) : p.address.includes(':') ? `[${p.address}]:${p.port}` : `${p.address}:${p.port}`));
+  return [...new Set(words)].join(',');
 }
 
 /** A review session's changes in a word or two: `3 pending (1.2 kB)`, `applied`, `none`; `-` for a session run with direct writes. */

@@ -3,6 +3,7 @@ import type { CallContext, Daemon } from '../context.js';
 import { JsonText } from '../json-text.js';
 import { sessionRecord } from '../render.js';
 import { sessionResources } from '../../runner/cgroup.js';
+import { askPorts } from '../../runner/ports.js';
 import { ALL_SCOPES } from '../../session/registry.js';
 import type { Resources, Session } from '../../session/session.js';
 
@@ -15,6 +16,8 @@ import type { Resources, Session } from '../../session/session.js';
 export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText {
   const offset = p.offset ?? 0;
   const page = d.registry.page(ctx.scope, offset, p.limit);
+  // Keeps each running session's ports looked at while lists ask (runner/ports.ts); a change bumps its revision.
+  for (const s of page.sessions) askPorts(s);
   const resources = page.sessions.map(sessionResources);
   const entries = page.sessions.map((s, i) => listEntry(s, resources[i] !== undefined));
   const key = `${ctx.scope}\0${offset}\0${p.limit ?? ''}`;

@@ -3,6 +3,7 @@ import type { CallContext, Daemon } from '../context.js';
 import { interruptView } from '../../interrupt/watcher.js';
 import { checkpointView, endLine, interruptText, networkNote, networkView } from '../render.js';
 import { sessionResources } from '../../runner/cgroup.js';
+import { askPorts } from '../../runner/ports.js';
 import { target } from './target.js';
 
 const MAX_WAIT_MS = 120_000;
@@ -43,6 +44,11 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   }
   const resources = sessionResources(s);
   if (resources) result.resources = resources;
+  askPorts(s);
+  if (s.ports.length > 0) {
+    result.ports = s.ports;
+    lines.unshift(`[listening on ${s.ports.map((p) => (p.address.includes(':') ? `[${p.address}]:${p.port}` : `${p.address}:${p.port}`)).join(', ')}${s.running ? '' : ' when last seen'}]`);
+  }
   if (s.paused) {
     result.paused = true;
     lines.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
