@@ -41,8 +41,12 @@ export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
       : { retained: s.output.text(), dropped: s.output.droppedChars, total: s.output.totalChars, pending: s.output.peekPending() },
     spool: s.spool?.counts(),
     resources: s.resources,
+    ...(adoptedAfterCrash.has(s) ? { adopted: 'crash' as const } : {}),
   };
 }
+
+/** Sessions a daemon took over after a crash of the one that started them (their records say `adopted: "crash"`). */
+const adoptedAfterCrash = new WeakSet<Session>();
 
 /** Is this the record of a session still waiting for its approval, complete enough to be answered? */
 export function isPendingApproval(r: SessionRecord): boolean {
@@ -127,5 +131,6 @@ export function sessionFromRecord(
     },
   });
   s.output.restore(r.output);
+  if (r.adopted === 'crash') adoptedAfterCrash.add(s);
   return s;
 }

@@ -149,6 +149,8 @@ export const SessionRecordSchema = z.object({
   spool: SpoolCountsSchema.optional(),
   /** What it used, where it had a cgroup (SPEC §15). */
   resources: ResourcesSchema.optional(),
+  /** Taken over by a daemon after the one that started it crashed (SPEC §19): its exit may not have been observable. */
+  adopted: z.literal('crash').optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 
