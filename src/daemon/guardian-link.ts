@@ -177,14 +177,26 @@ export class GuardianLink {
       return;
     }
     this.unsent.set(s.id, s);
+    // The queue is full (~160 sessions since the guardian last drained it): ask it to drain now,
+    // once per full queue, over the pipe it listens on anyway.
+    if (!this.retry) this.poke();
     this.retry ??= setTimeout(() => {
       this.retry = undefined;
       for (const u of [...this.unsent.values()]) {
         this.unsent.delete(u.id);
         if (u.running && this.slotOf.has(u.id)) this.keep(u);
       }
-    }, 200);
+    }, 50);
     this.retry.unref();
+  }
+
+  private poke(): void {
+    try {
+      if (this.child) this.child.stdin?.write('drain\n');
+      else if (this.adopted) writeSync(this.adopted.pipe, 'drain\n');
+    } catch {
+      // the guardian is gone: said when it exited
+    }
   }
 
   remove(sessionId: string): void {
