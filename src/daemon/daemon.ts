@@ -84,6 +84,10 @@ function sdkLoaded(): boolean {
   return Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/@opentelemetry/') && !f.includes('/node_modules/@opentelemetry/api/'));
 }
 
+/** Why a session that ran when the last daemon crashed is lost (docs/durability.md "A crash keeps the sessions"). */
+const CRASH_LOST =
+  'the daemon running it died without a hand-over and it was not kept for the next one: durability.onCrash was "kill", the guardian was gone, no daemon came within durability.crashGraceMs, or a crash cannot keep it (younger than ~100 ms, on a terminal, sandboxed or in review mode)';
+
 /** How often finished sessions are checked against their TTL. */
 const REAP_EVERY_MS = 10_000;
 /** How long past the kill grace a shutdown waits for sessions to report their end. */
@@ -259,12 +263,14 @@ export class ProcctlDaemon implements Daemon {
     // A planned restart: the sessions handed over run on here, before any client is served and
     // before recovery, which finds the record of any that could not be taken back and ends it as lost.
     // After a crash, the guardian of the crashed run may hold its sessions (durability.onCrash "keep"): the same.
-    const taken = handover ? [] : takeFromGuardian(this.state.dir, this.log);
+    const taken = this.inherited ? [] : takeFromGuardian(this.state.dir, this.log);
     if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
     const handed = handover ? this.adopt(handover) : taken.length > 0 ? this.adoptCrashed(taken) : new Set<string>();
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
-    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy });
+    // A record that says it ran, with no hand-over: its daemon crashed, and nothing kept it for this one.
+    const crashWhy = this.inherited ? undefined : CRASH_LOST;
+    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy: lostWhy ?? crashWhy });
     // Changes held for review survive a restart: a job the restart ended is settled like any other.
     this.held.load((id, summary) => {
       const s = this.registry.find(ALL_SCOPES, id);

@@ -167,6 +167,7 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     const s2 = new Scoped(await d2.client(), 'grace');
     const listed = new Map((await s2.list()).map((x: any) => [x.sessionId, x]));
     expect(listed.get(a.sessionId)).toMatchObject({ status: 'failed', reason: 'lost' });
+    expect(readRecords(state).get(a.sessionId).error).toContain('durability.crashGraceMs');
     expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 0, lost: 2 });
   });
 
