@@ -15,7 +15,7 @@ interface KeepAddon {
   keepAccept(fd: number, timeoutMs: number): { fd: number; uid: number } | null;
 }
 
-export class Kept {
+export class KeptDescriptors {
   private readonly held = new Map<string, { text: string; fds: number[] }>();
 
   constructor(
@@ -23,9 +23,9 @@ export class Kept {
     private readonly addon: KeepAddon,
   ) {}
 
-  static open(socket: number): Kept | Error {
+  static open(socket: number): KeptDescriptors | Error {
     const addon = loadAddon<KeepAddon>(['keepReceive', 'keepSend', 'keepListen', 'keepAccept']);
-    return addon instanceof Error ? addon : new Kept(socket, addon);
+    return addon instanceof Error ? addon : new KeptDescriptors(socket, addon);
   }
 
   /** Take what waits in the queue; with `live`, let go of the sessions not in it. */

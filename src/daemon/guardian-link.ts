@@ -9,12 +9,6 @@ import type { Session } from '../session/session.js';
 import { keptMessage } from './handover/crash.js';
 import { SLOT_BYTES, slotLine } from './guardian-slots.js';
 
-/**
- * The daemon's side of the guardian: start it, keep its table of running sessions, say goodbye
- * on a clean exit. The table is a file only the two share (opened, then unlinked, and handed to
- * the guardian as its fd 3): one fixed-size slot per running session, written in place. Telling
- * the guardian of a session wakes nobody; it reads the table only once the daemon is gone.
- */
 /** What a crash does to running sessions (config `durability`, SPEC §19), told to the guardian at its start. */
 export interface CrashPolicy {
   onCrash: 'keep' | 'kill';
@@ -31,6 +25,12 @@ interface KeepAddon {
   keepSend(socket: number, text: string, fds: number[]): boolean;
 }
 
+/**
+ * The daemon's side of the guardian: start it, keep its table of running sessions, say goodbye
+ * on a clean exit. The table is a file only the two share (opened, then unlinked, and handed to
+ * the guardian as its fd 3): one fixed-size slot per running session, written in place. Telling
+ * the guardian of a session wakes nobody; it reads the table only once the daemon is gone.
+ */
 export class GuardianLink {
   /** Our end of the socket the guardian keeps sessions' descriptors in (crash "keep"), if any. */
   private keepFd: number | undefined;

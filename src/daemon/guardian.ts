@@ -5,7 +5,9 @@
  * and then kills every recorded group whose leader is still the process that was recorded, and
  * every process carrying a recorded session's marker, and exits. Nothing a dead daemon started
  * is left running, and while the daemon lives the guardian sleeps: telling it of a session
- * wakes nobody.
+ * wakes nobody. With durability.onCrash "keep" it also holds copies of running sessions'
+ * descriptors (fd 4, guardian-keep.ts), and when the daemon dies it first waits crashGraceMs for
+ * the next daemon to take them, killing only what it could not keep (docs/durability.md).
  */
 import { fstatSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,7 +15,7 @@ import { killDirs } from '../cgroup/recover.js';
 import { SESSION_CGROUP_PREFIX } from '../cgroup/session.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
-import { Kept } from './guardian-keep.js';
+import { KeptDescriptors } from './guardian-keep.js';
 import { readSlots, startedNear, type GuardedSession } from './guardian-slots.js';
 
 const TABLE_FD = 3;
@@ -94,9 +96,9 @@ function killSessions(sessions: GuardedSession[], everyCgroup: boolean): void {
 // end of stdin closing is what tells the guardian to act.
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const) process.on(signal, () => undefined);
 
-const kept = settings.onCrash === 'keep' ? Kept.open(KEEP_FD) : undefined;
+const kept = settings.onCrash === 'keep' ? KeptDescriptors.open(KEEP_FD) : undefined;
 if (kept instanceof Error) process.stderr.write(`procctl guardian: ${kept.message}; a crash kills the sessions\n`);
-const keeper = kept instanceof Kept ? kept : undefined;
+const keeper = kept instanceof KeptDescriptors ? kept : undefined;
 keeper?.listen(settings.socket);
 // The queue is drained on a timer, not as messages come: a session start wakes nobody.
 const drainer = keeper ? setInterval(() => keeper.drain(new Set(readSlots(readTable()).map((s) => s.id))), DRAIN_EVERY_MS) : undefined;
