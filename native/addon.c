@@ -12,6 +12,7 @@ void procctl_relay_init(napi_env env, napi_value exports);
 void procctl_xattr_init(napi_env env, napi_value exports);
 void procctl_exec_init(napi_env env, napi_value exports);
 void procctl_terminal_init(napi_env env, napi_value exports);
+void procctl_keep_init(napi_env env, napi_value exports);
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_spawn_init(env, exports);
@@ -23,5 +24,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_xattr_init(env, exports);
   procctl_exec_init(env, exports);
   procctl_terminal_init(env, exports);
+  procctl_keep_init(env, exports);
   return exports;
 }

@@ -54,8 +54,9 @@ export class BenchDaemon {
   static extraEnv: Record<string, string> = {};
 
   /** Start a daemon; `config` is written where it finds its config file (XDG_CONFIG_HOME) before it starts. */
-  static async start(extraEnv: Record<string, string> = {}, config?: unknown): Promise<BenchDaemon> {
-    const dir = mkdtempSync(join(tmpdir(), 'procctl-bench-'));
+  static async start(extraEnv: Record<string, string> = {}, config?: unknown, after?: BenchDaemon): Promise<BenchDaemon> {
+    // `after`: a daemon killed by crash(): the new one takes its directory, socket and state.
+    const dir = after?.dir ?? mkdtempSync(join(tmpdir(), 'procctl-bench-'));
     const socket = join(dir, 'run', 'procctl.sock');
     const env = daemonEnv(dir, { ...BenchDaemon.extraEnv, ...extraEnv });
     if (config !== undefined) {
@@ -81,6 +82,13 @@ export class BenchDaemon {
         await sleep(20);
       }
     }
+  }
+
+  /** SIGKILL the daemon (a crash) and wait for it to be gone; its directory stays, for start(..., after). */
+  async crash(): Promise<void> {
+    BenchDaemon.live.delete(this);
+    this.proc.kill('SIGKILL');
+    await this.exited;
   }
 
   client(): Promise<BenchClient> {

@@ -147,6 +147,17 @@ export const ConfigSchema = z.strictObject({
     })
     .prefault({}),
   stateDir: z.string().min(1).optional(),
+  /**
+   * What a crash of the daemon (no hand-over: SIGKILL, the OOM killer, a fault) does to running
+   * sessions (SPEC §19, docs/durability.md): "keep" lets them run for crashGraceMs while the guardian
+   * holds their descriptors, for the next daemon to adopt, then kills them if none came; "kill" kills them at once.
+   */
+  durability: z
+    .strictObject({
+      onCrash: z.enum(['keep', 'kill']).default('keep'),
+      crashGraceMs: int().max(86_400_000).default(30_000),
+    })
+    .prefault({}),
   /** Scope name → its policy (SPEC §8): token, background sessions, elevated mode. */
   scopes: z
     .record(
@@ -346,6 +357,8 @@ export const ENV_VARS: EnvVar[] = [
   { name: 'PROCCTL_INTERRUPT', aliases: [], path: ['interrupt', 'enabled'], kind: 'bool', example: 'true' },
   { name: 'PROCCTL_INTERRUPT_TIMEOUT_SEC', aliases: [], path: ['interrupt', 'timeoutSeconds'], kind: 'int', example: '300' },
   { name: 'PROCCTL_STATE_DIR', aliases: [], path: ['stateDir'], kind: 'string', example: '' },
+  { name: 'PROCCTL_ON_CRASH', aliases: [], path: ['durability', 'onCrash'], kind: 'string', example: 'keep' },
+  { name: 'PROCCTL_CRASH_GRACE_MS', aliases: [], path: ['durability', 'crashGraceMs'], kind: 'int', example: '30000' },
   { name: 'PROCCTL_MAX_FRAME_BYTES', aliases: [], path: ['rpc', 'maxFrameBytes'], kind: 'int', example: '1048576' },
   { name: 'PROCCTL_LOG_LEVEL', aliases: [], path: ['log', 'level'], kind: 'string', example: 'info' },
 ];

@@ -19,7 +19,7 @@ import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
 import { InterruptWatcher } from '../interrupt/watcher.js';
-import { GuardianLink } from './guardian-link.js';
+import { GuardianLink, type CrashPolicy } from './guardian-link.js';
 import { dirname, join } from 'node:path';
 import { ScratchDirs } from '../runner/scratch.js';
 import { Shells } from '../shells/shells.js';
@@ -38,6 +38,7 @@ import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
 import { packageVersion } from '../base/version.js';
 import { adoptSessions, type Inherited } from './handover/in.js';
+import { crashHandover, guardianSocket, takeFromGuardian } from './handover/crash.js';
 import { exec as execImage, prepare as prepareHandover, type HandoverHost } from './handover/out.js';
 import type { Restarts } from './handover/schema.js';
 import type { RestartAnswer } from '../tools/context.js';
@@ -84,6 +85,10 @@ export interface DaemonOptions {
 function sdkLoaded(): boolean {
   return Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/@opentelemetry/') && !f.includes('/node_modules/@opentelemetry/api/'));
 }
+
+/** Why a session that ran when the last daemon crashed is lost (docs/durability.md "A crash keeps the sessions"). */
+const CRASH_LOST =
+  'the daemon running it died without a hand-over and it was not kept for the next one: durability.onCrash was "kill", the guardian was gone, no daemon came within durability.crashGraceMs, or a crash cannot keep it (younger than ~100 ms, on a terminal, sandboxed or in review mode)';
 
 /** How often finished sessions are checked against their TTL. */
 const REAP_EVERY_MS = 10_000;
@@ -258,13 +263,18 @@ export class ProcctlDaemon implements Daemon {
     const handover = this.inherited && 'handover' in this.inherited ? this.inherited.handover : undefined;
     const roots = [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined);
     // The guardian watches every session adopted: the last image's goes on, else one is started first.
-    if (handover && !handover.guardian) this.guardian.start(this.runtimeDir, roots);
+    if (handover && !handover.guardian) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
     // A planned restart: the sessions handed over run on here, before any client is served and
     // before recovery, which finds the record of any that could not be taken back and ends it as lost.
-    const handed = handover ? this.adopt(handover) : new Set<string>();
+    // After a crash, the guardian of the crashed run may hold its sessions (durability.onCrash "keep"): the same.
+    const taken = this.inherited ? [] : takeFromGuardian(this.state.dir, this.log);
+    if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
+    const handed = handover ? this.adopt(handover) : taken.length > 0 ? this.adoptCrashed(taken) : new Set<string>();
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
-    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy });
+    // A record that says it ran, with no hand-over: its daemon crashed, and nothing kept it for this one.
+    const crashWhy = this.inherited ? undefined : CRASH_LOST;
+    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy: lostWhy ?? crashWhy });
     // Changes held for review survive a restart: a job the restart ended is settled like any other;
     // one a planned restart handed over is still running, its overlay still the job's.
     this.held.load((id, summary) => {
@@ -284,6 +294,10 @@ export class ProcctlDaemon implements Daemon {
     restoreChangesApprovals(this);
     // Sessions this start found lost (running when the last run died) ended now: on record.
     for (const s of this.registry.all()) if (s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt) noteEnded(this, s);
+    if (!handover && !lostWhy) {
+      const lost = [...this.registry.all()].filter((s) => s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt).length;
+      if (lost > 0 || taken.length > 0) this.restarts = { ...this.restarts, crash: this.restarts.crash + 1, lastAt: Date.now(), lost: this.restarts.lost + lost };
+    }
     if (lostWhy) this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: Date.now(), lost: this.restarts.lost + [...this.registry.all()].filter((s) => s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt).length };
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
@@ -302,7 +316,7 @@ export class ProcctlDaemon implements Daemon {
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
-    if (!handover) this.guardian.start(this.runtimeDir, roots);
+    if (!handover && taken.length === 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
     this.interrupts.start();
     this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
@@ -332,6 +346,24 @@ export class ProcctlDaemon implements Daemon {
     this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: now, lastMs: now - h.from.at, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
     this.audit.emit({ type: 'restart', kind: 'planned', from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at });
     this.log.info({ from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at }, 'restart: this image took over the running sessions');
+    return new Set(adopted.map((s) => s.id));
+  }
+
+  /** What the guardian does when this daemon dies without a goodbye (config `durability`). */
+  private crashPolicy(): CrashPolicy {
+    return { ...this.current.durability, socket: guardianSocket(this.state.dir) };
+  }
+
+  /**
+   * The sessions a crashed run's guardian kept (SPEC §19), taken back through the planned
+   * restart's adoption; each record says `adopted: "crash"`.
+   */
+  private adoptCrashed(taken: ReturnType<typeof takeFromGuardian>): Set<string> {
+    const h = crashHandover(taken, this.state, this.current, this.log);
+    const { adopted, lost } = adoptSessions({ daemon: this, registry: this.registry, log: this.log, config: () => this.current, state: this.state, keeper: this.keeper, guardian: this.guardian, cgroups: this.cgroups }, h);
+    this.restarts = { ...this.restarts, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
+    this.audit.emit({ type: 'restart', kind: 'crash', from: 'unknown', to: this.version, adopted: adopted.length, lost: lost.length, ms: 0 });
+    this.log.warn({ adopted: adopted.length, lost: lost.length }, 'crash: this daemon took over the sessions the last one left running');
     return new Set(adopted.map((s) => s.id));
   }
 

@@ -3,8 +3,27 @@ import { closeSync, ftruncateSync, mkdirSync, openSync, unlinkSync, writeSync } 
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
+import { loadAddon } from '../base/addon.js';
 import { bridgeSignals } from '../base/signal-bridge.js';
+import type { Session } from '../session/session.js';
+import { keptMessage } from './handover/crash.js';
 import { SLOT_BYTES, slotLine } from './guardian-slots.js';
+
+/** What a crash does to running sessions (config `durability`, SPEC §19), told to the guardian at its start. */
+export interface CrashPolicy {
+  onCrash: 'keep' | 'kill';
+  crashGraceMs: number;
+  /** Where the guardian waits for the next daemon (handover/crash.ts guardianSocket). */
+  socket: string;
+}
+
+/** The guardian's own settings, in its environment. */
+export const GUARDIAN_ENV = 'PROCCTL_GUARDIAN';
+
+interface KeepAddon {
+  keepPair(): [number, number];
+  keepSend(socket: number, text: string, fds: number[]): boolean;
+}
 
 /**
  * The daemon's side of the guardian: start it, keep its table of running sessions, say goodbye
@@ -13,6 +32,13 @@ import { SLOT_BYTES, slotLine } from './guardian-slots.js';
  * the guardian of a session wakes nobody; it reads the table only once the daemon is gone.
  */
 export class GuardianLink {
+  /** Our end of the socket the guardian keeps sessions' descriptors in (crash "keep"), if any. */
+  private keepFd: number | undefined;
+  private keepAddon: KeepAddon | undefined;
+  /** Sessions whose descriptors the guardian's queue had no room for yet: sent again shortly. */
+  private readonly unsent = new Map<string, Session>();
+  private retry: NodeJS.Timeout | undefined;
+
   private child: ChildProcess | undefined;
   private table: number | undefined;
   private readonly slotOf = new Map<string, number>();
@@ -29,7 +55,7 @@ export class GuardianLink {
    * directory. `cgroupRoots`: the directories sessions' cgroups are made in (src/cgroup/): the
    * guardian empties every session cgroup there when the daemon dies.
    */
-  start(dir: string, cgroupRoots: readonly string[] = []): void {
+  start(dir: string, cgroupRoots: readonly string[] = [], crash: CrashPolicy = { onCrash: 'kill', crashGraceMs: 0, socket: '' }): void {
     const script = fileURLToPath(new URL('./guardian.js', import.meta.url));
     let table: number;
     try {
@@ -41,7 +67,22 @@ export class GuardianLink {
       this.log.error({ err }, 'cannot make the guardian its table: sessions are not protected against a daemon crash');
       return;
     }
-    const child = spawn(process.execPath, [script, ...cgroupRoots], { stdio: ['pipe', 'ignore', 'inherit', table], detached: true });
+    // With "keep", a socket pair of datagrams: each session's descriptors wait in the guardian's queue (fd 4).
+    let pair: [number, number] | undefined;
+    if (crash.onCrash === 'keep') {
+      const addon = loadAddon<KeepAddon>(['keepPair', 'keepSend']);
+      if (addon instanceof Error) this.log.warn({ err: addon.message }, 'durability.onCrash is "keep" but the addon is not loaded: a crash kills the sessions');
+      else {
+        this.keepAddon = addon;
+        pair = addon.keepPair();
+      }
+    }
+    const env = { ...process.env, [GUARDIAN_ENV]: JSON.stringify({ ...crash, onCrash: pair ? crash.onCrash : 'kill' }) };
+    const child = spawn(process.execPath, [script, ...cgroupRoots], { stdio: ['pipe', 'ignore', 'inherit', table, ...(pair ? [pair[1]] : [])], detached: true, env });
+    if (pair) {
+      closeSync(pair[1]);
+      this.keepFd = pair[0];
+    }
     child.stdin!.on('error', () => undefined);
     child.on('exit', (code, signal) => {
       if (this.child === child) {
@@ -60,8 +101,15 @@ export class GuardianLink {
    * the exec. The table still lists every session handed over; they are written again as they are
    * adopted (from slot 0), and `adopted()` cuts off what is left of the old layout.
    */
-  adopt(g: { pid: number; pipe: number; table: number }): void {
+  adopt(g: { pid: number; pipe: number; table: number; keep?: number }): void {
     this.table = g.table;
+    if (g.keep !== undefined) {
+      const addon = loadAddon<KeepAddon>(['keepPair', 'keepSend']);
+      if (!(addon instanceof Error)) {
+        this.keepAddon = addon;
+        this.keepFd = g.keep;
+      }
+    }
     this.adopted = { pid: g.pid, pipe: g.pipe };
   }
 
@@ -76,12 +124,13 @@ export class GuardianLink {
   }
 
   /** The guardian's pid and what a restart keeps of it: our end of its pipe and its table. */
-  handOver(): { pid: number; pipe: number; table: number } | undefined {
+  handOver(): { pid: number; pipe: number; table: number; keep?: number } | undefined {
     if (this.table === undefined) return undefined;
-    if (this.adopted) return { ...this.adopted, table: this.table };
+    const keep = this.keepFd === undefined ? {} : { keep: this.keepFd };
+    if (this.adopted) return { ...this.adopted, table: this.table, ...keep };
     const pipe = (this.child?.stdin as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
     if (!this.child?.pid || typeof pipe !== 'number' || pipe < 0) return undefined;
-    return { pid: this.child.pid, pipe, table: this.table };
+    return { pid: this.child.pid, pipe, table: this.table, ...keep };
   }
 
   private write(slot: number, line: string): void {
@@ -107,7 +156,51 @@ export class GuardianLink {
     if (slot !== undefined) this.write(slot, slotLine({ id: sessionId, pgid, startTime }));
   }
 
+  /**
+   * A session that runs on (its first record): the guardian gets a copy of its descriptors, to
+   * keep it through a crash (durability.onCrash "keep"). They wait unread in the guardian's queue,
+   * which it drains once a second (dropping those of ended sessions): sending wakes nobody.
+   */
+  keep(s: Session): void {
+    if (this.keepFd === undefined || !this.keepAddon) return;
+    const msg = keptMessage(s);
+    if (!msg) return;
+    let sent = false;
+    try {
+      sent = this.keepAddon.keepSend(this.keepFd, msg.text, msg.fds);
+    } catch (err) {
+      this.log.error({ err, sessionId: s.id }, 'cannot give the guardian a session\'s descriptors: a crash kills it');
+      return;
+    }
+    if (sent) {
+      this.unsent.delete(s.id);
+      return;
+    }
+    this.unsent.set(s.id, s);
+    // The queue is full (~160 sessions since the guardian last drained it): ask it to drain now,
+    // once per full queue, over the pipe it listens on anyway.
+    if (!this.retry) this.poke();
+    this.retry ??= setTimeout(() => {
+      this.retry = undefined;
+      for (const u of [...this.unsent.values()]) {
+        this.unsent.delete(u.id);
+        if (u.running && this.slotOf.has(u.id)) this.keep(u);
+      }
+    }, 50);
+    this.retry.unref();
+  }
+
+  private poke(): void {
+    try {
+      if (this.child) this.child.stdin?.write('drain\n');
+      else if (this.adopted) writeSync(this.adopted.pipe, 'drain\n');
+    } catch {
+      // the guardian is gone: said when it exited
+    }
+  }
+
   remove(sessionId: string): void {
+    this.unsent.delete(sessionId);
     const slot = this.slotOf.get(sessionId);
     if (slot === undefined) return;
     this.slotOf.delete(sessionId);
@@ -134,5 +227,8 @@ export class GuardianLink {
     }
     if (this.table !== undefined) closeSync(this.table);
     this.table = undefined;
+    clearTimeout(this.retry);
+    if (this.keepFd !== undefined) closeSync(this.keepFd);
+    this.keepFd = undefined;
   }
 }

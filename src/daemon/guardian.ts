@@ -5,7 +5,9 @@
  * and then kills every recorded group whose leader is still the process that was recorded, and
  * every process carrying a recorded session's marker, and exits. Nothing a dead daemon started
  * is left running, and while the daemon lives the guardian sleeps: telling it of a session
- * wakes nobody.
+ * wakes nobody. With durability.onCrash "keep" it also holds copies of running sessions'
+ * descriptors (fd 4, guardian-keep.ts), and when the daemon dies it first waits crashGraceMs for
+ * the next daemon to take them, killing only what it could not keep (docs/durability.md).
  */
 import { fstatSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,9 +15,21 @@ import { killDirs } from '../cgroup/recover.js';
 import { SESSION_CGROUP_PREFIX } from '../cgroup/session.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
-import { readSlots, startedNear } from './guardian-slots.js';
+import { KeptDescriptors } from './guardian-keep.js';
+import { readSlots, startedNear, type GuardedSession } from './guardian-slots.js';
 
 const TABLE_FD = 3;
+/** Where the daemon sends the descriptors of sessions to keep through a crash (durability.onCrash "keep"). */
+const KEEP_FD = 4;
+/** How often the kept descriptors are taken from the queue, and those of ended sessions let go. */
+const DRAIN_EVERY_MS = 1000;
+const settings = ((): { onCrash: 'keep' | 'kill'; crashGraceMs: number; socket: string } => {
+  try {
+    return JSON.parse(process.env.PROCCTL_GUARDIAN ?? '') as { onCrash: 'keep' | 'kill'; crashGraceMs: number; socket: string };
+  } catch {
+    return { onCrash: 'kill', crashGraceMs: 0, socket: '' };
+  }
+})();
 /** Where the daemon makes sessions' cgroups (argv, from GuardianLink.start). */
 const CGROUP_ROOTS = process.argv.slice(2);
 
@@ -35,7 +49,14 @@ function readTable(): string {
 }
 
 function killAll(): void {
-  const sessions = readSlots(readTable());
+  killSessions(readSlots(readTable()), true);
+}
+
+/**
+ * SIGKILL these sessions: each group whose leader is still the recorded process, the processes
+ * carrying their marker, and their cgroups (`everyCgroup`: every session cgroup of this daemon).
+ */
+function killSessions(sessions: GuardedSession[], everyCgroup: boolean): void {
   for (const { pgid, startTime, spawnedAt } of sessions) {
     // Only a group whose leader is still the process recorded: a reused PID is never hit.
     const leader = readStat(pgid);
@@ -53,7 +74,8 @@ function killAll(): void {
   for (const root of CGROUP_ROOTS) {
     let names: string[] = [];
     try {
-      names = readdirSync(root).filter((n) => n.startsWith(SESSION_CGROUP_PREFIX));
+      const ids = new Set(sessions.map((s) => `${SESSION_CGROUP_PREFIX}${s.id}`));
+      names = readdirSync(root).filter((n) => n.startsWith(SESSION_CGROUP_PREFIX) && (everyCgroup || ids.has(n)));
     } catch {
       // gone
     }
@@ -74,14 +96,53 @@ function killAll(): void {
 // end of stdin closing is what tells the guardian to act.
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const) process.on(signal, () => undefined);
 
+const kept = settings.onCrash === 'keep' ? KeptDescriptors.open(KEEP_FD) : undefined;
+if (kept instanceof Error) process.stderr.write(`procctl guardian: ${kept.message}; a crash kills the sessions\n`);
+const keeper = kept instanceof KeptDescriptors ? kept : undefined;
+keeper?.listen(settings.socket);
+// The queue is drained on a timer, not as messages come: a session start wakes nobody.
+const drainer = keeper ? setInterval(() => keeper.drain(new Set(readSlots(readTable()).map((s) => s.id))), DRAIN_EVERY_MS) : undefined;
+
+/**
+ * The daemon died without a goodbye. With "kill", or nothing kept: kill everything. With "keep":
+ * kill at once the sessions whose descriptors were not kept (younger than their first record, or
+ * not keepable: a terminal, a sandbox), then wait crashGraceMs for the next daemon to take the
+ * rest; if none comes, kill everything as "kill" would.
+ */
+function crashed(): void {
+  clearInterval(drainer);
+  if (!keeper) return killAll();
+  const sessions = readSlots(readTable());
+  keeper.drain(new Set(sessions.map((s) => s.id)));
+  killSessions(sessions.filter((s) => !keeper.has(s.id)), false);
+  if (keeper.size === 0) {
+    keeper.unlisten();
+    return killAll();
+  }
+  let taken = false;
+  try {
+    taken = keeper.handOver(settings.crashGraceMs);
+  } catch (err) {
+    process.stderr.write(`procctl guardian: the hand-over to the next daemon failed: ${(err as Error).message}\n`);
+  }
+  if (!taken) killAll();
+}
+
 let said = '';
 process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk: string) => (said += chunk));
+process.stdin.on('data', (chunk: string) => {
+  said += chunk;
+  // The daemon found the queue of kept descriptors full: take them now rather than at the next tick.
+  if (keeper && chunk.includes('drain')) keeper.drain(new Set(readSlots(readTable()).map((s) => s.id)));
+  if (said.length > 64) said = said.slice(-64);
+});
 process.stdin.on('end', () => {
-  if (!said.split('\n').includes('bye')) killAll();
+  if (!said.split('\n').includes('bye')) crashed();
+  keeper?.unlisten();
   process.exit(0);
 });
 process.stdin.on('error', () => {
-  killAll();
+  crashed();
+  keeper?.unlisten();
   process.exit(0);
 });

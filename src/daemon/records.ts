@@ -38,7 +38,10 @@ export class Records implements RecordKeeper {
       if (!looked && session.pid !== undefined && session.running) {
         looked = true;
         startTime = readStat(session.pid)?.startTime;
-        if (startTime !== undefined) this.guardian.started(session.id, session.pid, startTime);
+        if (startTime !== undefined) {
+          this.guardian.started(session.id, session.pid, startTime);
+          this.guardian.keep(session);
+        }
       }
       return startTime;
     };

@@ -327,6 +327,16 @@ export class StateStore {
     }
   }
 
+  /** The record file of a session that was running, as the last run left it (a crash's adoption); undefined when there is none that says it runs. */
+  readRunning(id: string): SessionRecord | undefined {
+    try {
+      const parsed = parseRecord(JSON.parse(readFileSync(this.recordPath(id), 'utf8')));
+      return 'record' in parsed && !isEnded(parsed.record) ? parsed.record : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Every readable record; corrupt ones are renamed `*.corrupt` and counted. */
   loadAll(): { records: SessionRecord[]; corrupt: number } {
     const records: SessionRecord[] = [];

@@ -1,6 +1,7 @@
 import { constants as os } from 'node:os';
 import { addonFix, loadAddon } from '../base/addon.js';
 import type { SpawnSteps } from '../sandbox/plan.js';
+import { readStat, zombieStatus } from './procfs.js';
 
 export type { SpawnSteps };
 
@@ -112,6 +113,9 @@ const SAFETY_MS = 1000;
  * SIGCHLD went to the old image), so it is looked for at once.
  */
 export function adoptChild(addon: Addon, pid: number, onExit: ExitListener): void {
+  // A job a crashed daemon started is nobody's child here: its end is watched in /proc instead.
+  const stat = readStat(pid);
+  if (stat?.ppid !== process.pid) return watchForeign(pid, stat?.startTime, onExit);
   listen(addon);
   running.set(pid, onExit);
   keepAlive ??= setInterval(reapExited, SAFETY_MS);
@@ -165,4 +169,35 @@ function report({ pid, code, signal, maxRssBytes }: { pid: number; code: number 
 
 export function signalName(n: number): string {
   return Object.entries(os.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
+}
+
+/**
+ * Leaders this daemon did not start (adopted after a crash, SPEC §19): the dead daemon was their
+ * parent, and no other process can wait for them. Looked at in /proc every FOREIGN_EVERY_MS: gone,
+ * a zombie, or its PID now another process's means it exited. A zombie still caught tells its
+ * status (/proc's exit_code); once its new parent (init, systemd) reaped it, the status is unknown,
+ * and the session ends with neither code nor signal (docs/durability.md).
+ */
+const foreign = new Map<number, { startTime: number | undefined; onExit: ExitListener }>();
+let foreignTimer: NodeJS.Timeout | undefined;
+const FOREIGN_EVERY_MS = 100;
+
+function watchForeign(pid: number, startTime: number | undefined, onExit: ExitListener): void {
+  foreign.set(pid, { startTime, onExit });
+  foreignTimer ??= setInterval(lookForeign, FOREIGN_EVERY_MS);
+  setImmediate(lookForeign);
+}
+
+function lookForeign(): void {
+  for (const [pid, { startTime, onExit }] of foreign) {
+    const stat = readStat(pid);
+    if (stat && stat.state !== 'Z' && (startTime === undefined || stat.startTime === startTime)) continue;
+    const status = stat?.state === 'Z' ? zombieStatus(pid) : undefined;
+    foreign.delete(pid);
+    onExit(status?.code ?? null, status?.signal == null ? null : signalName(status.signal));
+  }
+  if (foreign.size === 0) {
+    clearInterval(foreignTimer);
+    foreignTimer = undefined;
+  }
 }

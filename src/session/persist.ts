@@ -42,8 +42,12 @@ export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
     spool: s.spool?.counts(),
     resources: s.resources,
     ...(s.ports.length > 0 ? { ports: [...s.ports] } : {}),
+    ...(adoptedAfterCrash.has(s) ? { adopted: 'crash' as const } : {}),
   };
 }
+
+/** Sessions a daemon took over after a crash of the one that started them (their records say `adopted: "crash"`). */
+const adoptedAfterCrash = new WeakSet<Session>();
 
 /** Is this the record of a session still waiting for its approval, complete enough to be answered? */
 export function isPendingApproval(r: SessionRecord): boolean {
@@ -129,5 +133,6 @@ export function sessionFromRecord(
     },
   });
   s.output.restore(r.output);
+  if (r.adopted === 'crash') adoptedAfterCrash.add(s);
   return s;
 }

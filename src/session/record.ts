@@ -155,6 +155,8 @@ export const SessionRecordSchema = z.object({
   resources: ResourcesSchema.optional(),
   /** The TCP ports it was last seen listening on (SPEC §20). */
   ports: z.array(ListenPortSchema).optional(),
+  /** Taken over by a daemon after the one that started it crashed (SPEC §19): its exit may not have been observable. */
+  adopted: z.literal('crash').optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 

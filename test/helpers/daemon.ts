@@ -81,6 +81,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     XDG_CONFIG_HOME: join(dir, 'config'),
     PROCCTL_STATE_DIR: join(dir, 'state'),
     PROCCTL_LOG_LEVEL: 'warn',
+    // A test that kills the daemon expects its sessions killed with it; a test of a crash that keeps them asks for "keep".
+    PROCCTL_ON_CRASH: 'kill',
     ...opts.env,
   };
   delete env.PROCCTL_SOCKET;

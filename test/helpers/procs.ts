@@ -69,7 +69,8 @@ const raw = new Set<RawDaemon>();
 
 /** Spawn bin/procctld with exactly these args and env (for start-up cases startDaemon does not cover). */
 export function spawnProcctld(args: string[], env: Record<string, string | undefined>): RawDaemon {
-  const full: NodeJS.ProcessEnv = { ...process.env, PROCCTL_LOG_LEVEL: 'warn' };
+  // As startDaemon: a test that kills the daemon expects its sessions killed with it, unless it asks for "keep".
+  const full: NodeJS.ProcessEnv = { ...process.env, PROCCTL_LOG_LEVEL: 'warn', PROCCTL_ON_CRASH: 'kill' };
   delete full.PROCCTL_SOCKET;
   Object.assign(full, env);
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete full[k];

@@ -289,11 +289,12 @@ describe('unit files', () => {
     return { status: r.status, output: `${r.stdout}${r.stderr}` };
   }
 
-  it('the service asks for notify, mixed kill mode and a stop timeout longer than the kill grace', () => {
+  it('the service asks for notify, the daemon alone to be signalled (KillMode=process) and a stop timeout longer than the kill grace', () => {
     for (const file of [join(ROOT, 'docs/systemd/procctld.service'), join(ROOT, 'docs/systemd/user/procctld.service')]) {
       const k = keys(file);
       expect(k.get('Type'), file).toEqual(['notify']);
-      expect(k.get('KillMode'), file).toEqual(['mixed']);
+      // The daemon alone is signalled: it stops the sessions itself, and its crash leaves them to the next daemon (docs/durability.md).
+      expect(k.get('KillMode'), file).toEqual(['process']);
       // A cgroup per session needs the service's subtree delegated (SPEC §15, docs/resources.md), writable.
       expect(k.get('Delegate'), file).toEqual(['yes']);
       expect(k.get('ProtectControlGroups'), file).toBeUndefined();

@@ -60,7 +60,7 @@ export interface AdoptionHost {
  * its exec followed it, and protected by the guardian that never stopped. A session that cannot
  * be taken back is stopped and said lost, never left running untracked.
  */
-export function adoptSessions(host: AdoptionHost, h: Handover): { adopted: Session[]; lost: string[] } {
+export function adoptSessions(host: AdoptionHost, h: Pick<Handover, 'guardian' | 'sessions'>): { adopted: Session[]; lost: string[] } {
   if (h.guardian) {
     host.guardian.adopt(h.guardian);
     const addon = nativeSpawner();

@@ -29,7 +29,7 @@ export interface HandoverHost {
    * the next image); `resume` serves them here after all, `clients` names their descriptors.
    */
   holdClients(): { clients: () => number[]; resume: () => void };
-  guardian(): { pid: number; pipe: number; table: number } | undefined;
+  guardian(): { pid: number; pipe: number; table: number; keep?: number } | undefined;
   restarts: Restarts;
   /** The approver credential this image made, if it made one. */
   approverMade: string | undefined;
@@ -203,6 +203,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     if (guardian) {
       keep(guardian.pipe);
       keep(guardian.table);
+      if (guardian.keep !== undefined) keep(guardian.keep);
     }
     const carried = p.sessions.map((s) => {
       const job = handOver(s);

@@ -53,7 +53,7 @@ export const HandoverSchema = z.object({
   /** Clients that connected during the hand-over, unread: their requests are answered by the next image. */
   clients: z.array(fd).default([]),
   /** The guardian keeps watching: its pipe and table go on (daemon/guardian-link.ts). */
-  guardian: z.object({ pid: z.number().int(), pipe: fd, table: fd }).optional(),
+  guardian: z.object({ pid: z.number().int(), pipe: fd, table: fd, /** Where it keeps sessions' descriptors for a crash (handover/crash.ts). */ keep: fd.optional() }).optional(),
   /** The approver credential the daemon made beside its socket (SPEC §8): clients that read it keep it. */
   approver: z.string().optional(),
   restarts: RestartsSchema,
@@ -74,11 +74,12 @@ export function namedDescriptors(raw: unknown): number[] {
   const add = (v: unknown) => {
     if (typeof v === 'number' && Number.isInteger(v) && v > 2) out.push(v);
   };
-  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown }; channels?: Record<string, { control?: unknown; listeners?: unknown[] } | undefined> } }[] };
+  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown; keep?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown }; channels?: Record<string, { control?: unknown; listeners?: unknown[] } | undefined> } }[] };
   add(h?.listen?.fd);
   if (Array.isArray(h?.clients)) for (const c of h.clients) add(c);
   add(h?.guardian?.pipe);
   add(h?.guardian?.table);
+  add(h?.guardian?.keep);
   if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal]) add(v);
   if (Array.isArray(h?.sessions))
     for (const s of h.sessions)

@@ -1,0 +1,303 @@
+// What keeps a running session's descriptors while no daemon lives (a crash, SPEC §19): the
+// daemon sends each session's ends to the guardian over a socket pair of datagrams (SCM_RIGHTS),
+// where they wait in the guardian's queue until it drains it; when the daemon dies, the guardian
+// hands them to the next daemon over a listening socket of the same kind. Every message is one
+// datagram: a text (the session's description, JSON) and up to KEEP_MAX_FDS descriptors.
+//
+// keepPair() -> [a, b]: a connected pair of SOCK_SEQPACKET sockets, both close-on-exec.
+// keepSend(socket, text, fds) -> true when sent, false when the peer's queue is full (EAGAIN).
+// keepReceive(socket, timeoutMs) -> {messages: [{text, fds}], closed}: every datagram queued now
+//   (timeoutMs 0), or until the peer closes (timeoutMs > 0, the whole hand-over, or ETIMEDOUT).
+// keepListen(path) -> fd: a SOCK_SEQPACKET socket listening on `path` (0600, replacing a stale file).
+// keepAccept(fd, timeoutMs) -> {fd, uid} | null: the next connection and its peer's uid, or null
+//   when none came within timeoutMs.
+// keepConnect(path) -> {fd, uid}: a connection to a keepListen socket and its peer's uid.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <node_api.h>
+#include "errors.h"
+
+#define KEEP_MAX_FDS 4
+#define KEEP_MAX_TEXT 65536
+
+static long long keep_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static napi_value int_pair(napi_env env, int a, int b, const char *na, const char *nb) {
+  napi_value result, va, vb;
+  napi_create_object(env, &result);
+  napi_create_int32(env, a, &va);
+  napi_create_int32(env, b, &vb);
+  napi_set_named_property(env, result, na, va);
+  napi_set_named_property(env, result, nb, vb);
+  return result;
+}
+
+static napi_value KeepPair(napi_env env, napi_callback_info info) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
+  napi_value result, a, b;
+  napi_create_array_with_length(env, 2, &result);
+  napi_create_int32(env, fds[0], &a);
+  napi_create_int32(env, fds[1], &b);
+  napi_set_element(env, result, 0, a);
+  napi_set_element(env, result, 1, b);
+  return result;
+}
+
+static napi_value KeepSend(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  int32_t sock;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || napi_get_value_int32(env, argv[0], &sock) != napi_ok) {
+    napi_throw_type_error(env, NULL, "keepSend(socket, text, fds)");
+    return NULL;
+  }
+  size_t len;
+  if (napi_get_value_string_utf8(env, argv[1], NULL, 0, &len) != napi_ok || len > KEEP_MAX_TEXT) {
+    napi_throw_type_error(env, NULL, "keepSend: text must be a string of at most 64 KiB");
+    return NULL;
+  }
+  char *text = malloc(len + 1);
+  napi_get_value_string_utf8(env, argv[1], text, len + 1, &len);
+  uint32_t nfds = 0;
+  napi_get_array_length(env, argv[2], &nfds);
+  if (nfds > KEEP_MAX_FDS) nfds = KEEP_MAX_FDS;
+  int fds[KEEP_MAX_FDS];
+  for (uint32_t i = 0; i < nfds; i++) {
+    napi_value v;
+    napi_get_element(env, argv[2], i, &v);
+    napi_get_value_int32(env, v, &fds[i]);
+  }
+  struct iovec iov = {text, len};
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * KEEP_MAX_FDS)];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (nfds > 0) {
+    msg.msg_control = control.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+  }
+  ssize_t n;
+  do n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  int err = errno;
+  free(text);
+  if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) {
+    napi_value no;
+    napi_get_boolean(env, false, &no);
+    return no;
+  }
+  if (n < 0) return procctl_throw_errno(env, err, "sending to the guardian");
+  napi_value yes;
+  napi_get_boolean(env, true, &yes);
+  return yes;
+}
+
+/* One datagram, or 0 when none is queued (nonblocking), -1 at the peer's close; *out set on 1. */
+static int receive_one(napi_env env, int sock, char *buf, napi_value *out) {
+  struct iovec iov = {buf, KEEP_MAX_TEXT};
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * KEEP_MAX_FDS)];
+    struct cmsghdr align;
+  } control;
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+  ssize_t n;
+  do n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  if (n < 0) return -2;
+  napi_value fds;
+  napi_create_array(env, &fds);
+  uint32_t count = 0;
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+      napi_value v;
+      napi_create_int32(env, fd, &v);
+      napi_set_element(env, fds, count++, v);
+    }
+  }
+  // A zero-length datagram without descriptors is the peer's close on a SOCK_SEQPACKET socket.
+  if (n == 0 && count == 0) return -1;
+  napi_value text;
+  napi_create_string_utf8(env, buf, (size_t)n, &text);
+  napi_create_object(env, out);
+  napi_set_named_property(env, *out, "text", text);
+  napi_set_named_property(env, *out, "fds", fds);
+  return 1;
+}
+
+static napi_value KeepReceive(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  int32_t sock, timeout = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_int32(env, argv[0], &sock) != napi_ok) {
+    napi_throw_type_error(env, NULL, "keepReceive(socket, timeoutMs)");
+    return NULL;
+  }
+  if (argc > 1) napi_get_value_int32(env, argv[1], &timeout);
+  long long deadline = keep_now_ms() + timeout;
+  char *buf = malloc(KEEP_MAX_TEXT);
+  napi_value messages;
+  napi_create_array(env, &messages);
+  uint32_t count = 0;
+  int closed = 0;
+  for (;;) {
+    napi_value one;
+    int r = receive_one(env, sock, buf, &one);
+    if (r == 1) {
+      napi_set_element(env, messages, count++, one);
+      continue;
+    }
+    if (r == -1) {
+      closed = 1;
+      break;
+    }
+    if (r == -2) {
+      int err = errno;
+      if (err == ECONNRESET || err == ENOTCONN) {
+        closed = 1;
+        break;
+      }
+      free(buf);
+      return procctl_throw_errno(env, err, "reading the guardian's socket");
+    }
+    if (timeout <= 0) break;
+    long long left = deadline - keep_now_ms();
+    if (left <= 0) {
+      free(buf);
+      return procctl_throw_errno(env, ETIMEDOUT, "waiting for the guardian's hand-over");
+    }
+    struct pollfd p = {sock, POLLIN, 0};
+    poll(&p, 1, (int)left);
+  }
+  free(buf);
+  napi_value result, c;
+  napi_create_object(env, &result);
+  napi_set_named_property(env, result, "messages", messages);
+  napi_get_boolean(env, closed, &c);
+  napi_set_named_property(env, result, "closed", c);
+  return result;
+}
+
+static int path_arg(napi_env env, napi_callback_info info, struct sockaddr_un *addr, int32_t *extra) {
+  size_t argc = 2;
+  napi_value argv[2];
+  size_t len;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) return 0;
+  memset(addr, 0, sizeof *addr);
+  addr->sun_family = AF_UNIX;
+  if (napi_get_value_string_utf8(env, argv[0], addr->sun_path, sizeof addr->sun_path, &len) != napi_ok || len >= sizeof addr->sun_path - 1) return 0;
+  if (extra && (argc < 2 || napi_get_value_int32(env, argv[1], extra) != napi_ok)) return 0;
+  return 1;
+}
+
+static int peer_uid(int fd) {
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+  return (int)cred.uid;
+}
+
+static napi_value KeepListen(napi_env env, napi_callback_info info) {
+  struct sockaddr_un addr;
+  if (!path_arg(env, info, &addr, NULL)) {
+    napi_throw_type_error(env, NULL, "keepListen(path): a path shorter than 107 bytes");
+    return NULL;
+  }
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return procctl_throw_errno(env, errno, "socket");
+  unlink(addr.sun_path);
+  // Made 0600 from the start: no moment when another user could connect.
+  mode_t was = umask(0177);
+  int r = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+  umask(was);
+  if (r != 0 || listen(fd, 4) != 0) {
+    int err = errno;
+    close(fd);
+    return procctl_throw_errno(env, err, "listening for the next daemon");
+  }
+  napi_value v;
+  napi_create_int32(env, fd, &v);
+  return v;
+}
+
+static napi_value KeepAccept(napi_env env, napi_callback_info info) {
+  int32_t args[2];
+  size_t argc = 2;
+  napi_value argv[2];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_get_value_int32(env, argv[0], &args[0]) != napi_ok ||
+      napi_get_value_int32(env, argv[1], &args[1]) != napi_ok) {
+    napi_throw_type_error(env, NULL, "keepAccept(fd, timeoutMs)");
+    return NULL;
+  }
+  long long deadline = keep_now_ms() + args[1];
+  for (;;) {
+    long long left = deadline - keep_now_ms();
+    napi_value none;
+    napi_get_null(env, &none);
+    if (left <= 0) return none;
+    struct pollfd p = {args[0], POLLIN, 0};
+    int r = poll(&p, 1, (int)left);
+    if (r < 0 && errno != EINTR) return procctl_throw_errno(env, errno, "waiting for the next daemon");
+    if (r <= 0) continue;
+    int c = accept4(args[0], NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    return int_pair(env, c, peer_uid(c), "fd", "uid");
+  }
+}
+
+static napi_value KeepConnect(napi_env env, napi_callback_info info) {
+  struct sockaddr_un addr;
+  if (!path_arg(env, info, &addr, NULL)) {
+    napi_throw_type_error(env, NULL, "keepConnect(path): a path shorter than 107 bytes");
+    return NULL;
+  }
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return procctl_throw_errno(env, errno, "socket");
+  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    int err = errno;
+    close(fd);
+    return procctl_throw_errno(env, err, "connecting to the guardian");
+  }
+  return int_pair(env, fd, peer_uid(fd), "fd", "uid");
+}
+
+// Called by addon.c, the module's one init.
+void procctl_keep_init(napi_env env, napi_value exports) {
+  static const struct { const char *name; napi_callback fn; } fns[] = {
+    {"keepPair", KeepPair},
+    {"keepSend", KeepSend},
+    {"keepReceive", KeepReceive},
+    {"keepListen", KeepListen},
+    {"keepAccept", KeepAccept},
+    {"keepConnect", KeepConnect},
+  };
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &fn);
+    napi_set_named_property(env, exports, fns[i].name, fn);
+  }
+}

@@ -1,0 +1,208 @@
+import { closeSync, existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { loadAddon } from '../../base/addon.js';
+import type { Config } from '../../config/schema.js';
+import { cannotHandOver, carryNeeds, handOver, type HandedJob } from '../../runner/handover.js';
+import { NotifySchema, WaitForSchema } from '../../schema/exec.js';
+import { followOf, type CarriedSession } from '../../session/carry.js';
+import type { SessionRecord } from '../../session/persist.js';
+import type { Session } from '../../session/session.js';
+import type { StateStore } from '../state.js';
+import { HandedJobSchema, type Handover } from './schema.js';
+
+/**
+ * A crash (SPEC §19, docs/durability.md "A crash keeps the sessions"): what the daemon gives the
+ * guardian of each running session, so that the session outlives the daemon, and how the next
+ * daemon takes it back from the guardian. The adoption itself is the planned restart's
+ * (handover/in.ts adoptSessions): a crash only builds the same hand-over from what the guardian
+ * kept and what the last run left on disk.
+ */
+
+/** What the guardian keeps of a session besides its descriptors: one datagram's text. */
+export const KeptSchema = z.object({
+  id: z.string().min(1),
+  job: HandedJobSchema.omit({ ends: true, stdinQueued: true }).extend({
+    pid: z.number().int().positive(),
+    stdinId: z.string().optional(),
+    /** Whether the third descriptor is its stdin (else it has none: /dev/null, or closed). */
+    stdin: z.boolean(),
+  }),
+  scratch: z.object({ dir: z.string(), stopFile: z.string() }).optional(),
+  checkpointKey: z.string().optional(),
+  waitFor: WaitForSchema.optional(),
+  notify: NotifySchema.optional(),
+});
+export type Kept = z.infer<typeof KeptSchema>;
+
+/**
+ * Where a crashed run's guardian waits for the next daemon: in the state directory (0700), since
+ * a daemon on the same state directory is the one that takes the sessions, whatever its socket.
+ */
+export function guardianSocket(stateDir: string): string {
+  return join(stateDir, 'guardian.sock');
+}
+
+interface KeepAddon {
+  keepConnect(path: string): { fd: number; uid: number };
+  keepReceive(socket: number, timeoutMs: number): { messages: { text: string; fds: number[] }[]; closed: boolean };
+}
+
+/**
+ * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
+ * undefined for a session a crash cannot keep (the same as what a planned restart cannot carry:
+ * a terminal, a sandbox, a review), which the guardian kills when the daemon dies.
+ */
+export function keptMessage(s: Session): { text: string; fds: number[] } | undefined {
+  // A crash keeps sessions on pipes only so far: a terminal's master, a sandbox's channel and proxy and
+  // a review's overlay are carried by a planned restart, not yet held by the guardian.
+  if (cannotHandOver(s) !== undefined || carryNeeds(s).length > 0) return undefined;
+  const job = handOver(s);
+  if (!('stdout' in job.ends)) return undefined;
+  const ends = job.ends;
+  const follow = followOf(s);
+  const kept: Kept = {
+    id: s.id,
+    job: { pid: ends.pid, ...(ends.stdinId ? { stdinId: ends.stdinId } : {}), stdin: ends.stdin >= 0, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, limits: job.limits, ...(job.cgroup ? { cgroup: job.cgroup } : {}) },
+    ...(s.tmpdir && s.stopFile ? { scratch: { dir: s.tmpdir, stopFile: s.stopFile } } : {}),
+    ...(s.checkpointKey ? { checkpointKey: s.checkpointKey } : {}),
+    ...follow,
+  };
+  return { text: JSON.stringify(kept), fds: [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])] };
+}
+
+/** A session the guardian handed back: what it kept, and the descriptors it held. */
+export interface Taken {
+  kept: Kept;
+  fds: number[];
+}
+
+/** How long the next daemon waits for the guardian to send everything it holds. */
+const TAKE_TIMEOUT_MS = 10_000;
+
+/**
+ * At start, before recovery: a guardian of a crashed run that waits in our state directory hands over
+ * the sessions it kept (their descriptors and what the records do not say). Only a guardian of our
+ * own user is listened to. Nothing waits: an empty list.
+ */
+export function takeFromGuardian(stateDir: string, log: Logger): Taken[] {
+  const path = guardianSocket(stateDir);
+  if (!existsSync(path)) return [];
+  const addon = loadAddon<KeepAddon>(['keepConnect', 'keepReceive']);
+  if (addon instanceof Error) {
+    log.error({ err: addon.message }, 'a guardian holds the sessions of a crashed run, and this daemon cannot take them without its addon: they are killed at the end of their grace');
+    return [];
+  }
+  let conn: { fd: number; uid: number };
+  try {
+    conn = addon.keepConnect(path);
+  } catch (err) {
+    // A socket file left by a guardian that is gone (its grace ended, it was killed): nothing to take.
+    log.debug({ err: (err as Error).message }, 'no guardian waits with sessions of a crashed run');
+    return [];
+  }
+  const taken: Taken[] = [];
+  try {
+    if (conn.uid !== process.getuid?.()) {
+      log.error({ path, uid: conn.uid }, 'the process listening on the guardian socket belongs to another user: not taking anything from it');
+      return [];
+    }
+    const { messages } = addon.keepReceive(conn.fd, TAKE_TIMEOUT_MS);
+    for (const m of messages) {
+      try {
+        taken.push({ kept: KeptSchema.parse(JSON.parse(m.text)), fds: m.fds });
+      } catch (err) {
+        for (const fd of m.fds) closeQuietly(fd);
+        log.error({ err: (err as Error).message }, 'the guardian handed over a session this daemon cannot read; it is recovered as lost');
+      }
+    }
+  } catch (err) {
+    log.error({ err: (err as Error).message }, 'the guardian\'s hand-over did not complete; what it held is recovered as lost');
+  } finally {
+    closeQuietly(conn.fd);
+  }
+  return taken;
+}
+
+/**
+ * The planned restart's hand-over, made from what a crash left: each session's record as the last
+ * run wrote it, its output so far from its spool (kept whole: the daemon cannot know what a poll
+ * had returned, so `poll` returns it again: at least once, never lost), and the descriptors the
+ * guardian kept. A session with no running record is not taken: its descriptors are closed and
+ * recovery terminates what is left of it.
+ */
+export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions'> {
+  const caps = config.tools.exec;
+  const sessions: Handover['sessions'] = [];
+  for (const { kept, fds } of taken) {
+    const r = state.readRunning(kept.id);
+    const [stdout, stderr, stdin] = fds;
+    if (!r || r.pid !== kept.job.pid || stdout === undefined || stderr === undefined || (kept.job.stdin && stdin === undefined)) {
+      for (const fd of fds) closeQuietly(fd);
+      log.warn({ sessionId: kept.id }, 'crash: a session the guardian kept has no running record here; it is recovered as lost');
+      continue;
+    }
+    const spoolFile = state.spoolPath(kept.id);
+    const onDisk = spoolBytes(spoolFile);
+    const dropped = r.spool?.droppedBytes ?? 0;
+    const counts = { ...(r.spool ?? { droppedBytes: 0 }), totalBytes: Math.max(r.spool?.totalBytes ?? 0, onDisk + dropped) };
+    const text = readSpool(spoolFile);
+    const record: SessionRecord = {
+      ...r,
+      adopted: 'crash',
+      spool: counts,
+      output: { retained: tail(text, caps.maxOutputChars), dropped: Math.max(0, text.length - caps.maxOutputChars), total: text.length, pending: tail(text, caps.pendingMaxOutputChars) },
+    };
+    const session: CarriedSession = {
+      record,
+      held: {},
+      ...(kept.scratch ? { scratch: kept.scratch } : {}),
+      ...(kept.checkpointKey ? { checkpointKey: kept.checkpointKey } : {}),
+      ...(kept.waitFor ? { waitFor: kept.waitFor } : {}),
+      ...(kept.notify ? { notify: kept.notify } : {}),
+      paused: { before: 0 },
+      ...(caps.maxLogBytes > 0 ? { spool: { file: spoolFile, maxBytes: caps.maxLogBytes } } : {}),
+    };
+    const { pid, stdinId, stdin: hasStdin, ...rest } = kept.job;
+    const job: HandedJob = { ...rest, stdinQueued: 0, ends: { pid, stdout, stderr, stdin: hasStdin ? stdin! : -1, ...(stdinId ? { stdinId } : {}) } };
+    sessions.push({ session, job });
+  }
+  return { sessions };
+}
+
+function spoolBytes(file: string): number {
+  let n = 0;
+  for (const f of [file, `${file}.1`]) {
+    try {
+      n += statSync(f).size;
+    } catch {
+      // no such segment
+    }
+  }
+  return n;
+}
+
+function readSpool(file: string): string {
+  const parts: Buffer[] = [];
+  for (const f of [`${file}.1`, file]) {
+    try {
+      parts.push(readFileSync(f));
+    } catch {
+      // no such segment
+    }
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+function tail(text: string, max: number): string {
+  return text.length > max ? text.slice(text.length - max) : text;
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // closed already
+  }
+}
