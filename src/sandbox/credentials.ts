@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Config, Credential } from '../config/schema.js';
+import type { Config, Credential, NetworkPolicy } from '../config/schema.js';
 import { byName, networkOf } from './network.js';
 
 /** A credential as one session holds it (SPEC §21): the value stays in the daemon, the job gets the placeholder. */
@@ -76,4 +76,10 @@ export function sessionCredentials(list: readonly Credential[], env: NodeJS.Proc
 /** What `daemon.status` and `policy check` say a scope gets: names and hosts, never values. */
 export function credentialSummary(config: Pick<Config, 'sandbox' | 'scopes'>, scope: string): { name: string; hosts: string[]; header: string; variable: string }[] {
   return credentialsOf(config, scope).map((c) => ({ name: c.name, hosts: [...c.hosts], header: c.header, variable: credentialVariable(c.name) }));
+}
+
+/** A network policy as the trail and the console show it: credentials by name, hosts and header, never their values or files. */
+export function networkShown(policy: NetworkPolicy): NetworkPolicy | Record<string, unknown> {
+  if (typeof policy !== 'object' || policy.credentials.length === 0) return policy;
+  return { ...policy, credentials: policy.credentials.map((c) => ({ name: c.name, hosts: c.hosts, header: c.header, ...(c.scopes ? { scopes: c.scopes } : {}) })) };
 }
