@@ -6,12 +6,10 @@
  */
 export class Scrubber {
   private readonly pairs: { find: Buffer; put: Buffer }[];
-  private readonly longest: number;
   private held: Buffer | undefined;
 
   constructor(replacements: readonly { find: string; put: string }[]) {
     this.pairs = replacements.filter((r) => r.find.length > 0).map((r) => ({ find: Buffer.from(r.find), put: Buffer.from(r.put) }));
-    this.longest = Math.max(0, ...this.pairs.map((p) => p.find.length));
   }
 
   get empty(): boolean {
@@ -64,13 +62,21 @@ export class Scrubber {
     return data;
   }
 
-  /** How many bytes at the end of `data` are a proper start of some value. */
+  /** How many bytes at the end of `data` are a proper start of some value (the longest such). */
   private partialTail(data: Buffer): number {
-    const max = Math.min(this.longest - 1, data.length);
-    for (let n = max; n > 0; n--) {
-      const tail = data.subarray(data.length - n);
-      if (this.pairs.some((p) => p.find.length > n && p.find.subarray(0, n).equals(tail))) return n;
+    let keep = 0;
+    for (const { find } of this.pairs) {
+      // Only where the value's first byte is, in its length less one from the end: mostly nowhere.
+      let at = data.indexOf(find[0], Math.max(0, data.length - find.length + 1));
+      while (at >= 0 && data.length - at > keep) {
+        const n = data.length - at;
+        if (find.compare(data, at, data.length, 0, n) === 0) {
+          keep = n;
+          break;
+        }
+        at = data.indexOf(find[0], at + 1);
+      }
     }
-    return 0;
+    return keep;
   }
 }

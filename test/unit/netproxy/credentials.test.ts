@@ -61,6 +61,18 @@ describe('Scrubber', () => {
     expect(out).toBe('hello [credential X] bye S');
     expect(String(s.write(Buffer.from('plain output\n')))).toBe('plain output\n');
   });
+
+  it('gives the same text as replacing it whole, however the stream is cut', () => {
+    const find = 'abcabd-secret';
+    const text = `xx abcab abcabcabd-secret abcabd-secre abcabd-secretabcabd-secret ab`;
+    const whole = text.split(find).join('#');
+    for (let step = 1; step < 16; step++) {
+      const s = new Scrubber([{ find, put: '#' }]);
+      let out = '';
+      for (let i = 0; i < text.length; i += step) out += String(s.write(Buffer.from(text.slice(i, i + step))));
+      expect(out + String(s.end())).toBe(whole);
+    }
+  });
 });
 
 describe('the proxy CA', () => {
