@@ -266,7 +266,9 @@ export class NetProxy {
         servername: isIP(host) ? undefined : host,
         method: req.method,
         path,
-        headers: { ...headers, host: req.headers.host ?? host },
+        // The host the tunnel was asked for, whatever Host the job wrote: a server that hosts many
+        // names (a CDN) must not route the credential to another of its tenants (domain fronting).
+        headers: { ...headers, host: authority(host, port) },
       },
       (r) => {
         for (const c of mine) client.used?.(c.name, host);
@@ -320,6 +322,12 @@ const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-auth
 
 /** Node's codes for a certificate it does not trust. */
 const UNTRUSTED = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT)/;
+
+/** `host:port` as a Host header says it (the port left out when it is HTTPS's own). */
+function authority(host: string, port: number): string {
+  const name = isIP(host) === 6 ? `[${host}]` : host;
+  return port === 443 ? name : `${name}:${port}`;
+}
 
 /** The credentials of the session whose hosts include `host`. */
 function credentialsFor(client: ProxyClient, host: string): readonly ProxyCredential[] {

@@ -106,6 +106,7 @@ beforeAll(async () => {
       // An upstream that echoes the credential back, in a header and the body.
       if (path === '/echo') return void r.writeHead(200, { 'x-echo': String(auth) }).end(`you sent: ${auth}\n`);
       if (path === '/header') return void r.end(`x-api-key=${String(q.headers['x-api-key'])}\n`);
+      if (path === '/host') return void r.end(`host=${String(q.headers.host)}\n`);
       try {
         r.end(readFileSync(join(base, 'served', decodeURIComponent(path))));
       } catch {
@@ -202,6 +203,9 @@ describe.skipIf(SKIP)('credentials through the proxy, inside a real sandbox', ()
     const r = await run(`${CURL} -D - https://127.0.0.1:${ports.good}/echo; printf '%s\\n' '${VALUE}'`);
     expect(r.output).toContain(`you sent: ${'*'.repeat(VALUE.length)}`);
     expect(r.output.toLowerCase()).toContain(`x-echo: ${'*'.repeat(VALUE.length)}`);
+    // A Host of the job's own choosing does not move the credential to another name the server hosts.
+    const fronted = await run(`${CURL} -H 'Host: tenant.example' https://127.0.0.1:${ports.good}/host`);
+    expect(fronted.output).toBe(`host=127.0.0.1:${ports.good}\n`);
     // Printed by the job itself (here, a value it was given some other way): scrubbed from what is captured.
     expect(r.output).toContain('[credential API]');
     expect(r.output).not.toContain(VALUE.slice(6));
