@@ -24,7 +24,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     env: { withheld: daemonInheritance(d.config().env).withheld },
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
-    sandbox: { ...(await sandboxStatus(d.config())), credentials: configuredCredentials(d.config()) },
+    sandbox: { ...(await sandboxStatus(d.config())), ...withCredentials(d.config()) },
     changes,
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
@@ -50,6 +50,12 @@ function runningTotals(d: Daemon) {
     total.processes += r.processes;
   }
   return total;
+}
+
+/** `credentials` when the config has any (the sandbox's status is otherwise as it was). */
+function withCredentials(config: Config) {
+  const credentials = configuredCredentials(config);
+  return credentials.length > 0 ? { credentials } : {};
 }
 
 /** The credentials the config gives (SPEC §21), and to which scopes: names, hosts and header, never values. */
