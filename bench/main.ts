@@ -55,10 +55,12 @@ const BENCHES: Record<string, (o: BenchOptions) => Promise<Metric[]>> = {
   console: (o) => import('./console.js').then((m) => m.consoleCost(o)),
   // How long daemon.diagnostics holds other requests, with 1,000 sessions.
   diagnostics: (o) => import('./diagnostics.js').then((m) => m.diagnosticsCost(o)),
+  // Credentials a job never sees (SPEC §21): the intercepting proxy against the plain tunnel.
+  credentials: (o) => import('./credentials.js').then((m) => m.credentialsCost(o)),
   sandbox: async (o) => [...(await import('./sandbox.js').then((m) => m.sandboxCost(o))), ...(await import('./netproxy.js').then((m) => m.networkCost(o)))],
 };
 
-const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,capture-shapes,restart,sessions,shells,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
+const USAGE = `usage: npm run bench -- [--json FILE] [--only exec,capture,capture-shapes,restart,sessions,shells,interrupts,readiness,pty,idle,kill-tree,cgroups,tails,approvals,cli,cli-installed,changes,review,sandbox,credentials,audit,metrics,telemetry,console,diagnostics] [--rounds N] [--quick] [--cpu-prof DIR] [--daemon-node-arg ARG]... [--daemon-env K=V]...`;
 
 function parseArgs(argv: string[]) {
   const out = { json: undefined as string | undefined, only: Object.keys(BENCHES), rounds: 3, quick: false };

@@ -41,6 +41,8 @@ export type AuditEvent =
   | { type: 'answer'; sessionId: string; scope: string; kind: 'approval' | 'changes'; answer: 'approve' | 'deny'; by: AnsweredBy }
   /** One connection the session's network proxy refused, as it happens (the trail keeps the first of each host; metrics count each). */
   | { type: 'network_refused'; sessionId: string; scope: string; host: string; reason: string; first: boolean }
+  /** A session's proxy wrote a credential into a request to `host` (SPEC §21): each use, never the value. */
+  | { type: 'credential_used'; sessionId: string; scope: string; name: string; host: string }
   /** A session's refusals by host, its totals, when it ends. */
   | { type: 'network_denied'; sessionId: string; scope: string; host: string; count: number }
   | { type: 'changes'; sessionId: string; scope: string; action: 'applied' | 'discarded' | 'undone'; files: number; conflicts?: number; refused?: number; failed?: number }

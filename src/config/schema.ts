@@ -80,13 +80,53 @@ const HostPattern = z
     message: 'must be a host name (registry.npmjs.org), *.domain (any name under it) or an IP address, without scheme, port or path',
   });
 
+/**
+ * A credential a sandboxed job uses and never sees (SPEC §21): the proxy writes `value` into
+ * `header` of requests to `hosts`; the job holds a placeholder in `$PROCCTL_CRED_<name>`.
+ */
+export const CredentialSchema = z
+  .strictObject({
+    name: z.string().regex(/^[A-Za-z0-9_]{1,64}$/, 'a credential name is 1-64 letters, digits or _: it becomes the variable PROCCTL_CRED_<name>'),
+    hosts: z.array(HostPattern).min(1, 'name at least one host the credential is sent to'),
+    header: z
+      .string()
+      .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'a header name is letters, digits and !#$%&\'*+.^_`|~-')
+      .refine((h) => !HOP_HEADERS.has(h.toLowerCase()), { message: 'must not be a header the proxy itself manages (host, content-length, transfer-encoding, connection, proxy-*); use Authorization or an API key header' })
+      .default('Authorization'),
+    value: z.string().min(1).regex(/^[^\r\n\0]*$/, 'a header value has no line breaks').optional(),
+    valueFile: z.string().regex(/^\//, 'must be an absolute path').optional(),
+    valueEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be the name of one of the daemon\'s environment variables').optional(),
+    scopes: z.array(z.string().regex(SCOPE_NAME, 'a scope name is 1-128 letters, digits or _.:@-')).min(1).optional(),
+  })
+  .refine((c) => [c.value, c.valueFile, c.valueEnv].filter((v) => v !== undefined).length === 1, {
+    message: 'a credential takes exactly one of value (the value itself), valueFile (a file holding it) or valueEnv (a variable of the daemon\'s holding it)',
+  });
+export type Credential = z.output<typeof CredentialSchema>;
+
+/** Headers a credential cannot name: the proxy sets them itself. */
+const HOP_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'proxy-authorization', 'proxy-connection', 'proxy-authenticate']);
+
 /** `sandbox.network`: all (true), none (false), or by name through the daemon's proxy. */
 export const NetworkSchema = z.union([
   z.boolean(),
-  z.strictObject({
-    allow: z.array(HostPattern).min(1, 'name at least one destination, or set network to false'),
-    deny: z.array(HostPattern).default([]),
-  }),
+  z
+    .strictObject({
+      allow: z.array(HostPattern).default([]),
+      deny: z.array(HostPattern).default([]),
+      /** Credentials the proxy writes into requests to their hosts (SPEC §21); their hosts are allowed. */
+      credentials: z.array(CredentialSchema).default([]),
+      /** A PEM file of the CAs the proxy trusts for the credentials' hosts, instead of the system's roots. */
+      upstreamCa: z.string().regex(/^\//, 'must be an absolute path to a PEM file').optional(),
+    })
+    .superRefine((n, ctx) => {
+      if (n.allow.length === 0 && n.credentials.length === 0) ctx.addIssue({ code: 'custom', path: ['allow'], message: 'name at least one destination, or set network to false' });
+      const seen = new Set<string>();
+      n.credentials.forEach((c, i) => {
+        const key = c.name.toUpperCase();
+        if (seen.has(key)) ctx.addIssue({ code: 'custom', path: ['credentials', i, 'name'], message: `credential name "${c.name}" is used twice: each gets its own variable PROCCTL_CRED_<name>` });
+        seen.add(key);
+      });
+    }),
 ]);
 export type NetworkPolicy = z.output<typeof NetworkSchema>;
 

@@ -5,7 +5,8 @@ import { addonFix, loadAddon } from '../base/addon.js';
 import { ALL_SCOPES } from '../config/schema.js';
 import { forbidden } from '../base/errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
-import type { CarriedChannel, Channel, ChannelHost } from '../runner/start.js';
+import type { CarriedChannel, Channel, ChannelHost, ProxyCredentials } from '../runner/start.js';
+import type { ProxyCa } from '../netproxy/ca.js';
 import { RPC } from '../schema/voice.js';
 import { NetProxy } from '../netproxy/proxy.js';
 import type { ByName } from '../netproxy/policy.js';
@@ -42,6 +43,7 @@ export class Channels implements ChannelHost {
   constructor(
     private readonly d: Daemon,
     private readonly log: Logger,
+    private readonly ca: () => ProxyCa | undefined = () => undefined,
   ) {}
 
   /** `carried`: a session a planned restart handed over, its channel's end already made (SPEC §19). */
@@ -64,7 +66,7 @@ export class Channels implements ChannelHost {
    * job's connections itself and serves them directly: one relay, the daemon's, between the job
    * and where it goes, and no process in between.
    */
-  openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void, carried?: CarriedChannel): Channel | Error {
+  openProxy(sessionId: string, policy: ByName, denied: (host: string, reason: string) => void, carried?: CarriedChannel, credentials?: ProxyCredentials): Channel | Error {
     const addon = this.loadAddon();
     if (addon instanceof Error) return new Error(`this session's network proxy needs procctl's addon (${addon.message}); ${addonFix()}`);
     // The job's streams, and the tunnels the kernel relays for it: closed at the session's end, and counted.
@@ -77,7 +79,7 @@ export class Channels implements ChannelHost {
       open.add(held);
       return () => void open.delete(held);
     };
-    const client = { policy, denied, hold };
+    const client = { policy, denied, hold, ...credentials };
     const listeners = new Map<Server, number>();
     // A carried channel: the helper's end is in the job already (or gone, once it sent its sockets).
     const [ours, theirs] = carried ? [carried.control ?? -1, -1] : addon.socketPair();
@@ -146,7 +148,7 @@ export class Channels implements ChannelHost {
     };
   }
 
-  private readonly proxy = new NetProxy();
+  private readonly proxy = new NetProxy(() => this.ca());
 
   /** The addon, loaded once with every function either kind of channel calls. */
   private loadAddon(): ChannelAddon | Error {

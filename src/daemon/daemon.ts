@@ -45,6 +45,8 @@ import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox } from '../sandbox/host.js';
+import { credentialProblem } from '../sandbox/credentials.js';
+import { ProxyCa } from '../netproxy/ca.js';
 import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
@@ -173,7 +175,7 @@ export class ProcctlDaemon implements Daemon {
     this.guardian = new GuardianLink(this.log);
     this.budget = new ClientBudget(clientLimits(this.current));
     this.keeper = new Records(this.state, this.registry, this.guardian, this.log);
-    this.channels = new Channels(this, this.log);
+    this.channels = new Channels(this, this.log, () => this.proxyCa());
     this.remembered = new RememberedStore(this.state.dir, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
     this.shells = new Shells(this);
@@ -235,14 +237,39 @@ export class ProcctlDaemon implements Daemon {
     return paths;
   }
 
+  /**
+   * The proxy's CA (SPEC §21), under `<state>/ca/`: opened (made, the first time) at the start when
+   * the config has credentials, else when a reload brings the first; undefined if it cannot be made.
+   */
+  proxyCa(): ProxyCa | undefined {
+    if (this.ca === undefined) {
+      try {
+        this.ca = ProxyCa.open(join(this.state.dir, 'ca'));
+      } catch (err) {
+        this.ca = null;
+        this.log.error({ err: (err as Error).message }, 'the proxy\'s CA cannot be made under the state directory: sessions with credentials will not start');
+      }
+    }
+    return this.ca ?? undefined;
+  }
+
+  private ca: ProxyCa | null | undefined;
+
+  /** What jobs with credentials trust: the system's roots and the proxy's CA (LaunchContext). */
+  trustBundle(): string | undefined {
+    return this.proxyCa()?.trustBundle();
+  }
+
   async start(): Promise<void> {
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
+    requireCredentials(this.current);
     this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
     requireLimits(this.cgroups, this.current);
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();
     this.state.init(this.socketPath);
+    if (hasCredentials(this.current)) this.proxyCa();
     // The trail is open before recovery, so the end of a session a crash lost is on record.
     this.trail.open(this.audit);
     if (this.current.metrics.listen !== undefined) {
@@ -496,6 +523,7 @@ export class ProcctlDaemon implements Daemon {
       if (next.log.level !== this.current.log.level) this.log.level = next.log.level;
       compileRules(next.approvals.rules);
       requireSandbox(next);
+      requireCredentials(next);
       requireLimits(this.cgroups, next);
       if (JSON.stringify(next.cgroups) !== JSON.stringify(this.current.cgroups)) {
         this.log.warn('cgroups.mode and cgroups.root changed: they apply after a restart');
@@ -580,4 +608,15 @@ export class ProcctlDaemon implements Daemon {
     if (this.approverMade !== undefined) removeApproverCredential(this.socketPath);
     this.log.info('stopped');
   }
+}
+
+/** A credential whose value cannot be read now refuses the start (or the reload), naming it and the fix. */
+function requireCredentials(config: Config): void {
+  const problem = credentialProblem(config);
+  if (problem) throw new Error(`sandbox.network.credentials: ${problem}`);
+}
+
+/** Does any network of the config carry credentials (SPEC §21)? */
+function hasCredentials(config: Config): boolean {
+  return [config.sandbox.network, ...Object.values(config.scopes).map((s) => s.network)].some((n) => typeof n === 'object' && n.credentials.length > 0);
 }

@@ -24,6 +24,8 @@ export class Metrics {
   private readonly approvals: Counter<'answer'>;
   private readonly denials: Counter<'rule'>;
   private readonly networkDenied: Counter<'scope'>;
+  private readonly credentialUses: Counter<'scope' | 'credential'>;
+  private readonly credentialElsewhere: Counter<'scope'>;
 
   constructor(sessions: Registry, bus: AuditBus) {
     const registers = [this.registry];
@@ -101,6 +103,8 @@ export class Metrics {
     this.approvals = new Counter({ name: 'procctl_approvals_total', help: 'Approvals answered, by answer (approve, deny).', labelNames: ['answer'], registers });
     this.denials = new Counter({ name: 'procctl_denials_total', help: 'Commands the approval rules denied, by the rule that decided ("none": approvals.default or a part that cannot be judged).', labelNames: ['rule'], registers });
     this.networkDenied = new Counter({ name: 'procctl_network_denied_total', help: "Connections sandboxed sessions' network proxy refused, by scope (counted as they happen).", labelNames: ['scope'], registers });
+    this.credentialUses = new Counter({ name: 'procctl_credential_uses_total', help: 'Requests the network proxy wrote a credential into (SPEC §21), by scope and credential name.', labelNames: ['scope', 'credential'], registers });
+    this.credentialElsewhere = new Counter({ name: 'procctl_credential_elsewhere_total', help: "Requests refused for carrying a credential's placeholder to a host not its own, by scope.", labelNames: ['scope'], registers });
     collectDefaultMetrics({ register: this.registry });
     this.unlisten = bus.listen((e) => this.count(e));
   }
@@ -118,6 +122,10 @@ export class Metrics {
         return;
       case 'network_refused':
         this.networkDenied.inc({ scope: e.scope });
+        if (e.reason.startsWith('credential_elsewhere')) this.credentialElsewhere.inc({ scope: e.scope });
+        return;
+      case 'credential_used':
+        this.credentialUses.inc({ scope: e.scope, credential: e.name });
         return;
       case 'end':
         if (e.resources) this.endedCpu.set(e.scope, (this.endedCpu.get(e.scope) ?? 0) + e.resources.cpuMs / 1000);

@@ -4,7 +4,7 @@ import type { NetworkPolicy } from '../config/schema.js';
 export type ByName = Exclude<NetworkPolicy, boolean>;
 
 /** Does `host` match a pattern: exactly, or as `*.domain` any name under the domain (not the domain itself). */
-function matches(host: string, pattern: string): boolean {
+export function matches(host: string, pattern: string): boolean {
   if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
   return host === pattern;
 }

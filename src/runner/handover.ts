@@ -23,7 +23,7 @@ export interface HandedJob {
   /** Under bwrap: its status reads 128+N for a signal, and its namespace's init says when it is all gone. */
   sandboxed?: boolean;
   /** Its channels back to the daemon (daemon/channel.ts): the checkpoint channel, and the network-by-name proxy's port. */
-  channels?: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: Exclude<NetworkPolicy, boolean> } };
+  channels?: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: Pick<Exclude<NetworkPolicy, boolean>, 'allow' | 'deny'> } };
 }
 
 /**
@@ -42,7 +42,7 @@ export function cannotHandOver(s: Session): string | undefined {
 /** What a session needs the next image to carry besides pipes (`procctld --handover-format` names what it carries). */
 export function carryNeeds(s: Session): string[] {
   const ch = channelsOf(s);
-  return [...(s.pty ? ['terminal'] : []), ...(wiringOf(s)?.sandboxed || ch.checkpoint || ch.proxy ? ['sandbox'] : []), ...(s.changes?.state === 'running' ? ['review'] : [])];
+  return [...(s.pty ? ['terminal'] : []), ...(wiringOf(s)?.sandboxed || ch.checkpoint || ch.proxy ? ['sandbox'] : []), ...(s.changes?.state === 'running' ? ['review'] : []), ...(ch.credentials ? ['credentials'] : [])];
 }
 
 /**
@@ -112,7 +112,7 @@ function carriedChannels(ch: SessionChannels): Pick<HandedJob, 'channels'> {
   const checkpoint = ch.checkpoint?.carry?.();
   const proxy = ch.proxy?.carry?.();
   if (!checkpoint && !proxy) return {};
-  return { channels: { ...(checkpoint ? { checkpoint } : {}), ...(proxy && ch.policy ? { proxy: { ...proxy, policy: ch.policy } } : {}) } };
+  return { channels: { ...(checkpoint ? { checkpoint } : {}), ...(proxy && ch.policy ? { proxy: { ...proxy, policy: { allow: ch.policy.allow, deny: ch.policy.deny } } } : {}) } };
 }
 
 /** The descriptors of a handed job, which must survive the exec. */

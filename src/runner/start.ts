@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Config, NetworkPolicy } from '../config/schema.js';
 import { limit } from '../base/errors.js';
 import { byName, networkOf, proxyEnv } from '../sandbox/network.js';
+import { credentialsOf, credentialVariable, sessionCredentials, type SessionCredential } from '../sandbox/credentials.js';
 import { planLaunch, sessionUser, type Confinement, type LaunchPlan } from '../sandbox/plan.js';
 import { accessProblem, type RunAs } from '../sandbox/user.js';
 import { describeWaitFor, type ExecParams } from '../schema/exec.js';
@@ -41,7 +42,12 @@ export interface LaunchContext {
    * Where what happened is told (the daemon's AuditBus, audit/events.ts, a layer above this one):
    * here, each connection a session's proxy refuses.
    */
-  audit: { readonly listening: boolean; emit(e: { type: 'network_refused'; sessionId: string; scope: string; host: string; reason: string; first: boolean }): void };
+  audit: {
+    readonly listening: boolean;
+    emit(e: { type: 'network_refused'; sessionId: string; scope: string; host: string; reason: string; first: boolean } | { type: 'credential_used'; sessionId: string; scope: string; name: string; host: string }): void;
+  };
+  /** What jobs with credentials trust (SPEC §21): the system's roots and the daemon's CA, as PEM; undefined when the daemon has no CA. */
+  trustBundle?(): string | undefined;
   /** Review mode's keeper (changes/held.ts): told of each review session before its job runs. */
   held: { begin(id: string, workspace: string, startedAt: number, o?: { approval?: boolean; from?: string; rootMode?: number }): ChangesSummary };
   /** Review sessions' overlays mounted ahead (premount.ts): taken here, and the next one made once this session has started. */
@@ -73,7 +79,15 @@ export interface ChannelHost {
   /** `carried`: the channel of a session a planned restart handed over (SPEC §19), wired again. */
   open(sessionId: string, carried?: CarriedChannel): Channel | Error;
   /** Network by name: the channel the sandbox's proxy helper asks the daemon's proxy for streams on; refusals go to `denied`. */
-  openProxy(sessionId: string, policy: ByNamePolicy, denied: (host: string, reason: string) => void, carried?: CarriedChannel): Channel | Error;
+  openProxy(sessionId: string, policy: ByNamePolicy, denied: (host: string, reason: string) => void, carried?: CarriedChannel, credentials?: ProxyCredentials): Channel | Error;
+}
+
+/** A session's credentials as its proxy gets them (SPEC §21). */
+export interface ProxyCredentials {
+  credentials: readonly SessionCredential[];
+  /** sandbox.network.upstreamCa, read. */
+  upstreamCa?: string;
+  used(name: string, host: string): void;
 }
 
 /** A session's channels, for a planned restart to hold and hand over. */
@@ -82,6 +96,8 @@ export interface SessionChannels {
   proxy?: Channel;
   /** The network policy its proxy enforces: the one in force when it started, carried with it. */
   policy?: ByNamePolicy;
+  /** Its proxy writes credentials in (SPEC §21): their placeholders are not carried by a restart yet. */
+  credentials?: boolean;
 }
 
 const channelsBySession = new WeakMap<Session, SessionChannels>();
@@ -106,7 +122,7 @@ function refusals(ctx: Pick<LaunchContext, 'audit'>, id: string, scope: string, 
  * §19): the checkpoint channel from its end, the proxy from its listening sockets, with the
  * policy it started with. Throws when one cannot be had (the session is then stopped as lost).
  */
-export function adoptChannels(ctx: Pick<LaunchContext, 'audit' | 'channels'>, session: Session, carried: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: ByNamePolicy } }): void {
+export function adoptChannels(ctx: Pick<LaunchContext, 'audit' | 'channels'>, session: Session, carried: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: CarriedPolicy } }): void {
   const got: SessionChannels = {};
   if (carried.checkpoint) {
     const c = ctx.channels.open(session.id, carried.checkpoint);
@@ -114,7 +130,9 @@ export function adoptChannels(ctx: Pick<LaunchContext, 'audit' | 'channels'>, se
     got.checkpoint = c;
   }
   if (carried.proxy) {
-    const { policy, ...ends } = carried.proxy;
+    const { policy: names, ...ends } = carried.proxy;
+    // A session whose proxy writes credentials in is not carried (handover.ts carryNeeds), so none come here.
+    const policy: ByNamePolicy = { ...names, credentials: [] };
     const c = ctx.channels.openProxy(session.id, policy, refusals(ctx, session.id, session.scope, () => session), ends);
     if (c instanceof Error) {
       got.checkpoint?.close();
@@ -132,6 +150,8 @@ export function adoptChannels(ctx: Pick<LaunchContext, 'audit' | 'channels'>, se
 
 
 type ByNamePolicy = Exclude<NetworkPolicy, boolean>;
+/** What a planned restart carries of a proxy's policy: the names it allows and denies. */
+type CarriedPolicy = Pick<ByNamePolicy, 'allow' | 'deny'>;
 
 /** An exec that policy let through, as the runner starts it. */
 export interface JobRequest {
@@ -200,9 +220,27 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const netPolicy = confined && refused === undefined && config.sandbox.mode !== 'off' ? byName(networkOf(config, scope)) : undefined;
   let late: Session | undefined;
   const onRefused = refusals(ctx, id, scope, () => late);
-  const proxyOpened = netPolicy ? ctx.channels.openProxy(id, netPolicy, onRefused) : undefined;
+  // Credentials (SPEC §21): a placeholder per session in the job's environment, the value only in the proxy.
+  let creds: SessionCredential[] = [];
+  let upstreamCa: string | undefined;
+  if (netPolicy) {
+    try {
+      creds = sessionCredentials(credentialsOf(config, scope));
+      upstreamCa = netPolicy.upstreamCa === undefined ? undefined : readUpstreamCa(netPolicy.upstreamCa);
+      if (creds.length > 0 && !ctx.trustBundle?.()) throw new Error('this session has credentials but the daemon has no CA to end TLS with for their hosts');
+    } catch (err) {
+      refused = (err as Error).message;
+    }
+  }
+  const onUsed = (name: string, host: string) => {
+    if (ctx.audit.listening) ctx.audit.emit({ type: 'credential_used', sessionId: id, scope, name, host });
+  };
+  // A credential's hosts are allowed hosts.
+  const proxyPolicy = netPolicy && creds.length > 0 ? { ...netPolicy, allow: [...netPolicy.allow, ...creds.flatMap((c) => c.hosts)] } : netPolicy;
+  const proxyOpened = proxyPolicy && refused === undefined ? ctx.channels.openProxy(id, proxyPolicy, onRefused, undefined, creds.length > 0 ? { credentials: creds, upstreamCa, used: onUsed } : undefined) : undefined;
   const proxy = proxyOpened instanceof Error ? undefined : proxyOpened;
   if (proxyOpened instanceof Error) refused = proxyOpened.message;
+  const bundle = proxy && creds.length > 0 ? writeBundle(dir, ctx.trustBundle!()!) : undefined;
   const shell = resolveShell(process.env);
   const env = buildEnv(req.policy.inherited, p.env, {
     PROCCTL_SESSION_ID: id,
@@ -213,7 +251,11 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     PROCCTL_CHECKPOINT_KEY: checkpointKey,
     ...(user ? { HOME: user.home, USER: user.name, LOGNAME: user.name } : {}),
     ...(proxy ? proxyEnv() : {}),
+    ...(proxy ? Object.fromEntries(creds.map((c) => [credentialVariable(c.name), c.placeholder])) : {}),
+    ...(bundle ? trustEnv(bundle) : {}),
   });
+  // Nothing the job inherits carries a credential's value (a valueEnv the env policy did not withhold, a copy of it).
+  for (const c of creds) for (const [k, v] of Object.entries(env)) if (v?.includes(c.value) && !(p.env && k in p.env)) delete env[k];
   let changes: ChangesSummary | undefined;
   /** The workspace a review session's overlay covers. */
   let review: string | undefined;
@@ -221,7 +263,8 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     try {
       const job = { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined };
       // The daemon's own paths (a look at its stdout and stderr among them) only when a sandbox hides them.
-      plan = planLaunch(confine, { ...job, get hidden() { return ctx.controls(); } }, user);
+      const secretFiles = creds.flatMap((c) => (c.file === undefined ? [] : [c.file]));
+      plan = planLaunch(confine, { ...job, get hidden() { return [...ctx.controls(), ...secretFiles]; } }, user);
       if (plan.overlays?.length) {
         const overlay = plan.overlays[0];
         review = overlay.target;
@@ -278,6 +321,8 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     decision: req.decision,
   });
   late = session;
+  // An upstream or a job that prints a credential's value: its output says the credential's name instead.
+  session.scrubOutput(creds.map((c) => ({ find: c.value, put: `[credential ${c.name}]` })));
   if (changes) session.noteChanges(changes);
   if (user) stopFileOwner(session, user);
   ctx.registry.add(session);
@@ -285,7 +330,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const warnings: string[] = [...(plan?.notes ?? []), ...(opened instanceof Error ? [opened.message] : [])];
   if (channel) void session.finished.then(() => channel.close());
   if (proxy) void session.finished.then(() => proxy.close());
-  if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && netPolicy ? { policy: netPolicy } : {}) });
+  if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && proxyPolicy ? { policy: proxyPolicy } : {}), ...(proxy && creds.length > 0 ? { credentials: true } : {}) });
   if (plan) {
     const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup });
     if (warning) warnings.push(warning);
@@ -304,6 +349,30 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
   return { session, warnings };
+}
+
+/** sandbox.network.upstreamCa's PEM; throws naming the fix. */
+function readUpstreamCa(path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`sandbox.network.upstreamCa ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); make it readable by the daemon, or take upstreamCa out to trust the system's roots`);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new Error(`sandbox.network.upstreamCa ${path} holds no PEM certificate; give the CA's certificate as PEM (-----BEGIN CERTIFICATE-----)`);
+  return text;
+}
+
+/** The trust bundle in the session's scratch directory (visible inside its sandbox, gone with it). */
+function writeBundle(dir: string, pem: string): string {
+  const file = join(dir, 'procctl-ca-bundle.pem');
+  writeFileSync(file, pem, { mode: 0o644 });
+  return file;
+}
+
+/** The variables by which curl, git, OpenSSL, Python's requests and Node trust a bundle. */
+function trustEnv(file: string): Record<string, string> {
+  return { SSL_CERT_FILE: file, NODE_EXTRA_CA_CERTS: file, REQUESTS_CA_BUNDLE: file, CURL_CA_BUNDLE: file, GIT_SSL_CAINFO: file };
 }
 
 /** The plan with its overlays joined as made ahead (premount.ts), and the daemon's copies of them closed with the rest. */

@@ -2,6 +2,7 @@ import { updateModes, type TerminalModes } from './modes.js';
 import type { JobInput } from './input.js';
 import type { Spool } from './spool.js';
 import { SessionOutput, type Stream } from './output.js';
+import { Scrubber } from '../base/scrub.js';
 import { pieceText } from './chunks.js';
 import type { EventBus } from './events.js';
 import type { Checkpoint, Interrupt, InterruptOutcome, ListenPort, PendingExec, Resources, StopRequest } from './record.js';
@@ -535,8 +536,16 @@ export class Session {
     this.changed();
   }
 
+  /** Values never kept in its output (SPEC §21: a credential's value, said instead as its name); set before its job starts. */
+  private scrubbers: { stdout: Scrubber; stderr: Scrubber } | undefined;
+
+  scrubOutput(replacements: readonly { find: string; put: string }[]): void {
+    if (replacements.length > 0) this.scrubbers = { stdout: new Scrubber(replacements), stderr: new Scrubber(replacements) };
+  }
+
   /** Capture a chunk from the process; wakes waiters and streams an `output` event. */
   onOutput(stream: Stream, bytes: Buffer | string): void {
+    if (this.scrubbers) bytes = this.scrubbers[stream].write(typeof bytes === 'string' ? Buffer.from(bytes) : bytes);
     const offset = this.output.totalChars;
     const piece = this.output.capture(stream, bytes, this.spool);
     if (piece.length === 0) return;
@@ -656,6 +665,8 @@ export class Session {
       this.pausedSince = undefined;
     }
     for (const stream of ['stdout', 'stderr'] as const) {
+      const held = this.scrubbers?.[stream].end();
+      if (held && held.length > 0) this.output.capture(stream, held, this.spool);
       const offset = this.output.totalChars;
       const text = this.output.end(stream, this.spool);
       if (text) this.emit('output', { stream, data: text, offset });

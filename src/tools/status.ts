@@ -1,6 +1,7 @@
 import { daemonInheritance } from '../policy/env.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import { sandboxStatus } from '../sandbox/host.js';
+import type { Config } from '../config/schema.js';
 import { cgroupStatus } from '../cgroup/host.js';
 import { sessionResources } from '../runner/cgroup.js';
 import type { Daemon } from './context.js';
@@ -23,7 +24,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     env: { withheld: daemonInheritance(d.config().env).withheld },
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
-    sandbox: await sandboxStatus(d.config()),
+    sandbox: { ...(await sandboxStatus(d.config())), ...withCredentials(d.config()) },
     changes,
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
@@ -49,4 +50,25 @@ function runningTotals(d: Daemon) {
     total.processes += r.processes;
   }
   return total;
+}
+
+/** `credentials` when the config has any (the sandbox's status is otherwise as it was). */
+function withCredentials(config: Config) {
+  const credentials = configuredCredentials(config);
+  return credentials.length > 0 ? { credentials } : {};
+}
+
+/** The credentials the config gives (SPEC §21), and to which scopes: names, hosts and header, never values. */
+function configuredCredentials(config: Config) {
+  const out: { name: string; hosts: string[]; header: string; variable: string; scopes: string[] | 'all using sandbox.network' }[] = [];
+  const add = (network: Config['sandbox']['network'] | undefined, scopes: string[] | undefined) => {
+    if (typeof network !== 'object') return;
+    for (const c of network.credentials) {
+      const to = c.scopes ? (scopes ? scopes.filter((s) => c.scopes!.includes(s)) : c.scopes) : scopes;
+      out.push({ name: c.name, hosts: [...c.hosts], header: c.header, variable: `PROCCTL_CRED_${c.name}`, scopes: to ?? 'all using sandbox.network' });
+    }
+  };
+  add(config.sandbox.network, undefined);
+  for (const [name, scope] of Object.entries(config.scopes)) add(scope.network, [name]);
+  return out;
 }

@@ -4,6 +4,7 @@ import type { AnsweredBy, Client, ClientKind, Peer } from '../audit/events.js';
 import { invalid } from '../base/errors.js';
 import type { Judgement, PartDecision } from '../policy/approvals.js';
 import { networkOf } from '../sandbox/network.js';
+import { networkShown } from '../sandbox/credentials.js';
 import type { ExecParams } from '../schema/exec.js';
 import type { Session } from '../session/session.js';
 import { scopeRules } from '../policy/scopes.js';
@@ -73,7 +74,7 @@ export function noteStarted(d: Daemon, ctx: CallContext, s: Session, p: ExecPara
     command: s.command,
     workdir: s.cwd,
     sandbox: elevated ? 'elevated' : config.sandbox.mode,
-    network: sandboxed ? networkOf(config, s.scope) : 'host',
+    network: sandboxed ? networkShown(networkOf(config, s.scope)) : 'host',
     changes: o.review ? 'review' : 'direct',
     elevated,
   });

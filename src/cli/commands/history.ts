@@ -43,6 +43,8 @@ function storyLine(r: Record<string, unknown>): string {
       return `${t}  answered  ${r.answer === 'approve' ? 'approved' : 'refused'} (${String(r.kind)}) by ${String(r.by)}`;
     case 'network_refused':
       return `${t}  refused   network to ${String(r.host)} (${String(r.reason)})`;
+    case 'credential_used':
+      return `${t}  used      credential ${String(r.name)} for ${String(r.host)}`;
     case 'network_denied':
       return `${t}  refused   network to ${String(r.host)}, ${String(r.count)} time(s) in all`;
     case 'changes':

@@ -31,6 +31,9 @@ export function registerStatus(program: Command): void {
         if (r.sandbox) {
           const can = r.sandbox.available ? 'bubblewrap works here' : `bubblewrap cannot run here: ${r.sandbox.reason ?? 'no reason given'}`;
           lines.push(`sandbox:  ${r.sandbox.mode} (${can})`);
+          for (const c of (r.sandbox.credentials ?? []) as { name: string; hosts: string[]; header: string; scopes: string[] | string }[]) {
+            lines.push(`  credential ${c.name}: ${c.hosts.join(', ')} in ${c.header}, for ${Array.isArray(c.scopes) ? `scope(s) ${c.scopes.join(', ')}` : c.scopes}`);
+          }
         }
         if (r.cgroups) lines.push(`cgroups:  ${r.cgroups.mode} (${r.cgroups.reason})`);
         const used = r.cgroups?.running;

@@ -53,8 +53,9 @@ describe('sandbox.network in the config', () => {
     expect(ConfigSchema.parse({ sandbox: { network: { allow: ['Registry.NPMjs.org', '*.github.com', '10.0.0.1', '::1'] } } }).sandbox.network).toEqual({
       allow: ['registry.npmjs.org', '*.github.com', '10.0.0.1', '::1'],
       deny: [],
+      credentials: [],
     });
-    expect(ConfigSchema.parse({ scopes: { ci: { network: { allow: ['x.example'] } } } }).scopes.ci.network).toEqual({ allow: ['x.example'], deny: [] });
+    expect(ConfigSchema.parse({ scopes: { ci: { network: { allow: ['x.example'] } } } }).scopes.ci.network).toEqual({ allow: ['x.example'], deny: [], credentials: [] });
   });
 
   it.each([
