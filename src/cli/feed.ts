@@ -232,12 +232,16 @@ export class EventFeed implements Caller {
    */
   async call<T = any>(method: string, params: Record<string, unknown> = {}): Promise<T> {
     const start = Date.now();
+    // Once refused as `restarting`, a connection that closes before the next answer is the restart's
+    // last moment: the old image answers what it read, so what got no answer was not done.
+    let restarting = false;
     for (;;) {
       const c = await this.current;
       try {
         return await c.call<T>(method, params);
       } catch (err) {
-        const again = isRestarting(err) || (isLost(err) && !this.closing && isRead(method, params));
+        restarting ||= isRestarting(err);
+        const again = isRestarting(err) || (isLost(err) && !this.closing && (restarting || isRead(method, params)));
         if (!again || Date.now() - start > RIDE_MS) throw err;
         if (isLost(err)) this.lost(c, err as Error);
         else await sleep(RETRY_MS);
