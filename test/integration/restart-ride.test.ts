@@ -71,6 +71,9 @@ describe('the CLI rides through a planned restart', () => {
     expect(r.code, r.stderr).toBe(0);
     expectEveryNumberOnce(r.stdout, n);
     expect(r.stderr).not.toMatch(/lost the connection|error/i);
+    // procctl status says it.
+    const st = await cliOn(d.socket)(['status']);
+    expect(st.stdout).toMatch(/^restarts: 1 planned, 0 after a crash; last \S+, serving again after \d+ ms; 1 session\(s\) kept, 0 lost$/m);
   });
 
   it('exec in the foreground streams on through two restarts and exits with the command', async () => {
