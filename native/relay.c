@@ -329,10 +329,28 @@ static napi_value DupDescriptor(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// shutdownRead(fd): nothing more is read from this socket, and (a Unix stream socket) the peer's
+// further writes fail with EPIPE: a restart's last moment answers every request it holds, and a
+// client never writes one that no image reads (SPEC §19).
+static napi_value ShutdownRead(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  int32_t fd;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, NULL, "shutdownRead(fd)");
+    return NULL;
+  }
+  if (shutdown(fd, SHUT_RD) < 0 && errno != ENOTCONN) return procctl_throw_errno(env, errno, "shutdownRead");
+  return NULL;
+}
+
 void procctl_relay_init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "relay", NAPI_AUTO_LENGTH, Relay, NULL, &fn);
   napi_set_named_property(env, exports, "relay", fn);
   napi_create_function(env, "dupDescriptor", NAPI_AUTO_LENGTH, DupDescriptor, NULL, &fn);
   napi_set_named_property(env, exports, "dupDescriptor", fn);
+  napi_create_function(env, "shutdownRead", NAPI_AUTO_LENGTH, ShutdownRead, NULL, &fn);
+  napi_set_named_property(env, exports, "shutdownRead", fn);
 }

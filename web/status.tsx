@@ -16,7 +16,22 @@ function Figures({ s, label }: { s: Record<string, any>; label: string }) {
       {sandbox && <div><dt>sandbox</dt><dd title={s.sandbox?.reason ?? ''}>{sandbox}</dd></div>}
       {cgroups && <div><dt>cgroups</dt><dd title={s.cgroups?.reason ?? ''}>{cgroups}</dd></div>}
       {s.changes && <div><dt>review</dt><dd title={s.changes.reason ?? ''}>{s.changes.review ? 'available' : 'unavailable'}</dd></div>}
+      <Restarted r={s.restarts} />
     </dl>
+  );
+}
+
+/** The daemon's last restart (SPEC §19): when, how long it took to serve again, what it kept; nothing before the first. */
+function Restarted({ r }: { r?: { planned: number; crash: number; lastAt: string | null; lastMs: number | null; adopted: number; lost: number } }) {
+  if (!r || r.planned + r.crash === 0 || !r.lastAt) return null;
+  const at = new Date(r.lastAt);
+  const took = r.lastMs === null ? '' : `, serving again after ${r.lastMs < 1000 ? `${r.lastMs} ms` : `${(r.lastMs / 1000).toFixed(1)} s`}`;
+  const title = `${r.planned} planned restart(s), ${r.crash} after a crash; ${r.adopted} session(s) kept, ${r.lost} lost`;
+  return (
+    <div class="restarted">
+      <dt>restarted</dt>
+      <dd title={title}>{at.toLocaleTimeString()}{took}</dd>
+    </div>
   );
 }
 

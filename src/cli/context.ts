@@ -85,25 +85,35 @@ export async function connect(g: GlobalOptions, onNotification?: (n: Notificatio
 /**
  * Connect, run `fn`, and always close the connection afterwards. A refusal of kind `restarting`
  * (the daemon hands its sessions to a new image, SPEC §19: nothing was done) is retried on a new
- * connection, answered by the new image once it serves: a person sees a pause, not an error.
+ * connection, answered by the new image once it serves: a person sees a pause, not an error (and
+ * a word on stderr if it lasts). With `read` (`fn` changes nothing), a connection that closed
+ * before its answer is retried too.
  */
-export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
+export async function withClient<T>(g: GlobalOptions, fn: (c: DaemonClient) => Promise<T>, opts: { read?: boolean } = {}): Promise<T> {
+  const start = Date.now();
+  let said = false;
+  for (;;) {
     const client = await connect(g);
     try {
       return await fn(client);
     } catch (err) {
-      if (!(err instanceof RpcCallError) || err.kind !== 'restarting' || attempt >= RESTART_RETRIES) throw err;
+      const lost = opts.read && err instanceof DaemonUnreachableError && err.phase === 'lost';
+      if (!(lost || (err instanceof RpcCallError && err.kind === 'restarting')) || Date.now() - start > RESTART_RIDE_MS) throw err;
     } finally {
       client.close();
+    }
+    if (!said && Date.now() - start > RESTART_SAY_MS) {
+      note(`procctl: the daemon is restarting; waiting for it, up to ${RESTART_RIDE_MS / 1000} s`);
+      said = true;
     }
     await new Promise((r) => setTimeout(r, RESTART_RETRY_MS));
   }
 }
 
-/** How long a client rides through a restart: 30 s, in steps of a quarter second. */
-const RESTART_RETRIES = 120;
+/** How long a client rides through a restart: 30 s, in steps of a quarter second; a pause past 3 s is explained. */
+const RESTART_RIDE_MS = 30_000;
 const RESTART_RETRY_MS = 250;
+const RESTART_SAY_MS = 3_000;
 
 /** Write text to stdout, ending it with a newline. */
 export function out(text: string): void {

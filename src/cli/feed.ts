@@ -1,80 +1,289 @@
-import type { DaemonClient } from '../rpc/client.js';
-import { connect, scoped, type GlobalOptions } from './context.js';
+import { DaemonUnreachableError, RpcCallError, type DaemonClient } from '../rpc/client.js';
+import { connect, hasEnded, note, scoped, type GlobalOptions } from './context.js';
 
 export type SessionEvent = Record<string, unknown>;
 
+/** What a command sends through a connection that may be replaced (a feed's, across a restart). */
+export interface Caller {
+  call<T = any>(method: string, params?: Record<string, unknown>): Promise<T>;
+}
+
 /** The events a command that follows one session needs. */
 const FOLLOWED = ['output', 'waiting_input', 'exited'];
+
+/** How long a client rides through a planned restart (SPEC §19) before it gives up: 30 s. */
+export const RIDE_MS = 30_000;
+const RETRY_MS = 250;
+/** A pause this long is explained on stderr; a shorter one goes by unremarked. */
+export const SAY_AFTER_MS = 3_000;
+
+/** The daemon refused the request because it hands its sessions to a new image: nothing was done, send it again. */
+export const isRestarting = (err: unknown): boolean => err instanceof RpcCallError && err.kind === 'restarting';
+/** The connection went (a restart closes every connection: each client reconnects). */
+export const isLost = (err: unknown): boolean => err instanceof DaemonUnreachableError || (err instanceof Error && err.name === 'DaemonUnreachableError');
+
+/** Calls that may be sent again when their connection went before the answer: they change nothing. */
+const READS = new Set(['list', 'log', 'wait']);
+const isRead = (method: string, params: Record<string, unknown>) =>
+  method === 'subscribe' || method === 'daemon.status' || (method === 'process' && READS.has(String(params.action)));
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * A connection subscribed to session events before the session of interest is known (or before
  * its caller is ready), holding them until `follow` says whose events to hand over. So nothing
  * is lost between subscribing and learning the session id.
+ *
+ * It rides through a planned restart (SPEC §19): when its connection closes, or a call is
+ * refused as `restarting`, it connects again (for up to 30 s, saying so on stderr after 3 s),
+ * subscribes again, and hands over what it missed meanwhile: the output past the last offset it
+ * had (from `log`, by `startChar`), and the session's end if it ended. No character is handed
+ * over twice or left out.
  */
-export class EventFeed {
+export class EventFeed implements Caller {
   private held: SessionEvent[] = [];
   private id: string | undefined;
   private handler: ((e: SessionEvent) => void) | undefined;
+  /** Events of the new connection while what was missed is fetched: handed over after it. */
+  private catching: SessionEvent[] | undefined;
+  /** Where each session's output stood (the end of the last output handed over), and which ended. */
+  private readonly seen = new Map<string, number>();
+  private readonly ended = new Set<string>();
+  /** The scope-wide subscription, narrowed to one session by `follow`. */
+  private wide: string | undefined;
+  private conn!: DaemonClient;
+  private current!: Promise<DaemonClient>;
+  private riding = false;
+  private closing = false;
+  private gaveUp!: (reason: Error) => void;
+  /** Resolves with the reason once the feed gives up: the connection is gone and a new one could not be made. */
+  readonly closed = new Promise<Error>((resolve) => (this.gaveUp = resolve));
 
   private constructor(
     private readonly g: GlobalOptions,
-    readonly client: DaemonClient,
-    /** The scope-wide subscription, narrowed to one session by `follow`. */
-    private wide: string | undefined,
+    private readonly sessionId: string | undefined,
+    private readonly events: string[] | undefined,
   ) {}
 
-  /** Connect and subscribe to one session's events, or (without `sessionId`) to the scope's. */
-  static async open(g: GlobalOptions, sessionId?: string): Promise<EventFeed> {
-    let feed: EventFeed | undefined;
-    const early: SessionEvent[] = [];
-    const client = await connect(g, (n) => {
-      if (n.method !== 'event') return;
-      if (feed) feed.receive(n.params);
-      else early.push(n.params);
+  /**
+   * Connect and subscribe to one session's events, or (without `sessionId`) to the scope's;
+   * `events` narrows the types (default: output, waiting_input, exited; null: every type).
+   */
+  static async open(g: GlobalOptions, sessionId?: string, events: string[] | null = FOLLOWED): Promise<EventFeed> {
+    const feed = new EventFeed(g, sessionId, events ?? undefined);
+    for (const start = Date.now(); ; ) {
+      try {
+        const c = await feed.dial();
+        feed.current = Promise.resolve(c);
+        feed.watch(c);
+        return feed;
+      } catch (err) {
+        if (!isRestarting(err) || Date.now() - start > RIDE_MS) throw err;
+        await sleep(RETRY_MS);
+      }
+    }
+  }
+
+  /** Connect and subscribe (to the followed session once there is one); the connection is `conn` from now on. */
+  private async dial(): Promise<DaemonClient> {
+    const c: DaemonClient = await connect(this.g, (n) => {
+      if (n.method === 'event' && c === this.conn) this.live(n.params);
     });
+    this.conn = c;
     try {
-      const params = { ...(sessionId !== undefined ? { sessionId } : {}), events: FOLLOWED };
-      const { subscription } = await client.call('subscribe', scoped(g, params));
-      feed = new EventFeed(g, client, sessionId === undefined ? String(subscription) : undefined);
-      feed.held.push(...early);
-      return feed;
+      const target = this.id ?? this.sessionId;
+      const { subscription } = await c.call('subscribe', scoped(this.g, { ...(target !== undefined ? { sessionId: target } : {}), ...(this.events ? { events: this.events } : {}) }));
+      this.wide = target === undefined ? String(subscription) : undefined;
+      return c;
     } catch (err) {
-      client.close();
+      c.close();
       throw err;
     }
   }
 
-  /** Resolves with the reason once the connection is gone. */
-  get closed() {
-    return this.client.closed;
+  private watch(c: DaemonClient): void {
+    void c.closed.then((why) => this.lost(c, why));
+  }
+
+  /** Connection `c` went: ride through to a new one, unless it is not the current one or we closed it. */
+  private lost(c: DaemonClient, why: Error): void {
+    if (this.closing || this.riding || c !== this.conn) return;
+    this.riding = true;
+    this.catching = [];
+    this.current = this.rideThrough(why);
+    this.current.then(
+      (n) => {
+        this.riding = false;
+        this.watch(n);
+      },
+      (err: Error) => {
+        this.riding = false;
+        this.gaveUp(err);
+      },
+    );
+  }
+
+  private async rideThrough(why: Error): Promise<DaemonClient> {
+    const start = Date.now();
+    let said = false;
+    for (;;) {
+      if (this.closing) throw why;
+      try {
+        const c = await this.dial();
+        await this.catchUp(c);
+        if (said) note('procctl: the daemon serves again; going on');
+        return c;
+      } catch (err) {
+        if (!isRestarting(err) && !isLost(err)) throw err;
+        if (Date.now() - start > RIDE_MS) {
+          throw new DaemonUnreachableError(this.conn.where, `${why instanceof DaemonUnreachableError ? why.reason : why.message}; no new connection was answered within ${RIDE_MS / 1000} s`, 'lost');
+        }
+        if (!said && Date.now() - start > SAY_AFTER_MS) {
+          note(`procctl: the daemon is restarting (the connection closed); waiting for it, up to ${RIDE_MS / 1000} s`);
+          said = true;
+        }
+        await sleep(RETRY_MS);
+      }
+    }
+  }
+
+  /** On a new connection: hand over what each session we had events of did meanwhile, then what the connection held. */
+  private async catchUp(c: DaemonClient): Promise<void> {
+    const ids = this.id !== undefined ? [this.id] : this.handler ? [...this.seen.keys()].filter((id) => !this.ended.has(id)) : [];
+    for (const id of ids) {
+      const from = this.seen.get(id) ?? 0;
+      // A session tracked from a list (offset unknown): only whether it ended.
+      const { events, status } = await missedOutput(c, this.g, id, from < 0 ? Infinity : from);
+      for (const e of events) this.receive(e);
+      if (hasEnded(status) && (this.events === undefined || this.events.includes('exited')) && !this.ended.has(id)) {
+        const { sessions } = await c.call('process', scoped(this.g, { action: 'list' }));
+        const rec = (sessions as SessionEvent[]).find((s) => s.sessionId === id) ?? { status };
+        this.receive({ ...rec, type: 'exited', sessionId: id });
+      }
+    }
+    const held = this.catching ?? [];
+    this.catching = undefined;
+    for (const e of held) this.receive(e);
+  }
+
+  private live(e: SessionEvent): void {
+    if (this.catching) this.catching.push(e);
+    else this.receive(e);
   }
 
   private receive(e: SessionEvent): void {
     if (!this.handler) this.held.push(e);
-    else if (e.sessionId === this.id || e.type === 'dropped') this.handler(e);
+    else if (this.id === undefined || e.sessionId === this.id || e.type === 'dropped') this.handOn(e);
+  }
+
+  /** An event to the handler; output only past what was handed over already (by offset), an end once. */
+  private handOn(e: SessionEvent): void {
+    const id = String(e.sessionId);
+    if (e.type === 'output') {
+      const data = String(e.data ?? '');
+      const offset = Number(e.offset);
+      if (Number.isFinite(offset)) {
+        const seen = this.seen.get(id) ?? 0;
+        if (offset + data.length <= seen) return;
+        this.seen.set(id, offset + data.length);
+        if (offset < seen) e = { ...e, data: data.slice(seen - offset), offset: seen };
+      }
+    } else if (e.type === 'exited') {
+      if (this.ended.has(id)) return;
+      this.ended.add(id);
+    } else if (e.sessionId !== undefined && !this.seen.has(id)) this.seen.set(id, 0);
+    this.handler!(e);
   }
 
   /**
-   * Hand the held events of session `id`, then its live ones, to `handler`; other sessions'
-   * events are dropped, and a scope-wide subscription is narrowed to the session. Events may
-   * arrive twice while narrowing: handlers skip output they have seen (OutputCursor) and
-   * act on `exited` once.
+   * Hand the held events of session `id`, then its live ones, to `handler` (output from `from`,
+   * the offset in its whole output already shown); other sessions' events are dropped, and a
+   * scope-wide subscription is narrowed to the session.
    */
-  follow(id: string, handler: (e: SessionEvent) => void): void {
+  follow(id: string, handler: (e: SessionEvent) => void, from = 0): void {
     this.id = id;
     this.handler = handler;
+    this.seen.set(id, from);
     for (const e of this.held.splice(0)) this.receive(e);
     const wide = this.wide;
     if (wide === undefined) return;
     this.wide = undefined;
-    void this.client
-      .call('subscribe', scoped(this.g, { sessionId: id, events: FOLLOWED }))
-      .then(() => this.client.call('unsubscribe', { subscription: wide }))
+    const c = this.conn;
+    void c
+      .call('subscribe', scoped(this.g, { sessionId: id, ...(this.events ? { events: this.events } : {}) }))
+      .then(() => c.call('unsubscribe', { subscription: wide }))
       .catch(() => undefined); // the wide subscription keeps working
   }
 
+  /** Sessions listed as running: should one end while the connection is down, its end is handed over too. */
+  track(ids: Iterable<string>): void {
+    for (const id of ids) if (!this.seen.has(id)) this.seen.set(id, -1);
+  }
+
+  /** Every event of the subscription to `handler`, each session's output once (the `events` command). */
+  followAll(handler: (e: SessionEvent) => void): void {
+    this.handler = handler;
+    for (const e of this.held.splice(0)) this.receive(e);
+  }
+
+  /**
+   * Call a method on the current connection. A refusal as `restarting` is sent again (on the
+   * new connection once there is one), and so is a read whose connection went before its answer.
+   */
+  async call<T = any>(method: string, params: Record<string, unknown> = {}): Promise<T> {
+    const start = Date.now();
+    // Once refused as `restarting`, a connection that closes before the next answer is the restart's
+    // last moment: the old image answers what it read, so what got no answer was not done.
+    let restarting = false;
+    for (;;) {
+      const c = await this.current;
+      try {
+        return await c.call<T>(method, params);
+      } catch (err) {
+        restarting ||= isRestarting(err);
+        const again = isRestarting(err) || (isLost(err) && !this.closing && (restarting || isRead(method, params)));
+        if (!again || Date.now() - start > RIDE_MS) throw err;
+        if (isLost(err)) this.lost(c, err as Error);
+        else await sleep(RETRY_MS);
+      }
+    }
+  }
+
   close(): void {
-    this.client.close();
+    this.closing = true;
+    this.conn.close();
+  }
+}
+
+/**
+ * The output of session `id` past offset `from`, as output events by stream, read with `log`
+ * (its last lines, more until they reach back to `from`); and the session's status.
+ */
+async function missedOutput(c: DaemonClient, g: GlobalOptions, id: string, from: number): Promise<{ events: SessionEvent[]; status: unknown }> {
+  for (let limit = from === Infinity ? 0 : 200; ; limit *= 4) {
+    const log = await c.call('process', scoped(g, { action: 'log', sessionId: id, limit }));
+    const start = Number(log.startChar);
+    const end = Number(log.droppedChars) + Number(log.totalChars);
+    if (!Number.isFinite(start) || !Number.isFinite(end)) return { events: [], status: log.status }; // a daemon from before startChar
+    let text = String(log.output ?? '');
+    const stderr = ((log.stderr as [number, number][] | undefined) ?? []).map(([a, b]): [number, number] => [a, b]);
+    // A page leaves out the newline that ends its last line: the whole output ended with it (on the last character's stream).
+    if (start + text.length === end - 1) {
+      for (const run of stderr) if (run[1] === text.length) run[1]++;
+      text += '\n';
+    }
+    if (from === Infinity) return { events: [], status: log.status };
+    if (start > from && Number(log.offset) > 0 && limit < Number(log.totalLines)) continue;
+    const events: SessionEvent[] = [];
+    let i = Math.max(0, from - start);
+    while (i < text.length) {
+      const run = stderr.find(([a, b]) => i >= a && i < b);
+      const next = run ? run[1] : Math.min(text.length, ...stderr.map(([a]) => a).filter((a) => a > i));
+      const to = Math.max(next, i + 1);
+      events.push({ type: 'output', sessionId: id, stream: run ? 'stderr' : 'stdout', data: text.slice(i, to), offset: start + i });
+      i = to;
+    }
+    return { events, status: log.status };
   }
 }
 

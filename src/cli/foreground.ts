@@ -1,6 +1,6 @@
-import { RpcCallError, type DaemonClient } from '../rpc/client.js';
+import { RpcCallError } from '../rpc/client.js';
 import { commandExit, EXIT, hasEnded, note, out, printJson, scoped, type GlobalOptions } from './context.js';
-import { EventFeed, OutputCursor, type SessionEvent } from './feed.js';
+import { EventFeed, OutputCursor, type Caller, type SessionEvent } from './feed.js';
 import { forwardSignals } from './remote.js';
 import { endNotice } from './render.js';
 import { askAtTerminal, type Question } from './terminal.js';
@@ -46,7 +46,7 @@ function promptLeft(tail: string): boolean {
 }
 
 /** Send this process's stdin to the session as it arrives, then end-of-input; stops quietly once the session cannot take it. */
-async function forwardStdin(client: DaemonClient, g: GlobalOptions, id: string, stop: AbortSignal): Promise<void> {
+async function forwardStdin(client: Caller, g: GlobalOptions, id: string, stop: AbortSignal): Promise<void> {
   const write = (params: Record<string, unknown>) => client.call('process', scoped(g, { action: 'write', sessionId: id, ...params }));
   try {
     process.stdin.setEncoding('utf8');
@@ -71,13 +71,13 @@ async function forwardStdin(client: DaemonClient, g: GlobalOptions, id: string, 
  */
 export async function runForeground(g: GlobalOptions, params: Record<string, unknown>, o: ForegroundOptions, notRunning: (r: Result) => number): Promise<number> {
   const feed = await EventFeed.open(g);
-  const signals = forwardSignals(feed.client, g);
+  const signals = forwardSignals(feed, g);
   const stop = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let quiet: NodeJS.Timeout | undefined;
   let stdinUsed = false;
   try {
-    const r: Result = await feed.client.call('exec', scoped(g, { ...params, background: true }));
+    const r: Result = await feed.call('exec', scoped(g, { ...params, background: true }));
     if (r.status !== 'running' && r.status !== 'waiting_input') return notRunning(r);
     for (const w of (r.warnings as string[] | undefined) ?? []) note(`procctl: warning: ${w}`);
     const id = String(r.sessionId);
@@ -124,7 +124,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
         stdinUsed = true;
         if (last.stdout && last.stdout !== '\n') process.stderr.write('\n');
         void askAtTerminal(id, i, stop.signal, () => signals.deliver('SIGINT'))
-          .then((input) => input && feed.client.call('process', scoped(g, { action: 'resume', sessionId: id, input })))
+          .then((input) => input && feed.call('process', scoped(g, { action: 'resume', sessionId: id, input })))
           .catch((err) => {
             if (stop.signal.aborted || !(err instanceof RpcCallError)) return;
             note(err.kind === 'conflict' ? 'procctl: that question was already answered or has expired' : `procctl: ${err.message}`);
@@ -168,7 +168,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
         else if (e.type === 'dropped') {
           note(`procctl: ${String(e.text ?? 'events were dropped')}; the session's whole output is in ${procctlCommand(g.scope, 'log', id)}`);
           // The end itself may have been dropped: ask how the session is doing.
-          void feed.client
+          void feed
             .call('process', scoped(g, { action: 'list' }))
             .then(({ sessions }) => {
               const rec = (sessions as Result[]).find((s) => s.sessionId === id);
@@ -182,7 +182,7 @@ export async function runForeground(g: GlobalOptions, params: Record<string, unk
       if (r.interrupt) onQuestion(r.interrupt, r.tail ?? '');
       if (!o.stdinNull && !process.stdin.isTTY) {
         stdinUsed = true;
-        void forwardStdin(feed.client, g, id, stop.signal);
+        void forwardStdin(feed, g, id, stop.signal);
       }
       if (o.yieldMs !== undefined) timer = setTimeout(() => leave('time'), o.yieldMs);
       quietAgain();

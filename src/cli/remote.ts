@@ -2,7 +2,8 @@ import { EventEmitter } from 'node:events';
 import { constants } from 'node:os';
 import type { ChildProcess } from 'node:child_process';
 import { bridgeSignals } from '../base/signal-bridge.js';
-import { RpcCallError, type DaemonClient } from '../rpc/client.js';
+import { RpcCallError } from '../rpc/client.js';
+import type { Caller } from './feed.js';
 import { note, scoped, type GlobalOptions } from './context.js';
 
 /**
@@ -36,7 +37,7 @@ export interface SignalForwarding {
  * Ctrl-C during start-up is not lost (it is delivered once the session exists); the same
  * signal twice before then ends this process, as it would have without the bridge.
  */
-export function forwardSignals(client: DaemonClient, g: GlobalOptions): SignalForwarding {
+export function forwardSignals(client: Caller, g: GlobalOptions): SignalForwarding {
   let id: string | undefined;
   const early: NodeJS.Signals[] = [];
   const send = (signal: NodeJS.Signals) => {

@@ -129,6 +129,8 @@ export class DaemonLink {
       if (this.client !== client) return;
       this.client = undefined;
       this.subscription = undefined;
+      // Subscribed again on the next connection (a restart closes every one): its timer with it.
+      clearInterval(this.timer);
       if (this.closing) return;
       this.problem = why.message;
       this.broadcast('daemon', this.daemonView());

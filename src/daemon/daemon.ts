@@ -468,6 +468,9 @@ export class ProcctlDaemon implements Daemon {
           for (const resume of resumes) resume();
         };
       },
+      flushClients: async () => {
+        await Promise.all([...this.connections].map((c) => c.flushed()));
+      },
     };
   }
 

@@ -25,11 +25,30 @@ export interface ServeOptions {
  * for it again on the next call, as after a lost connection.
  */
 export async function serveMcp(opts: ServeOptions): Promise<void> {
-  const reach = async (): Promise<DaemonClient> => {
+  /** How many planned restarts the daemon had made when each connection was made (SPEC §19). */
+  const plannedAt = new WeakMap<DaemonClient, number>();
+  const planned = async (c: DaemonClient): Promise<number | undefined> => {
+    const st = await c.call<{ restarts?: { planned?: number } }>('daemon.status').catch(() => undefined);
+    return st?.restarts?.planned;
+  };
+  const connected = async (): Promise<DaemonClient> => {
     if (!opts.spawn || hostOf({ host: opts.host }) !== undefined) return DaemonClient.over(await dialFor({ host: opts.host, socket: opts.socket }));
     const r = await connectOrStart(opts.socket);
     if (r.started) opts.say(`procctl mcp: no daemon was running; started procctld (pid ${r.started.pid}, log ${r.started.log})`);
     return r.client;
+  };
+  const reach = async (): Promise<DaemonClient> => {
+    const c = await connected();
+    const n = await planned(c);
+    if (n !== undefined) plannedAt.set(c, n);
+    return c;
+  };
+  /** A connection that closed: was it a planned restart (the count grew since it was made)? */
+  const restartedSince = async (c: DaemonClient): Promise<boolean> => {
+    const before = plannedAt.get(c);
+    if (before === undefined) return false;
+    const now = await planned(await daemon());
+    return now !== undefined && now > before;
   };
   // Unreachable at start, it still serves: initialize and tools/list answer, and each tool call says why (SPEC §13).
   let current: DaemonClient | undefined;
@@ -47,7 +66,7 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
     void c.closed.then((why) => {
       if (current !== c || ending) return;
       lost = true;
-      opts.say(`procctl mcp: ${why.message}; reconnecting at the next call`);
+      opts.say(`procctl mcp: ${why.message}; reconnecting at the next call (a planned restart of the daemon closes every connection)`);
     });
   if (current) watch(current);
   const daemon = async (): Promise<DaemonClient> => {
@@ -70,7 +89,7 @@ export async function serveMcp(opts: ServeOptions): Promise<void> {
   // A daemon on another host made its credential there: only $PROCCTL_APPROVER_TOKEN can reach it.
   const remote = hostOf({ host: opts.host }) !== undefined;
   const approverToken = () => (remote ? process.env.PROCCTL_APPROVER_TOKEN || undefined : approverCredential(opts.socket));
-  const handle = serveStdio(() => createMcpServer(daemon, { scope: opts.scope, token: opts.token, version: packageVersion(), approverToken, reach: { host: opts.host, socket: opts.socket } }));
+  const handle = serveStdio(() => createMcpServer(daemon, { scope: opts.scope, token: opts.token, version: packageVersion(), approverToken, reach: { host: opts.host, socket: opts.socket }, restartedSince }));
   await new Promise<void>((resolve) => {
     process.stdin.once('end', resolve);
     process.stdin.once('close', resolve);

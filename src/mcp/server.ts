@@ -37,7 +37,18 @@ export interface McpOptions {
   approverToken?: () => string | undefined;
   /** How the server reaches its daemon (`--host`, `--socket` as given): a person's `procctl …` hint in a text names them too. */
   reach?: { host?: string; socket?: string };
+  /**
+   * Whether the daemon made a planned restart since connection `c` was made (SPEC §19): then a
+   * request `c` lost without an answer was not done (the old image answers every request it
+   * read), and is sent again on a new connection.
+   */
+  restartedSince?: (c: DaemonClient) => Promise<boolean>;
 }
+
+/** How long a tool call rides through a planned restart (SPEC §19), in steps of a quarter second. */
+const RIDE_MS = 30_000;
+const RIDE_STEP_MS = 250;
+const isLost = (err: unknown) => err instanceof Error && err.name === 'DaemonUnreachableError' && (err as { phase?: string }).phase === 'lost';
 
 type DaemonResult = Record<string, unknown> & { text?: string; status?: string; sessionId?: string; interrupt?: InterruptView; output?: string };
 
@@ -88,8 +99,25 @@ export function createMcpServer(daemon: () => Promise<DaemonClient>, opts: McpOp
   const withScope = (p: Record<string, unknown>) => ({ ...p, client: client(), ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.token ? { token: opts.token } : {}) });
 
   const reach = reachWords(opts.reach ?? {});
+  /**
+   * A call to the daemon that rides through a planned restart: refused as `restarting` (nothing
+   * was done), or its connection closed by the restart before the answer, it is sent again on a
+   * new connection, for up to 30 s.
+   */
   const call = async (method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<DaemonResult> => {
-    const client = await daemon();
+    const start = Date.now();
+    for (;;) {
+      const client = await daemon();
+      try {
+        return await callOnce(client, method, params, ctx);
+      } catch (err) {
+        if (Date.now() - start > RIDE_MS || ctx.mcpReq.signal.aborted) throw err;
+        if (err instanceof RpcCallError && err.kind === 'restarting') await new Promise((r) => setTimeout(r, RIDE_STEP_MS));
+        else if (!isLost(err) || !(await opts.restartedSince?.(client).catch(() => false))) throw err;
+      }
+    }
+  };
+  const callOnce = async (client: DaemonClient, method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<DaemonResult> => {
     const sent = withScope(params);
     const r = await client.call<DaemonResult>(method, sent, { signal: ctx.mcpReq.signal }).catch((err: unknown) => {
       // A daemon from before the audit trail refuses `client` by name: asked again without it.

@@ -1,3 +1,4 @@
+import { readSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
@@ -5,6 +6,7 @@ import { LineSplitter } from './lines.js';
 import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget } from './limits.js';
 import { JsonText } from '../tools/json-text.js';
 import { peerOf } from '../transport/peer.js';
+import { loadAddon } from '../base/addon.js';
 
 type Id = string | number | null;
 
@@ -25,7 +27,11 @@ class InFlight implements RequestContext {
   private controller: AbortController | undefined;
   private cancelled = false;
 
-  constructor(readonly connection: Connection) {}
+  constructor(
+    readonly connection: Connection,
+    /** Its method: a restart answers every request in flight but its own (abandon). */
+    readonly method: string,
+  ) {}
 
   get signal(): AbortSignal {
     if (this.controller === undefined) {
@@ -286,7 +292,7 @@ export class Connection {
     if (nestsDeeper(params, MAX_PARAMS_DEPTH)) {
       return hasId ? errorResponse(id, INVALID_PARAMS, `invalid params: nested deeper than ${MAX_PARAMS_DEPTH} levels; flatten the data`, { kind: 'invalid', path: [] }) : undefined;
     }
-    const request = new InFlight(this);
+    const request = new InFlight(this, r.method);
     if (hasId) this.pending.set(id, request);
     try {
       const result = await method(params, request);
@@ -381,8 +387,11 @@ export class Connection {
 
   /**
    * A restart's last moment (SPEC §19): nothing more is read, and every request still in flight
-   * is answered with `err` (kind restarting: the client retries on the next image). The answers
-   * are written at once, before the image goes.
+   * is answered with `err` (kind restarting: the client retries on the next image), and so is
+   * every request the client sent that is not read yet: its socket is shut for reading (the
+   * client's further writes fail, so it never sends one that no image reads) and what it holds is
+   * read now and answered, not run. The answers are written at once, before the image goes.
+   * Undone (the restart failed after all), a connection shut so is closed: the client reconnects.
    */
   abandon(err: Error): () => void {
     this.socket.pause();
@@ -390,11 +399,37 @@ export class Connection {
     // Answered now: should the restart fail after all, their own answers are not sent twice.
     this.abandoned ??= new WeakSet();
     for (const [id, request] of this.pending) {
+      // The restart's own request is answered by the restart.
+      if (request.method === RESTART) continue;
       this.send({ jsonrpc: '2.0', id, error });
       this.abandoned.add(request);
+      this.pending.delete(id);
     }
-    this.pending.clear();
-    return () => this.socket.resume();
+    const shut = !this.closed && shutReading(this.socket);
+    // Nothing more is started: what is read now (socket.read() emits it as data too) is only answered.
+    if (shut) this.ending = true;
+    const unread = this.queue.splice(0).filter((l): l is string => l !== OVERSIZED);
+    if (shut) unread.push(...this.splitter.push(readNow(this.socket)).lines);
+    for (const line of unread) {
+      const answers = refusals(line, error);
+      if (answers.length > 0) this.send(answers.length === 1 ? answers[0] : answers);
+    }
+    if (!shut) return () => this.socket.resume();
+    return () => this.endIfDone();
+  }
+
+  /** Resolves once every answer written so far has gone to the client (or the connection closed). */
+  flushed(): Promise<void> {
+    if (this.closed || this.socket.destroyed || this.socket.writableLength === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.socket.off('drain', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.on('drain', done);
+      this.socket.on('close', done);
+    });
   }
 
   /** Requests a restart answered already (abandon). */
@@ -409,4 +444,61 @@ export class Connection {
     for (const fn of this.closeHooks) fn();
     this.closeHooks.clear();
   }
+}
+
+/** The method that asks for a restart: abandon leaves it to be answered by the restart. */
+const RESTART = 'daemon.restart';
+
+interface ShutAddon {
+  shutdownRead(fd: number): void;
+}
+
+/** The socket's descriptor, while it has one. */
+const fdOf = (socket: Socket): number | undefined => (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+
+/** Shut `socket` for reading (shutdownRead): false when it cannot be (no addon, no descriptor). */
+function shutReading(socket: Socket): boolean {
+  const addon = loadAddon<ShutAddon>(['shutdownRead']);
+  const fd = fdOf(socket);
+  if (addon instanceof Error || fd === undefined || fd < 0) return false;
+  try {
+    addon.shutdownRead(fd);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Every byte a socket shut for reading still holds: what Node buffered, then what the kernel has. */
+function readNow(socket: Socket): Buffer {
+  const parts: Buffer[] = [];
+  for (let chunk: Buffer | null; (chunk = socket.read() as Buffer | null) !== null; ) parts.push(chunk);
+  const fd = fdOf(socket);
+  const buf = Buffer.allocUnsafe(64 * 1024);
+  for (;;) {
+    let n: number;
+    try {
+      n = fd === undefined ? 0 : readSync(fd, buf, 0, buf.length, null);
+    } catch {
+      break; // EAGAIN: nothing more
+    }
+    if (n === 0) break;
+    parts.push(Buffer.from(buf.subarray(0, n)));
+  }
+  return Buffer.concat(parts);
+}
+
+/** A restart's answers to the requests of one line, not run: each with an id gets `error`. */
+function refusals(line: string, error: RpcError): Response[] {
+  let message: unknown;
+  try {
+    message = JSON.parse(line);
+  } catch {
+    return [];
+  }
+  const answers: Response[] = [];
+  for (const m of Array.isArray(message) ? message : [message]) {
+    if (typeof m === 'object' && m !== null && 'id' in m && isId((m as { id: unknown }).id)) answers.push(errorResponse((m as { id: Id }).id, error.code, error.message, error.data as Record<string, unknown> | undefined));
+  }
+  return answers;
 }

@@ -12,6 +12,7 @@ import type { RememberedRule } from '../policy/remembered.js';
 import type { AuditBus, Client, Peer } from '../audit/events.js';
 import type { TrailStatus } from '../audit/writer.js';
 import type { Shells } from '../shells/shells.js';
+import type { Restarts } from '../schema/restarts.js';
 
 /** What the daemon gives every tool call. */
 export interface Daemon extends LaunchContext {
@@ -59,14 +60,7 @@ export interface Daemon extends LaunchContext {
 }
 
 /** Restarts so far: planned (hand-overs) and after a crash, the last one's time and length, sessions adopted and lost. */
-export interface RestartCounts {
-  planned: number;
-  crash: number;
-  lastAt: number | null;
-  lastMs: number | null;
-  adopted: number;
-  lost: number;
-}
+export type RestartCounts = Restarts;
 
 /** What `daemon.restart` answers before the image goes: what is handed over, from and to which version. */
 export interface RestartAnswer {

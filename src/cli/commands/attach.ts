@@ -19,7 +19,7 @@ const isConflict = (err: unknown) => err instanceof RpcCallError && err.kind ===
 
 /** The session's record from the list, or undefined once it is forgotten. */
 async function recordOf(feed: EventFeed, g: GlobalOptions, id: string): Promise<SessionEvent | undefined> {
-  const { sessions } = await feed.client.call('process', scoped(g, { action: 'list' }));
+  const { sessions } = await feed.call('process', scoped(g, { action: 'list' }));
   return (sessions as SessionEvent[]).find((s) => s.sessionId === id);
 }
 
@@ -40,9 +40,9 @@ async function attach(g: GlobalOptions, id: string): Promise<number> {
     throw new UsageError(`attach connects a terminal to session ${id}, and stdin is not a terminal; from a script, use write, send-keys or paste`);
   }
   const feed = await EventFeed.open(g, id);
-  const signals = forwardSignals(feed.client, g);
+  const signals = forwardSignals(feed, g);
   signals.target(id);
-  const call = (params: Record<string, unknown>) => feed.client.call('process', scoped(g, { sessionId: id, ...params }));
+  const call = (params: Record<string, unknown>) => feed.call('process', scoped(g, { sessionId: id, ...params }));
   const undo: (() => void)[] = [];
   try {
     const rec = await recordOf(feed, g, id);
@@ -63,7 +63,8 @@ async function attach(g: GlobalOptions, id: string): Promise<number> {
     const shown = recent && /\n$/.test(String(rec.tail ?? '')) ? `${recent}\n` : recent;
     process.stdout.write(shown);
     let lastChar = shown.slice(-1);
-    const cursor = new OutputCursor(Number(log.droppedChars ?? 0) + Number(log.totalChars ?? 0));
+    const shownUpTo = Number(log.droppedChars ?? 0) + Number(log.totalChars ?? 0);
+    const cursor = new OutputCursor(shownUpTo);
 
     stdin.setRawMode(true);
     undo.push(() => stdin.setRawMode(false));
@@ -120,7 +121,7 @@ async function attach(g: GlobalOptions, id: string): Promise<number> {
         } else if (e.type === 'exited') {
           finish(outcomeExit(e), endNotice({ ...e, sessionId: id }));
         }
-      });
+      }, shownUpTo);
     });
   } finally {
     for (const f of undo.reverse()) f();

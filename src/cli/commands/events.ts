@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { act, connect, EXIT, globalsOf, hasEnded, note, out, printJsonLine, scoped, type GlobalOptions } from '../context.js';
+import { act, EXIT, globalsOf, hasEnded, note, out, printJsonLine, scoped, type GlobalOptions } from '../context.js';
 import { eventLine } from '../render.js';
+import { EventFeed } from '../feed.js';
 import { procctlCommand } from '../../schema/voice.js';
 
 type Event = Record<string, unknown>;
@@ -16,35 +17,37 @@ async function streamEvents(g: GlobalOptions, follow: boolean): Promise<number> 
   let listed: Set<string> | undefined;
   let done: (() => void) | undefined;
   const idle = () => listed !== undefined && [...listed, ...started].every((id) => exited.has(id));
-  const client = await connect(g, (n) => {
-    if (n.method !== 'event') return;
-    const { subscription: _sub, ...event } = n.params;
-    if (g.json) printJsonLine(event);
-    else out(eventLine(event));
-    const id = String(event.sessionId);
-    if (event.type === 'started') started.add(id);
-    if (event.type === 'exited') exited.add(id);
-    if (!follow && idle()) done?.();
-  });
+  const feed = await EventFeed.open(g, undefined, null);
   try {
-    await client.call('subscribe', scoped(g, {}));
     if (!follow) {
-      const { sessions } = await client.call('process', scoped(g, { action: 'list' }));
+      const { sessions } = await feed.call('process', scoped(g, { action: 'list' }));
       listed = new Set((sessions as Event[]).filter((s) => !hasEnded(s.status)).map((s) => String(s.sessionId)));
-      if (idle()) {
-        if (listed.size === 0 && started.size === 0) note(`procctl: no running sessions in this scope; ${procctlCommand(g.scope, 'events', '-f')} waits for new ones`);
-        return EXIT.ok;
-      }
+      feed.track(listed);
+    }
+    // Through a planned restart the feed reconnects and hands over what each session it had seen did meanwhile.
+    feed.followAll((e) => {
+      const { subscription: _sub, ...event } = e;
+      if (g.json) printJsonLine(event);
+      else out(eventLine(event));
+      const id = String(event.sessionId);
+      if (event.type === 'started') started.add(id);
+      if (event.type === 'exited') exited.add(id);
+      if (!follow && idle()) done?.();
+    });
+    if (!follow && idle()) {
+      if (listed!.size === 0 && started.size === 0) note(`procctl: no running sessions in this scope; ${procctlCommand(g.scope, 'events', '-f')} waits for new ones`);
+      return EXIT.ok;
     }
     const scope = g.scope ?? 'default';
     note(`procctl: watching events of scope "${scope}" ${follow ? 'until interrupted' : 'until no session is running'} (Ctrl-C to stop)`);
     await new Promise<void>((resolve, reject) => {
       done = resolve;
-      void client.closed.then(reject);
+      if (!follow && idle()) resolve();
+      void feed.closed.then(reject);
     });
     return EXIT.ok;
   } finally {
-    client.close();
+    feed.close();
   }
 }
 

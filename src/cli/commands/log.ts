@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
-import { act, connect, EXIT, globalsOf, hasEnded, note, outcomeExit, printJson, printJsonLine, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
+import { act, EXIT, globalsOf, hasEnded, note, outcomeExit, printJson, printJsonLine, scoped, UsageError, withClient, type GlobalOptions } from '../context.js';
 import { wholeNumber } from '../options.js';
 import { aroundOutput, endNotice } from '../render.js';
+import { EventFeed } from '../feed.js';
 
 interface LogOptions {
   offset?: number;
@@ -26,53 +27,44 @@ function printLog(r: Record<string, unknown>): void {
 
 /**
  * Follow a session to its end: subscribe first so nothing is missed, print the log, then print
- * only the output past what the log held, and stop at the `exited` event.
+ * only the output past what the log held, and stop at the `exited` event. Through a planned
+ * restart it reconnects and goes on from the last character it printed (EventFeed).
  */
 async function follow(g: GlobalOptions, id: string, o: LogOptions): Promise<number> {
-  const early: Event[] = [];
-  let deliver: ((e: Event) => void) | undefined;
-  const client = await connect(g, (n) => {
-    if (n.method !== 'event') return;
-    if (deliver) deliver(n.params);
-    else early.push(n.params);
-  });
+  const feed = await EventFeed.open(g, id, ['output', 'exited']);
   try {
-    await client.call('subscribe', scoped(g, { sessionId: id, events: ['output', 'exited'] }));
-    const log = await client.call('process', scoped(g, logParams(id, o)));
+    const log = await feed.call('process', scoped(g, logParams(id, o)));
     if (g.json) printJsonLine(log);
     else printLog(log);
-    let seen = Number(log.droppedChars) + Number(log.totalChars);
     let lastChar = log.output ? '\n' : '';
-
     let exitStatus: number | undefined;
     let finish: ((status: number) => void) | undefined;
-    deliver = (e) => {
-      if (e.type === 'output') {
-        const offset = Number(e.offset);
-        const data = String(e.data ?? '');
-        if (offset + data.length <= seen) return;
-        const fresh = data.slice(Math.max(0, seen - offset));
-        seen = offset + data.length;
-        if (g.json) printJsonLine({ ...e, data: fresh, offset: seen - fresh.length });
-        else process.stdout.write(fresh);
-        lastChar = fresh.slice(-1) || lastChar;
-      } else if (e.type === 'exited') {
-        if (g.json) printJsonLine(e);
-        else {
-          if (lastChar && lastChar !== '\n') process.stdout.write('\n');
-          note(endNotice({ ...e, sessionId: id }));
+    feed.follow(
+      id,
+      (e) => {
+        if (e.type === 'output') {
+          const data = String(e.data ?? '');
+          if (g.json) printJsonLine(e);
+          else process.stdout.write(data);
+          lastChar = data.slice(-1) || lastChar;
+        } else if (e.type === 'exited') {
+          if (g.json) printJsonLine(e);
+          else {
+            if (lastChar && lastChar !== '\n') process.stdout.write('\n');
+            note(endNotice({ ...e, sessionId: id }));
+          }
+          exitStatus = outcomeExit(e);
+          finish?.(exitStatus);
+        } else if (e.type === 'dropped') {
+          note(`procctl: ${String(e.text)}`);
         }
-        exitStatus = outcomeExit(e);
-        finish?.(exitStatus);
-      } else if (e.type === 'dropped') {
-        note(`procctl: ${String(e.text)}`);
-      }
-    };
-    for (const e of early.splice(0)) deliver(e);
+      },
+      Number(log.droppedChars) + Number(log.totalChars),
+    );
     if (exitStatus !== undefined) return exitStatus;
     if (hasEnded(log.status)) {
       // It ended before the subscription: no exited event will come, so its record says how it ended.
-      const { sessions } = await client.call('process', scoped(g, { action: 'list' }));
+      const { sessions } = await feed.call('process', scoped(g, { action: 'list' }));
       // Its record says how; without one (gone since), the log's status says that it ended.
       const record = (sessions as Event[]).find((s) => s.sessionId === id) ?? { sessionId: id, status: log.status };
       if (!g.json) note(endNotice(record));
@@ -80,10 +72,10 @@ async function follow(g: GlobalOptions, id: string, o: LogOptions): Promise<numb
     }
     return await new Promise<number>((resolve, reject) => {
       finish = resolve;
-      void client.closed.then(reject);
+      void feed.closed.then(reject);
     });
   } finally {
-    client.close();
+    feed.close();
   }
 }
 

@@ -6,7 +6,7 @@ export function registerStatus(program: Command): void {
   program
     .command('status')
     .summary('show whether the daemon is up, and its session counts')
-    .description('Show the daemon\'s version, pid, uptime, socket and session counts (all scopes), the config file in use and whether its last reload was refused, how jobs are started, and what the audit trail and the OpenTelemetry export hold.')
+    .description('Show the daemon\'s version, pid, uptime, socket and session counts (all scopes), the config file in use and whether its last reload was refused, how jobs are started, the daemon\'s restarts (planned and after a crash, the last one, the sessions kept and lost), and what the audit trail and the OpenTelemetry export hold.')
     .action(
       act(async (_o: unknown, cmd: Command) => {
         const g = globalsOf(cmd);
@@ -51,6 +51,11 @@ export function registerStatus(program: Command): void {
           const failed = t.lastError ? `; last failure ${t.lastError.at} (${t.lastError.signal}): ${t.lastError.message}` : '';
           const sent = `${t.exported} span(s) sent, ${t.dropped} dropped; ${t.metrics?.exported ?? 0} metrics reading(s) sent, ${t.metrics?.dropped ?? 0} dropped${failed}`;
           lines.push(`otlp:     ${t.endpoint === null ? 'off (telemetry.otlp.endpoint is not set)' : `${t.endpoint}: ${sent}`}`);
+        }
+        if (r.restarts) {
+          const x = r.restarts;
+          const last = x.lastAt ? `; last ${x.lastAt}${x.lastMs !== null && x.lastMs !== undefined ? `, serving again after ${x.lastMs} ms` : ''}` : '';
+          lines.push(`restarts: ${x.planned} planned, ${x.crash} after a crash${last}; ${x.adopted} session(s) kept, ${x.lost} lost`);
         }
         if (r.env?.withheld !== undefined) lines.push(`env:      ${r.env.withheld} inherited variable(s) withheld from sessions`);
         out(lines.join('\n'));

@@ -18,8 +18,13 @@ export function registerWait(program: Command): void {
     .action(
       act(async (ids: string[], o: { all?: boolean; timeout?: number }, cmd: Command) => {
         const g = globalsOf(cmd);
-        const params = { action: 'wait', sessionIds: ids, ...(o.all ? { mode: 'all' } : {}), ...(o.timeout !== undefined ? { timeout: o.timeout } : {}) };
-        const r = await withClient(g, (c) => c.call('process', scoped(g, params)));
+        // Sent again through a restart (the connection closes): with the time left of the wait asked for.
+        const deadline = Date.now() + (o.timeout ?? DEFAULT_WAIT_MS);
+        const params = () => {
+          const left = Math.max(0, deadline - Date.now());
+          return { action: 'wait', sessionIds: ids, ...(o.all ? { mode: 'all' } : {}), ...(o.timeout !== undefined || left < DEFAULT_WAIT_MS ? { timeout: left } : {}) };
+        };
+        const r = await withClient(g, (c) => c.call('process', scoped(g, params())), { read: true });
         const done = new Set<string>((r.done as string[] | undefined) ?? []);
         const sessions = (r.sessions as { sessionId: string; status?: unknown; exitCode?: unknown }[] | undefined) ?? [];
         const met = o.all ? done.size === sessions.length : done.size > 0;
@@ -31,6 +36,9 @@ export function registerWait(program: Command): void {
       }),
     );
 }
+
+/** The daemon's own default wait (SPEC §6). */
+const DEFAULT_WAIT_MS = 30_000;
 
 /** `procctl wait` ran out of time before the wait was met (as timeout(1) says 124; 4 is free among procctl's codes). */
 const TIMED_OUT = 4;

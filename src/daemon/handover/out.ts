@@ -41,6 +41,8 @@ export interface HandoverHost {
   settleFiles(records: ReturnType<typeof toRecord>[]): Promise<void>;
   /** Every request still in flight is answered with this error, and nothing more is read until the returned undo. */
   abandonClients(err: Error): () => void;
+  /** Resolves once the answers written to clients have gone out. */
+  flushClients(): Promise<void>;
 }
 
 interface ExecAddon {
@@ -48,6 +50,10 @@ interface ExecAddon {
   dupDescriptor(fd: number): number;
   setInheritable(fd: number, inheritable: boolean): void;
 }
+
+const restartingError = () => restarting('the daemon is restarting into a new image; retry: the request is answered once it serves (in about a second)');
+/** How long the answers to clients have to go out before the image goes: a client that does not read loses them (it reconnects). */
+const FLUSH_MS = 2_000;
 
 /** Where a test makes a step fail (docs/durability.md): the step's name in the daemon's environment. */
 const FAULT_ENV = 'PROCCTL_FAULT_HANDOVER';
@@ -123,18 +129,26 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   let resume: () => void = () => undefined;
   try {
     fault('wind');
+    await pause('wind');
     resume = holdOutputs(sessions);
     fault('hold');
+    await pause('hold');
     // 5. settle
     const records = sessions.map((s) => toRecord(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime));
     await host.settleFiles(records);
     await Promise.all(sessions.map((s) => s.spool?.settle()));
     fault('settle');
+    await pause('settle');
   } catch (err) {
     resume();
     undoWind();
     throw failed('could not prepare the hand-over', err);
   }
+  // The clients' requests, but this one: nothing more is read from the clients connected now, and
+  // every request they sent is answered `restarting` (not run) while there is time for the answers
+  // to go out. The clients reconnect; what they send meanwhile is held for the next image.
+  const undoAbandon = host.abandonClients(restartingError());
+  await Promise.race([host.flushClients(), new Promise((r) => setTimeout(r, FLUSH_MS).unref())]);
   return {
     sessions,
     from: host.version,
@@ -142,6 +156,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
     at,
     clients: held.clients,
     undo: () => {
+      undoAbandon();
       resume();
       undoWind();
     },
@@ -232,7 +247,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     delete env.LISTEN_PID;
     delete env.LISTEN_FDNAMES;
     host.log.info({ sessions: carried.length, from: p.from, to: p.to }, 'restart: handing the running sessions to a new image');
-    undo.push(host.abandonClients(restarting('the daemon is restarting into a new image; retry: the request is answered once it serves (in about a second)')));
+    undo.push(host.abandonClients(restartingError()));
     host.log.flush();
     const argv = [process.execPath, ...process.execArgv, procctld(), ...host.args];
     addon.execImage(process.execPath, argv, Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`])));
@@ -264,6 +279,15 @@ function procctld(): string {
 function failed(what: string, err: unknown): Error {
   if (err instanceof Error && 'kind' in err) return err;
   return unavailable(`${what}: ${(err as Error).message}; the daemon goes on serving as before`);
+}
+
+/**
+ * A pause a test asked for at this step (`PROCCTL_FAULT_HANDOVER=hold-<step>`, for
+ * PROCCTL_FAULT_HANDOVER_HOLD_MS, default 3000): what clients meet while a hand-over is under way.
+ */
+async function pause(step: string): Promise<void> {
+  if (process.env[FAULT_ENV] !== `hold-${step}`) return;
+  await new Promise((r) => setTimeout(r, Number(process.env.PROCCTL_FAULT_HANDOVER_HOLD_MS ?? 3000)));
 }
 
 /** A failure a test asked for at this step. */

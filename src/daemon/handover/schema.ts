@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RestartsSchema } from '../../schema/restarts.js';
 import { CarriedSessionSchema } from '../../session/carry.js';
 import { HANDOVER_FORMAT } from './format.js';
 
@@ -34,16 +35,8 @@ export const HandedJobSchema = z.object({
     .optional(),
 });
 
-/** What `daemon.status.restarts` counts, carried from image to image. */
-export const RestartsSchema = z.object({
-  planned: z.number().int().min(0),
-  crash: z.number().int().min(0),
-  lastAt: z.number().nullable(),
-  lastMs: z.number().nullable(),
-  adopted: z.number().int().min(0),
-  lost: z.number().int().min(0),
-});
-export type Restarts = z.infer<typeof RestartsSchema>;
+/** What `daemon.status.restarts` counts, carried from image to image (one schema with the tools' RestartCounts). */
+export { RestartsSchema, type Restarts } from '../../schema/restarts.js';
 
 export const HandoverSchema = z.object({
   format: z.literal(HANDOVER_FORMAT),

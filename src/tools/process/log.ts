@@ -179,6 +179,9 @@ export async function logAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
     truncated: fromSpool ? spool.droppedBytes > 0 : s.output.droppedChars > 0,
     // What this text does not hold of the whole output, so droppedChars + totalChars = all output so far.
     droppedChars: fromSpool ? Math.max(0, s.output.totalChars - totalChars) : s.output.droppedChars,
+    // Where `output` starts in the whole output (as an output event's offset): a client that lost
+    // its connection (a restart) takes up from the last offset it had.
+    startChar: s.output.totalChars - totalChars + page.start + (tailPage ? cut : 0),
     ...(cut > 0 ? { cutChars: cut } : {}),
     ...(stderr.length > 0 ? { stderr } : {}),
     ...(fromSpool ? { source: 'spool', droppedBytes: spool.droppedBytes } : {}),
