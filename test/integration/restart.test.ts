@@ -159,7 +159,7 @@ describe('planned restart (SPEC §19)', () => {
   it('procctl daemon restart hands over, waits for the new image and says what it kept', async () => {
     const d = await startDaemon();
     const s = new Scoped(await d.client(), 'cli');
-    const job = await s.exec({ command: 'sleep 30', background: true });
+    const job = await s.exec({ command: 'sleep 300', background: true });
     pids.add(job.pid);
     const r = await cliOn(d.socket)(['daemon', 'restart']);
     expect(r.code, r.stderr).toBe(0);
@@ -172,7 +172,7 @@ describe('planned restart (SPEC §19)', () => {
   it('the socket never refuses: a client connecting in a loop through the hand-over is always answered', async () => {
     const d = await startDaemon();
     const s = new Scoped(await d.client(), 'hammer');
-    const job = await s.exec({ command: 'sleep 30', background: true });
+    const job = await s.exec({ command: 'sleep 300', background: true });
     pids.add(job.pid);
     let stop = false;
     const failures: string[] = [];
@@ -243,7 +243,7 @@ describe('refusals are safe (SPEC §19)', () => {
     const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });
     const schema = join(pkg, 'dist', 'src', 'daemon', 'handover', 'format.js');
     const s = new Scoped(await d.client(), 'format');
-    const job = await s.exec({ command: 'sleep 30', background: true });
+    const job = await s.exec({ command: 'sleep 300', background: true });
     pids.add(job.pid);
     writeFileSync(schema, readFileSync(schema, 'utf8').replace('export const HANDOVER_FORMAT = 1;', 'export const HANDOVER_FORMAT = 2;'));
     const c = await d.client();
@@ -259,7 +259,7 @@ describe('refusals are safe (SPEC §19)', () => {
   it('a config the new image would refuse (a typo since the start): refused before anything changes, naming the problem', async () => {
     const d = await startDaemon({ config: { tools: { exec: { killGraceMs: 1000 } } } });
     const s = new Scoped(await d.client(), 'config');
-    const job = await s.exec({ command: 'sleep 30', background: true });
+    const job = await s.exec({ command: 'sleep 300', background: true });
     pids.add(job.pid);
     writeFileSync(join(d.dir, 'config.json'), '{"tools": {"exec": {"killGraceMs": "soon"}}}');
     const r = await (await d.client()).request('daemon.restart', operator(d));
@@ -321,7 +321,7 @@ describe('refusals are safe (SPEC §19)', () => {
     const schema = join(pkg, 'dist', 'src', 'daemon', 'handover', 'format.js');
     writeFileSync(schema, readFileSync(schema, 'utf8').replace(/export const CARRIES = \[[^\]]*\]/, 'export const CARRIES = []'));
     const s = new Scoped(await d.client(), 'pty');
-    const job = await s.exec({ command: 'sleep 30', background: true, pty: true });
+    const job = await s.exec({ command: 'sleep 300', background: true, pty: true });
     pids.add(job.pid);
     const r = await (await d.client()).request('daemon.restart', operator(d));
     expect(r.error?.data?.kind).toBe('conflict');
