@@ -88,6 +88,11 @@ export class Shell {
     void box.finished.then(() => this.ended());
   }
 
+  /** The id of the shell's own process (its private session): what a sandboxed shell's channel belongs to. */
+  get boxId(): string {
+    return this.box.id;
+  }
+
   get pid(): number | undefined {
     return this.box.pid;
   }

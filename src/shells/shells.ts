@@ -182,6 +182,12 @@ export class Shells {
     return this.commandsOf.get(session);
   }
 
+  /** The command running in the shell whose own process is session `boxId` (a sandboxed shell's channel is that process's). */
+  commandIn(boxId: string): Session | undefined {
+    for (const shell of this.shells.values()) if (shell.boxId === boxId) return shell.busy;
+    return undefined;
+  }
+
   list(scope: string, all: boolean): ShellView[] {
     return [...this.shells.values()].filter((s) => s.alive && (all || s.scope === scope)).map(view);
   }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { existsSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { alive, PROCCTL, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 afterAll(stopAllDaemons);
@@ -183,6 +183,25 @@ describe('shells that remember (SPEC §20)', () => {
     await d.stop();
   });
 
+  it('takes a checkpoint from inside a command (procctl checkpoint), as its own session\'s', async () => {
+    const d = await startDaemon();
+    const c = await d.client();
+    const procctl = `"${process.execPath}" "${PROCCTL}"`;
+    const first = await c.exec({ command: `cd /tmp; ${procctl} checkpoint first --data '{"n":1}' && echo reported`, shell: 'cp' });
+    expect(first.status).toBe('completed');
+    expect(first.output).toBe('reported\n');
+    // The next command has a key of its own: its checkpoint is its session's, not the first's.
+    const second = await c.exec({ command: `${procctl} checkpoint second --data '{"n":2}' && echo "$PWD"; sleep 60`, shell: 'cp', yieldMs: 30_000, waitFor: { output: '/tmp' } });
+    expect(second.status).toBe('running');
+    await waitFor(async () => (await c.process({ action: 'list' })).sessions.find((x: { sessionId: string }) => x.sessionId === second.sessionId)?.checkpoint, { what: 'the checkpoint listed' });
+    const sessions = (await c.process({ action: 'list' })).sessions;
+    expect(sessions.find((x: { sessionId: string }) => x.sessionId === first.sessionId).checkpoint).toMatchObject({ name: 'first', data: { n: 1 } });
+    expect(sessions.find((x: { sessionId: string }) => x.sessionId === second.sessionId).checkpoint).toMatchObject({ name: 'second', data: { n: 2 } });
+    await c.process({ action: 'kill', sessionId: second.sessionId });
+    c.close();
+    await d.stop();
+  });
+
   it('judges each command on its own text: a denied one never reaches the shell, which is as it was', async () => {
     const d = await startDaemon({ config: { approvals: { rules: [{ match: 'forbidden', action: 'deny', reason: 'not here' }] } } });
     const c = await d.client();
@@ -245,6 +264,28 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed shell', () => {
     expect(r.output).toContain(`yes ${join(workspace, 'sub')}`);
     expect(r.output).toContain('socket=hidden');
     expect(existsSync(join(base, 'escaped'))).toBe(false);
+    c.close();
+    await d.stop();
+  });
+
+  it("takes a command's checkpoint through the shell's channel, as that command's", async () => {
+    const d = await startDaemon({ base, config: { sandbox: { mode: 'workspace-write', workspaces: [workspace] } } });
+    const c = await d.client();
+    const procctl = `"${process.execPath}" "${PROCCTL}"`;
+    const first = await c.exec({ command: `${procctl} checkpoint one --data '{"n":1}' && echo reported`, shell: 'cpbox', workdir: workspace });
+    sessions.add(first.sessionId);
+    expect(first.output).toBe('reported\n');
+    const second = await c.exec({ command: `${procctl} checkpoint two && echo reported`, shell: 'cpbox' });
+    sessions.add(second.sessionId);
+    expect(second.output).toBe('reported\n');
+    const listed = (await c.process({ action: 'list' })).sessions;
+    expect(listed.find((x: { sessionId: string }) => x.sessionId === first.sessionId).checkpoint).toMatchObject({ name: 'one', data: { n: 1 } });
+    expect(listed.find((x: { sessionId: string }) => x.sessionId === second.sessionId).checkpoint).toMatchObject({ name: 'two' });
+    // The channel takes only the running command's: naming another session is refused.
+    const other = await c.exec({ command: `PROCCTL_SESSION_ID=${first.sessionId} ${procctl} checkpoint stolen 2>&1; echo "status $?"`, shell: 'cpbox' });
+    sessions.add(other.sessionId);
+    expect(other.output).toContain('a job reports only its own progress');
+    expect(other.output).not.toContain('status 0');
     c.close();
     await d.stop();
   });
