@@ -106,6 +106,7 @@ export class Shells {
       pendingMaxOutputChars: cfg.pendingMaxOutputChars,
       events: this.ctx.registry.events,
       checkpointKey,
+      shell: shell.name,
       spool: cfg.maxLogBytes > 0 ? new Spool(this.ctx.state.spoolPath(id), cfg.maxLogBytes, this.ctx.state.disk) : undefined,
       waitFor: p.waitFor && describeWaitFor(p.waitFor),
       notify: p.notify,

@@ -53,6 +53,11 @@ describe('shells that remember (SPEC §20)', () => {
     const listed = await c.call('shell.list', {});
     expect(listed.shells).toHaveLength(1);
     expect(listed.shells[0]).toMatchObject({ name: 'dev', cwd: join(work, 'api'), state: 'idle', commands: 2 });
+    // Each command's row names its shell (the console puts it under the shell); a plain exec's does not.
+    const plain = await c.exec({ command: 'true' });
+    const rows = (await c.process({ action: 'list' })).sessions;
+    expect(rows.find((r: { sessionId: string }) => r.sessionId === second.sessionId).shell).toEqual({ name: 'dev' });
+    expect(rows.find((r: { sessionId: string }) => r.sessionId === plain.sessionId).shell).toBeUndefined();
     c.close();
     await d.stop();
   });
