@@ -3,6 +3,8 @@
 
 /** A session's row, with the host whose daemon it is on (the console adds it). */
 export type Row = Record<string, any> & { sessionId: string; status: string; scope: string; host: string };
+/** A persistent shell (SPEC §20) as shell.list shows it, with its host. */
+export type ShellRow = { name: string; scope: string; state: 'idle' | 'busy'; cwd: string; commands: number; createdAt: string; lastUsedAt: string; sessionId: string | null; pid: number | null; host: string };
 export type Approval = { sessionId: string; scope: string; name: string; command: string; cwd: string; host: string; interrupt?: Record<string, any> };
 export interface DaemonView {
   connected: boolean;
@@ -26,6 +28,8 @@ export interface State {
   /** Every host's sessions, by keyOf(host, id). */
   sessions: Map<string, Row>;
   approvals: Approval[];
+  /** Every host's persistent shells (SPEC §20). */
+  shells: ShellRow[];
   /** When the sessions last changed (ms), so views re-render. */
   version: number;
 }
@@ -56,9 +60,11 @@ function sample(r: Row): void {
   if (u.at.length > SAMPLES) for (const k of ['at', 'cpuPercent', 'memoryMiB'] as const) u[k].shift();
 }
 
-export const state: State = { live: false, daemon: { connected: true }, hosts: new Map(), sessions: new Map(), approvals: [], version: 0 };
+export const state: State = { live: false, daemon: { connected: true }, hosts: new Map(), sessions: new Map(), approvals: [], shells: [], version: 0 };
 /** Each host's approvals, as last pushed. */
 const approvalsOf = new Map<string, Approval[]>();
+/** Each host's shells, as last pushed. */
+const shellsOf = new Map<string, ShellRow[]>();
 
 const listeners = new Set<() => void>();
 export function onChange(fn: () => void): () => void {
@@ -139,6 +145,12 @@ export function connect(): void {
     const { host, approvals } = JSON.parse((e as MessageEvent).data) as { host: string; approvals: Approval[] };
     approvalsOf.set(host, approvals.map((a) => ({ ...a, host })));
     state.approvals = [...approvalsOf.values()].flat();
+    changed();
+  });
+  es.addEventListener('shells', (e) => {
+    const { host, shells } = JSON.parse((e as MessageEvent).data) as { host: string; shells: ShellRow[] };
+    shellsOf.set(host, shells.map((sh) => ({ ...sh, host })));
+    state.shells = [...shellsOf.values()].flat();
     changed();
   });
   es.addEventListener('bye', () => {

@@ -7,6 +7,7 @@ import { connect, state, type State } from './connection.js';
 import { useLive, useRoute } from './hooks.js';
 import { SessionView } from './session.js';
 import { Sessions } from './sessions.js';
+import { Shells } from './shells.js';
 import { DaemonStatus } from './status.js';
 
 /** `#/s/HOST/ID` names its host; `#/s/ID` (a link from before the fleet view) is the session of that id on whichever host has it. */
@@ -32,7 +33,12 @@ function View({ route }: { route: string }) {
   const story = /^#\/history\/([^/]+)\/([^/]+)$/.exec(route);
   if (story) return <HistoryStory host={decodeURIComponent(story[1])} sessionId={decodeURIComponent(story[2])} />;
   if (/^#\/history\/?$/.test(route)) return <History />;
-  return <Sessions />;
+  return (
+    <>
+      <Shells />
+      <Sessions />
+    </>
+  );
 }
 
 /** The page's frame; each view listens to the pushes it shows, so a push redraws only those. */

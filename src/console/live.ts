@@ -1,7 +1,7 @@
 import type { Dial } from '../transport/dial.js';
 import { DaemonClient, RpcCallError, type Notification } from '../rpc/client.js';
 import { operatorParams, type OperatorCredentials } from '../rpc/credential.js';
-import { INVALID_PARAMS } from '../rpc/errors.js';
+import { INVALID_PARAMS, METHOD_NOT_FOUND } from '../rpc/errors.js';
 
 /**
  * How the console speaks for the person: the operator's scope and credentials (SPEC §17), found
@@ -59,6 +59,8 @@ export class DaemonLink {
   /** The rows as last pushed, by session id (as JSON, to send only what changed). */
   private rows = new Map<string, string>();
   private approvals = '[]';
+  /** The persistent shells (SPEC §20) as last pushed, as JSON. */
+  private shells = '[]';
   private status: unknown;
   private problem: string | undefined;
   /** The last connection was refused as the operator (not a daemon that cannot be reached). */
@@ -184,6 +186,7 @@ export class DaemonLink {
       viewer.send('daemon', this.daemonView());
       viewer.send('sessions', { upsert: [...this.rows.values()].map((r) => JSON.parse(r)), remove: [], full: true, host: this.host });
       viewer.send('approvals', { host: this.host, approvals: JSON.parse(this.approvals) });
+      viewer.send('shells', { host: this.host, shells: JSON.parse(this.shells) });
     }
     this.sync();
     return () => {
@@ -290,6 +293,7 @@ export class DaemonLink {
       await Promise.all([
         this.approvalsNow(),
         this.list(newest),
+        this.shellsNow(),
         many && Date.now() - this.statusAt < STATUS_MS ? undefined : this.client.call('daemon.status', {}).then((status) => {
           this.statusAt = Date.now();
           if (JSON.stringify(status) !== JSON.stringify(this.status)) {
@@ -310,6 +314,19 @@ export class DaemonLink {
     approvals.push({ sessionId: event.sessionId, scope: event.scope, name: event.name, command: event.command, cwd: event.cwd, interrupt: event.interrupt });
     this.approvals = JSON.stringify(approvals);
     this.broadcast('approvals', { host: this.host, approvals });
+  }
+
+  /** Ask the persistent shells and push them if they changed; a daemon from before shells has none. */
+  private async shellsNow(): Promise<void> {
+    const answer = await this.call<{ shells: Row[] }>('shell.list', {}).catch((err: unknown) => {
+      if (err instanceof RpcCallError && err.code === METHOD_NOT_FOUND) return { shells: [] };
+      throw err;
+    });
+    const a = JSON.stringify(answer.shells);
+    if (a !== this.shells) {
+      this.shells = a;
+      this.broadcast('shells', { host: this.host, shells: answer.shells });
+    }
   }
 
   /** Ask the approvals waiting and push them if they changed. */

@@ -202,12 +202,14 @@ export class Channels implements ChannelHost {
     const methods = new Map<string, Method>();
     methods.set('checkpoint', (params, rc) => {
       const { sessionId: named, scope: _scope, token: _token, voice: _voice, checkpointKey: _key, ...rest } = params;
-      if (named !== undefined && named !== sessionId) {
-        throw forbidden(`this channel belongs to session ${sessionId}: a job reports only its own progress`, { path: ['sessionId'] });
+      // A persistent shell's channel is its bash's (SPEC §20): what reports on it is the command running there.
+      const session = this.d.registry.find(ALL_SCOPES, sessionId) ?? this.d.shells.commandIn(sessionId);
+      const own = session?.id ?? sessionId;
+      if (named !== undefined && named !== own) {
+        throw forbidden(`this channel belongs to session ${own}: a job reports only its own progress`, { path: ['sessionId'] });
       }
-      const session = this.d.registry.find(ALL_SCOPES, sessionId);
       if (!session) throw forbidden(`session ${sessionId} is gone`);
-      return checkpointTool(this.d, { scope: session.scope, signal: rc.signal, voice: RPC }, { ...rest, sessionId });
+      return checkpointTool(this.d, { scope: session.scope, signal: rc.signal, voice: RPC }, { ...rest, sessionId: own });
     });
     for (const name of REFUSED) {
       methods.set(name, () => {

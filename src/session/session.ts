@@ -66,6 +66,8 @@ export interface SessionInit {
   scratch?: { dir: string; stopFile: string };
   /** The job's credential for `checkpoint` (PROCCTL_CHECKPOINT_KEY). */
   checkpointKey?: string;
+  /** The persistent shell it is a command of (SPEC §20). */
+  shell?: string;
   /** The whole output on disk (SPEC §10). */
   spool?: Spool;
   /** Interrupts settled before this session started (its approval). */
@@ -138,6 +140,8 @@ export class Session {
    * Never persisted or shown.
    */
   readonly checkpointKey: string | undefined;
+  /** The persistent shell it ran in, when it is a shell's command (SPEC §20). */
+  readonly shell: string | undefined;
   /** The whole output on disk (SPEC §10), when the daemon has a state directory. */
   readonly spool: Spool | undefined;
   /** Interrupts that were answered, expired or outlived by the session (the newest 20). */
@@ -196,6 +200,7 @@ export class Session {
     this.tmpdir = init.scratch?.dir;
     this.stopFile = init.scratch?.stopFile;
     this.checkpointKey = init.checkpointKey;
+    this.shell = init.shell;
     this.spool = init.spool;
     this.now = init.now ?? Date.now;
     this.startedAt = init.startedAt ?? this.now();

@@ -4,6 +4,8 @@ import { Socket } from 'node:net';
 import { join } from 'node:path';
 import type { ExecParams } from '../schema/exec.js';
 import type { Session } from '../session/session.js';
+import { conflict } from '../base/errors.js';
+import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses, signalPids } from '../runner/sweep.js';
 import { stopSession, type StopOptions } from '../runner/stop.js';
 import { ansiQuote } from './quote.js';
@@ -20,6 +22,13 @@ export interface ShellSettings {
 
 /** The shell's own descriptors: 61 takes the end of each command (id, status, cwd); 62 is the commands' stdin. */
 const STATUS_FD = 61;
+/** How often a paused command past its timeout looks again whether it was continued. */
+const PAUSED_RECHECK_MS = 250;
+/**
+ * Signals an interactive bash outlives by default (it ignores or handles them): the only ones
+ * `process signal` hands to the shell itself when the command has no process of its own.
+ */
+const SHELL_SURVIVES = new Set<NodeJS.Signals>(['SIGINT', 'SIGTERM', 'SIGQUIT', 'SIGWINCH', 'SIGCHLD', 'SIGCONT', 'SIGURG', 'SIGSTOP', 'SIGTSTP', 'SIGTTIN', 'SIGTTOU']);
 const INPUT_FD = 62;
 
 /** The interactive bash a shell is: no rc files, no line editing; interactive so that SIGINT ends a command, not the shell. */
@@ -79,6 +88,11 @@ export class Shell {
     void box.finished.then(() => this.ended());
   }
 
+  /** The id of the shell's own process (its private session): what a sandboxed shell's channel belongs to. */
+  get boxId(): string {
+    return this.box.id;
+  }
+
   get pid(): number | undefined {
     return this.box.pid;
   }
@@ -132,7 +146,16 @@ export class Shell {
     this.commands++;
     const running: Running = { session, interrupted: false };
     this.running = running;
-    if (o.timeoutSec > 0) running.timer = setTimeout(o.onTimeout, o.timeoutSec * 1000);
+    if (o.timeoutSec > 0) {
+      // Time spent paused does not count (SPEC §15): at the deadline, a paused command waits on.
+      const due = () => session.startedAt + o.timeoutSec * 1000 + session.pausedMs();
+      const check = () => {
+        const left = due() - Date.now();
+        if (session.paused || left > 0) running.timer = setTimeout(check, Math.max(left, PAUSED_RECHECK_MS));
+        else o.onTimeout();
+      };
+      running.timer = setTimeout(check, o.timeoutSec * 1000);
+    }
     const exports = [`PROCCTL_SESSION_ID=${session.id}`, ...(o.checkpointKey ? [`PROCCTL_CHECKPOINT_KEY=${o.checkpointKey}`] : [])];
     const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${INPUT_FD}`;
     this.box.input!.write(`__procctl_id=${session.id}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${INPUT_FD}<&-\n`);
@@ -206,7 +229,9 @@ export class Shell {
     if (!running || running.session !== session) return;
     running.interrupted = true;
     session.stopEscalated(false);
-    const procs = () => (findSessionProcesses(new Set([session.id]), this.box.pid ?? 0).get(session.id) ?? []).map((p) => p.pid);
+    // A paused command is let run first, so that it sees the stop as it would unpaused.
+    if (session.paused) this.continueCommand(session);
+    const procs = () => this.commandPids(session);
     const first = procs();
     // The command's processes get SIGINT, and bash drops the rest of the line as a terminal's Ctrl-C makes it;
     // with none (a builtin loop), the shell itself gets it.
@@ -233,9 +258,83 @@ export class Shell {
     signalPids(procs(), 'SIGKILL');
   }
 
+  /** The command's own processes: those carrying its PROCCTL_SESSION_ID (never the shell, nor an earlier command's jobs). */
+  private commandPids(session: Session): number[] {
+    return (findSessionProcesses(new Set([session.id]), this.box.pid ?? 0).get(session.id) ?? []).map((p) => p.pid);
+  }
+
+  /**
+   * `process signal` of a command: to the command's processes only, never the shell's group (its
+   * earlier commands' background jobs are not this command's). With none (a builtin running in
+   * the shell itself) the shell gets it, but only a signal it outlives; another is refused.
+   */
+  signalCommand(session: Session, signal: NodeJS.Signals): { to: 'processes' | 'shell'; count: number } {
+    if (this.running?.session !== session) throw conflict(`session ${session.id} is not the command running in shell "${this.name}"; there is nothing to signal`);
+    const pids = this.commandPids(session);
+    if (pids.length > 0) {
+      signalPids(pids, signal);
+      return { to: 'processes', count: pids.length };
+    }
+    if (!SHELL_SURVIVES.has(signal) || this.box.pid === undefined) {
+      throw conflict(
+        `session ${session.id} runs in shell "${this.name}" itself (a builtin, no process of its own), and ${signal} would end the shell with its state; send SIGINT to interrupt the command as Ctrl-C does, or stop it with process kill`,
+        { sessionId: session.id, shell: this.name },
+      );
+    }
+    signalPids([this.box.pid], signal);
+    return { to: 'shell', count: 1 };
+  }
+
+  /**
+   * `process pause` of a command (SPEC §15 for a session that is not a cgroup of its own): SIGSTOP
+   * to the command's processes, looked for again until no new one appears (one forking as it was
+   * stopped); with none (a builtin loop), to the shell that runs it. The shell's other jobs run on.
+   * Returns why it could not, if it could not.
+   */
+  async pauseCommand(session: Session): Promise<string | undefined> {
+    if (this.running?.session !== session) return 'it is not the command running in its shell';
+    if (session.paused) return undefined;
+    const stopped = new Set<number>();
+    for (let round = 0; round < 20; round++) {
+      const fresh = this.commandPids(session).filter((pid) => !stopped.has(pid));
+      if (fresh.length === 0) break;
+      signalPids(fresh, 'SIGSTOP');
+      for (const pid of fresh) stopped.add(pid);
+    }
+    if (stopped.size === 0 && this.box.pid !== undefined) {
+      signalPids([this.box.pid], 'SIGSTOP');
+      stopped.add(this.box.pid);
+    }
+    const deadline = Date.now() + 2000;
+    const isStopped = (pid: number) => {
+      const state = readStat(pid)?.state;
+      return state === undefined || state === 'T' || state === 'Z' || state === 'X';
+    };
+    while (![...stopped].every(isStopped)) {
+      if (Date.now() > deadline) {
+        signalPids([...stopped], 'SIGCONT');
+        return 'its processes did not all stop within 2000 ms';
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    if (session.running) session.pause();
+    else signalPids([...stopped], 'SIGCONT');
+    return undefined;
+  }
+
+  /** `process continue` of a command: SIGCONT to its processes and to the shell (which a builtin's pause stopped). */
+  continueCommand(session: Session): string | undefined {
+    if (this.running?.session !== session) return 'it is not the command running in its shell';
+    signalPids([...this.commandPids(session), ...(this.box.pid !== undefined ? [this.box.pid] : [])], 'SIGCONT');
+    session.unpause();
+    return undefined;
+  }
+
   /** Close the shell: its process group gets §9's stop sequence. */
   async close(reason: StopOptions['reason'] = 'user', graceMs = 1000): Promise<void> {
     if (this.running && !this.running.session.stop) this.running.session.requestStop({ reason, signal: 'SIGTERM', at: Date.now() });
+    // A paused command (or the shell a builtin's pause stopped) hears the stop as it would unpaused.
+    if (this.running?.session.paused) this.continueCommand(this.running.session);
     await stopSession(this.box, { reason, signal: 'SIGHUP', graceMs });
   }
 

@@ -52,6 +52,8 @@ export class Shells {
   private readonly shells = new Map<string, Shell>();
   private readonly boxes = new Registry();
   private readonly opening = new Map<string, Promise<Shell>>();
+  /** The shell each command session ran in: pause, continue and signal reach the command through it. */
+  private readonly commandsOf = new WeakMap<Session, Shell>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly ctx: LaunchContext) {
@@ -104,6 +106,7 @@ export class Shells {
       pendingMaxOutputChars: cfg.pendingMaxOutputChars,
       events: this.ctx.registry.events,
       checkpointKey,
+      shell: shell.name,
       spool: cfg.maxLogBytes > 0 ? new Spool(this.ctx.state.spoolPath(id), cfg.maxLogBytes, this.ctx.state.disk) : undefined,
       waitFor: p.waitFor && describeWaitFor(p.waitFor),
       notify: p.notify,
@@ -114,6 +117,7 @@ export class Shells {
     // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
     session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, stdinId: piped ? shell.inputPath : undefined, pty: false, resize: undefined });
     stopsItself(session, (opts) => shell.interrupt(session, opts));
+    this.commandsOf.set(session, shell);
     shell.run(session, p.command, {
       stdin: p.stdin ?? 'pipe',
       timeoutSec: p.timeout ?? cfg.timeoutSec,
@@ -172,6 +176,17 @@ export class Shells {
       throw unavailable(`shell "${p.shell}" could not be started: ${(err as Error).message}; nothing ran`);
     }
     return shell;
+  }
+
+  /** The shell a command's session runs in, if it is one (SPEC §20). */
+  of(session: Session): Shell | undefined {
+    return this.commandsOf.get(session);
+  }
+
+  /** The command running in the shell whose own process is session `boxId` (a sandboxed shell's channel is that process's). */
+  commandIn(boxId: string): Session | undefined {
+    for (const shell of this.shells.values()) if (shell.boxId === boxId) return shell.busy;
+    return undefined;
   }
 
   list(scope: string, all: boolean): ShellView[] {

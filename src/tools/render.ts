@@ -121,6 +121,8 @@ export function sessionRecord(s: Session, tailChars = LIST_TAIL_CHARS) {
     signal: ended ? s.signal : undefined,
     reason: s.reason,
     key: s.key,
+    // The persistent shell it is a command of (SPEC §20): the console shows it under its shell.
+    shell: s.shell === undefined ? undefined : { name: s.shell },
     tail: s.output.tail(tailChars),
     truncated: dropped > 0,
     droppedChars: dropped,

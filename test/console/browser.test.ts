@@ -202,6 +202,31 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     await page.close();
   });
 
+  it('lists the shells with their state, workdir and count, and each command under its shell', async () => {
+    const page = await open();
+    const first = await c.exec({ command: `cd ${dir}; echo one`, shell: 'dev', scope: 'agent' });
+    const busy = await c.exec({ command: 'echo two; sleep 600', shell: 'dev', scope: 'agent', waitFor: { output: 'two' }, yieldMs: 20_000 });
+    expect(busy.status).toBe('running');
+    const row = page.locator('table.shells tr[data-shell="dev"][data-scope="agent"]');
+    await row.locator('td.status', { hasText: 'busy' }).waitFor({ timeout: 30_000 });
+    expect(await row.locator('td.cmd').innerText()).toBe(dir);
+    expect(await row.locator('td.count').innerText()).toBe('2');
+    expect(await row.locator('td.runtime').innerText()).toMatch(/ago$/);
+    const commands = page.locator('table.shells tr.shell-commands[data-shell="dev"]');
+    // Newest first, each a link to its session.
+    await commands.locator(`li[data-session="${first.sessionId}"]`).waitFor({ timeout: 30_000 });
+    const listed = await commands.locator('li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-session')));
+    expect(listed).toEqual([busy.sessionId, first.sessionId]);
+    expect(await commands.locator(`li[data-session="${first.sessionId}"] .command`).innerText()).toBe(`cd ${dir}; echo one`);
+    expect(await commands.locator(`li[data-session="${first.sessionId}"] a`).getAttribute('href')).toContain(first.sessionId);
+    await c.process({ action: 'kill', sessionId: busy.sessionId, scope: 'agent' });
+    await row.locator('td.status', { hasText: 'idle' }).waitFor({ timeout: 30_000 });
+    // A closed shell leaves the list.
+    await c.call('shell.close', { name: 'dev', scope: 'agent' });
+    await row.waitFor({ state: 'detached', timeout: 30_000 });
+    await page.close();
+  });
+
   it('answers a y/N prompt from the page', async () => {
     const r = await c.exec({ command: 'printf "Proceed? [y/N] "; read a; echo "answer=$a"', background: true, scope: 'agent' });
     const page = await open(sessionRoute(r.sessionId));

@@ -1,14 +1,38 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { existsSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { alive, PROCCTL, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 afterAll(stopAllDaemons);
+
+/** The live processes that carry a session's PROCCTL_SESSION_ID. */
+function marked(sessionId: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`, 'latin1').includes(`PROCCTL_SESSION_ID=${sessionId}\0`) && state(Number(entry)) !== 'Z') found.push(Number(entry));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+/** A process's state letter from /proc (T: stopped), or undefined once it is gone. */
+function state(pid: number): string | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return text.slice(text.lastIndexOf(')') + 2).split(' ')[0];
+  } catch {
+    return undefined;
+  }
+}
 
 describe('shells that remember (SPEC §20)', () => {
   it('keeps cd, variables, functions, aliases, set options and a venv from one command to the next', async () => {
@@ -29,6 +53,11 @@ describe('shells that remember (SPEC §20)', () => {
     const listed = await c.call('shell.list', {});
     expect(listed.shells).toHaveLength(1);
     expect(listed.shells[0]).toMatchObject({ name: 'dev', cwd: join(work, 'api'), state: 'idle', commands: 2 });
+    // Each command's row names its shell (the console puts it under the shell); a plain exec's does not.
+    const plain = await c.exec({ command: 'true' });
+    const rows = (await c.process({ action: 'list' })).sessions;
+    expect(rows.find((r: { sessionId: string }) => r.sessionId === second.sessionId).shell).toEqual({ name: 'dev' });
+    expect(rows.find((r: { sessionId: string }) => r.sessionId === plain.sessionId).shell).toBeUndefined();
     c.close();
     await d.stop();
   });
@@ -111,6 +140,73 @@ describe('shells that remember (SPEC §20)', () => {
     await d.stop();
   });
 
+  it('pauses, continues and signals only the command, never the shell or its earlier jobs', async () => {
+    const d = await startDaemon();
+    const c = await d.client();
+    const bg = await c.exec({ command: 'KEEP=yes; sleep 600 & echo $!', shell: 'p' });
+    // An interactive bash says "[1] PID" of a background job, as in a terminal; the last line is ours.
+    const job = Number(bg.output.trim().split('\n').pop());
+    const shellPid = (await c.call('shell.list', {})).shells[0].pid;
+    const r = await c.exec({ command: `sh -c 'trap "echo usr1; exit 5" USR1; while :; do sleep 0.2; done'`, shell: 'p', yieldMs: 300 });
+    expect(r.status).toBe('running');
+    await waitFor(() => marked(r.sessionId).length >= 2, { what: "the command's sh and sleep" });
+    const paused = await c.process({ action: 'pause', sessionId: r.sessionId });
+    expect(paused.paused).toBe(true);
+    await waitFor(() => marked(r.sessionId).every((pid) => state(pid) === 'T'), { what: "the command's processes stopped" });
+    expect(state(shellPid)).not.toBe('T');
+    expect(state(job)).not.toBe('T');
+    const cont = await c.process({ action: 'continue', sessionId: r.sessionId });
+    expect(cont.paused).toBeUndefined();
+    await waitFor(() => marked(r.sessionId).every((pid) => state(pid) !== 'T'), { what: "the command's processes running again" });
+    // SIGUSR1 would end an interactive bash: it reaches the command alone.
+    const sent = await c.process({ action: 'signal', sessionId: r.sessionId, signal: 'USR1' });
+    expect(sent.text).toContain('process');
+    const done = await c.process({ action: 'wait', sessionIds: [r.sessionId], timeout: 20_000 });
+    expect(done.sessions[0]).toMatchObject({ status: 'completed', exitCode: 5 });
+    // sh says its sleep died of the signal; then its trap ran.
+    expect((await c.process({ action: 'log', sessionId: r.sessionId })).output).toMatch(/usr1$/);
+    expect(alive(shellPid)).toBe(true);
+    expect(alive(job)).toBe(true);
+    // A builtin loop runs in the shell itself: pause stops the shell for it, a signal the shell would die of is refused, SIGINT interrupts it.
+    const loop = await c.exec({ command: 'while :; do :; done', shell: 'p', yieldMs: 300 });
+    expect((await c.process({ action: 'pause', sessionId: loop.sessionId })).paused).toBe(true);
+    expect(state(shellPid)).toBe('T');
+    await c.process({ action: 'continue', sessionId: loop.sessionId });
+    await waitFor(() => state(shellPid) !== 'T', { what: 'the shell running again' });
+    const refused = await c.call('process', { action: 'signal', sessionId: loop.sessionId, signal: 'USR1' }).catch((e: Error) => e);
+    expect(String((refused as Error).message)).toContain('would end the shell');
+    await c.process({ action: 'signal', sessionId: loop.sessionId, signal: 'INT' });
+    const stopped = await c.process({ action: 'wait', sessionIds: [loop.sessionId], timeout: 20_000 });
+    expect(stopped.sessions[0].status).not.toBe('running');
+    const after = await c.exec({ command: 'echo "$KEEP"', shell: 'p' });
+    expect(after.output).toBe('yes\n');
+    expect(after.shell.restarted).toBeUndefined();
+    expect(alive(job)).toBe(true);
+    await c.call('shell.close', { name: 'p' });
+    await waitFor(() => !alive(job), { what: 'the background job gone with the shell' });
+    c.close();
+    await d.stop();
+  });
+
+  it('takes a checkpoint from inside a command (procctl checkpoint), as its own session\'s', async () => {
+    const d = await startDaemon();
+    const c = await d.client();
+    const procctl = `"${process.execPath}" "${PROCCTL}"`;
+    const first = await c.exec({ command: `cd /tmp; ${procctl} checkpoint first --data '{"n":1}' && echo reported`, shell: 'cp' });
+    expect(first.status).toBe('completed');
+    expect(first.output).toBe('reported\n');
+    // The next command has a key of its own: its checkpoint is its session's, not the first's.
+    const second = await c.exec({ command: `${procctl} checkpoint second --data '{"n":2}' && echo "$PWD"; sleep 60`, shell: 'cp', yieldMs: 30_000, waitFor: { output: '/tmp' } });
+    expect(second.status).toBe('running');
+    await waitFor(async () => (await c.process({ action: 'list' })).sessions.find((x: { sessionId: string }) => x.sessionId === second.sessionId)?.checkpoint, { what: 'the checkpoint listed' });
+    const sessions = (await c.process({ action: 'list' })).sessions;
+    expect(sessions.find((x: { sessionId: string }) => x.sessionId === first.sessionId).checkpoint).toMatchObject({ name: 'first', data: { n: 1 } });
+    expect(sessions.find((x: { sessionId: string }) => x.sessionId === second.sessionId).checkpoint).toMatchObject({ name: 'second', data: { n: 2 } });
+    await c.process({ action: 'kill', sessionId: second.sessionId });
+    c.close();
+    await d.stop();
+  });
+
   it('judges each command on its own text: a denied one never reaches the shell, which is as it was', async () => {
     const d = await startDaemon({ config: { approvals: { rules: [{ match: 'forbidden', action: 'deny', reason: 'not here' }] } } });
     const c = await d.client();
@@ -173,6 +269,28 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed shell', () => {
     expect(r.output).toContain(`yes ${join(workspace, 'sub')}`);
     expect(r.output).toContain('socket=hidden');
     expect(existsSync(join(base, 'escaped'))).toBe(false);
+    c.close();
+    await d.stop();
+  });
+
+  it("takes a command's checkpoint through the shell's channel, as that command's", async () => {
+    const d = await startDaemon({ base, config: { sandbox: { mode: 'workspace-write', workspaces: [workspace] } } });
+    const c = await d.client();
+    const procctl = `"${process.execPath}" "${PROCCTL}"`;
+    const first = await c.exec({ command: `${procctl} checkpoint one --data '{"n":1}' && echo reported`, shell: 'cpbox', workdir: workspace });
+    sessions.add(first.sessionId);
+    expect(first.output).toBe('reported\n');
+    const second = await c.exec({ command: `${procctl} checkpoint two && echo reported`, shell: 'cpbox' });
+    sessions.add(second.sessionId);
+    expect(second.output).toBe('reported\n');
+    const listed = (await c.process({ action: 'list' })).sessions;
+    expect(listed.find((x: { sessionId: string }) => x.sessionId === first.sessionId).checkpoint).toMatchObject({ name: 'one', data: { n: 1 } });
+    expect(listed.find((x: { sessionId: string }) => x.sessionId === second.sessionId).checkpoint).toMatchObject({ name: 'two' });
+    // The channel takes only the running command's: naming another session is refused.
+    const other = await c.exec({ command: `PROCCTL_SESSION_ID=${first.sessionId} ${procctl} checkpoint stolen 2>&1; echo "status $?"`, shell: 'cpbox' });
+    sessions.add(other.sessionId);
+    expect(other.output).toContain('a job reports only its own progress');
+    expect(other.output).not.toContain('status 0');
     c.close();
     await d.stop();
   });
