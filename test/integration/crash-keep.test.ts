@@ -104,6 +104,54 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     expect(alive(cat.pid)).toBe(false);
   });
 
+  it('a terminal session keeps every number across a SIGKILL of the daemon, and takes input, a resize and its end after it', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env });
+    const s1 = new Scoped(await d1.client(), 'tty');
+    const n = 300;
+    const count = await s1.exec({ command: counter(n, 49), background: true, pty: true });
+    pids.add(count.pid);
+    // Reads lines, says each with the terminal's size; ends with 3 at end of input (^D).
+    const shell = await s1.exec({ command: 'stty -echo; while read l; do echo "got:$l size:$(stty size)"; done; exit 3', background: true, pty: true });
+    pids.add(shell.pid);
+    await s1.process({ action: 'write', sessionId: shell.sessionId, data: 'before\n' });
+    await s1.waitOutput(shell.sessionId, 'got:before size:30 120');
+    await kept(state, count.sessionId);
+    await kept(state, shell.sessionId);
+    await waitFor(() => readFileSync(join(sessionsDir(state), `${count.sessionId}.log`), 'utf8').endsWith('\n49\r\n'), { what: 'the counter\'s quiet moment, its output so far in the spool' });
+    const guardian = guardianOf(d1.proc.pid!);
+    expect(guardian, 'the guardian').toBeDefined();
+
+    d1.proc.kill('SIGKILL');
+    await exited(d1);
+    // The terminal's master is held by the guardian alone now: no hang-up, the counter prints on.
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(count.pid)).toBe(true);
+    expect(alive(shell.pid)).toBe(true);
+
+    const d2 = await startDaemon({ env });
+    const s2 = new Scoped(await d2.client(), 'tty');
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
+    await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
+    const listed = (await s2.list()).find((x: any) => x.sessionId === shell.sessionId);
+    expect(listed.pid).toBe(shell.pid);
+    expect(['running', 'waiting_input']).toContain(listed.status);
+    expect(readRecords(state).get(shell.sessionId)).toMatchObject({ adopted: 'crash', pty: true });
+
+    await s2.process({ action: 'resize', sessionId: shell.sessionId, cols: 100, rows: 40 });
+    await s2.process({ action: 'write', sessionId: shell.sessionId, data: 'after\n' });
+    await s2.waitOutput(shell.sessionId, 'got:after size:40 100');
+    const { last } = await s2.pollUntilEnded(count.sessionId, 30_000);
+    expect(last.status).toBe('completed');
+    expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output.replaceAll('\r', ''), n);
+    // Its end of input ends it, though the guardian held a copy of the terminal's master.
+    await s2.process({ action: 'send-keys', sessionId: shell.sessionId, keys: ['C-d'] });
+    const ended = await s2.pollUntilEnded(shell.sessionId, 20_000);
+    expect(['completed', 'failed']).toContain(ended.last.status);
+    expect(alive(shell.pid)).toBe(false);
+  });
+
   it('a planned restart keeps the guardian\'s copies: a crash after it still keeps the sessions', async () => {
     const state = makeStateDir();
     const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };

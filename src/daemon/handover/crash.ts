@@ -28,6 +28,8 @@ export const KeptSchema = z.object({
     stdinId: z.string().optional(),
     /** Whether the third descriptor is its stdin (else it has none: /dev/null, or closed). */
     stdin: z.boolean(),
+    /** A job on a terminal: its side's name (`/dev/pts/N`); the one descriptor is the terminal's master. */
+    pts: z.string().min(1).optional(),
   }),
   scratch: z.object({ dir: z.string(), stopFile: z.string() }).optional(),
   checkpointKey: z.string().optional(),
@@ -50,26 +52,42 @@ interface KeepAddon {
 }
 
 /**
+ * The kinds of session (runner/handover.ts carryNeeds) a crash keeps besides pipes: a terminal,
+ * whose master the guardian holds. A sandbox's channels and proxy and a review's overlay are
+ * carried by a planned restart only: such a session is killed at a crash (docs/durability.md).
+ */
+const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal']);
+
+/**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
- * undefined for a session a crash cannot keep (the same as what a planned restart cannot carry:
- * a terminal, a sandbox, a review), which the guardian kills when the daemon dies.
+ * undefined for a session a crash cannot keep (see CRASH_KEEPS), which the guardian kills when
+ * the daemon dies.
  */
 export function keptMessage(s: Session): { text: string; fds: number[] } | undefined {
-  // A crash keeps sessions on pipes only so far: a terminal's master, a sandbox's channel and proxy and
-  // a review's overlay are carried by a planned restart, not yet held by the guardian.
-  if (cannotHandOver(s) !== undefined || carryNeeds(s).length > 0) return undefined;
+  if (cannotHandOver(s) !== undefined || carryNeeds(s).some((k) => !CRASH_KEEPS.has(k))) return undefined;
   const job = handOver(s);
-  if (!('stdout' in job.ends)) return undefined;
   const ends = job.ends;
-  const follow = followOf(s);
+  const common = { timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, limits: job.limits, ...(job.cgroup ? { cgroup: job.cgroup } : {}) };
+  const terminal = 'terminal' in ends;
   const kept: Kept = {
     id: s.id,
-    job: { pid: ends.pid, ...(ends.stdinId ? { stdinId: ends.stdinId } : {}), stdin: ends.stdin >= 0, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, limits: job.limits, ...(job.cgroup ? { cgroup: job.cgroup } : {}) },
+    job: terminal
+      ? { pid: ends.pid, stdinId: ends.pts, stdin: false, pts: ends.pts, ...common }
+      : { pid: ends.pid, ...(ends.stdinId ? { stdinId: ends.stdinId } : {}), stdin: ends.stdin >= 0, ...common },
     ...(s.tmpdir && s.stopFile ? { scratch: { dir: s.tmpdir, stopFile: s.stopFile } } : {}),
     ...(s.checkpointKey ? { checkpointKey: s.checkpointKey } : {}),
-    ...follow,
+    ...followOf(s),
   };
-  return { text: JSON.stringify(kept), fds: [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])] };
+  const fds = terminal ? [ends.terminal] : [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])];
+  return { text: JSON.stringify(kept), fds };
+}
+
+/** The job's ends from what the guardian kept: a terminal's master, or its pipes; undefined when a descriptor is missing. */
+function keptEnds(job: Kept['job'], fds: number[]): HandedJob['ends'] | undefined {
+  if (job.pts !== undefined) return fds.length === 1 ? { pid: job.pid, terminal: fds[0]!, pts: job.pts } : undefined;
+  const [stdout, stderr, stdin] = fds;
+  if (stdout === undefined || stderr === undefined || (job.stdin && stdin === undefined)) return undefined;
+  return { pid: job.pid, stdout, stderr, stdin: job.stdin ? stdin! : -1, ...(job.stdinId ? { stdinId: job.stdinId } : {}) };
 }
 
 /** A session the guardian handed back: what it kept, and the descriptors it held. */
@@ -137,8 +155,8 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
   const sessions: Handover['sessions'] = [];
   for (const { kept, fds } of taken) {
     const r = state.readRunning(kept.id);
-    const [stdout, stderr, stdin] = fds;
-    if (!r || r.pid !== kept.job.pid || stdout === undefined || stderr === undefined || (kept.job.stdin && stdin === undefined)) {
+    const ends = keptEnds(kept.job, fds);
+    if (!r || r.pid !== kept.job.pid || !ends) {
       for (const fd of fds) closeQuietly(fd);
       log.warn({ sessionId: kept.id }, 'crash: a session the guardian kept has no running record here; it is recovered as lost');
       continue;
@@ -164,8 +182,8 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
       paused: { before: 0 },
       ...(caps.maxLogBytes > 0 ? { spool: { file: spoolFile, maxBytes: caps.maxLogBytes } } : {}),
     };
-    const { pid, stdinId, stdin: hasStdin, ...rest } = kept.job;
-    const job: HandedJob = { ...rest, stdinQueued: 0, ends: { pid, stdout, stderr, stdin: hasStdin ? stdin! : -1, ...(stdinId ? { stdinId } : {}) } };
+    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, ...rest } = kept.job;
+    const job: HandedJob = { ...rest, stdinQueued: 0, ends };
     sessions.push({ session, job });
   }
   return { sessions };
