@@ -1,11 +1,16 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { killLeftovers, leftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { guardianOf, makeStateDir, markedProcesses, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
+import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * A crash keeps the sessions (SPEC §19, durability.onCrash "keep"): the daemon is SIGKILLed, its
@@ -241,4 +246,85 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     expect(listed.get(old.sessionId)).toMatchObject({ status: 'running' });
     expect(readFileSync(join(sessionsDir(state), `${old.sessionId}.json`), 'utf8')).toContain('"adopted":"crash"');
   });
+});
+
+const NO_CURL = (() => {
+  try {
+    execFileSync('curl', ['--version'], { stdio: 'ignore' });
+    return undefined;
+  } catch {
+    return 'curl is not installed (Debian: apt-get install -y curl)';
+  }
+})();
+if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the confined crash tests: ${NO_CURL}`);
+
+describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed sessions', () => {
+  const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-crash-'));
+  const workspace = join(base, 'workspace');
+  const addonCopy = join(base, 'procctl.node');
+  const confined = new Set<string>();
+  let server: Server;
+  let port = 0;
+
+  beforeAll(async () => {
+    mkdirSync(workspace);
+    copyFileSync((createRequire(import.meta.url)('node-gyp-build') as { resolve(dir: string): string }).resolve(ROOT), addonCopy);
+    server = createServer((q, r) => r.end(`hello ${q.url?.slice(1)}\n`));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as { port: number }).port;
+  });
+  afterEach(() => killMarked(confined));
+  afterAll(() => {
+    server?.close();
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  // curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
+  const CURL = 'curl -sS -m 20 --noproxy ""';
+  /** A node one-liner that asks the session's channel for a connection and sends it one checkpoint. */
+  const checkpoint = (name: string) =>
+    `${process.execPath} -e 'const fd=Number(process.env.PROCCTL_SOCKET.slice(3));const s=new (require("net").Socket)({fd:require(process.argv[1]).receiveConnection(fd,10000)});s.write(JSON.stringify({jsonrpc:"2.0",id:1,method:"checkpoint",params:{name:process.argv[2]}})+"\\n");s.on("data",b=>{console.log(String(b).includes("\\"result\\"")?"checkpoint="+process.argv[2]:String(b));s.end();})' ${addonCopy} ${name}`;
+
+  it('network by name and the job\'s own channel keep working after a SIGKILL of the daemon, with the policy the session started with', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const config = { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.1'], deny: [] } } };
+    const d1 = await startDaemon({ env, config });
+    const s1 = new Scoped(await d1.client(), 'confined');
+    // Runs each line it is sent: the same job, before and after the crash.
+    const job = await s1.exec({ command: 'while read -r l; do eval "$l"; done', background: true, workdir: workspace });
+    confined.add(job.sessionId);
+    pids.add(job.pid);
+    await s1.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.1:${port}/before\n` });
+    await s1.waitOutput(job.sessionId, 'hello before');
+    await s1.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('one')}\n` });
+    await s1.waitOutput(job.sessionId, 'checkpoint=one');
+    await kept(state, job.sessionId);
+    const guardian = guardianOf(d1.proc.pid!);
+
+    d1.proc.kill('SIGKILL');
+    await exited(d1);
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(job.pid)).toBe(true);
+
+    const d2 = await startDaemon({ env, config });
+    const s2 = new Scoped(await d2.client(), 'confined');
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
+    const listed = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(listed.pid).toBe(job.pid);
+    expect(['running', 'waiting_input']).toContain(listed.status);
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.1:${port}/after\n` });
+    await s2.waitOutput(job.sessionId, 'hello after');
+    // The policy goes on: a host it does not allow is refused and counted on the session.
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.2:${port}/no; echo\n` });
+    await s2.waitOutput(job.sessionId, 'blocked 127.0.0.2: not in sandbox.network.allow');
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('two')}\n` });
+    await s2.waitOutput(job.sessionId, 'checkpoint=two');
+    expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).checkpoint).toMatchObject({ name: 'two' });
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: 'exit 4\n' });
+    const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
+    expect(last.status).not.toBe('running');
+    expect(alive(job.pid)).toBe(false);
+  }, 120_000);
 });

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { loadAddon } from '../../base/addon.js';
 import type { Config } from '../../config/schema.js';
 import { cannotHandOver, carryNeeds, handOver, type HandedJob } from '../../runner/handover.js';
+import { channelsOf } from '../../runner/start.js';
 import { NotifySchema, WaitForSchema } from '../../schema/exec.js';
 import { followOf, type CarriedSession } from '../../session/carry.js';
 import type { SessionRecord } from '../../session/persist.js';
@@ -53,10 +54,11 @@ interface KeepAddon {
 
 /**
  * The kinds of session (runner/handover.ts carryNeeds) a crash keeps besides pipes: a terminal,
- * whose master the guardian holds. A sandbox's channels and proxy and a review's overlay are
- * carried by a planned restart only: such a session is killed at a crash (docs/durability.md).
+ * whose master the guardian holds, and a sandbox, whose channel and proxy's listening sockets it
+ * holds. A review's overlay, and a proxy that writes credentials in, are carried by a planned
+ * restart only: such a session is killed at a crash (docs/durability.md).
  */
-const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal']);
+const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox']);
 
 /**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
@@ -79,12 +81,40 @@ export function keptMessage(s: Session): { text: string; fds: number[] } | undef
     ...followOf(s),
   };
   const fds = terminal ? [ends.terminal] : [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])];
+  if (job.sandboxed) kept.job.sandboxed = true;
+  // A confined job's channels: their descriptors follow the job's ends, named in the text by their place among them.
+  if (job.channels) kept.job.channels = mapChannels(job.channels, (fd) => fds.push(fd) - 1);
   return { text: JSON.stringify(kept), fds };
+}
+
+type Channels = NonNullable<HandedJob['channels']>;
+
+/** The same channels with each descriptor mapped (to its place in a message, or back); undefined where `map` says so. */
+function mapChannels(ch: Channels, map: (fd: number) => number | undefined): Channels | undefined {
+  const one = <C extends { control?: number; listeners?: number[] }>(c: C | undefined): C | undefined | false => {
+    if (!c) return undefined;
+    const control = c.control === undefined ? undefined : map(c.control);
+    const listeners = c.listeners?.map(map);
+    if ((c.control !== undefined && control === undefined) || listeners?.some((l) => l === undefined)) return false;
+    return { ...c, ...(control !== undefined ? { control } : {}), ...(listeners ? { listeners: listeners as number[] } : {}) };
+  };
+  const checkpoint = one(ch.checkpoint);
+  const proxy = one(ch.proxy);
+  if (checkpoint === false || proxy === false) return undefined;
+  return { ...(checkpoint ? { checkpoint } : {}), ...(proxy ? { proxy } : {}) };
+}
+
+/**
+ * When what keptMessage gives of a session will have changed, for it to be sent again: a proxy
+ * whose helper is still sending its listening sockets (they come a moment after the job starts).
+ */
+export function keptChanges(s: Session): Promise<void> | undefined {
+  return channelsOf(s).proxy?.settled?.();
 }
 
 /** The job's ends from what the guardian kept: a terminal's master, or its pipes; undefined when a descriptor is missing. */
 function keptEnds(job: Kept['job'], fds: number[]): HandedJob['ends'] | undefined {
-  if (job.pts !== undefined) return fds.length === 1 ? { pid: job.pid, terminal: fds[0]!, pts: job.pts } : undefined;
+  if (job.pts !== undefined) return fds[0] !== undefined ? { pid: job.pid, terminal: fds[0], pts: job.pts } : undefined;
   const [stdout, stderr, stdin] = fds;
   if (stdout === undefined || stderr === undefined || (job.stdin && stdin === undefined)) return undefined;
   return { pid: job.pid, stdout, stderr, stdin: job.stdin ? stdin! : -1, ...(job.stdinId ? { stdinId: job.stdinId } : {}) };
@@ -156,7 +186,8 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
   for (const { kept, fds } of taken) {
     const r = state.readRunning(kept.id);
     const ends = keptEnds(kept.job, fds);
-    if (!r || r.pid !== kept.job.pid || !ends) {
+    const channels = kept.job.channels && mapChannels(kept.job.channels, (at) => fds[at]);
+    if (!r || r.pid !== kept.job.pid || !ends || (kept.job.channels && !channels)) {
       for (const fd of fds) closeQuietly(fd);
       log.warn({ sessionId: kept.id }, 'crash: a session the guardian kept has no running record here; it is recovered as lost');
       continue;
@@ -182,8 +213,8 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
       paused: { before: 0 },
       ...(caps.maxLogBytes > 0 ? { spool: { file: spoolFile, maxBytes: caps.maxLogBytes } } : {}),
     };
-    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, ...rest } = kept.job;
-    const job: HandedJob = { ...rest, stdinQueued: 0, ends };
+    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, ...rest } = kept.job;
+    const job: HandedJob = { ...rest, stdinQueued: 0, ends, ...(channels ? { channels } : {}) };
     sessions.push({ session, job });
   }
   return { sessions };
