@@ -285,6 +285,43 @@ describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed 
   const checkpoint = (name: string) =>
     `${process.execPath} -e 'const fd=Number(process.env.PROCCTL_SOCKET.slice(3));const s=new (require("net").Socket)({fd:require(process.argv[1]).receiveConnection(fd,10000)});s.write(JSON.stringify({jsonrpc:"2.0",id:1,method:"checkpoint",params:{name:process.argv[2]}})+"\\n");s.on("data",b=>{console.log(String(b).includes("\\"result\\"")?"checkpoint="+process.argv[2]:String(b));s.end();})' ${addonCopy} ${name}`;
 
+  it('a review session runs on across a SIGKILL of the daemon: what it wrote before and after is held, listed and applied once it ends', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const ws = join(base, 'review-ws');
+    mkdirSync(ws);
+    const config = { sandbox: { mode: 'workspace-write', workspaces: [ws] } };
+    const d1 = await startDaemon({ env, config });
+    const s1 = new Scoped(await d1.client(), 'review');
+    const job = await s1.exec({ command: 'echo one > before.txt && echo wrote; read -r x; echo two > after.txt; echo "$x" >> before.txt', background: true, workdir: ws, changes: 'review' });
+    confined.add(job.sessionId);
+    pids.add(job.pid);
+    await s1.waitOutput(job.sessionId, 'wrote');
+    await kept(state, job.sessionId);
+    expect((await s1.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
+
+    d1.proc.kill('SIGKILL');
+    await exited(d1);
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(job.pid)).toBe(true);
+
+    const d2 = await startDaemon({ env, config });
+    const s2 = new Scoped(await d2.client(), 'review');
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: 'three\n' });
+    const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
+    expect(last.status).not.toBe('running');
+    // The workspace is untouched until the changes are applied.
+    expect(existsSync(join(ws, 'before.txt'))).toBe(false);
+    await waitFor(async () => (await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes?.state === 'pending', { what: 'the changes to be pending' });
+    const listed = await s2.process({ action: 'changes', sessionId: job.sessionId, stat: true });
+    expect(listed.files.map((f: any) => f.path).sort()).toEqual(['after.txt', 'before.txt']);
+    await s2.process({ action: 'apply', sessionId: job.sessionId });
+    expect(readFileSync(join(ws, 'before.txt'), 'utf8')).toBe('one\nthree\n');
+    expect(readFileSync(join(ws, 'after.txt'), 'utf8')).toBe('two\n');
+  }, 120_000);
+
   it('network by name and the job\'s own channel keep working after a SIGKILL of the daemon, with the policy the session started with', async () => {
     const state = makeStateDir();
     const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };

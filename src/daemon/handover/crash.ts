@@ -54,11 +54,11 @@ interface KeepAddon {
 
 /**
  * The kinds of session (runner/handover.ts carryNeeds) a crash keeps besides pipes: a terminal,
- * whose master the guardian holds, and a sandbox, whose channel and proxy's listening sockets it
- * holds. A review's overlay, and a proxy that writes credentials in, are carried by a planned
- * restart only: such a session is killed at a crash (docs/durability.md).
+ * whose master the guardian holds; a sandbox, whose channel and proxy's listening sockets it
+ * holds; a review, whose overlay is the job's and on disk. A proxy that writes credentials in
+ * is carried by nothing: such a session is killed at a crash (docs/durability.md).
  */
-const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox']);
+const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review']);
 
 /**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
