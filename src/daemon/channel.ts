@@ -110,7 +110,7 @@ export class Channels implements ChannelHost {
     };
     // The helper sends its port's listening sockets once, one per loopback address, then closes its end.
     let ended = false;
-    let settle = () => undefined as void;
+    let settle: () => void = () => undefined;
     const settled = new Promise<void>((r) => (settle = r));
     const watching = ours >= 0;
     const watch = watching
@@ -133,6 +133,7 @@ export class Channels implements ChannelHost {
       close: () => {
         if (closed) return;
         closed = true;
+        settle();
         watch.close();
         if (watching) closeSync(ours);
         shut();
