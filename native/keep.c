@@ -2,7 +2,7 @@
 // daemon sends each session's ends to the guardian over a socket pair of datagrams (SCM_RIGHTS),
 // where they wait in the guardian's queue until it drains it; when the daemon dies, the guardian
 // hands them to the next daemon over a listening socket of the same kind. Every message is one
-// datagram: a text (the session's description, JSON) and up to KEEP_MAX_FDS descriptors.
+// datagram: a text (the session's description, JSON) and up to KEEP_MAX_FDS (16) descriptors.
 //
 // keepPair() -> [a, b]: a connected pair of SOCK_SEQPACKET sockets, both close-on-exec.
 // keepSend(socket, text, fds) -> true when sent, false when the peer's queue is full (EAGAIN).
@@ -25,7 +25,8 @@
 #include <node_api.h>
 #include "errors.h"
 
-#define KEEP_MAX_FDS 4
+// A session's ends (3), a confined job's channel (1), and its proxy's channel and listening sockets (3), with room.
+#define KEEP_MAX_FDS 16
 #define KEEP_MAX_TEXT 65536
 
 static long long keep_now_ms(void) {
@@ -73,7 +74,11 @@ static napi_value KeepSend(napi_env env, napi_callback_info info) {
   napi_get_value_string_utf8(env, argv[1], text, len + 1, &len);
   uint32_t nfds = 0;
   napi_get_array_length(env, argv[2], &nfds);
-  if (nfds > KEEP_MAX_FDS) nfds = KEEP_MAX_FDS;
+  if (nfds > KEEP_MAX_FDS) {
+    free(text);
+    napi_throw_range_error(env, NULL, "keepSend: at most 16 descriptors in one message");
+    return NULL;
+  }
   int fds[KEEP_MAX_FDS];
   for (uint32_t i = 0; i < nfds; i++) {
     napi_value v;

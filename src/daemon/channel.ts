@@ -110,11 +110,15 @@ export class Channels implements ChannelHost {
     };
     // The helper sends its port's listening sockets once, one per loopback address, then closes its end.
     let ended = false;
+    let settle: () => void = () => undefined;
+    const settled = new Promise<void>((r) => (settle = r));
     const watching = ours >= 0;
     const watch = watching
       ? addon.watchDescriptors(ours, (fd) => {
-          if (fd < 0) ended = true;
-          else take(fd);
+          if (fd < 0) {
+            ended = true;
+            settle();
+          } else take(fd);
         })
       : { close: () => undefined };
     for (const fd of carried?.listeners ?? []) take(fd);
@@ -129,6 +133,7 @@ export class Channels implements ChannelHost {
       close: () => {
         if (closed) return;
         closed = true;
+        settle();
         watch.close();
         if (watching) closeSync(ours);
         shut();
@@ -145,6 +150,7 @@ export class Channels implements ChannelHost {
         };
       },
       carry: () => ({ ...(watching && !ended ? { control: ours } : {}), listeners: [...listeners.values()] }),
+      settled: () => (watching && !ended && !closed ? settled : undefined),
     };
   }
 

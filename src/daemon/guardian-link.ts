@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { loadAddon } from '../base/addon.js';
 import { bridgeSignals } from '../base/signal-bridge.js';
 import type { Session } from '../session/session.js';
-import { keptMessage } from './handover/crash.js';
+import { keptChanges, keptMessage } from './handover/crash.js';
 import { SLOT_BYTES, slotLine } from './guardian-slots.js';
 
 /** What a crash does to running sessions (config `durability`, SPEC §19), told to the guardian at its start. */
@@ -165,6 +165,10 @@ export class GuardianLink {
     if (this.keepFd === undefined || !this.keepAddon) return;
     const msg = keptMessage(s);
     if (!msg) return;
+    // A proxy's listening sockets still to come: sent again once they are in (the guardian keeps the newest).
+    void keptChanges(s)?.then(() => {
+      if (s.running && this.slotOf.has(s.id)) this.keep(s);
+    });
     let sent = false;
     try {
       sent = this.keepAddon.keepSend(this.keepFd, msg.text, msg.fds);

@@ -106,7 +106,7 @@ const drainer = keeper ? setInterval(() => keeper.drain(new Set(readSlots(readTa
 /**
  * The daemon died without a goodbye. With "kill", or nothing kept: kill everything. With "keep":
  * kill at once the sessions whose descriptors were not kept (younger than their first record, or
- * not keepable: a terminal, a sandbox), then wait crashGraceMs for the next daemon to take the
+ * not keepable: a proxy that writes credentials in), then wait crashGraceMs for the next daemon to take the
  * rest; if none comes, kill everything as "kill" would.
  */
 function crashed(): void {

@@ -66,6 +66,8 @@ export interface Channel {
   hold?(): () => void;
   /** The descriptors a planned restart hands to the next image (SPEC §19). */
   carry?(): CarriedChannel;
+  /** A proxy whose helper has not yet sent all its listening sockets: when it has (what `carry` gives changes then). */
+  settled?(): Promise<void> | undefined;
 }
 
 /** A session's channel as a restart hands it on: the daemon's end of it, and a proxy's listening sockets. */

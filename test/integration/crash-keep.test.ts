@@ -1,11 +1,16 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { killLeftovers, leftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { guardianOf, makeStateDir, markedProcesses, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
+import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * A crash keeps the sessions (SPEC §19, durability.onCrash "keep"): the daemon is SIGKILLed, its
@@ -104,6 +109,54 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     expect(alive(cat.pid)).toBe(false);
   });
 
+  it('a terminal session keeps every number across a SIGKILL of the daemon, and takes input, a resize and its end after it', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env });
+    const s1 = new Scoped(await d1.client(), 'tty');
+    const n = 300;
+    const count = await s1.exec({ command: counter(n, 49), background: true, pty: true });
+    pids.add(count.pid);
+    // Reads lines, says each with the terminal's size; ends with 3 at end of input (^D).
+    const shell = await s1.exec({ command: 'stty -echo; while read l; do echo "got:$l size:$(stty size)"; done; exit 3', background: true, pty: true });
+    pids.add(shell.pid);
+    await s1.process({ action: 'write', sessionId: shell.sessionId, data: 'before\n' });
+    await s1.waitOutput(shell.sessionId, 'got:before size:30 120');
+    await kept(state, count.sessionId);
+    await kept(state, shell.sessionId);
+    await waitFor(() => readFileSync(join(sessionsDir(state), `${count.sessionId}.log`), 'utf8').endsWith('\n49\r\n'), { what: 'the counter\'s quiet moment, its output so far in the spool' });
+    const guardian = guardianOf(d1.proc.pid!);
+    expect(guardian, 'the guardian').toBeDefined();
+
+    d1.proc.kill('SIGKILL');
+    await exited(d1);
+    // The terminal's master is held by the guardian alone now: no hang-up, the counter prints on.
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(count.pid)).toBe(true);
+    expect(alive(shell.pid)).toBe(true);
+
+    const d2 = await startDaemon({ env });
+    const s2 = new Scoped(await d2.client(), 'tty');
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
+    await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
+    const listed = (await s2.list()).find((x: any) => x.sessionId === shell.sessionId);
+    expect(listed.pid).toBe(shell.pid);
+    expect(['running', 'waiting_input']).toContain(listed.status);
+    expect(readRecords(state).get(shell.sessionId)).toMatchObject({ adopted: 'crash', pty: true });
+
+    await s2.process({ action: 'resize', sessionId: shell.sessionId, cols: 100, rows: 40 });
+    await s2.process({ action: 'write', sessionId: shell.sessionId, data: 'after\n' });
+    await s2.waitOutput(shell.sessionId, 'got:after size:40 100');
+    const { last } = await s2.pollUntilEnded(count.sessionId, 30_000);
+    expect(last.status).toBe('completed');
+    expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output.replaceAll('\r', ''), n);
+    // Its end of input ends it, though the guardian held a copy of the terminal's master.
+    await s2.process({ action: 'send-keys', sessionId: shell.sessionId, keys: ['C-d'] });
+    const ended = await s2.pollUntilEnded(shell.sessionId, 20_000);
+    expect(['completed', 'failed']).toContain(ended.last.status);
+    expect(alive(shell.pid)).toBe(false);
+  });
+
   it('a planned restart keeps the guardian\'s copies: a crash after it still keeps the sessions', async () => {
     const state = makeStateDir();
     const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
@@ -193,4 +246,122 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     expect(listed.get(old.sessionId)).toMatchObject({ status: 'running' });
     expect(readFileSync(join(sessionsDir(state), `${old.sessionId}.json`), 'utf8')).toContain('"adopted":"crash"');
   });
+});
+
+const NO_CURL = (() => {
+  try {
+    execFileSync('curl', ['--version'], { stdio: 'ignore' });
+    return undefined;
+  } catch {
+    return 'curl is not installed (Debian: apt-get install -y curl)';
+  }
+})();
+if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the confined crash tests: ${NO_CURL}`);
+
+describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed sessions', () => {
+  const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-crash-'));
+  const workspace = join(base, 'workspace');
+  const addonCopy = join(base, 'procctl.node');
+  const confined = new Set<string>();
+  let server: Server;
+  let port = 0;
+
+  beforeAll(async () => {
+    mkdirSync(workspace);
+    copyFileSync((createRequire(import.meta.url)('node-gyp-build') as { resolve(dir: string): string }).resolve(ROOT), addonCopy);
+    server = createServer((q, r) => r.end(`hello ${q.url?.slice(1)}\n`));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as { port: number }).port;
+  });
+  afterEach(() => killMarked(confined));
+  afterAll(() => {
+    server?.close();
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  // curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
+  const CURL = 'curl -sS -m 20 --noproxy ""';
+  /** A node one-liner that asks the session's channel for a connection and sends it one checkpoint. */
+  const checkpoint = (name: string) =>
+    `${process.execPath} -e 'const fd=Number(process.env.PROCCTL_SOCKET.slice(3));const s=new (require("net").Socket)({fd:require(process.argv[1]).receiveConnection(fd,10000)});s.write(JSON.stringify({jsonrpc:"2.0",id:1,method:"checkpoint",params:{name:process.argv[2]}})+"\\n");s.on("data",b=>{console.log(String(b).includes("\\"result\\"")?"checkpoint="+process.argv[2]:String(b));s.end();})' ${addonCopy} ${name}`;
+
+  it('a review session runs on across a SIGKILL of the daemon: what it wrote before and after is held, listed and applied once it ends', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const ws = join(base, 'review-ws');
+    mkdirSync(ws);
+    const config = { sandbox: { mode: 'workspace-write', workspaces: [ws] } };
+    const d1 = await startDaemon({ env, config });
+    const s1 = new Scoped(await d1.client(), 'review');
+    const job = await s1.exec({ command: 'echo one > before.txt && echo wrote; read -r x; echo two > after.txt; echo "$x" >> before.txt', background: true, workdir: ws, changes: 'review' });
+    confined.add(job.sessionId);
+    pids.add(job.pid);
+    await s1.waitOutput(job.sessionId, 'wrote');
+    await kept(state, job.sessionId);
+    expect((await s1.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
+
+    d1.proc.kill('SIGKILL');
+    await exited(d1);
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(job.pid)).toBe(true);
+
+    const d2 = await startDaemon({ env, config });
+    const s2 = new Scoped(await d2.client(), 'review');
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: 'three\n' });
+    const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
+    expect(last.status).not.toBe('running');
+    // The workspace is untouched until the changes are applied.
+    expect(existsSync(join(ws, 'before.txt'))).toBe(false);
+    await waitFor(async () => (await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes?.state === 'pending', { what: 'the changes to be pending' });
+    const listed = await s2.process({ action: 'changes', sessionId: job.sessionId, stat: true });
+    expect(listed.files.map((f: any) => f.path).sort()).toEqual(['after.txt', 'before.txt']);
+    await s2.process({ action: 'apply', sessionId: job.sessionId });
+    expect(readFileSync(join(ws, 'before.txt'), 'utf8')).toBe('one\nthree\n');
+    expect(readFileSync(join(ws, 'after.txt'), 'utf8')).toBe('two\n');
+  }, 120_000);
+
+  it('network by name and the job\'s own channel keep working after a SIGKILL of the daemon, with the policy the session started with', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const config = { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.1'], deny: [] } } };
+    const d1 = await startDaemon({ env, config });
+    const s1 = new Scoped(await d1.client(), 'confined');
+    // Runs each line it is sent: the same job, before and after the crash.
+    const job = await s1.exec({ command: 'while read -r l; do eval "$l"; done', background: true, workdir: workspace });
+    confined.add(job.sessionId);
+    pids.add(job.pid);
+    await s1.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.1:${port}/before\n` });
+    await s1.waitOutput(job.sessionId, 'hello before');
+    await s1.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('one')}\n` });
+    await s1.waitOutput(job.sessionId, 'checkpoint=one');
+    await kept(state, job.sessionId);
+    const guardian = guardianOf(d1.proc.pid!);
+
+    d1.proc.kill('SIGKILL');
+    await exited(d1);
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(job.pid)).toBe(true);
+
+    const d2 = await startDaemon({ env, config });
+    const s2 = new Scoped(await d2.client(), 'confined');
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
+    const listed = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(listed.pid).toBe(job.pid);
+    expect(['running', 'waiting_input']).toContain(listed.status);
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.1:${port}/after\n` });
+    await s2.waitOutput(job.sessionId, 'hello after');
+    // The policy goes on: a host it does not allow is refused and counted on the session.
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.2:${port}/no; echo\n` });
+    await s2.waitOutput(job.sessionId, 'blocked 127.0.0.2: not in sandbox.network.allow');
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('two')}\n` });
+    await s2.waitOutput(job.sessionId, 'checkpoint=two');
+    expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).checkpoint).toMatchObject({ name: 'two' });
+    await s2.process({ action: 'write', sessionId: job.sessionId, data: 'exit 4\n' });
+    const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
+    expect(last.status).not.toBe('running');
+    expect(alive(job.pid)).toBe(false);
+  }, 120_000);
 });

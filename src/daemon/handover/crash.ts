@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { loadAddon } from '../../base/addon.js';
 import type { Config } from '../../config/schema.js';
 import { cannotHandOver, carryNeeds, handOver, type HandedJob } from '../../runner/handover.js';
+import { channelsOf } from '../../runner/start.js';
 import { NotifySchema, WaitForSchema } from '../../schema/exec.js';
 import { followOf, type CarriedSession } from '../../session/carry.js';
 import type { SessionRecord } from '../../session/persist.js';
@@ -28,6 +29,8 @@ export const KeptSchema = z.object({
     stdinId: z.string().optional(),
     /** Whether the third descriptor is its stdin (else it has none: /dev/null, or closed). */
     stdin: z.boolean(),
+    /** A job on a terminal: its side's name (`/dev/pts/N`); the one descriptor is the terminal's master. */
+    pts: z.string().min(1).optional(),
   }),
   scratch: z.object({ dir: z.string(), stopFile: z.string() }).optional(),
   checkpointKey: z.string().optional(),
@@ -50,26 +53,71 @@ interface KeepAddon {
 }
 
 /**
+ * The kinds of session (runner/handover.ts carryNeeds) a crash keeps besides pipes: a terminal,
+ * whose master the guardian holds; a sandbox, whose channel and proxy's listening sockets it
+ * holds; a review, whose overlay is the job's and on disk. A proxy that writes credentials in
+ * is carried by nothing: such a session is killed at a crash (docs/durability.md).
+ */
+const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review']);
+
+/**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
- * undefined for a session a crash cannot keep (the same as what a planned restart cannot carry:
- * a terminal, a sandbox, a review), which the guardian kills when the daemon dies.
+ * undefined for a session a crash cannot keep (see CRASH_KEEPS), which the guardian kills when
+ * the daemon dies.
  */
 export function keptMessage(s: Session): { text: string; fds: number[] } | undefined {
-  // A crash keeps sessions on pipes only so far: a terminal's master, a sandbox's channel and proxy and
-  // a review's overlay are carried by a planned restart, not yet held by the guardian.
-  if (cannotHandOver(s) !== undefined || carryNeeds(s).length > 0) return undefined;
+  if (cannotHandOver(s) !== undefined || carryNeeds(s).some((k) => !CRASH_KEEPS.has(k))) return undefined;
   const job = handOver(s);
-  if (!('stdout' in job.ends)) return undefined;
   const ends = job.ends;
-  const follow = followOf(s);
+  const common = { timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, limits: job.limits, ...(job.cgroup ? { cgroup: job.cgroup } : {}) };
+  const terminal = 'terminal' in ends;
   const kept: Kept = {
     id: s.id,
-    job: { pid: ends.pid, ...(ends.stdinId ? { stdinId: ends.stdinId } : {}), stdin: ends.stdin >= 0, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, limits: job.limits, ...(job.cgroup ? { cgroup: job.cgroup } : {}) },
+    job: terminal
+      ? { pid: ends.pid, stdinId: ends.pts, stdin: false, pts: ends.pts, ...common }
+      : { pid: ends.pid, ...(ends.stdinId ? { stdinId: ends.stdinId } : {}), stdin: ends.stdin >= 0, ...common },
     ...(s.tmpdir && s.stopFile ? { scratch: { dir: s.tmpdir, stopFile: s.stopFile } } : {}),
     ...(s.checkpointKey ? { checkpointKey: s.checkpointKey } : {}),
-    ...follow,
+    ...followOf(s),
   };
-  return { text: JSON.stringify(kept), fds: [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])] };
+  const fds = terminal ? [ends.terminal] : [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])];
+  if (job.sandboxed) kept.job.sandboxed = true;
+  // A confined job's channels: their descriptors follow the job's ends, named in the text by their place among them.
+  if (job.channels) kept.job.channels = mapChannels(job.channels, (fd) => fds.push(fd) - 1);
+  return { text: JSON.stringify(kept), fds };
+}
+
+type Channels = NonNullable<HandedJob['channels']>;
+
+/** The same channels with each descriptor mapped (to its place in a message, or back); undefined where `map` says so. */
+function mapChannels(ch: Channels, map: (fd: number) => number | undefined): Channels | undefined {
+  const one = <C extends { control?: number; listeners?: number[] }>(c: C | undefined): C | undefined | false => {
+    if (!c) return undefined;
+    const control = c.control === undefined ? undefined : map(c.control);
+    const listeners = c.listeners?.map(map);
+    if ((c.control !== undefined && control === undefined) || listeners?.some((l) => l === undefined)) return false;
+    return { ...c, ...(control !== undefined ? { control } : {}), ...(listeners ? { listeners: listeners as number[] } : {}) };
+  };
+  const checkpoint = one(ch.checkpoint);
+  const proxy = one(ch.proxy);
+  if (checkpoint === false || proxy === false) return undefined;
+  return { ...(checkpoint ? { checkpoint } : {}), ...(proxy ? { proxy } : {}) };
+}
+
+/**
+ * When what keptMessage gives of a session will have changed, for it to be sent again: a proxy
+ * whose helper is still sending its listening sockets (they come a moment after the job starts).
+ */
+export function keptChanges(s: Session): Promise<void> | undefined {
+  return channelsOf(s).proxy?.settled?.();
+}
+
+/** The job's ends from what the guardian kept: a terminal's master, or its pipes; undefined when a descriptor is missing. */
+function keptEnds(job: Kept['job'], fds: number[]): HandedJob['ends'] | undefined {
+  if (job.pts !== undefined) return fds[0] !== undefined ? { pid: job.pid, terminal: fds[0], pts: job.pts } : undefined;
+  const [stdout, stderr, stdin] = fds;
+  if (stdout === undefined || stderr === undefined || (job.stdin && stdin === undefined)) return undefined;
+  return { pid: job.pid, stdout, stderr, stdin: job.stdin ? stdin! : -1, ...(job.stdinId ? { stdinId: job.stdinId } : {}) };
 }
 
 /** A session the guardian handed back: what it kept, and the descriptors it held. */
@@ -137,8 +185,9 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
   const sessions: Handover['sessions'] = [];
   for (const { kept, fds } of taken) {
     const r = state.readRunning(kept.id);
-    const [stdout, stderr, stdin] = fds;
-    if (!r || r.pid !== kept.job.pid || stdout === undefined || stderr === undefined || (kept.job.stdin && stdin === undefined)) {
+    const ends = keptEnds(kept.job, fds);
+    const channels = kept.job.channels && mapChannels(kept.job.channels, (at) => fds[at]);
+    if (!r || r.pid !== kept.job.pid || !ends || (kept.job.channels && !channels)) {
       for (const fd of fds) closeQuietly(fd);
       log.warn({ sessionId: kept.id }, 'crash: a session the guardian kept has no running record here; it is recovered as lost');
       continue;
@@ -164,8 +213,8 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
       paused: { before: 0 },
       ...(caps.maxLogBytes > 0 ? { spool: { file: spoolFile, maxBytes: caps.maxLogBytes } } : {}),
     };
-    const { pid, stdinId, stdin: hasStdin, ...rest } = kept.job;
-    const job: HandedJob = { ...rest, stdinQueued: 0, ends: { pid, stdout, stderr, stdin: hasStdin ? stdin! : -1, ...(stdinId ? { stdinId } : {}) } };
+    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, ...rest } = kept.job;
+    const job: HandedJob = { ...rest, stdinQueued: 0, ends, ...(channels ? { channels } : {}) };
     sessions.push({ session, job });
   }
   return { sessions };
