@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { alive, PROCCTL, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { findSessionProcesses } from '../../src/runner/sweep.js';
 
 afterAll(stopAllDaemons);
 
@@ -100,9 +100,10 @@ describe('shells that remember (SPEC §20)', () => {
     expect(String((busy as Error).message)).toContain('process kill');
     // Its children carry its id (PROCCTL_SESSION_ID), the background ones too.
     const kids = await waitFor(() => {
-      const found = execFileSync('pgrep', ['-f', '^sleep 30[012]$']).toString().trim().split('\n').map(Number);
-      const mine = found.filter((pid) => readFileSync(`/proc/${pid}/environ`, 'latin1').includes(`PROCCTL_SESSION_ID=${r.sessionId}\0`));
-      return mine.length === 3 ? mine : undefined;
+      // The command's own processes (its session's marker), the three sleeps among them.
+      const mine = (findSessionProcesses(new Set([r.sessionId])).get(r.sessionId) ?? []).map((p) => p.pid);
+      const sleeps = mine.filter((pid) => /^sleep 30[012]$/.test(readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim()));
+      return sleeps.length === 3 ? sleeps : undefined;
     }, { what: 'the three children' });
     const killed = await c.process({ action: 'kill', sessionId: r.sessionId });
     expect(killed.status).toBe('failed');
