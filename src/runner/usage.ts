@@ -8,9 +8,14 @@ export interface UsageTiming {
   idleRefreshes: number;
   /** Samples read per turn of the event loop during a refresh, so requests are answered between them. */
   perTurn: number;
+  /**
+   * The share of the daemon's thread the refreshes may take: after a refresh that read for T ms
+   * the next starts no sooner than T / budget ms after it began (and never sooner than `everyMs`).
+   */
+  budget?: number;
 }
 
-const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 4 };
+const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 4, budget: 0.05 };
 
 interface Held<V> {
   value: V;
@@ -26,6 +31,10 @@ interface Held<V> {
  * memory), so a list of a thousand sessions that read them all on every call cost more than
  * the answer itself. A sample unasked for a few refreshes is let go, and with none held no
  * timer runs. The ports sessions listen on are held the same way (runner/ports.ts).
+ *
+ * The refreshes keep to a budget of the thread (`budget`): with a thousand sessions on a busy
+ * machine, reading every cgroup took a third of a core when done once a second, so the next
+ * refresh waits until the reads of the last fit in the budget, and samples are that much older.
  */
 export class UsageSampler<K, V = Resources> {
   private readonly held = new Map<K, Held<V>>();
@@ -77,12 +86,17 @@ export class UsageSampler<K, V = Resources> {
 
   private start(): void {
     if (this.timer !== undefined) return;
-    this.timer = setInterval(() => this.refresh(), this.timing.everyMs);
+    this.schedule(this.timing.everyMs);
+  }
+
+  /** The next refresh in `ms` (the timer stays set while a refresh reads, so `active` holds). */
+  private schedule(ms: number): void {
+    this.timer = setTimeout(() => this.refresh(), ms);
     this.timer.unref();
   }
 
   private stop(): void {
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
     this.timer = undefined;
   }
 
@@ -97,18 +111,26 @@ export class UsageSampler<K, V = Resources> {
     }
     if (this.held.size === 0) return this.stop();
     this.refreshing = true;
+    const began = performance.now();
+    let spentMs = 0;
     let next = 0;
-    // The new samples are held back and put in together at the end: readers see one refresh a
-    // second, not a few samples changing on every turn (process list keeps its answer while no
+    // The new samples are held back and put in together at the end: readers see one refresh at
+    // a time, not a few samples changing on every turn (process list keeps its answer while no
     // sample of it changed, tools/process/list.ts).
     const read: (V | undefined)[] = [];
     const turn = () => {
+      const from = performance.now();
       for (const end = Math.min(next + this.timing.perTurn, keys.length); next < end; next++) {
         // A key found gone or ended meanwhile keeps the sample it had.
         if (this.live(keys[next]) && this.held.has(keys[next])) read[next] = this.readOne(keys[next]);
       }
+      spentMs += performance.now() - from;
       if (next < keys.length && this.timer !== undefined) return void setImmediate(turn);
       this.refreshing = false;
+      if (this.timer !== undefined) {
+        const budget = this.timing.budget ?? 1;
+        this.schedule(Math.max(this.timing.everyMs, spentMs / budget) - (performance.now() - began));
+      }
       for (let i = 0; i < next; i++) {
         const h = this.held.get(keys[i]);
         const value = read[i];

@@ -78,4 +78,30 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
       sampler.close();
     }
   });
+
+  it('keeps its refreshes to its budget of the thread: slow reads make the next refresh wait', async () => {
+    // Each read costs 2 ms of this thread: 50 keys are ~100 ms a refresh.
+    const slowRead = (c: ReturnType<typeof counter>) => (key: number) => {
+      const until = performance.now() + 2;
+      while (performance.now() < until);
+      return c.read(key);
+    };
+    const refreshesIn = async (budget: number) => {
+      const c = counter();
+      const sampler = new UsageSampler(slowRead(c), () => true, { everyMs: 20, idleRefreshes: 1_000, perTurn: 4, budget });
+      try {
+        for (const k of keys) sampler.of(k);
+        await waitFor(() => keys.every((k) => (c.reads.get(k) ?? 0) >= 2), { what: 'the first refresh' });
+        const after = c.total();
+        await new Promise((r) => setTimeout(r, 1000));
+        return (c.total() - after) / keys.length;
+      } finally {
+        sampler.close();
+      }
+    };
+    // At 5% of the thread a ~100 ms refresh waits ~2 s (longer on a slower machine): none in the next second.
+    expect(await refreshesIn(0.05)).toBeLessThan(1);
+    // With the whole thread to use, the same reads refresh again within that second.
+    expect(await refreshesIn(1)).toBeGreaterThanOrEqual(1);
+  }, 30_000);
 });
