@@ -275,7 +275,9 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed shell', () => {
   });
 
   it("takes a command's checkpoint through the shell's channel, as that command's", async () => {
-    const d = await startDaemon({ base, config: { sandbox: { mode: 'workspace-write', workspaces: [workspace] } } });
+    // procctl's own code is seen inside a sandbox where a network-by-name helper runs from it (a checkout
+    // under /tmp is otherwise hidden by the private /tmp): the shell gets network by name for its CLI.
+    const d = await startDaemon({ base, config: { sandbox: { mode: 'workspace-write', workspaces: [workspace], network: { allow: ['example.invalid'] } } } });
     const c = await d.client();
     const procctl = `"${process.execPath}" "${PROCCTL}"`;
     const first = await c.exec({ command: `${procctl} checkpoint one --data '{"n":1}' && echo reported`, shell: 'cpbox', workdir: workspace });
