@@ -1,5 +1,4 @@
 import { closeSync, constants, openSync } from 'node:fs';
-import { holdReading } from '../../base/hold-reading.js';
 import { createRequire } from 'node:module';
 import { ReadStream } from 'node:tty';
 import { adoptChild, signalName, type Addon } from '../native.js';
@@ -117,6 +116,23 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
   };
 }
 
+/** Stop reading a terminal's master (the output waits in the kernel) until the returned resume. */
+function holdReading(socket: ReadStream): () => void {
+  socket.pause();
+  const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
+  const stopped = handle?.reading && handle.readStop ? handle : undefined;
+  if (stopped) {
+    stopped.reading = false;
+    stopped.readStop!();
+  }
+  return () => {
+    if (stopped) {
+      stopped.reading = true;
+      stopped.readStart();
+    }
+    if (!socket.destroyed) socket.resume();
+  };
+}
 
 /** Silence on a terminal, after its leader exited, that says all its output has been read. */
 const DRAIN_QUIET_MS = 50;
