@@ -187,9 +187,18 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
     const r = state.readRunning(kept.id);
     const ends = keptEnds(kept.job, fds);
     const channels = kept.job.channels && mapChannels(kept.job.channels, (at) => fds[at]);
-    if (!r || r.pid !== kept.job.pid || !ends || (kept.job.channels && !channels)) {
+    const unfit = !r
+      ? 'no running record of it here'
+      : r.pid !== kept.job.pid
+        ? `its record names pid ${r.pid}, the guardian kept pid ${kept.job.pid}`
+        : !ends
+          ? 'the guardian did not keep all of its output descriptors'
+          : kept.job.channels && !channels
+            ? 'the guardian did not keep all of its channel descriptors'
+            : undefined;
+    if (unfit || !r || !ends) {
       for (const fd of fds) closeQuietly(fd);
-      log.warn({ sessionId: kept.id }, 'crash: a session the guardian kept has no running record here; it is recovered as lost');
+      log.warn({ sessionId: kept.id, why: unfit, kept: fds.length }, 'crash: a session the guardian kept cannot be taken; it is recovered as lost');
       continue;
     }
     const spoolFile = state.spoolPath(kept.id);
