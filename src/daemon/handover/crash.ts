@@ -177,12 +177,14 @@ export function takeFromGuardian(stateDir: string, log: Logger): Taken[] {
  * The planned restart's hand-over, made from what a crash left: each session's record as the last
  * run wrote it, its output so far from its spool (kept whole: the daemon cannot know what a poll
  * had returned, so `poll` returns it again: at least once, never lost), and the descriptors the
- * guardian kept. A session with no running record is not taken: its descriptors are closed and
- * recovery terminates what is left of it.
+ * guardian kept. A session that cannot be taken (no running record, another pid, a descriptor
+ * missing) is not: its descriptors are closed, recovery terminates what is left of it, and
+ * `unfit` says why, for its record.
  */
-export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions'> {
+export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions'> & { unfit: Map<string, string> } {
   const caps = config.tools.exec;
   const sessions: Handover['sessions'] = [];
+  const unfitOnes = new Map<string, string>();
   for (const { kept, fds } of taken) {
     const r = state.readRunning(kept.id);
     const ends = keptEnds(kept.job, fds);
@@ -199,6 +201,7 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
     if (unfit || !r || !ends) {
       for (const fd of fds) closeQuietly(fd);
       log.warn({ sessionId: kept.id, why: unfit, kept: fds.length }, 'crash: a session the guardian kept cannot be taken; it is recovered as lost');
+      if (unfit) unfitOnes.set(kept.id, `the guardian kept it through the crash, but this daemon could not take it: ${unfit}`);
       continue;
     }
     const spoolFile = state.spoolPath(kept.id);
@@ -226,7 +229,7 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
     const job: HandedJob = { ...rest, stdinQueued: 0, ends, ...(channels ? { channels } : {}) };
     sessions.push({ session, job });
   }
-  return { sessions };
+  return { sessions, unfit: unfitOnes };
 }
 
 function spoolBytes(file: string): number {
