@@ -52,9 +52,9 @@ static int int_args(napi_env env, napi_callback_info info, size_t want, int32_t 
   return 1;
 }
 
-static napi_value SocketPair(napi_env env, napi_callback_info info) {
+napi_value procctl_socket_pair(napi_env env, int type) {
   int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
+  if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
   napi_value result, a, b;
   napi_create_array_with_length(env, 2, &result);
   napi_create_int32(env, fds[0], &a);
@@ -62,6 +62,11 @@ static napi_value SocketPair(napi_env env, napi_callback_info info) {
   napi_set_element(env, result, 0, a);
   napi_set_element(env, result, 1, b);
   return result;
+}
+
+static napi_value SocketPair(napi_env env, napi_callback_info info) {
+  (void)info;
+  return procctl_socket_pair(env, SOCK_STREAM);
 }
 
 static napi_value SendDescriptor(napi_env env, napi_callback_info info) {

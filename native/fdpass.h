@@ -7,6 +7,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <node_api.h>
+
+/* A Unix socket pair of `type` (close-on-exec) as a JavaScript [ours, theirs]; throws and returns NULL on failure. */
+napi_value procctl_socket_pair(napi_env env, int type);
 
 /* Descriptors in one message, at most. */
 #define FDPASS_MAX 16

@@ -47,15 +47,8 @@ static napi_value int_pair(napi_env env, int a, int b, const char *na, const cha
 }
 
 static napi_value KeepPair(napi_env env, napi_callback_info info) {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
-  napi_value result, a, b;
-  napi_create_array_with_length(env, 2, &result);
-  napi_create_int32(env, fds[0], &a);
-  napi_create_int32(env, fds[1], &b);
-  napi_set_element(env, result, 0, a);
-  napi_set_element(env, result, 1, b);
-  return result;
+  (void)info;
+  return procctl_socket_pair(env, SOCK_SEQPACKET);
 }
 
 static napi_value KeepSend(napi_env env, napi_callback_info info) {
