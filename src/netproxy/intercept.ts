@@ -1,0 +1,250 @@
+import { lookup } from 'node:dns/promises';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { isIP, type Socket } from 'node:net';
+import { Transform } from 'node:stream';
+import { TLSSocket, type SecureContext } from 'node:tls';
+import { Scrubber } from '../base/scrub.js';
+import { matches, refusedAddress, refusedName, type ByName } from './policy.js';
+import type { Hold } from './splice.js';
+
+/**
+ * What the TLS the proxy ends for a credential's host needs of a session (SPEC §21): a plain
+ * object and two callbacks, so that it can be served on the proxy's TLS thread (tls-thread.ts)
+ * as well as on the daemon's own.
+ */
+export interface InterceptClient {
+  policy: ByName;
+  /** A destination was refused, and why (counted on the session, told in its text and an event). */
+  denied(host: string, reason: string): void;
+  /** Count what the session holds open (its pool of upstream connections), closed at its end. */
+  hold?: Hold;
+  credentials?: readonly ProxyCredential[];
+  /** The CAs trusted for the credentials' hosts (sandbox.network.upstreamCa, PEM), instead of the system's roots. */
+  upstreamCa?: string;
+  /** A credential was written into a request to `host` (audited and counted). */
+  used?(name: string, host: string): void;
+}
+
+/** One credential as the proxy holds it for a session (sandbox/credentials.ts makes them). */
+export interface ProxyCredential {
+  name: string;
+  hosts: readonly string[];
+  /** Lower case. */
+  header: string;
+  value: string;
+  placeholder: string;
+}
+
+/** The start of the reason of a refusal for carrying a credential's placeholder elsewhere (SPEC §21). */
+export const CREDENTIAL_ELSEWHERE = 'credential_elsewhere';
+/** Refusals of a credential's host, said in the reason's first word (docs/credentials.md). */
+export const CREDENTIAL_PLAIN = 'credential_plain_http';
+const CREDENTIAL_TLS = 'credential_tls_refused';
+const CREDENTIAL_UPSTREAM = 'credential_untrusted_upstream';
+
+/** Kept-alive connections a session may hold free per destination, and how long an idle one is kept. */
+export const POOLED_PER_DESTINATION = 4;
+export const POOLED_IDLE_MS = 15_000;
+
+/** Errors of a connection that never opened: said as "cannot connect", as for a tunnel. */
+export const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'ECONNRESET', 'EADDRNOTAVAIL']);
+
+const CLIENT = Symbol('procctl.interceptClient');
+const TARGET = Symbol('procctl.interceptTarget');
+type Tagged = Socket & { [CLIENT]?: InterceptClient; [TARGET]?: { host: string; port: number } };
+
+/**
+ * The TLS the proxy ends for a credential's host (SPEC §21): a certificate its CA signs for the
+ * host, and the requests inside served as HTTP/1.1, each judged, the credential written in, sent
+ * on over TLS verified against the system's roots or upstreamCa, the answer scrubbed. Nothing
+ * goes upstream before a request has been judged.
+ */
+export class Interceptor {
+  /** Requests inside the TLS the proxy ends, in origin form. */
+  private readonly inner = createHttpServer();
+  /** Each session's pool of verified TLS connections to its credentials' hosts. */
+  private readonly tlsAgents = new WeakMap<InterceptClient, HttpsAgent>();
+
+  constructor() {
+    this.inner.on('request', (req, res) => void this.forward(req, res));
+    this.inner.on('clientError', (_err, socket) => socket.destroy());
+  }
+
+  /** End the job's TLS on `socket` (its CONNECT already answered); `head`: what it sent after the CONNECT. */
+  serve(socket: Socket, head: Buffer, host: string, port: number, client: InterceptClient, context: SecureContext): TLSSocket {
+    if (head.length > 0) socket.unshift(head);
+    let secured = false;
+    const tls = new TLSSocket(socket, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] }) as Tagged & TLSSocket;
+    tls.once('secure', () => (secured = true));
+    tls.on('error', (err) => {
+      if (!secured) {
+        const alert = /alert ([a-z ]+)/i.exec(err.message)?.[1] ?? (err as NodeJS.ErrnoException).code ?? err.message;
+        refuse(
+          client,
+          host,
+          `${CREDENTIAL_TLS}: the job's client did not accept the certificate the proxy gives for ${host} (${alert}): it pins ${host}'s own certificate, or does not trust the bundle in $SSL_CERT_FILE; a credential can only be written in for clients that trust the proxy's CA`,
+        );
+      }
+      tls.destroy();
+      socket.destroy();
+    });
+    tls[CLIENT] = client;
+    tls[TARGET] = { host, port };
+    this.inner.emit('connection', tls);
+    return tls;
+  }
+
+  /** One request inside the TLS the proxy ended: judged, the credential written in, sent upstream over verified TLS, the answer scrubbed. */
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const socket = req.socket as Tagged;
+    const client = socket[CLIENT];
+    const target = socket[TARGET];
+    if (!client || !target) return answer(res, 500, 'procctl proxy: a request on a connection the proxy did not open\n');
+    const { host, port } = target;
+    const stray = strayPlaceholder(client, host, [req.url ?? '', ...req.rawHeaders]);
+    if (stray) return answer(res, 403, `procctl proxy: ${refuse(client, host, stray).refused}\n`);
+    const to = await allowedAddress(host, client);
+    if ('refused' in to) return answer(res, to.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${to.refused}\n`);
+    const mine = credentialsFor(client, host);
+    const headers: Record<string, string | string[]> = {};
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i].toLowerCase();
+      if (HOP.has(name)) continue;
+      let value = req.rawHeaders[i + 1];
+      for (const c of mine) if (value.includes(c.placeholder)) value = value.split(c.placeholder).join(c.value);
+      const had = headers[name];
+      headers[name] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
+    }
+    for (const c of mine) headers[c.header] = c.value;
+    let path = req.url ?? '/';
+    for (const c of mine) if (path.includes(c.placeholder)) path = path.split(c.placeholder).join(encodeURIComponent(c.value));
+    const masks = mine.map((c) => ({ find: c.value, put: '*'.repeat(Buffer.byteLength(c.value)) }));
+    const upstream = httpsRequest(
+      {
+        agent: this.agentOf(client),
+        host: to.address,
+        port,
+        servername: isIP(host) ? undefined : host,
+        method: req.method,
+        path,
+        // The host the tunnel was asked for, whatever Host the job wrote: a server that hosts many
+        // names (a CDN) must not route the credential to another of its tenants (domain fronting).
+        headers: { ...headers, host: authority(host, port) },
+      },
+      (r) => {
+        for (const c of mine) client.used?.(c.name, host);
+        // What the upstream says back never carries the value to the job: masked, at its own length (the body's length stays right).
+        const scrub = new Scrubber(masks);
+        const raw: string[] = [];
+        for (let i = 0; i < r.rawHeaders.length; i += 2) {
+          if (HOP.has(r.rawHeaders[i].toLowerCase())) continue;
+          raw.push(r.rawHeaders[i], scrub.text(r.rawHeaders[i + 1]));
+        }
+        res.writeHead(r.statusCode ?? 502, r.statusMessage, raw);
+        r.pipe(scrubbing(new Scrubber(masks))).pipe(res);
+      },
+    );
+    upstream.on('error', (err) => {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      let why: string;
+      if (UNTRUSTED.test(code) || /certificate|self.signed/i.test(err.message)) {
+        why = refuse(
+          client,
+          host,
+          `${CREDENTIAL_UPSTREAM}: ${host}'s certificate is not trusted (${code || err.message}); the proxy sends a credential only to a host it has verified against the system's roots${client.upstreamCa ? ' and sandbox.network.upstreamCa' : ', or sandbox.network.upstreamCa (a PEM file) when the host is yours'}`,
+        ).refused;
+      } else why = CONNECT_ERRORS.has(code) && !res.headersSent ? `cannot connect to ${host}:${port} (${code})` : `${host}: ${err.message}`;
+      if (!res.headersSent) answer(res, 502, `procctl proxy: ${why}\n`);
+      else res.destroy();
+    });
+    req.pipe(upstream);
+  }
+
+  /** The session's pool of verified TLS connections to its credentials' hosts (kept as for plain HTTP). */
+  private agentOf(client: InterceptClient): HttpsAgent {
+    let agent = this.tlsAgents.get(client);
+    if (!agent) {
+      const made = new HttpsAgent({ keepAlive: true, maxFreeSockets: POOLED_PER_DESTINATION, timeout: POOLED_IDLE_MS, ...(client.upstreamCa ? { ca: client.upstreamCa } : {}) });
+      client.hold?.({ close: () => made.destroy() });
+      this.tlsAgents.set(client, made);
+      agent = made;
+    }
+    return agent;
+  }
+}
+
+/** Count a refusal on the session and say it as the proxy answers it. */
+export function refuse(client: Pick<InterceptClient, 'denied'>, host: string, reason: string): { refused: string } {
+  client.denied(host, reason);
+  return { refused: `blocked ${host}: ${reason}` };
+}
+
+/** The address a stream to `host` may go to (the first of its addresses the policy allows), or why none may. */
+export async function allowedAddress(host: string, client: Pick<InterceptClient, 'policy' | 'denied'>): Promise<{ name: string; address: string } | { refused: string }> {
+  const name = host.replace(/^\[(.*)\]$/, '$1');
+  const byName = refusedName(name, client.policy);
+  if (byName) return refuse(client, name, byName);
+  let addresses: string[];
+  try {
+    addresses = isIP(name) ? [name] : (await lookup(name, { all: true, verbatim: true })).map((a) => a.address);
+  } catch (err) {
+    return { refused: `${name} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+  }
+  let why: string | undefined;
+  for (const a of addresses) {
+    const refused = refusedAddress(name, a, client.policy);
+    if (refused === undefined) return { name, address: a };
+    why ??= refused;
+  }
+  return refuse(client, name, why ?? `${name} has no address`);
+}
+
+/** Headers of one hop, never passed on. */
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+
+/** Node's codes for a certificate it does not trust. */
+const UNTRUSTED = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT)/;
+
+/** `host:port` as a Host header says it (the port left out when it is HTTPS's own). */
+function authority(host: string, port: number): string {
+  const name = isIP(host) === 6 ? `[${host}]` : host;
+  return port === 443 ? name : `${name}:${port}`;
+}
+
+/** The credentials of the session whose hosts include `host`. */
+export function credentialsFor(client: Pick<InterceptClient, 'credentials'>, host: string): readonly ProxyCredential[] {
+  if (!client.credentials?.length) return [];
+  const h = host.toLowerCase().replace(/\.$/, '');
+  return client.credentials.filter((c) => c.hosts.some((p) => matches(h, p)));
+}
+
+/** Why a request to `host` is refused for carrying the placeholder of a credential not meant for it, or undefined. */
+export function strayPlaceholder(client: Pick<InterceptClient, 'credentials'>, host: string, texts: readonly string[]): string | undefined {
+  if (!client.credentials?.length) return undefined;
+  const h = host.toLowerCase().replace(/\.$/, '');
+  for (const c of client.credentials) {
+    if (c.hosts.some((p) => matches(h, p))) continue;
+    if (texts.some((t) => t.includes(c.placeholder))) {
+      return `${CREDENTIAL_ELSEWHERE}: the request carries $PROCCTL_CRED_${c.name}, which is sent only to ${c.hosts.join(', ')}; nothing was sent to ${host}`;
+    }
+  }
+  return undefined;
+}
+
+/** A stream that passes bytes through a Scrubber. */
+function scrubbing(scrub: Scrubber): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      done(null, scrub.write(chunk));
+    },
+    flush(done) {
+      done(null, scrub.end());
+    },
+  });
+}
+
+export function answer(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' });
+  res.end(text);
+}
