@@ -1,8 +1,17 @@
 import { lookup } from 'node:dns/promises';
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import {
+  connect as http2Connect,
+  createSecureServer,
+  type ClientHttp2Session,
+  type Http2SecureServer,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+} from 'node:http2';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP, type Socket } from 'node:net';
-import { TLSSocket, type SecureContext } from 'node:tls';
+import type { Readable } from 'node:stream';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { Scrubber } from '../base/scrub.js';
 import { matches, refusedAddress, refusedName, type ByName } from './policy.js';
 import type { Hold } from './splice.js';
@@ -49,9 +58,12 @@ export const POOLED_IDLE_MS = 15_000;
 /** Errors of a connection that never opened: said as "cannot connect", as for a tunnel. */
 export const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'ECONNRESET', 'EADDRNOTAVAIL']);
 
-const CLIENT = Symbol('procctl.interceptClient');
-const TARGET = Symbol('procctl.interceptTarget');
-type Tagged = Socket & { [CLIENT]?: InterceptClient; [TARGET]?: { host: string; port: number } };
+/** A request inside the TLS the proxy ended, and its answer: HTTP/1.1 or HTTP/2, as the job's client chose by ALPN. */
+type JobRequest = IncomingMessage | Http2ServerRequest;
+type JobResponse = ServerResponse | Http2ServerResponse;
+
+/** How the proxy speaks to an origin, as its ALPN chose: one multiplexed HTTP/2 session, or HTTP/1.1 over the session's pool. */
+type Origin = { kind: 'h2'; session: ClientHttp2Session } | { kind: 'h1' };
 
 /**
  * The TLS the proxy ends for a credential's host (SPEC §21): a certificate its CA signs for the
@@ -60,47 +72,47 @@ type Tagged = Socket & { [CLIENT]?: InterceptClient; [TARGET]?: { host: string; 
  * goes upstream before a request has been judged.
  */
 export class Interceptor {
-  /** Requests inside the TLS the proxy ends, in origin form. */
-  private readonly inner = createHttpServer();
-  /** Each session's pool of verified TLS connections to its credentials' hosts. */
+  /** Each session's TLS servers, one per credential host and port it reached (never listening: fed the job's streams). */
+  private readonly servers = new WeakMap<InterceptClient, Map<string, Http2SecureServer>>();
+  /** Each session's pool of verified HTTP/1.1 connections to its credentials' hosts. */
   private readonly tlsAgents = new WeakMap<InterceptClient, HttpsAgent>();
+  /** Each session's way to each origin (host and port), learned from the origin's ALPN at the first request. */
+  private readonly origins = new WeakMap<InterceptClient, Map<string, Promise<Origin>>>();
 
-  constructor() {
-    this.inner.on('request', (req, res) => void this.forward(req, res));
-    this.inner.on('clientError', (_err, socket) => socket.destroy());
+  /**
+   * End the job's TLS on `socket` (its CONNECT already answered; `head`: what it sent after it)
+   * with `leaf`, offering HTTP/2 and HTTP/1.1 by ALPN. The stream goes to a TLS server of the
+   * proxy's own as a new connection, so the server reads the job's first bytes itself (handing
+   * it a TLS socket after the handshake loses what the client sent right after).
+   */
+  serve(socket: Socket, head: Buffer, host: string, port: number, client: InterceptClient, leaf: { key: string; cert: string }): void {
+    if (head.length > 0) socket.unshift(head);
+    this.serverFor(client, host, port, leaf).emit('connection', socket);
   }
 
-  /** End the job's TLS on `socket` (its CONNECT already answered); `head`: what it sent after the CONNECT. */
-  serve(socket: Socket, head: Buffer, host: string, port: number, client: InterceptClient, context: SecureContext): TLSSocket {
-    if (head.length > 0) socket.unshift(head);
-    let secured = false;
-    const tls = new TLSSocket(socket, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] }) as Tagged & TLSSocket;
-    tls.once('secure', () => (secured = true));
-    tls.on('error', (err) => {
-      if (!secured) {
-        const alert = /alert ([a-z ]+)/i.exec(err.message)?.[1] ?? (err as NodeJS.ErrnoException).code ?? err.message;
-        refuse(
-          client,
-          host,
-          `${CREDENTIAL_TLS}: the job's client did not accept the certificate the proxy gives for ${host} (${alert}): it pins ${host}'s own certificate, or does not trust the bundle in $SSL_CERT_FILE; a credential can only be written in for clients that trust the proxy's CA`,
-        );
-      }
+  private serverFor(client: InterceptClient, host: string, port: number, leaf: { key: string; cert: string }): Http2SecureServer {
+    let mine = this.servers.get(client);
+    if (!mine) this.servers.set(client, (mine = new Map()));
+    const key = `${host}|${port}`;
+    let server = mine.get(key);
+    if (server) return server;
+    server = createSecureServer({ key: leaf.key, cert: leaf.cert, allowHTTP1: true, ALPNProtocols: ['h2', 'http/1.1'] });
+    server.on('request', (req: JobRequest, res: JobResponse) => void this.forward(req, res, client, host, port));
+    server.on('tlsClientError', (err: Error, tls: TLSSocket) => {
+      const alert = /alert ([a-z ]+)/i.exec(err.message)?.[1] ?? (err as NodeJS.ErrnoException).code ?? err.message;
+      refuse(
+        client,
+        host,
+        `${CREDENTIAL_TLS}: the job's client did not accept the certificate the proxy gives for ${host} (${alert}): it pins ${host}'s own certificate, or does not trust the bundle in $SSL_CERT_FILE; a credential can only be written in for clients that trust the proxy's CA`,
+      );
       tls.destroy();
-      socket.destroy();
     });
-    tls[CLIENT] = client;
-    tls[TARGET] = { host, port };
-    this.inner.emit('connection', tls);
-    return tls;
+    mine.set(key, server);
+    return server;
   }
 
   /** One request inside the TLS the proxy ended: judged, the credential written in, sent upstream over verified TLS, the answer scrubbed. */
-  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const socket = req.socket as Tagged;
-    const client = socket[CLIENT];
-    const target = socket[TARGET];
-    if (!client || !target) return answer(res, 500, 'procctl proxy: a request on a connection the proxy did not open\n');
-    const { host, port } = target;
+  private async forward(req: JobRequest, res: JobResponse, client: InterceptClient, host: string, port: number): Promise<void> {
     const stray = strayPlaceholder(client, host, [req.url ?? '', ...req.rawHeaders]);
     if (stray) return answer(res, 403, `procctl proxy: ${refuse(client, host, stray).refused}\n`);
     const to = await allowedAddress(host, client);
@@ -109,7 +121,8 @@ export class Interceptor {
     const headers: Record<string, string | string[]> = {};
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
       const name = req.rawHeaders[i].toLowerCase();
-      if (HOP.has(name)) continue;
+      // HTTP/2's pseudo-headers are said anew for the upstream (method, path, the authority asked for).
+      if (HOP.has(name) || name.startsWith(':')) continue;
       let value = req.rawHeaders[i + 1];
       for (const c of mine) if (value.includes(c.placeholder)) value = value.split(c.placeholder).join(c.value);
       const had = headers[name];
@@ -119,6 +132,41 @@ export class Interceptor {
     let path = req.url ?? '/';
     for (const c of mine) if (path.includes(c.placeholder)) path = path.split(c.placeholder).join(encodeURIComponent(c.value));
     const masks = mine.map((c) => ({ find: c.value, put: '*'.repeat(Buffer.byteLength(c.value)) }));
+    const failed = (err: Error) => {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      let why: string;
+      if (UNTRUSTED.test(code) || /certificate|self.signed/i.test(err.message)) {
+        why = refuse(
+          client,
+          host,
+          `${CREDENTIAL_UPSTREAM}: ${host}'s certificate is not trusted (${code || err.message}); the proxy sends a credential only to a host it has verified against the system's roots${client.upstreamCa ? ' and sandbox.network.upstreamCa' : ', or sandbox.network.upstreamCa (a PEM file) when the host is yours'}`,
+        ).refused;
+      } else why = CONNECT_ERRORS.has(code) && !res.headersSent ? `cannot connect to ${host}:${port} (${code})` : `${host}: ${err.message}`;
+      if (!res.headersSent) answer(res, 502, `procctl proxy: ${why}\n`);
+      else res.destroy();
+    };
+    // What the upstream says back never carries the value to the job: masked, at its own length (the body's length stays right).
+    const respond = (status: number, message: string | undefined, pairs: [string, string][], body: Readable) => {
+      for (const c of mine) client.used?.(c.name, host);
+      const scrub = new Scrubber(masks);
+      const kept = pairs.filter(([name]) => !HOP.has(name.toLowerCase()) && !name.startsWith(':')).map(([name, value]): [string, string] => [name, scrub.text(value)]);
+      if (res instanceof ServerResponse) res.writeHead(status, message, kept.flat());
+      else res.writeHead(status, asHeaders(kept));
+      relayScrubbed(body, res, new Scrubber(masks));
+    };
+    let origin: Origin;
+    try {
+      origin = await this.originOf(client, host, port, to.address);
+    } catch (err) {
+      return failed(err as Error);
+    }
+    if (origin.kind === 'h2') {
+      const stream = origin.session.request({ ...headers, ':method': req.method, ':path': path, ':authority': authority(host, port), ':scheme': 'https' });
+      stream.on('response', (h) => respond(Number(h[':status']) || 502, undefined, pairsOf(h), stream));
+      stream.on('error', failed);
+      req.pipe(stream);
+      return;
+    }
     const upstream = httpsRequest(
       {
         agent: this.agentOf(client),
@@ -132,35 +180,58 @@ export class Interceptor {
         headers: { ...headers, host: authority(host, port) },
       },
       (r) => {
-        for (const c of mine) client.used?.(c.name, host);
-        // What the upstream says back never carries the value to the job: masked, at its own length (the body's length stays right).
-        const scrub = new Scrubber(masks);
-        const raw: string[] = [];
-        for (let i = 0; i < r.rawHeaders.length; i += 2) {
-          if (HOP.has(r.rawHeaders[i].toLowerCase())) continue;
-          raw.push(r.rawHeaders[i], scrub.text(r.rawHeaders[i + 1]));
-        }
-        res.writeHead(r.statusCode ?? 502, r.statusMessage, raw);
-        relayScrubbed(r, res, new Scrubber(masks));
+        const pairs: [string, string][] = [];
+        for (let i = 0; i < r.rawHeaders.length; i += 2) pairs.push([r.rawHeaders[i], r.rawHeaders[i + 1]]);
+        respond(r.statusCode ?? 502, r.statusMessage, pairs, r);
       },
     );
-    upstream.on('error', (err) => {
-      const code = (err as NodeJS.ErrnoException).code ?? '';
-      let why: string;
-      if (UNTRUSTED.test(code) || /certificate|self.signed/i.test(err.message)) {
-        why = refuse(
-          client,
-          host,
-          `${CREDENTIAL_UPSTREAM}: ${host}'s certificate is not trusted (${code || err.message}); the proxy sends a credential only to a host it has verified against the system's roots${client.upstreamCa ? ' and sandbox.network.upstreamCa' : ', or sandbox.network.upstreamCa (a PEM file) when the host is yours'}`,
-        ).refused;
-      } else why = CONNECT_ERRORS.has(code) && !res.headersSent ? `cannot connect to ${host}:${port} (${code})` : `${host}: ${err.message}`;
-      if (!res.headersSent) answer(res, 502, `procctl proxy: ${why}\n`);
-      else res.destroy();
-    });
+    upstream.on('error', failed);
     req.pipe(upstream);
   }
 
-  /** The session's pool of verified TLS connections to its credentials' hosts (kept as for plain HTTP). */
+  /**
+   * How to reach `host:port` for this session: the first request opens a TLS connection offering
+   * HTTP/2 and HTTP/1.1 (verified as every upstream connection is); an origin that picks h2 keeps
+   * that connection as one session all the session's requests share, one that picks HTTP/1.1 is
+   * reached through the session's pool from then on. Forgotten when the HTTP/2 session ends or
+   * the first connection fails, so the next request asks again.
+   */
+  private originOf(client: InterceptClient, host: string, port: number, address: string): Promise<Origin> {
+    let mine = this.origins.get(client);
+    if (!mine) this.origins.set(client, (mine = new Map()));
+    const key = `${host}|${port}|${address}`;
+    const known = mine.get(key);
+    if (known) return known;
+    const made = new Promise<Origin>((resolve, reject) => {
+      const socket = tlsConnect({ host: address, port, servername: isIP(host) ? undefined : host, ALPNProtocols: ['h2', 'http/1.1'], ...(client.upstreamCa ? { ca: client.upstreamCa } : {}) });
+      socket.once('error', reject);
+      socket.once('secureConnect', () => {
+        if (socket.alpnProtocol !== 'h2') {
+          socket.destroy();
+          return resolve({ kind: 'h1' });
+        }
+        socket.removeListener('error', reject);
+        const session = http2Connect(`https://${authority(host, port)}`, { createConnection: () => socket });
+        const forget = () => {
+          if (mine.get(key) === made) mine.delete(key);
+        };
+        session.on('error', forget);
+        session.once('close', forget);
+        session.once('goaway', forget);
+        // Idle, it does not keep the process up; it is closed with the session's other streams.
+        session.unref();
+        client.hold?.({ close: () => session.destroy() });
+        resolve({ kind: 'h2', session });
+      });
+    });
+    made.catch(() => {
+      if (mine.get(key) === made) mine.delete(key);
+    });
+    mine.set(key, made);
+    return made;
+  }
+
+  /** The session's pool of verified HTTP/1.1 connections to its credentials' hosts (kept as for plain HTTP). */
   private agentOf(client: InterceptClient): HttpsAgent {
     let agent = this.tlsAgents.get(client);
     if (!agent) {
@@ -171,6 +242,27 @@ export class Interceptor {
     }
     return agent;
   }
+}
+
+/** An HTTP/2 answer's headers as name and value pairs (a list's values each its own). */
+function pairsOf(h: IncomingHttpHeaders): [string, string][] {
+  const out: [string, string][] = [];
+  for (const [name, value] of Object.entries(h)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) out.push([name, String(v)]);
+  }
+  return out;
+}
+
+/** Pairs as a headers object (names lower case; a repeated name's values as a list). */
+function asHeaders(pairs: [string, string][]): OutgoingHttpHeaders {
+  const out: Record<string, string | string[]> = {};
+  for (const [n, v] of pairs) {
+    const name = n.toLowerCase();
+    const had = out[name];
+    out[name] = had === undefined ? v : Array.isArray(had) ? [...had, v] : [had, v];
+  }
+  return out;
 }
 
 /** Count a refusal on the session and say it as the proxy answers it. */
@@ -241,7 +333,7 @@ const BATCH_BYTES = 256 * 1024;
  * stream bookkeeping and a system call per record. Backpressure as a pipe's: the upstream is
  * paused while the job's side is full. Either side failing ends the other.
  */
-function relayScrubbed(from: IncomingMessage, to: ServerResponse, scrub: Scrubber): void {
+function relayScrubbed(from: Readable, to: JobResponse, scrub: Scrubber): void {
   let batch: Buffer[] = [];
   let size = 0;
   let scheduled = false;
@@ -251,11 +343,11 @@ function relayScrubbed(from: IncomingMessage, to: ServerResponse, scrub: Scrubbe
     const data = batch.length === 1 ? batch[0] : Buffer.concat(batch, size);
     batch = [];
     size = 0;
-    if (!to.write(data)) from.pause();
+    if (!(to as ServerResponse).write(data)) from.pause();
   };
   to.on('drain', () => from.resume());
   to.once('close', () => {
-    if (!from.complete) from.destroy();
+    if (!from.readableEnded) from.destroy();
   });
   from.on('data', (chunk: Buffer) => {
     const out = scrub.write(chunk);
@@ -275,7 +367,8 @@ function relayScrubbed(from: IncomingMessage, to: ServerResponse, scrub: Scrubbe
   from.once('error', () => to.destroy());
 }
 
-export function answer(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' });
+export function answer(res: ServerResponse | Http2ServerResponse, status: number, text: string): void {
+  // HTTP/2 has no Connection header: a refusal there ends its own stream only.
+  res.writeHead(status, res instanceof ServerResponse ? { 'content-type': 'text/plain', connection: 'close' } : { 'content-type': 'text/plain' });
   res.end(text);
 }

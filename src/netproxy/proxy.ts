@@ -188,7 +188,7 @@ export class NetProxy {
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     const thread = this.thread;
     if (!thread || !canHandOff(socket)) {
-      this.interceptor.serve(socket, head, host, port, client, ca.contextFor(host));
+      this.interceptor.serve(socket, head, host, port, client, ca.leafFor(host));
       return;
     }
     const leaf = ca.leafFor(host);

@@ -1,5 +1,4 @@
 import { Socket } from 'node:net';
-import { createSecureContext, type SecureContext } from 'node:tls';
 import { parentPort } from 'node:worker_threads';
 import { Interceptor, type InterceptClient } from './intercept.js';
 import type { Held } from './splice.js';
@@ -23,9 +22,6 @@ interface Session {
 const interceptor = new Interceptor();
 const sessions = new Map<number, Session>();
 const streams = new Map<number, Socket>();
-/** Contexts by host, remade only when the daemon's certificate for the host changes. */
-const contexts = new Map<string, { cert: string; context: SecureContext }>();
-
 const say = (m: FromTlsThread) => port.postMessage(m);
 
 function sessionOf(m: Extract<ToTlsThread, { kind: 'serve' }>): Session {
@@ -51,14 +47,6 @@ function sessionOf(m: Extract<ToTlsThread, { kind: 'serve' }>): Session {
   return s;
 }
 
-function contextFor(host: string, key: string, cert: string): SecureContext {
-  const had = contexts.get(host);
-  if (had && had.cert === cert) return had.context;
-  const context = createSecureContext({ key, cert });
-  contexts.set(host, { cert, context });
-  return context;
-}
-
 port.on('message', (m: ToTlsThread) => {
   if (m.kind === 'serve') {
     const session = sessionOf(m);
@@ -78,7 +66,7 @@ port.on('message', (m: ToTlsThread) => {
       say({ kind: 'closed', id: m.id });
     });
     try {
-      interceptor.serve(socket, Buffer.from(m.head), m.host, m.port, session.client, contextFor(m.host, m.key, m.cert));
+      interceptor.serve(socket, Buffer.from(m.head), m.host, m.port, session.client, { key: m.key, cert: m.cert });
     } catch (err) {
       session.client.denied(m.host, `the proxy could not end TLS for ${m.host}: ${(err as Error).message}`);
       socket.destroy();
