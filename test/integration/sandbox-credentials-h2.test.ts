@@ -1,15 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createSecureServer, type Http2SecureServer } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import forge from 'node-forge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
-import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * HTTP/2 through the TLS the proxy ends for a credential's host (SPEC §21, issue 37 point 3):
@@ -25,7 +24,7 @@ const SKIP = SKIP_SANDBOX || NO_CURL_H2;
 
 const VALUE = 'Bearer h2-value-4e1f0c9a7d';
 const ELSE_VALUE = 'Bearer else-value-8a2b6c';
-const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-cred-h2-'));
+const base = hostScratch('procctl-cred-h2-');
 const sessions = new Set<string>();
 const servers: (Server | Http2SecureServer)[] = [];
 const ports: Record<string, number> = {};
