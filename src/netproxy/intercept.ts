@@ -42,6 +42,8 @@ export interface ProxyCredential {
   header: string;
   value: string;
   placeholder: string;
+  /** Carried by a restart and no longer given by the config: why (a request to its hosts is refused saying so). */
+  withdrawn?: string;
 }
 
 /** The start of the reason of a refusal for carrying a credential's placeholder elsewhere (SPEC §21). */
@@ -115,6 +117,8 @@ export class Interceptor {
   private async forward(req: JobRequest, res: JobResponse, client: InterceptClient, host: string, port: number): Promise<void> {
     const stray = strayPlaceholder(client, host, [req.url ?? '', ...req.rawHeaders]);
     if (stray) return answer(res, 403, `procctl proxy: ${refuse(client, host, stray).refused}\n`);
+    const withdrawn = credentialsFor(client, host).find((c) => c.withdrawn !== undefined);
+    if (withdrawn) return answer(res, 403, `procctl proxy: ${refuse(client, host, withdrawn.withdrawn!).refused}\n`);
     const to = await allowedAddress(host, client);
     if ('refused' in to) return answer(res, to.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${to.refused}\n`);
     const mine = credentialsFor(client, host);

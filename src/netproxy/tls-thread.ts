@@ -73,7 +73,7 @@ export class TlsThread {
       ...leaf,
       client: {
         policy: client.policy,
-        credentials: (client.credentials ?? []).map((c) => ({ name: c.name, hosts: [...c.hosts], header: c.header, value: c.value, placeholder: c.placeholder })),
+        credentials: (client.credentials ?? []).map((c) => ({ name: c.name, hosts: [...c.hosts], header: c.header, value: c.value, placeholder: c.placeholder, ...(c.withdrawn === undefined ? {} : { withdrawn: c.withdrawn }) })),
         ...(client.upstreamCa ? { upstreamCa: client.upstreamCa } : {}),
       },
     };

@@ -8,7 +8,7 @@ import type { PipeEnds } from './launch/pipes.js';
 import type { TerminalEnds } from './launch/types.js';
 import { nativeSpawner } from './native.js';
 import { holdWiring, spawnSession, wiringOf } from './spawn.js';
-import { channelsOf, type CarriedChannel, type SessionChannels } from './start.js';
+import { channelsOf, type CarriedChannel, type CarriedCredential, type SessionChannels } from './start.js';
 import type { NetworkPolicy } from '../config/schema.js';
 
 /** What the runner holds of a running session that a restart hands to the next image (SPEC §19). */
@@ -23,7 +23,7 @@ export interface HandedJob {
   /** Under bwrap: its status reads 128+N for a signal, and its namespace's init says when it is all gone. */
   sandboxed?: boolean;
   /** Its channels back to the daemon (daemon/channel.ts): the checkpoint channel, and the network-by-name proxy's port. */
-  channels?: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: Pick<Exclude<NetworkPolicy, boolean>, 'allow' | 'deny'> } };
+  channels?: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: Pick<Exclude<NetworkPolicy, boolean>, 'allow' | 'deny'>; credentials?: CarriedCredential[] } };
 }
 
 /**
@@ -112,7 +112,7 @@ function carriedChannels(ch: SessionChannels): Pick<HandedJob, 'channels'> {
   const checkpoint = ch.checkpoint?.carry?.();
   const proxy = ch.proxy?.carry?.();
   if (!checkpoint && !proxy) return {};
-  return { channels: { ...(checkpoint ? { checkpoint } : {}), ...(proxy && ch.policy ? { proxy: { ...proxy, policy: { allow: ch.policy.allow, deny: ch.policy.deny } } } : {}) } };
+  return { channels: { ...(checkpoint ? { checkpoint } : {}), ...(proxy && ch.policy ? { proxy: { ...proxy, policy: { allow: ch.policy.allow, deny: ch.policy.deny }, ...(ch.credentials ? { credentials: ch.credentials.map((c) => ({ ...c, hosts: [...c.hosts] })) } : {}) } } : {}) } };
 }
 
 /** The descriptors of a handed job, which must survive the exec. */
