@@ -218,4 +218,33 @@ describe.skipIf(SKIP)('sessions with credentials outlive the daemon', () => {
     await s.process({ action: 'write', sessionId: job.sessionId, data: 'exit 3\n' });
     expect((await s.pollUntilEnded(job.sessionId, 30_000)).last.exitCode).toBe(3);
   }, 240_000);
+
+  it('a SIGKILL of the daemon keeps the session and its placeholder: the next daemon writes the value in for it, and audits the use', async () => {
+    writeFileSync(valueFile, `${VALUE}\n`);
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env, config: config() });
+    const { job, placeholder } = await started(d1);
+    await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
+    d1.proc.kill('SIGKILL');
+    if (d1.proc.exitCode === null && d1.proc.signalCode === null) await new Promise((r) => d1.proc.once('exit', r));
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(job.pid)).toBe(true);
+    // Nothing on disk holds the value.
+    for (const rec of readRecords(state).values()) expect(JSON.stringify(rec)).not.toContain(VALUE.slice(6));
+
+    const d2 = await startDaemon({ env, config: config() });
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    const s = new Scoped(await d2.client(), 'cred');
+    const listed = (await s.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(listed.pid).toBe(job.pid);
+    expect(readRecords(state).get(job.sessionId)?.adopted).toBe('crash');
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${ask('after')}; echo "ph=$PROCCTL_CRED_API"\n` });
+    expect(await until(s, job.sessionId, 'done after')).toContain('ok first token-same /after\n');
+    expect(seen.at(-1)).toEqual({ auth: VALUE, token: VALUE });
+    expect((await s.log(job.sessionId, { offset: 0, limit: 100 })).output).toContain(`ph=${placeholder}\n`);
+    expect((await uses(s, job.sessionId)).map((u) => u.name)).toEqual(['API', 'API']);
+    await s.process({ action: 'write', sessionId: job.sessionId, data: 'exit 3\n' });
+    await s.pollUntilEnded(job.sessionId, 30_000);
+  }, 240_000);
 });

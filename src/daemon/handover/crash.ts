@@ -55,10 +55,11 @@ interface KeepAddon {
 /**
  * The kinds of session (runner/handover.ts carryNeeds) a crash keeps besides pipes: a terminal,
  * whose master the guardian holds; a sandbox, whose channel and proxy's listening sockets it
- * holds; a review, whose overlay is the job's and on disk. A proxy that writes credentials in
- * is carried by nothing: such a session is killed at a crash (docs/durability.md).
+ * holds; a review, whose overlay is the job's and on disk; credentials, whose placeholders (never
+ * their values) the guardian holds in the session's text, for the next daemon to write in the
+ * values its config gives (docs/durability.md).
  */
-const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review']);
+const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review', 'credentials']);
 
 /**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
