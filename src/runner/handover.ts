@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { SessionCgroup } from '../cgroup/session.js';
 import type { CgroupLayout, V1Name } from '../cgroup/host.js';
 import type { Rlimit } from '../sandbox/limits.js';
@@ -7,7 +8,7 @@ import { conflict } from '../base/errors.js';
 import type { PipeEnds } from './launch/pipes.js';
 import type { TerminalEnds } from './launch/types.js';
 import { nativeSpawner } from './native.js';
-import { holdWiring, spawnSession, wiringOf } from './spawn.js';
+import { EXIT_STATUS_FILE, holdWiring, spawnSession, wiringOf } from './spawn.js';
 import { channelsOf, type CarriedChannel, type CarriedCredential, type SessionChannels } from './start.js';
 import type { NetworkPolicy } from '../config/schema.js';
 
@@ -140,5 +141,6 @@ export function adoptJob(session: Session, job: HandedJob, layout: CgroupLayout,
     inherit: [],
     release: () => undefined,
   };
-  spawnSession(session, { plan, env: {}, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, pty: false, cgroup, onCgroupStuck, adopt: job.ends });
+  const exitFile = job.sandboxed && session.tmpdir ? join(session.tmpdir, EXIT_STATUS_FILE) : undefined;
+  spawnSession(session, { plan, env: {}, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, pty: false, cgroup, onCgroupStuck, adopt: job.ends, ...(exitFile ? { exitFile } : {}) });
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
@@ -21,7 +21,7 @@ import { buildEnv } from './env.js';
 import { closeEnter, showAsRoot, type Ahead, type MountsAhead } from './premount.js';
 import { scratchFor, type ScratchDirs } from './scratch.js';
 import { resolveShell, shellArgs } from './shell.js';
-import { spawnSession } from './spawn.js';
+import { EXIT_STATUS_FILE, spawnSession } from './spawn.js';
 import { stopFileOwner } from './stop.js';
 
 /** What a launch needs from the daemon: the config in force, where files go, who keeps records. */
@@ -299,9 +299,13 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   let changes: ChangesSummary | undefined;
   /** The workspace a review session's overlay covers. */
   let review: string | undefined;
+  /** bwrap's --json-status-fd: the daemon's copy is closed once the job has it. */
+  let statusFd: number | undefined;
   if (refused === undefined) {
     try {
-      const job = { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined };
+      // Under bwrap (not on a terminal, which starts another way): bwrap writes the job's exit status where a daemon after a crash finds it.
+      if (config.sandbox.mode !== 'off' && !req.policy.elevated && !p.pty) statusFd = openSync(join(dir, EXIT_STATUS_FILE), 'w', 0o600);
+      const job = { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined, status: statusFd };
       // The daemon's own paths (a look at its stdout and stderr among them) only when a sandbox hides them.
       const secretFiles = creds.flatMap((c) => (c.file === undefined ? [] : [c.file]));
       plan = planLaunch(confine, { ...job, get hidden() { return [...ctx.controls(), ...secretFiles]; } }, user);
@@ -385,6 +389,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   }
   channel?.handedOver();
   proxy?.handedOver();
+  if (statusFd !== undefined) closeSync(statusFd);
   // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
   ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
