@@ -1,12 +1,11 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { childrenOf, killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
 import { cmdline, makeStateDir, readRecords, removeStateDirs } from '../helpers/state.js';
-import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * The exit status of a job a daemon adopted after a crash (docs/durability.md "Exit status"): the
@@ -16,7 +15,7 @@ import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
  * wrote (`--json-status-fd`).
  */
 
-const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-crash-status-'));
+const base = hostScratch('procctl-crash-status-');
 const workspace = join(base, 'workspace');
 const reaper = join(base, 'reaper.py');
 const pids = new Set<number>();

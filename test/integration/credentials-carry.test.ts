@@ -1,8 +1,6 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import forge from 'node-forge';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +9,7 @@ import { killLeftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { makeStateDir, readRecords, removeStateDirs } from '../helpers/state.js';
-import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * A session whose proxy writes a credential in (SPEC §21) outlives the daemon (SPEC §19): a
@@ -21,14 +19,13 @@ import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
  * A real sandbox, a real proxy, a local HTTPS server with its own CA; skipped (saying why) without them.
  */
 
-const NO_CURL = spawnSync('curl', ['--version'], { stdio: 'ignore' }).status === 0 ? undefined : 'curl is not installed (Debian: apt-get install -y curl)';
 if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the credential carry tests: ${NO_CURL}`);
 const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
 
 const VALUE = `Basic ${Buffer.from('carrier:pw-7e1b40c9d2').toString('base64')}`;
 const ROTATED = 'Bearer rotated-5a0f93c1e8';
 
-const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-credcarry-'));
+const base = hostScratch('procctl-credcarry-');
 const workspace = join(base, 'workspace');
 const valueFile = join(base, 'api-auth');
 const sessions = new Set<string>();
