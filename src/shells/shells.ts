@@ -1,4 +1,4 @@
-import { conflict, invalid, limit, unavailable } from '../base/errors.js';
+import { conflict, limit, unavailable } from '../base/errors.js';
 import { removeDir } from '../runner/scratch.js';
 import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
 import { stopSession, stopsItself } from '../runner/stop.js';
@@ -64,7 +64,6 @@ export class Shells {
   /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
   async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell; restarted: boolean }> {
     const { scope, params: p } = c;
-    if (p.pty) throw invalid('a shell runs on pipes: pty is not available with shell yet; run the command without shell to give it a terminal', { path: ['pty'] });
     const settings = settingsOf(c);
     let shell = this.shells.get(keyOf(scope, p.shell));
     let restarted = false;
@@ -115,7 +114,9 @@ export class Shells {
     this.ctx.registry.add(session);
     const piped = (p.stdin ?? 'pipe') === 'pipe';
     // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
-    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, stdinId: piped ? shell.inputPath : undefined, pty: false, resize: undefined });
+    // On a terminal its stdin is the shell's terminal, read as any terminal session's; a command given stdin "null" has none to write to.
+    const io = shell.pty ? { stdinId: piped ? shell.terminal.stdinId : undefined, resize: shell.terminal.resize } : { stdinId: piped ? shell.inputPath : undefined, resize: undefined };
+    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, pty: shell.pty, ...io });
     stopsItself(session, (opts) => shell.interrupt(session, opts));
     this.commandsOf.set(session, shell);
     shell.run(session, p.command, {
@@ -155,7 +156,7 @@ export class Shells {
 
   private async make(c: ShellCommand, settings: ShellSettings): Promise<Shell> {
     const p = c.params;
-    const boxParams: ExecParams = { command: SHELL_BOOT, workdir: p.workdir, env: p.env, pty: false, stdin: 'pipe', limits: p.limits, elevated: p.elevated, timeout: 0, name: `shell ${p.shell}` };
+    const boxParams: ExecParams = { command: SHELL_BOOT, workdir: p.workdir, env: p.env, pty: settings.pty, stdin: 'pipe', limits: p.limits, elevated: p.elevated, timeout: 0, name: `shell ${p.shell}` };
     // The shell's own process is not a session anyone lists or records: its own registry, no spool, no record.
     const quiet: Pick<LaunchContext, 'registry' | 'keeper' | 'config'> = {
       registry: this.boxes,
