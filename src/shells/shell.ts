@@ -19,6 +19,8 @@ export interface ShellSettings {
   elevated: boolean;
   stdin: 'pipe' | 'null';
   limits: ExecParams['limits'] | null;
+  /** Review mode (SPEC §16): each command's changes held as a review session's (shells/review.ts). */
+  review: boolean;
 }
 
 /** The shell's own descriptors: 61 takes the end of each command (id, status, cwd); 62 is the commands' stdin. */

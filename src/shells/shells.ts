@@ -1,4 +1,5 @@
 import { conflict, limit, unavailable } from '../base/errors.js';
+import { existsSync } from 'node:fs';
 import { removeDir } from '../runner/scratch.js';
 import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
 import { stopSession, stopsItself } from '../runner/stop.js';
@@ -10,7 +11,10 @@ import { Session, type SessionDecision } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { describeWaitFor } from '../schema/exec.js';
 import { SHELL_BOOT, Shell, type ShellSettings } from './shell.js';
+import { ReviewShell, reviewScript } from './review.js';
 
+/** A review shell's state rides in its next command's arguments: past this it would not fit (the kernel's 128 KiB an argument). */
+const MAX_STATE_CHARS = 100_000;
 /** How long a new shell has to show its first prompt. */
 const START_MS = 10_000;
 /** How often idle shells are looked for. */
@@ -25,6 +29,8 @@ export interface ShellCommand {
   decision?: SessionDecision;
   /** An approved exec takes the id of the session that waited for it. */
   id?: string;
+  /** Review mode (SPEC §16): each command's changes are held as a review session's. */
+  review?: JobRequest['review'];
 }
 
 /** What `shell.list` shows of one shell. */
@@ -49,9 +55,9 @@ const keyOf = (scope: string, name: string) => `${scope}\u0000${name}`;
  * A shell's own process is a session of a private registry: never listed, never recorded.
  */
 export class Shells {
-  private readonly shells = new Map<string, Shell>();
+  private readonly shells = new Map<string, Shell | ReviewShell>();
   private readonly boxes = new Registry();
-  private readonly opening = new Map<string, Promise<Shell>>();
+  private readonly opening = new Map<string, Promise<Shell | ReviewShell>>();
   /** The shell each command session ran in: pause, continue and signal reach the command through it. */
   private readonly commandsOf = new WeakMap<Session, Shell>();
   private readonly timer: NodeJS.Timeout;
@@ -62,7 +68,7 @@ export class Shells {
   }
 
   /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
-  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell; restarted: boolean }> {
+  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell | ReviewShell; restarted: boolean }> {
     const { scope, params: p } = c;
     const settings = settingsOf(c);
     let shell = this.shells.get(keyOf(scope, p.shell));
@@ -84,7 +90,40 @@ export class Shells {
     } else {
       shell = await this.open(c, settings);
     }
+    if (shell instanceof ReviewShell) {
+      const lost = this.lostState.has(shell);
+      this.lostState.delete(shell);
+      return { ...this.startReview(shell, c), shell, restarted: restarted || lost };
+    }
     return { ...this.start(shell, c), shell, restarted };
+  }
+
+  /** Review shells whose last command ended the shell (`exit`): the next command says its state is gone. */
+  private readonly lostState = new WeakSet<ReviewShell>();
+
+  /** A review shell's command: a review session of its own, whose bash starts from the shell's state and leaves it as the command did. */
+  private startReview(shell: ReviewShell, c: ShellCommand): { session: Session; warnings: string[] } {
+    if (shell.state.length > MAX_STATE_CHARS) {
+      throw limit(`review shell "${shell.name}" holds ${shell.state.length} characters of state (variables, functions), more than a command can carry (${MAX_STATE_CHARS}); unset what it no longer needs in a command, or close it (shell.close) and start anew`, { shell: shell.name });
+    }
+    const s = shell.settings;
+    // A directory that exists only in an earlier command's held changes is not there until applied: the command starts in the shell's workdir.
+    const cwd = existsSync(shell.cwd) ? shell.cwd : s.workdir;
+    const params: ExecParams = { ...c.params, env: s.env, pty: s.pty, elevated: s.elevated, limits: s.limits ?? undefined };
+    const started = startJob(this.ctx, {
+      scope: c.scope,
+      params,
+      cwd,
+      policy: c.policy,
+      approved: c.id === undefined ? undefined : { id: c.id, history: [] },
+      review: c.review ?? { approval: false },
+      decision: c.decision,
+      shell: { name: shell.name, script: reviewScript(shell.state, c.params.command, cwd) },
+    });
+    void shell.track(started.session).then((lost) => {
+      if (lost) this.lostState.add(shell);
+    });
+    return started;
   }
 
   private start(shell: Shell, c: ShellCommand): { session: Session; warnings: string[] } {
@@ -131,7 +170,7 @@ export class Shells {
   }
 
   /** Make the shell (one at a time per name: two first commands at once make one shell, the second is refused busy). */
-  private async open(c: ShellCommand, settings: ShellSettings): Promise<Shell> {
+  private async open(c: ShellCommand, settings: ShellSettings): Promise<Shell | ReviewShell> {
     const key = keyOf(c.scope, c.params.shell);
     const making = this.opening.get(key);
     if (making) {
@@ -143,7 +182,8 @@ export class Shells {
     if (count >= max) {
       throw limit(`scope "${c.scope}" already has ${count} shells (shells.max = ${max}); close one with shell.close {"name": …} (procctl shell close NAME) or reuse one by name`, { shells: count, max });
     }
-    const promise = this.make(c, settings);
+    // A review shell has no process of its own to start: its state is carried from one command's bash to the next.
+    const promise = settings.review ? Promise.resolve(new ReviewShell(c.params.shell, c.scope, settings)) : this.make(c, settings);
     this.opening.set(key, promise);
     try {
       const shell = await promise;
@@ -186,7 +226,7 @@ export class Shells {
 
   /** The command running in the shell whose own process is session `boxId` (a sandboxed shell's channel is that process's). */
   commandIn(boxId: string): Session | undefined {
-    for (const shell of this.shells.values()) if (shell.boxId === boxId) return shell.busy;
+    for (const shell of this.shells.values()) if (shell instanceof Shell && shell.boxId === boxId) return shell.busy;
     return undefined;
   }
 
@@ -217,7 +257,7 @@ export class Shells {
     return [...this.shells.values()].filter((s) => s.alive).length;
   }
 
-  private forget(shell: Shell): void {
+  private forget(shell: Shell | ReviewShell): void {
     if (this.shells.get(keyOf(shell.scope, shell.name)) === shell) this.shells.delete(keyOf(shell.scope, shell.name));
   }
 
@@ -234,7 +274,7 @@ export class Shells {
   }
 }
 
-function view(s: Shell): ShellView {
+function view(s: Shell | ReviewShell): ShellView {
   const busy = s.busy;
   return {
     name: s.name,
@@ -252,11 +292,11 @@ function view(s: Shell): ShellView {
 
 function settingsOf(c: ShellCommand): ShellSettings {
   const p = c.params;
-  return { workdir: c.cwd, env: p.env ?? {}, pty: p.pty ?? false, elevated: p.elevated ?? false, stdin: p.stdin ?? 'pipe', limits: p.limits ?? null };
+  return { workdir: c.cwd, env: p.env ?? {}, pty: p.pty ?? false, elevated: p.elevated ?? false, stdin: p.stdin ?? 'pipe', limits: p.limits ?? null, review: c.review !== undefined };
 }
 
 /** Only what the exec names is compared: a command that says nothing of env runs with the shell's. */
-function checkSettings(shell: Shell, p: ExecParams, asked: ShellSettings): void {
+function checkSettings(shell: Shell | ReviewShell, p: ExecParams, asked: ShellSettings): void {
   const had = shell.settings;
   const differs: string[] = [];
   if (p.workdir !== undefined && asked.workdir !== had.workdir) differs.push(`workdir ${JSON.stringify(had.workdir)}`);
@@ -264,6 +304,8 @@ function checkSettings(shell: Shell, p: ExecParams, asked: ShellSettings): void 
   if (p.pty !== undefined && asked.pty !== had.pty) differs.push(`pty ${had.pty}`);
   if (p.elevated !== undefined && asked.elevated !== had.elevated) differs.push(`elevated ${had.elevated}`);
   if (p.limits !== undefined && JSON.stringify(asked.limits) !== JSON.stringify(had.limits)) differs.push(`limits ${JSON.stringify(had.limits)}`);
+  // A command that says nothing of changes runs as its shell's do; one held by the scope's default or a rule cannot run in a direct shell.
+  if (asked.review !== had.review && (p.changes !== undefined || asked.review)) differs.push(had.review ? 'review mode (changes "review")' : 'direct changes (changes "direct")');
   if (differs.length > 0) {
     throw conflict(
       `shell "${shell.name}" was made with ${differs.join(', ')}; send the command without those settings (or with the shell's), use another shell name, or close this one (shell.close) first`,
