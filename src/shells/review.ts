@@ -58,7 +58,7 @@ export function reviewScript(state: string, command: string, cwd: string): strin
  * the shell lives on as its state, not as one process; see docs/shells.md.
  */
 export class ReviewShell {
-  readonly createdAt = Date.now();
+  createdAt = Date.now();
   readonly review = true;
   lastUsedAt = Date.now();
   commands = 0;
@@ -93,9 +93,9 @@ export class ReviewShell {
    * shell's. Resolves `true` when it ended without leaving a state (`exit`, a shell option that
    * ended it): the shell's state is gone, and the next command says so.
    */
-  track(session: Session): Promise<boolean> {
+  track(session: Session, counted = true): Promise<boolean> {
     this.running = session;
-    this.commands++;
+    if (counted) this.commands++;
     this.lastUsedAt = Date.now();
     return session.finished.then(() => {
       if (this.running === session) this.running = undefined;

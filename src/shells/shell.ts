@@ -57,24 +57,42 @@ const SETUP = [
 
 /**
  * A terminal shell's first line, typed on its terminal (its echo is before the first cut, so no
- * command's): bash keeps the terminal as fd 63 and from then on reads its commands from a FIFO,
+ * command's): bash keeps the terminal as fd 63 and from then on reads its commands from a FIFO
+ * (opened read-write: it never reads an end there, when the daemon's end is closed across a restart),
  * so no command line is ever typed on the terminal (nor echoed there). After each command,
  * PROMPT_COMMAND writes the end to fd 61, then reads a fresh random cut from fd 60 (the daemon
  * makes it only once the command has ended, so no command can know it) and prints it on the
  * terminal: everything the terminal showed before it is the command's output.
  */
 const TERMINAL_SETUP = [
-  `exec ${TERMINAL_FD}<&0 ${STATUS_FD}<>"$PROCCTL_TMPDIR/.shell-status" ${CUT_FD}<>"$PROCCTL_TMPDIR/.shell-cut" 0<"$PROCCTL_TMPDIR/.shell-commands"`,
+  `exec ${TERMINAL_FD}<&0 ${STATUS_FD}<>"$PROCCTL_TMPDIR/.shell-status" ${CUT_FD}<>"$PROCCTL_TMPDIR/.shell-cut" 0<>"$PROCCTL_TMPDIR/.shell-commands"`,
   'PS1=; PS2=; PS0=; PS4=+; unset HISTFILE; set +o history; set +m; shopt -s expand_aliases',
   'exit() { builtin exit "$@" 2>/dev/null; }',
   '__procctl_id=ready',
   `PROMPT_COMMAND='__procctl_s=$?; printf "%s %s %s\\0" "$__procctl_id" "$__procctl_s" "$PWD" >&${STATUS_FD}; IFS= read -r __procctl_n <&${CUT_FD}; printf %s "$__procctl_n" >&${TERMINAL_FD}; unset __procctl_n'`,
 ].join('; ');
 
+/** What a restart hands the next image of a shell besides its process (shells/carry.ts's schema). */
+export interface CarriedShellState {
+  name: string;
+  scope: string;
+  settings: ShellSettings;
+  cwd: string;
+  commands: number;
+  createdAt: number;
+  lastUsedAt: number;
+  /** Read of the end records, not yet a whole one. */
+  pending: string;
+  cut?: { text: string; held: string; status: [string, string] };
+  running?: { sessionId: string; interrupted: boolean; timeoutSec: number };
+}
+
 /** A terminal shell's output after a command ended: passed on up to the cut, which ends the command. */
 interface Cut {
   text: string;
   held: string;
+  /** The end record it follows (id, status), for a restart to hand on. */
+  status: [string, string];
   timer: NodeJS.Timeout;
   then: () => void;
 }
@@ -83,6 +101,9 @@ interface Cut {
 interface Running {
   session: Session;
   timer?: NodeJS.Timeout;
+  /** Its timeout, counted from the session's start (a restart arms it again). */
+  timeoutSec: number;
+  onTimeout: () => void;
   /** The shell was sent SIGINT for it: its end is an interrupt's. */
   interrupted: boolean;
 }
@@ -95,7 +116,7 @@ interface Running {
  * sent and that end.
  */
 export class Shell {
-  readonly createdAt = Date.now();
+  createdAt = Date.now();
   lastUsedAt = Date.now();
   commands = 0;
   cwd: string;
@@ -156,14 +177,36 @@ export class Shell {
     const dir = this.box.tmpdir;
     if (!dir || !this.box.running || !this.box.input) throw new Error('the shell did not start');
     if (this.pty && !this.box.pty) throw new Error('no terminal could be had for it (see the daemon log); make the shell without pty');
-    const statusPath = join(dir, '.shell-status');
-    // On pipes, the commands' stdin; on a terminal, bash's command lines and the cuts.
-    const others = this.pty ? [join(dir, '.shell-commands'), join(dir, '.shell-cut')] : [join(dir, '.shell-input')];
-    if (!this.pty) this.inputPath = others[0];
+    const { statusPath, others } = this.fifos(dir);
     execFileSync('mkfifo', ['-m', '0600', statusPath, ...others]);
     // A sandbox user's scratch directory is theirs: so are the FIFOs in it.
     const owner = statSync(dir);
     if (owner.uid !== process.getuid?.()) for (const p of [statusPath, ...others]) chownSync(p, owner.uid, owner.gid);
+    this.wire(dir);
+    this.box.input.write(`${this.pty ? TERMINAL_SETUP : SETUP}\n`);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the shell did not answer within ${withinMs} ms`)), withinMs);
+      this.readyWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      void this.box.finished.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`the shell ended as it started (${this.box.error ?? `exit ${this.box.exitCode ?? this.box.signal}`})`));
+      });
+    });
+  }
+
+  /** The FIFOs in the shell's scratch directory: its status; on pipes, the commands' stdin; on a terminal, bash's command lines and the cuts. */
+  private fifos(dir: string): { statusPath: string; others: string[] } {
+    const others = this.pty ? [join(dir, '.shell-commands'), join(dir, '.shell-cut')] : [join(dir, '.shell-input')];
+    if (!this.pty) this.inputPath = others[0];
+    return { statusPath: join(dir, '.shell-status'), others };
+  }
+
+  /** The daemon's ends of the FIFOs (the shell holds its own), and the shell's output routed to its command. */
+  private wire(dir: string): void {
+    const { statusPath, others } = this.fifos(dir);
     // Opened read-write: a FIFO with no writer would read as its end; the daemon's own writer keeps it open.
     this.status = new Socket({ fd: openSync(statusPath, constants.O_RDWR | constants.O_NONBLOCK), readable: true, writable: false });
     this.status.on('data', (b: Buffer) => this.onStatus(b.toString('utf8')));
@@ -180,36 +223,91 @@ export class Shell {
       this.input = writer(others[0]);
     }
     this.box.watchOutput((stream, text) => (this.pty ? this.onTerminal(stream, text) : this.deliver(stream, text)));
-    this.box.input.write(`${this.pty ? TERMINAL_SETUP : SETUP}\n`);
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the shell did not answer within ${withinMs} ms`)), withinMs);
-      this.readyWaiters.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-      void this.box.finished.then(() => {
-        clearTimeout(timer);
-        reject(new Error(`the shell ended as it started (${this.box.error ?? `exit ${this.box.exitCode ?? this.box.signal}`})`));
-      });
-    });
+  }
+
+  /** The shell's own process (its private session): a restart hands it on as any job (SPEC §19). */
+  get process(): Session {
+    return this.box;
+  }
+
+  /** The command running, if any. */
+  get runningCommand(): Session | undefined {
+    return this.running?.session;
+  }
+
+  /**
+   * A restart's quiet moment: the end records stop being read (they wait in the FIFO for the next
+   * image) until the returned resume; the shell's output is held with its process's.
+   */
+  hold(): () => void {
+    const socket = this.status;
+    if (!socket) return () => undefined;
+    socket.pause();
+    const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
+    const stopped = handle?.reading && handle.readStop ? handle : undefined;
+    if (stopped) {
+      stopped.reading = false;
+      stopped.readStop!();
+    }
+    return () => {
+      if (stopped) {
+        stopped.reading = true;
+        stopped.readStart();
+      }
+      if (!socket.destroyed) socket.resume();
+    };
+  }
+
+  /** What the next image needs of the shell besides its process: what it had read of an end record, a cut under way, the command running. */
+  carry(): CarriedShellState {
+    const r = this.running;
+    return {
+      name: this.name,
+      scope: this.scope,
+      settings: this.settings,
+      cwd: this.cwd,
+      commands: this.commands,
+      createdAt: this.createdAt,
+      lastUsedAt: this.lastUsedAt,
+      pending: this.pending,
+      ...(this.cut ? { cut: { text: this.cut.text, held: this.cut.held, status: this.cut.status } } : {}),
+      ...(r ? { running: { sessionId: r.session.id, interrupted: r.interrupted, timeoutSec: r.timeoutSec } } : {}),
+    };
+  }
+
+  /**
+   * The shell as the last image left it (a planned restart): its process adopted already, the
+   * daemon's ends of its FIFOs opened again by path (bash holds its own, and what was written and
+   * not read waits in them), its command (if one runs) taken back with its timeout.
+   */
+  adopt(c: CarriedShellState, running: Session | undefined, onTimeout: () => void): void {
+    this.cwd = c.cwd;
+    this.createdAt = c.createdAt;
+    this.commands = c.commands;
+    this.lastUsedAt = c.lastUsedAt;
+    this.pending = c.pending;
+    this.isReady = true;
+    if (running && c.running) {
+      const r: Running = { session: running, interrupted: c.running.interrupted, timeoutSec: c.running.timeoutSec, onTimeout };
+      this.running = r;
+      this.armTimeout(r);
+    }
+    this.wire(this.box.tmpdir!);
+    if (c.cut) {
+      const [id, code] = c.cut.status;
+      this.awaitCut(this.endOf(id, code, this.running), c.cut.text, c.cut.held, c.cut.status);
+    }
+    // What was read of the end records and not yet acted on is acted on now.
+    this.onStatus('');
   }
 
   /** Run one command in the shell as `session` (already made, registered and attached). */
   run(session: Session, command: string, o: { stdin: 'pipe' | 'null'; timeoutSec: number; checkpointKey?: string; onTimeout: () => void }): void {
     this.lastUsedAt = Date.now();
     this.commands++;
-    const running: Running = { session, interrupted: false };
+    const running: Running = { session, interrupted: false, timeoutSec: o.timeoutSec, onTimeout: o.onTimeout };
     this.running = running;
-    if (o.timeoutSec > 0) {
-      // Time spent paused does not count (SPEC §15): at the deadline, a paused command waits on.
-      const due = () => session.startedAt + o.timeoutSec * 1000 + session.pausedMs();
-      const check = () => {
-        const left = due() - Date.now();
-        if (session.paused || left > 0) running.timer = setTimeout(check, Math.max(left, PAUSED_RECHECK_MS));
-        else o.onTimeout();
-      };
-      running.timer = setTimeout(check, o.timeoutSec * 1000);
-    }
+    this.armTimeout(running);
     const exports = [`PROCCTL_SESSION_ID=${session.id}`, ...(o.checkpointKey ? [`PROCCTL_CHECKPOINT_KEY=${o.checkpointKey}`] : [])];
     if (this.pty) {
       const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${TERMINAL_FD}`;
@@ -218,6 +316,19 @@ export class Shell {
     }
     const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${INPUT_FD}`;
     this.box.input!.write(`__procctl_id=${session.id}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${INPUT_FD}<&-\n`);
+  }
+
+  /** The command's timeout, counted from its session's start; time spent paused does not count (SPEC §15): at the deadline, a paused command waits on. */
+  private armTimeout(running: Running): void {
+    if (running.timeoutSec <= 0) return;
+    const session = running.session;
+    const due = () => session.startedAt + running.timeoutSec * 1000 + session.pausedMs();
+    const check = () => {
+      const left = due() - Date.now();
+      if (session.paused || left > 0) running.timer = setTimeout(check, Math.max(left, PAUSED_RECHECK_MS));
+      else running.onTimeout();
+    };
+    running.timer = setTimeout(check, Math.max(0, due() - Date.now()));
   }
 
   /** Output of the shell: the running command's once the shell is ready; before the first prompt and between commands, nobody's. */
@@ -254,16 +365,19 @@ export class Shell {
     cut.then();
   }
 
-  /** A terminal shell's end of a command (or its first prompt): send a fresh cut, and end it once the cut came through the terminal. */
-  private awaitCut(then: () => void): void {
-    const text = `procctl-${randomBytes(12).toString('hex')}`;
-    const cut: Cut = { text, held: '', then, timer: setTimeout(() => {
+  /**
+   * A terminal shell's end of a command (or its first prompt): send a fresh cut, and end it once
+   * the cut came through the terminal. A restart hands on a cut sent already (`text`, what was held).
+   */
+  private awaitCut(then: () => void, sent?: string, held = '', status: [string, string] = ['', '']): void {
+    const text = sent ?? `procctl-${randomBytes(12).toString('hex')}`;
+    const cut: Cut = { text, held, then, status, timer: setTimeout(() => {
       // The shell's terminal output did not come (its output stopped, fd 63 closed by a command): what came is the command's.
       this.deliver('stdout', cut.held);
       this.endCut(cut);
     }, CUT_MS) };
     this.cut = cut;
-    this.cutter!.write(`${text}\n`);
+    if (sent === undefined) this.cutter!.write(`${text}\n`);
   }
 
   /** What a command's `write` goes to: the FIFO the command reads as its stdin. */
@@ -291,19 +405,23 @@ export class Shell {
       const [id, code, ...rest] = line.split(' ');
       const cwd = rest.join(' ');
       if (cwd) this.cwd = cwd;
-      const running = this.running;
-      const then = () => {
-        if (id === 'ready' && !this.isReady) {
-          this.isReady = true;
-          for (const w of this.readyWaiters.splice(0)) w();
-        } else if (running && running.session.id === id) this.complete(running, Number(code));
-      };
+      const then = this.endOf(id, code, this.running);
       // Every end the shell writes waits for its cut (bash reads one before its next command).
-      if (this.pty) this.awaitCut(then);
+      if (this.pty) this.awaitCut(then, undefined, '', [id, code]);
       // The status came after the command's output was written to the pipe; what the loop reads
       // this turn is read before setImmediate runs, so every byte of it is this command's.
       else setImmediate(then);
     }
+  }
+
+  /** What an end record (id, status) does once its output is all read: the first prompt makes the shell ready; a command's end completes it. */
+  private endOf(id: string, code: string, running: Running | undefined): () => void {
+    return () => {
+      if (id === 'ready' && !this.isReady) {
+        this.isReady = true;
+        for (const w of this.readyWaiters.splice(0)) w();
+      } else if (running && running.session.id === id) this.complete(running, Number(code));
+    };
   }
 
   private complete(running: Running, code: number): void {

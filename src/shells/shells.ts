@@ -2,11 +2,16 @@ import { conflict, limit, unavailable } from '../base/errors.js';
 import { existsSync } from 'node:fs';
 import { removeDir } from '../runner/scratch.js';
 import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
+import { readStat } from '../runner/procfs.js';
 import { stopSession, stopsItself } from '../runner/stop.js';
 import type { ExecParams } from '../schema/exec.js';
 import type { RecordKeeper } from '../session/keeper.js';
 import { deriveName } from '../session/name.js';
-import { Registry } from '../session/registry.js';
+import { ALL_SCOPES, Registry } from '../session/registry.js';
+import { carrySession, resumeSession, type CarriedSession } from '../session/carry.js';
+import { adoptJob, cannotHandOver, handOver, type HandedJob } from '../runner/handover.js';
+import { adoptChannels } from '../runner/start.js';
+import type { CarriedShell } from './carry.js';
 import { Session, type SessionDecision } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { describeWaitFor } from '../schema/exec.js';
@@ -48,6 +53,13 @@ export interface ShellView {
 }
 
 const keyOf = (scope: string, name: string) => `${scope}\u0000${name}`;
+
+/** One shell in a planned restart's hand-over (daemon/handover/schema.ts). */
+export interface CarriedShellEntry {
+  shell: CarriedShell;
+  box?: { session: CarriedSession; job: HandedJob };
+  command?: CarriedSession;
+}
 
 /**
  * The scopes' persistent shells (SPEC §20): made on first use, refused when busy or asked for
@@ -151,22 +163,146 @@ export class Shells {
       decision: c.decision,
     });
     this.ctx.registry.add(session);
-    const piped = (p.stdin ?? 'pipe') === 'pipe';
-    // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
-    // On a terminal its stdin is the shell's terminal, read as any terminal session's; a command given stdin "null" has none to write to.
-    const io = shell.pty ? { stdinId: piped ? shell.terminal.stdinId : undefined, resize: shell.terminal.resize } : { stdinId: piped ? shell.inputPath : undefined, resize: undefined };
-    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, pty: shell.pty, ...io });
-    stopsItself(session, (opts) => shell.interrupt(session, opts));
-    this.commandsOf.set(session, shell);
+    this.attachCommand(shell, session, p.stdin ?? 'pipe', false);
     shell.run(session, p.command, {
       stdin: p.stdin ?? 'pipe',
       timeoutSec: p.timeout ?? cfg.timeoutSec,
       checkpointKey,
-      onTimeout: () => void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: cfg.killGraceMs }),
+      onTimeout: this.onTimeout(session),
     });
     this.ctx.keeper.watch(session, { now: c.id !== undefined });
     session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: session.cwd, shell: shell.name });
     return { session, warnings: [] };
+  }
+
+  /** A command's session wired to its shell: its input, its terminal, its stop (an interrupt of the command, not the shell's end). */
+  private attachCommand(shell: Shell, session: Session, stdin: 'pipe' | 'null', carried: boolean): void {
+    const piped = stdin === 'pipe';
+    // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
+    // On a terminal its stdin is the shell's terminal, read as any terminal session's; a command given stdin "null" has none to write to.
+    const io = shell.pty ? { stdinId: piped ? shell.terminal.stdinId : undefined, resize: shell.terminal.resize } : { stdinId: piped ? shell.inputPath : undefined, resize: undefined };
+    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, pty: shell.pty, carried, ...io });
+    stopsItself(session, (opts) => shell.interrupt(session, opts));
+    this.commandsOf.set(session, shell);
+  }
+
+  private onTimeout(session: Session): () => void {
+    return () => void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: this.ctx.config().tools.exec.killGraceMs });
+  }
+
+  /** Why the open shells cannot be handed to a new image now (SPEC §19), in words; undefined when they can. */
+  cannotHandOver(): string | undefined {
+    const stuck: string[] = [];
+    if (this.opening.size > 0) stuck.push(`a shell is being made (${[...this.opening.keys()].map((k) => k.split('\u0000')[1]).join(', ')})`);
+    for (const s of this.shells.values()) {
+      if (!(s instanceof Shell) || !s.alive) continue;
+      const why = !s.ready ? 'it is starting' : cannotHandOver(s.process);
+      if (why) stuck.push(`shell "${s.name}" (scope ${s.scope}): ${why}`);
+    }
+    return stuck.length > 0 ? stuck.join('; ') : undefined;
+  }
+
+  /** The persistent shells' own processes: a restart holds, parks and hands them on with the sessions. */
+  processes(): Session[] {
+    return [...this.shells.values()].filter((s): s is Shell => s instanceof Shell && s.alive).map((s) => s.process);
+  }
+
+  /** Whether `session` is a persistent shell's command: handed on with its shell, not on its own. */
+  carriesCommand(session: Session): boolean {
+    return this.commandsOf.has(session);
+  }
+
+  /** Stop reading the shells' end records until the returned resume (a restart's quiet moment). */
+  hold(): () => void {
+    const resumes = [...this.shells.values()].filter((s): s is Shell => s instanceof Shell && s.alive).map((s) => s.hold());
+    return () => {
+      for (const resume of resumes) resume();
+    };
+  }
+
+  /** Every shell as the next image takes it: a persistent one with its process (handed on as any job) and its running command; a review one as its state. */
+  carry(): CarriedShellEntry[] {
+    const out: CarriedShellEntry[] = [];
+    for (const s of this.shells.values()) {
+      if (!s.alive) continue;
+      if (s instanceof ReviewShell) {
+        const base = { name: s.name, scope: s.scope, settings: { ...s.settings, limits: s.settings.limits ?? null }, cwd: s.cwd, commands: s.commands, createdAt: s.createdAt, lastUsedAt: s.lastUsedAt, pending: '' };
+        out.push({ shell: { ...base, review: { state: s.state, lost: this.lostState.has(s), ...(s.busy ? { runningId: s.busy.id } : {}) } } });
+        continue;
+      }
+      const box = s.process;
+      const command = s.runningCommand;
+      const startTime = box.pid === undefined ? undefined : readStat(box.pid)?.startTime;
+      out.push({
+        shell: { ...s.carry(), settings: { ...s.settings, limits: s.settings.limits ?? null } },
+        box: { session: carrySession(box, startTime), job: handOver(box) },
+        ...(command ? { command: carrySession(command, startTime) } : {}),
+      });
+    }
+    return out;
+  }
+
+  /**
+   * The shells a planned restart handed to this image (SPEC §19), taken back: a persistent one's
+   * process adopted as any job's, its FIFOs opened again, its running command back in the
+   * registry and followed (`follow`, the exec's follow-up); a review shell's state, and its
+   * running command (adopted with the sessions) tracked again. Returns the ids of the commands
+   * and of the shells' own processes taken back (their records and cgroups are theirs still). A shell that cannot be taken back is stopped, its command ended with it.
+   */
+  adopt(entries: readonly CarriedShellEntry[], follow: (s: Session) => void, log: (msg: string, err: unknown) => void): string[] {
+    const ids: string[] = [];
+    const caps = this.ctx.config().tools.exec;
+    for (const e of entries) {
+      const c = e.shell;
+      const key = keyOf(c.scope, c.name);
+      if (c.review) {
+        const shell = new ReviewShell(c.name, c.scope, c.settings);
+        shell.state = c.review.state;
+        shell.cwd = c.cwd;
+        shell.commands = c.commands;
+        shell.createdAt = c.createdAt;
+        shell.lastUsedAt = c.lastUsedAt;
+        if (c.review.lost) this.lostState.add(shell);
+        const running = c.review.runningId ? this.ctx.registry.find(ALL_SCOPES, c.review.runningId) : undefined;
+        if (running?.running) {
+          void shell.track(running, false).then((lost) => {
+            if (lost) this.lostState.add(shell);
+          });
+        }
+        this.shells.set(key, shell);
+        continue;
+      }
+      if (!e.box) continue;
+      let box: Session | undefined;
+      try {
+        box = resumeSession(e.box.session, this.boxes.events, caps, undefined);
+        this.boxes.add(box);
+        ids.push(box.id);
+        if (e.box.job.channels) adoptChannels(this.ctx, box, e.box.job.channels);
+        adoptJob(box, e.box.job, this.ctx.cgroups);
+        const made = box;
+        void made.finished.then(() => removeDir(made.tmpdir ?? ''));
+        const shell = new Shell(c.name, c.scope, c.settings, box);
+        let command: Session | undefined;
+        if (e.command && c.running) {
+          command = resumeSession(e.command, this.ctx.registry.events, caps, this.ctx.state.disk);
+          this.ctx.registry.add(command);
+          this.attachCommand(shell, command, command.stdinMode, true);
+          this.ctx.keeper.watch(command, { now: true });
+          ids.push(command.id);
+        }
+        shell.adopt(c, command, command ? this.onTimeout(command) : () => undefined);
+        if (command) {
+          follow(command);
+          if (e.command?.record.status === 'waiting_input' && e.command.record.interrupt) command.raiseInterrupt(e.command.record.interrupt);
+        }
+        this.shells.set(key, shell);
+      } catch (err) {
+        log(`restart: shell "${c.name}" (scope ${c.scope}) could not be taken back; it is stopped`, err);
+        if (box) void stopSession(box, { reason: 'shutdown', signal: 'SIGKILL', graceMs: 0 });
+      }
+    }
+    return ids;
   }
 
   /** Make the shell (one at a time per name: two first commands at once make one shell, the second is refused busy). */
@@ -207,7 +343,7 @@ export class Shells {
       },
     };
     const launch = Object.assign(Object.create(this.ctx) as LaunchContext, quiet);
-    const { session: box } = startJob(launch, { scope: c.scope, params: boxParams, cwd: c.cwd, policy: c.policy, decision: c.decision, approved: { id: `shell-${this.ctx.registry.newId()}`, history: [] } });
+    const { session: box } = startJob(launch, { scope: c.scope, params: boxParams, cwd: c.cwd, policy: c.policy, decision: c.decision, approved: { id: `shell${this.ctx.registry.newId()}`, history: [] } });
     void box.finished.then(() => removeDir(box.tmpdir ?? ''));
     const shell = new Shell(p.shell, c.scope, settings, box);
     try {
