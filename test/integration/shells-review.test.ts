@@ -1,4 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { TestClient } from '../helpers/rpc.js';
+import { waitFor } from '../helpers/daemon.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -76,5 +78,39 @@ describe.skipIf(SKIP_SANDBOX)('a review-mode shell', () => {
     const fresh = await run('echo "[${x-}]"; pwd');
     expect(fresh.shell.restarted).toBe(true);
     expect(fresh.output).toBe(`[]\n${ws}\n`);
+  });
+
+  it('keeps its state across a planned restart, and a command running then ends with its changes held', async () => {
+    const first = await s.exec({ command: 'export CARRIED=yes', shell: 'rr', workdir: ws, changes: 'review', yieldMs: 60_000 });
+    ids.add(first.sessionId);
+    expect(first.status, first.text).toBe('completed');
+    const running = await s.exec({ command: 'sleep 1; echo late > late.txt; echo "$CARRIED"', shell: 'rr', workdir: ws, yieldMs: 0, background: true });
+    ids.add(running.sessionId);
+    const c = await TestClient.connect(d.socket);
+    await c.call('daemon.restart', { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() });
+    c.close();
+    await waitFor(async () => {
+      try {
+        const c2 = await TestClient.connect(d.socket);
+        try {
+          return (await c2.call('daemon.status')).restarts.planned > 0;
+        } finally {
+          c2.close();
+        }
+      } catch {
+        return false;
+      }
+    }, { what: 'the new image to serve', timeoutMs: 30_000 });
+    s = new Scoped(await d.client(), 'review');
+    const { last } = await s.pollUntilEnded(running.sessionId, 30_000);
+    expect(last.status).toBe('completed');
+    expect((await s.log(running.sessionId, { offset: 0 })).output).toBe('yes');
+    // Its write is held as any review session's, not in the workspace.
+    expect((await s.process({ action: 'changes', sessionId: running.sessionId, stat: true })).totals).toMatchObject({ files: 1, added: 1 });
+    expect(existsSync(join(ws, 'late.txt'))).toBe(false);
+    const after = await s.exec({ command: 'echo "$CARRIED $PWD"', shell: 'rr', yieldMs: 60_000 });
+    ids.add(after.sessionId);
+    expect(after.output).toBe(`yes ${ws}\n`);
+    expect(after.shell.restarted).toBeUndefined();
   });
 });

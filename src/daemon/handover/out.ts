@@ -45,7 +45,7 @@ export interface HandoverHost {
   /** Resolves once the answers written to clients have gone out. */
   flushClients(): Promise<void>;
   /** The persistent shells (SPEC §20): each one's process is handed on as a session's job is, its running command with it. */
-  shells?: { cannotHandOver(): string | undefined; processes(): Session[]; hold(): () => void; carry(): CarriedShellEntry[] };
+  shells?: { readonly size: number; cannotHandOver(): string | undefined; processes(): Session[]; hold(): () => void; carry(): CarriedShellEntry[] };
 }
 
 interface ExecAddon {
@@ -117,7 +117,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   };
   const stuck = sessions.map((s) => ({ s, why: cannotHandOver(s) ?? beyond(s) })).filter((x) => x.why !== undefined);
   const shells = host.shells?.processes() ?? [];
-  const shellsWhy = host.shells?.cannotHandOver() ?? (shells.length > 0 && !carries.includes('shells') ? `the new image (version ${to}) does not carry persistent shells; close them (procctl shell close NAME) first` : undefined) ?? shells.map(beyond).find((w) => w !== undefined);
+  const shellsWhy = host.shells?.cannotHandOver() ?? ((host.shells?.size ?? 0) > 0 && !carries.includes('shells') ? `the new image (version ${to}) does not carry persistent shells; close them (procctl shell close NAME) first` : undefined) ?? shells.map(beyond).find((w) => w !== undefined);
   if (shellsWhy) throw conflict(`cannot hand the persistent shells to a new image: ${shellsWhy}. Nothing was restarted; try again in a moment, or close them (procctl shell close NAME)`);
   if (stuck.length > 0) {
     const list = stuck.map(({ s, why }) => `${s.id} (${s.name}): ${why}`).join('; ');
@@ -240,7 +240,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       if (job.stdinQueued > 0) host.log.warn({ sessionId: s.id, bytes: job.stdinQueued }, 'restart: input written to this session that it had not read yet stays with the old image and is not sent');
       return { session: carrySession(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime), job };
     });
-    const shells = p.shells.length > 0 ? (host.shells?.carry() ?? []) : [];
+    const shells = host.shells?.carry() ?? [];
     for (const sh of shells) if (sh.box) for (const fd of handedDescriptors(sh.box.job)) keep(fd);
     const handover: Handover = {
       format: HANDOVER_FORMAT,
