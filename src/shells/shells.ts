@@ -82,14 +82,16 @@ export class Shells {
   /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
   async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell | ReviewShell; restarted: boolean }> {
     const { scope, params: p } = c;
-    const settings = settingsOf(c);
     let shell = this.shells.get(keyOf(scope, p.shell));
     let restarted = false;
     if (shell && !shell.alive) {
       this.forget(shell);
+      // Made anew as it was (its workdir, env, terminal, limits, review mode), but for what this command names.
+      c = madeAgain(c, shell.settings);
       shell = undefined;
       restarted = true;
     }
+    const settings = settingsOf(c);
     if (shell) {
       checkSettings(shell, p, settings);
       const busy = shell.busy;
@@ -423,6 +425,17 @@ function view(s: Shell | ReviewShell): ShellView {
     createdAt: new Date(s.createdAt).toISOString(),
     lastUsedAt: new Date(s.lastUsedAt).toISOString(),
     settings: s.settings,
+  };
+}
+
+/** A command for a shell that ended: the shell's settings where the command names none (elevated is always the command's own, as its approval was). */
+function madeAgain(c: ShellCommand, had: ShellSettings): ShellCommand {
+  const p = c.params;
+  return {
+    ...c,
+    cwd: p.workdir !== undefined ? c.cwd : had.workdir,
+    params: { ...p, env: p.env ?? had.env, pty: p.pty ?? had.pty, limits: p.limits ?? had.limits ?? undefined },
+    review: c.review ?? (had.review && p.changes === undefined ? { approval: false } : undefined),
   };
 }
 

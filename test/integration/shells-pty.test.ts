@@ -36,6 +36,14 @@ describe('a shell on a terminal (pty: true, SPEC §20)', () => {
     // A command asking for pipes is refused, naming the shell's terminal.
     const pipes = await c.call('exec', { command: 'true', shell: 't', pty: false }).catch((e: Error) => e);
     expect(String((pipes as Error).message)).toContain('was made with pty true');
+    // `exit` ends the shell with its code; the next command runs in a fresh one and says so.
+    const ended = await c.exec({ command: 'echo bye; exit 3', shell: 't' });
+    expect(ended.exitCode).toBe(3);
+    expect(ended.output).toBe('bye\r\n');
+    // Made anew as it was (on a terminal), its state gone; stdin "null" gives the command no input, the terminal is still there.
+    const fresh = await c.exec({ command: 'echo "[${GREETING-}]"; [ -t 0 ] || echo no-input; stty size </dev/tty', shell: 't', stdin: 'null' });
+    expect(fresh.shell.restarted).toBe(true);
+    expect(fresh.output).toBe('[]\r\nno-input\r\n30 120\r\n');
     c.close();
     await d.stop();
   });
