@@ -287,7 +287,7 @@ export class Shells {
         const shell = new Shell(c.name, c.scope, c.settings, box);
         let command: Session | undefined;
         if (e.command && c.running) {
-          command = resumeSession(e.command, this.ctx.registry.events, caps, this.ctx.state.disk);
+          command = resumeSession(e.command, this.ctx.registry.events, caps, this.ctx.state.disk, c.name);
           this.ctx.registry.add(command);
           this.attachCommand(shell, command, command.stdinMode, true);
           this.ctx.keeper.watch(command, { now: true });

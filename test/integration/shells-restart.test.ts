@@ -64,6 +64,8 @@ describe('a shell across a planned restart', () => {
       await s2.waitOutput(running.sessionId, `${eol}20${eol}`);
       await restart(d, 1);
       const s3 = new Scoped(await d.client(), 'sh');
+      // The carried command's row still names its shell.
+      expect((await s3.list()).find((x: any) => x.sessionId === running.sessionId).shell).toEqual({ name: 'r' });
       const { last } = await s3.pollUntilEnded(running.sessionId, 30_000);
       expect(last.status).toBe('completed');
       expect(last.exitCode).toBe(5);
