@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <node_api.h>
 #include "errors.h"
+#include "fdpass.h"
 #include <uv.h>
 
 // Throw an Error "WHAT: strerror(err)" with `errno` set; returns NULL for the caller to return.
@@ -51,9 +52,9 @@ static int int_args(napi_env env, napi_callback_info info, size_t want, int32_t 
   return 1;
 }
 
-static napi_value SocketPair(napi_env env, napi_callback_info info) {
+napi_value procctl_socket_pair(napi_env env, int type) {
   int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
+  if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
   napi_value result, a, b;
   napi_create_array_with_length(env, 2, &result);
   napi_create_int32(env, fds[0], &a);
@@ -63,6 +64,11 @@ static napi_value SocketPair(napi_env env, napi_callback_info info) {
   return result;
 }
 
+static napi_value SocketPair(napi_env env, napi_callback_info info) {
+  (void)info;
+  return procctl_socket_pair(env, SOCK_STREAM);
+}
+
 static napi_value SendDescriptor(napi_env env, napi_callback_info info) {
   int32_t args[2];
   if (!int_args(env, info, 2, args)) {
@@ -70,21 +76,7 @@ static napi_value SendDescriptor(napi_env env, napi_callback_info info) {
     return NULL;
   }
   char byte = 'c';
-  struct iovec iov = {&byte, 1};
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } control;
-  memset(&control, 0, sizeof control);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &args[1], sizeof(int));
-  ssize_t n;
-  do n = sendmsg(args[0], &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
+  ssize_t n = fdpass_send(args[0], &byte, 1, &args[1], 1);
   napi_value sent;
   napi_get_boolean(env, n == 1, &sent);
   return sent;
@@ -118,23 +110,17 @@ static napi_value ReceiveConnection(napi_env env, napi_callback_info info) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return procctl_throw_errno(env, errno, "waiting for the session's channel");
     if (r == 0) continue;
-    struct iovec iov = {&byte, 1};
-    union {
-      char buf[CMSG_SPACE(sizeof(int))];
-      struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
-    do n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    int fds[FDPASS_MAX];
+    size_t count;
+    n = fdpass_receive(sock, &byte, 1, fds, &count);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // another process of the job took it
     if (n < 0) return procctl_throw_errno(env, errno, "reading the session's channel");
-    if (n == 0) return procctl_throw_errno(env, ECONNRESET, "the session's channel is closed");
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {
+    if (n == 0 && count == 0) return procctl_throw_errno(env, ECONNRESET, "the session's channel is closed");
+    if (count != 1) {
+      for (size_t i = 0; i < count; i++) close(fds[i]);
       return procctl_throw_errno(env, EPROTO, "the session's channel answered without a connection");
     }
-    int fd;
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    int fd = fds[0];
     napi_value result;
     napi_create_int32(env, fd, &result);
     return result;
@@ -156,7 +142,6 @@ static napi_value SetInheritable(napi_env env, napi_callback_info info) {
 }
 
 /* At most this many descriptors arrive in one message (the helper sends one at a time). */
-#define WATCH_MAX_FDS 16
 
 typedef struct {
   uv_poll_t poll;
@@ -206,37 +191,27 @@ static void watcher_readable(uv_poll_t *handle, int status, int events) {
   watcher_t *w = (watcher_t *)handle->data;
   (void)events;
   for (int round = 0; round < 64 && !w->stopped; round++) {
-    char bytes[WATCH_MAX_FDS];
-    struct iovec iov = {bytes, sizeof bytes};
-    union {
-      char buf[CMSG_SPACE(sizeof(int) * WATCH_MAX_FDS)];
-      struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
-    ssize_t n;
-    do n = status < 0 ? -1 : recvmsg(w->socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR && status >= 0);
+    char bytes[FDPASS_MAX];
+    int fds[FDPASS_MAX];
+    size_t count = 0;
+    ssize_t n = status < 0 ? -1 : fdpass_receive(w->socket, bytes, sizeof bytes, fds, &count);
     if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
       /* The peer is gone (or the socket failed): say so once, and stop. */
+      for (size_t i = 0; i < count; i++) close(fds[i]);
       watcher_call(w, -1);
       watcher_stop(w);
       return;
     }
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; i++) {
-        int fd;
-        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        struct stat st;
-        /* Only sockets are taken: a file or pipe from a confused or hostile peer is closed unread. */
-        if (w->stopped || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-          close(fd);
-          continue;
-        }
-        watcher_call(w, fd);
+    for (size_t i = 0; i < count; i++) {
+      int fd = fds[i];
+      struct stat st;
+      /* Only sockets are taken: a file or pipe from a confused or hostile peer is closed unread. */
+      if (w->stopped || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        close(fd);
+        continue;
       }
+      watcher_call(w, fd);
     }
   }
 }

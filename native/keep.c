@@ -24,9 +24,10 @@
 #include <unistd.h>
 #include <node_api.h>
 #include "errors.h"
+#include "fdpass.h"
 
 // A session's ends (3), a confined job's channel (1), and its proxy's channel and listening sockets (3), with room.
-#define KEEP_MAX_FDS 16
+#define KEEP_MAX_FDS FDPASS_MAX
 #define KEEP_MAX_TEXT 65536
 
 static long long keep_now_ms(void) {
@@ -46,15 +47,8 @@ static napi_value int_pair(napi_env env, int a, int b, const char *na, const cha
 }
 
 static napi_value KeepPair(napi_env env, napi_callback_info info) {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return procctl_throw_errno(env, errno, "socketpair");
-  napi_value result, a, b;
-  napi_create_array_with_length(env, 2, &result);
-  napi_create_int32(env, fds[0], &a);
-  napi_create_int32(env, fds[1], &b);
-  napi_set_element(env, result, 0, a);
-  napi_set_element(env, result, 1, b);
-  return result;
+  (void)info;
+  return procctl_socket_pair(env, SOCK_SEQPACKET);
 }
 
 static napi_value KeepSend(napi_env env, napi_callback_info info) {
@@ -85,25 +79,7 @@ static napi_value KeepSend(napi_env env, napi_callback_info info) {
     napi_get_element(env, argv[2], i, &v);
     napi_get_value_int32(env, v, &fds[i]);
   }
-  struct iovec iov = {text, len};
-  union {
-    char buf[CMSG_SPACE(sizeof(int) * KEEP_MAX_FDS)];
-    struct cmsghdr align;
-  } control;
-  memset(&control, 0, sizeof control);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-  if (nfds > 0) {
-    msg.msg_control = control.buf;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-    memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
-  }
-  ssize_t n;
-  do n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
+  ssize_t n = fdpass_send(sock, text, len, fds, nfds);
   int err = errno;
   free(text);
   if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) {
@@ -119,30 +95,17 @@ static napi_value KeepSend(napi_env env, napi_callback_info info) {
 
 /* One datagram, or 0 when none is queued (nonblocking), -1 at the peer's close; *out set on 1. */
 static int receive_one(napi_env env, int sock, char *buf, napi_value *out) {
-  struct iovec iov = {buf, KEEP_MAX_TEXT};
-  union {
-    char buf[CMSG_SPACE(sizeof(int) * KEEP_MAX_FDS)];
-    struct cmsghdr align;
-  } control;
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
-  ssize_t n;
-  do n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
+  int got[FDPASS_MAX];
+  size_t count;
+  ssize_t n = fdpass_receive(sock, buf, KEEP_MAX_TEXT, got, &count);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
   if (n < 0) return -2;
   napi_value fds;
   napi_create_array(env, &fds);
-  uint32_t count = 0;
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < k; i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-      napi_value v;
-      napi_create_int32(env, fd, &v);
-      napi_set_element(env, fds, count++, v);
-    }
+  for (size_t i = 0; i < count; i++) {
+    napi_value v;
+    napi_create_int32(env, got[i], &v);
+    napi_set_element(env, fds, (uint32_t)i, v);
   }
   // A zero-length datagram without descriptors is the peer's close on a SOCK_SEQPACKET socket.
   if (n == 0 && count == 0) return -1;

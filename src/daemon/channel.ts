@@ -2,6 +2,7 @@ import { closeSync } from 'node:fs';
 import { createServer, Socket, type Server } from 'node:net';
 import type { Logger } from 'pino';
 import { addonFix, loadAddon } from '../base/addon.js';
+import { holdReading } from '../base/hold-reading.js';
 import { ALL_SCOPES } from '../config/schema.js';
 import { forbidden } from '../base/errors.js';
 import { Connection, type Method } from '../rpc/connection.js';
@@ -226,20 +227,3 @@ export class Channels implements ChannelHost {
   }
 }
 
-/** Stop reading a socket (what comes waits in the kernel) until the returned resume. */
-function holdReading(socket: Socket): () => void {
-  socket.pause();
-  const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
-  const stopped = handle?.reading && handle.readStop ? handle : undefined;
-  if (stopped) {
-    stopped.reading = false;
-    stopped.readStop!();
-  }
-  return () => {
-    if (stopped) {
-      stopped.reading = true;
-      stopped.readStart();
-    }
-    if (!socket.destroyed) socket.resume();
-  };
-}

@@ -91,7 +91,7 @@ function sdkLoaded(): boolean {
 
 /** Why a session that ran when the last daemon crashed is lost (docs/durability.md "A crash keeps the sessions"). */
 const CRASH_LOST =
-  'the daemon running it died without a hand-over and it was not kept for the next one: durability.onCrash was "kill", the guardian was gone, no daemon came within durability.crashGraceMs, or a crash cannot keep it (younger than ~100 ms, on a terminal, sandboxed or in review mode)';
+  'the daemon running it died without a hand-over and it was not kept for the next one: durability.onCrash was "kill", the guardian was gone, no daemon came within durability.crashGraceMs, or a crash cannot keep it (younger than ~100 ms, or a kind docs/durability.md names)';
 
 /** How often finished sessions are checked against their TTL. */
 const REAP_EVERY_MS = 10_000;
@@ -297,11 +297,12 @@ export class ProcctlDaemon implements Daemon {
     // After a crash, the guardian of the crashed run may hold its sessions (durability.onCrash "keep"): the same.
     const taken = this.inherited ? [] : takeFromGuardian(this.state.dir, this.log);
     if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
-    const handed = handover ? this.adopt(handover) : taken.length > 0 ? this.adoptCrashed(taken) : new Set<string>();
+    const crashed = taken.length > 0 ? this.adoptCrashed(taken) : undefined;
+    const handed = handover ? this.adopt(handover) : (crashed?.adopted ?? new Set<string>());
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
     // A record that says it ran, with no hand-over: its daemon crashed, and nothing kept it for this one.
-    const crashWhy = this.inherited ? undefined : CRASH_LOST;
+    const crashWhy = this.inherited ? undefined : (id: string) => crashed?.unfit.get(id) ?? CRASH_LOST;
     const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy: lostWhy ?? crashWhy });
     // Changes held for review survive a restart: a job the restart ended is settled like any other;
     // one a planned restart handed over is still running, its overlay still the job's.
@@ -388,13 +389,13 @@ export class ProcctlDaemon implements Daemon {
    * The sessions a crashed run's guardian kept (SPEC §19), taken back through the planned
    * restart's adoption; each record says `adopted: "crash"`.
    */
-  private adoptCrashed(taken: ReturnType<typeof takeFromGuardian>): Set<string> {
+  private adoptCrashed(taken: ReturnType<typeof takeFromGuardian>): { adopted: Set<string>; unfit: Map<string, string> } {
     const h = crashHandover(taken, this.state, this.current, this.log);
     const { adopted, lost } = adoptSessions({ daemon: this, registry: this.registry, log: this.log, config: () => this.current, state: this.state, keeper: this.keeper, guardian: this.guardian, cgroups: this.cgroups }, h);
     this.restarts = { ...this.restarts, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
     this.audit.emit({ type: 'restart', kind: 'crash', from: 'unknown', to: this.version, adopted: adopted.length, lost: lost.length, ms: 0 });
     this.log.warn({ adopted: adopted.length, lost: lost.length }, 'crash: this daemon took over the sessions the last one left running');
-    return new Set(adopted.map((s) => s.id));
+    return { adopted: new Set(adopted.map((s) => s.id)), unfit: h.unfit };
   }
 
   /**

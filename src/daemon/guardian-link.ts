@@ -183,13 +183,18 @@ export class GuardianLink {
     this.unsent.set(s.id, s);
     // The queue is full (~160 sessions since the guardian last drained it): ask it to drain now,
     // once per full queue, over the pipe it listens on anyway.
-    if (!this.retry) this.poke();
+    if (!this.retry) {
+      this.log.debug({ waiting: this.unsent.size }, 'the guardian\'s queue is full: it is asked to drain, and the sessions that wait are sent again in 50 ms');
+      this.poke();
+    }
     this.retry ??= setTimeout(() => {
       this.retry = undefined;
+      const waited = this.unsent.size;
       for (const u of [...this.unsent.values()]) {
         this.unsent.delete(u.id);
         if (u.running && this.slotOf.has(u.id)) this.keep(u);
       }
+      if (this.unsent.size === 0) this.log.debug({ sessions: waited }, 'the guardian took every session that waited for room in its queue');
     }, 50);
     this.retry.unref();
   }

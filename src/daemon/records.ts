@@ -86,7 +86,7 @@ export class Records implements RecordKeeper {
    * marked failed with reason "lost". Sessions waiting for their approval still wait (their
    * expiry counts on from when they were asked): `pending` is told of each.
    */
-  recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string } = {}): Map<string, Promise<unknown>> {
+  recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string | ((id: string) => string) } = {}): Map<string, Promise<unknown>> {
     const { records: all, corrupt } = this.state.loadAll();
     // Sessions a planned restart handed to this image run on: their records are theirs (SPEC §19).
     const records = opts.adopted?.size ? all.filter((r) => !opts.adopted!.has(r.id)) : all;
@@ -98,7 +98,8 @@ export class Records implements RecordKeeper {
       let s: Session;
       try {
         // A hand-over this image could not read: its sessions are lost, and their records say why.
-        const record = opts.lostWhy && !isEnded(r) && !isPendingApproval(r) ? { ...r, error: opts.lostWhy } : r;
+        const why = typeof opts.lostWhy === 'function' ? opts.lostWhy(r.id) : opts.lostWhy;
+        const record = why && !isEnded(r) && !isPendingApproval(r) ? { ...r, error: why } : r;
         s = restoreSession(record, this.registry.events, caps, Spool.restore(this.state.spoolPath(r.id), r.spool));
       } catch (err) {
         this.state.setAside(r.id, (err as Error).message);

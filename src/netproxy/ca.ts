@@ -25,6 +25,7 @@ export class ProxyCa {
   private readonly leafKeyPem: string;
   private readonly leafPublic: forge.pki.rsa.PublicKey;
   private readonly leaves = new Map<string, SecureContext>();
+  private readonly leafPems = new Map<string, string>();
   private bundle: string | undefined;
 
   private constructor(certPem: string, keyPem: string) {
@@ -59,10 +60,22 @@ export class ProxyCa {
     let ctx = this.leaves.get(name);
     if (!ctx) {
       if (this.leaves.size >= MAX_LEAVES) this.leaves.clear();
-      ctx = createSecureContext({ key: this.leafKeyPem, cert: `${this.leaf(name)}${this.certPem}` });
+      ctx = createSecureContext(this.leafFor(name));
       this.leaves.set(name, ctx);
     }
     return ctx;
+  }
+
+  /** The same as PEM (the leaf's key, and its certificate followed by this CA's), for the proxy's TLS thread to make its context of. */
+  leafFor(host: string): { key: string; cert: string } {
+    const name = host.toLowerCase();
+    let cert = this.leafPems.get(name);
+    if (cert === undefined) {
+      if (this.leafPems.size >= MAX_LEAVES) this.leafPems.clear();
+      cert = `${this.leaf(name)}${this.certPem}`;
+      this.leafPems.set(name, cert);
+    }
+    return { key: this.leafKeyPem, cert };
   }
 
   /** What jobs trust (SSL_CERT_FILE and the rest): the system's roots, then this CA. */

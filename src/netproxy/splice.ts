@@ -64,6 +64,41 @@ export function splice(a: Socket, b: Socket, hold?: Hold): void {
   });
 }
 
+/** Whether `handOff` can take this socket: the addon is there and the socket has a descriptor. */
+export function canHandOff(s: Socket): boolean {
+  addon ??= loadAddon<RelayAddon>(['relay', 'dupDescriptor']);
+  return !(addon instanceof Error) && fdOf(s) !== undefined;
+}
+
+/**
+ * Take a connected socket away from Node's loop on this thread, for another to serve (the
+ * proxy's TLS thread): reading stops at once, what was read and not consumed is returned with a
+ * copy of its descriptor once everything queued on it has been written, and the socket is
+ * closed here. Undefined (and the socket destroyed) if it could not be written out in time.
+ */
+export async function handOff(s: Socket): Promise<{ fd: number; unread: Buffer } | undefined> {
+  if (!canHandOff(s)) return undefined;
+  const relay = addon as RelayAddon;
+  s.pause();
+  const rest = unread(s);
+  stopReading(s);
+  const ok = await flushed(s);
+  const fd = fdOf(s);
+  if (!ok || fd === undefined) {
+    s.destroy();
+    return undefined;
+  }
+  let copy: number;
+  try {
+    copy = relay.dupDescriptor(fd);
+  } catch {
+    s.destroy();
+    return undefined;
+  }
+  s.destroy();
+  return { fd: copy, unread: rest };
+}
+
 /** The socket's descriptor while it is open (a TCP or Unix socket on Linux), else undefined. */
 function fdOf(s: Socket): number | undefined {
   if (s.destroyed) return undefined;

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { SessionCgroup } from '../cgroup/session.js';
 import type { CgroupLayout, V1Name } from '../cgroup/host.js';
 import type { Rlimit } from '../sandbox/limits.js';
@@ -7,8 +8,8 @@ import { conflict } from '../base/errors.js';
 import type { PipeEnds } from './launch/pipes.js';
 import type { TerminalEnds } from './launch/types.js';
 import { nativeSpawner } from './native.js';
-import { holdWiring, spawnSession, wiringOf } from './spawn.js';
-import { channelsOf, type CarriedChannel, type SessionChannels } from './start.js';
+import { EXIT_STATUS_FILE, holdWiring, spawnSession, wiringOf } from './spawn.js';
+import { channelsOf, type CarriedChannel, type CarriedCredential, type SessionChannels } from './start.js';
 import type { NetworkPolicy } from '../config/schema.js';
 
 /** What the runner holds of a running session that a restart hands to the next image (SPEC §19). */
@@ -23,7 +24,7 @@ export interface HandedJob {
   /** Under bwrap: its status reads 128+N for a signal, and its namespace's init says when it is all gone. */
   sandboxed?: boolean;
   /** Its channels back to the daemon (daemon/channel.ts): the checkpoint channel, and the network-by-name proxy's port. */
-  channels?: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: Pick<Exclude<NetworkPolicy, boolean>, 'allow' | 'deny'> } };
+  channels?: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: Pick<Exclude<NetworkPolicy, boolean>, 'allow' | 'deny'>; credentials?: CarriedCredential[] } };
 }
 
 /**
@@ -112,7 +113,7 @@ function carriedChannels(ch: SessionChannels): Pick<HandedJob, 'channels'> {
   const checkpoint = ch.checkpoint?.carry?.();
   const proxy = ch.proxy?.carry?.();
   if (!checkpoint && !proxy) return {};
-  return { channels: { ...(checkpoint ? { checkpoint } : {}), ...(proxy && ch.policy ? { proxy: { ...proxy, policy: { allow: ch.policy.allow, deny: ch.policy.deny } } } : {}) } };
+  return { channels: { ...(checkpoint ? { checkpoint } : {}), ...(proxy && ch.policy ? { proxy: { ...proxy, policy: { allow: ch.policy.allow, deny: ch.policy.deny }, ...(ch.credentials ? { credentials: ch.credentials.map((c) => ({ ...c, hosts: [...c.hosts] })) } : {}) } } : {}) } };
 }
 
 /** The descriptors of a handed job, which must survive the exec. */
@@ -140,5 +141,6 @@ export function adoptJob(session: Session, job: HandedJob, layout: CgroupLayout,
     inherit: [],
     release: () => undefined,
   };
-  spawnSession(session, { plan, env: {}, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, pty: false, cgroup, onCgroupStuck, adopt: job.ends });
+  const exitFile = job.sandboxed && session.tmpdir ? join(session.tmpdir, EXIT_STATUS_FILE) : undefined;
+  spawnSession(session, { plan, env: {}, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, pty: false, cgroup, onCgroupStuck, adopt: job.ends, ...(exitFile ? { exitFile } : {}) });
 }

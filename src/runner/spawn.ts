@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { SessionCgroup } from '../cgroup/session.js';
 import { limitReason } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
@@ -26,6 +27,33 @@ export interface SpawnOptions {
   onCgroupStuck?: (dirs: string[]) => void;
   /** A job the last image started (a planned restart, SPEC §19): wired again from its descriptors, not launched. */
   adopt?: PipeEnds | TerminalEnds;
+  /**
+   * A sandboxed job's exit status as bwrap wrote it (`--json-status-fd`, EXIT_STATUS_FILE in its
+   * scratch directory): read when the leader's exit said nothing (a crash left it no parent to wait for it).
+   */
+  exitFile?: string;
+}
+
+/** Where bwrap writes a sandboxed job's exit status, in its scratch directory (JSON lines; `exit-code` last). */
+export const EXIT_STATUS_FILE = '.procctl-exit-status.json';
+
+/** The exit code bwrap wrote into `file`, or undefined when it wrote none (yet) or the file is gone. */
+export function bwrapExitCode(file: string): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+  for (const line of text.split('\n').reverse()) {
+    try {
+      const code = (JSON.parse(line) as { 'exit-code'?: unknown })['exit-code'];
+      if (typeof code === 'number' && Number.isInteger(code) && code >= 0) return code;
+    } catch {
+      // not a whole line
+    }
+  }
+  return undefined;
 }
 
 /** What a running session's wiring holds that a restart hands to the next image (daemon/handover/). */
@@ -137,6 +165,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       maybeFinish();
     },
     exit: (code, signal, maxRssBytes) => {
+      // A job a crashed daemon started: its status, when its zombie was not seen, is what bwrap wrote.
+      if (code === null && signal === null && opts.exitFile) code = bwrapExitCode(opts.exitFile) ?? null;
       exited = plan.sandboxed ? jobStatus(code, signal) : { code, signal };
       const wiring = wirings.get(session);
       if (wiring) wiring.exited = true;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Config, NetworkPolicy } from '../config/schema.js';
 import { limit } from '../base/errors.js';
 import { byName, networkOf, proxyEnv } from '../sandbox/network.js';
-import { credentialsOf, credentialVariable, sessionCredentials, type SessionCredential } from '../sandbox/credentials.js';
+import { carriedCredentials, credentialsOf, credentialVariable, sessionCredentials, type SessionCredential } from '../sandbox/credentials.js';
 import { planLaunch, sessionUser, type Confinement, type LaunchPlan } from '../sandbox/plan.js';
 import { accessProblem, type RunAs } from '../sandbox/user.js';
 import { describeWaitFor, type ExecParams } from '../schema/exec.js';
@@ -21,7 +21,7 @@ import { buildEnv } from './env.js';
 import { closeEnter, showAsRoot, type Ahead, type MountsAhead } from './premount.js';
 import { scratchFor, type ScratchDirs } from './scratch.js';
 import { resolveShell, shellArgs } from './shell.js';
-import { spawnSession } from './spawn.js';
+import { EXIT_STATUS_FILE, spawnSession } from './spawn.js';
 import { stopFileOwner } from './stop.js';
 
 /** What a launch needs from the daemon: the config in force, where files go, who keeps records. */
@@ -98,8 +98,15 @@ export interface SessionChannels {
   proxy?: Channel;
   /** The network policy its proxy enforces: the one in force when it started, carried with it. */
   policy?: ByNamePolicy;
-  /** Its proxy writes credentials in (SPEC §21): their placeholders are not carried by a restart yet. */
-  credentials?: boolean;
+  /** Its proxy writes credentials in (SPEC §21): each one's placeholder, carried by a restart and a crash (never the value). */
+  credentials?: readonly CarriedCredential[];
+}
+
+/** A session's credential as a restart or a crash carries it: its name, the hosts it was given for, its placeholder; never the value. */
+export interface CarriedCredential {
+  name: string;
+  hosts: string[];
+  placeholder: string;
 }
 
 const channelsBySession = new WeakMap<Session, SessionChannels>();
@@ -124,7 +131,12 @@ function refusals(ctx: Pick<LaunchContext, 'audit'>, id: string, scope: string, 
  * §19): the checkpoint channel from its end, the proxy from its listening sockets, with the
  * policy it started with. Throws when one cannot be had (the session is then stopped as lost).
  */
-export function adoptChannels(ctx: Pick<LaunchContext, 'audit' | 'channels'>, session: Session, carried: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: CarriedPolicy } }): void {
+export function adoptChannels(
+  ctx: Pick<LaunchContext, 'audit' | 'channels' | 'config' | 'trustBundle'>,
+  session: Session,
+  carried: { checkpoint?: CarriedChannel; proxy?: CarriedChannel & { policy: CarriedPolicy; credentials?: CarriedCredential[] } },
+  log?: (credential: string, why: string) => void,
+): void {
   const got: SessionChannels = {};
   if (carried.checkpoint) {
     const c = ctx.channels.open(session.id, carried.checkpoint);
@@ -132,10 +144,36 @@ export function adoptChannels(ctx: Pick<LaunchContext, 'audit' | 'channels'>, se
     got.checkpoint = c;
   }
   if (carried.proxy) {
-    const { policy: names, ...ends } = carried.proxy;
-    // A session whose proxy writes credentials in is not carried (handover.ts carryNeeds), so none come here.
+    const { policy: names, credentials: placeholders, ...ends } = carried.proxy;
     const policy: ByNamePolicy = { ...names, credentials: [] };
-    const c = ctx.channels.openProxy(session.id, policy, refusals(ctx, session.id, session.scope, () => session), ends);
+    // Its credentials (SPEC §21): the placeholders it holds, each with the value the config gives now (credentials.ts carriedCredentials).
+    let creds: ProxyCredentials | undefined;
+    if (placeholders?.length) {
+      ctx.trustBundle?.();
+      const config = ctx.config();
+      const net = byName(networkOf(config, session.scope));
+      let upstreamCa: string | undefined;
+      let caProblem: string | undefined;
+      try {
+        upstreamCa = net?.upstreamCa === undefined ? undefined : readUpstreamCa(net.upstreamCa);
+      } catch (err) {
+        caProblem = (err as Error).message;
+      }
+      const list = carriedCredentials(credentialsOf(config, session.scope), placeholders, caProblem);
+      for (const c of list) if (c.withdrawn !== undefined) log?.(c.name, c.withdrawn);
+      const live = list.filter((c) => c.withdrawn === undefined);
+      // An upstream or the job printing a value: said as the credential's name, as at the start.
+      session.scrubOutput(live.map((c) => ({ find: c.value, put: `[credential ${c.name}]` })));
+      creds = {
+        credentials: list,
+        upstreamCa,
+        used: (name, host) => {
+          if (ctx.audit.listening) ctx.audit.emit({ type: 'credential_used', sessionId: session.id, scope: session.scope, name, host });
+        },
+      };
+      got.credentials = placeholders;
+    }
+    const c = ctx.channels.openProxy(session.id, policy, refusals(ctx, session.id, session.scope, () => session), ends, creds);
     if (c instanceof Error) {
       got.checkpoint?.close();
       throw c;
@@ -263,9 +301,13 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   let changes: ChangesSummary | undefined;
   /** The workspace a review session's overlay covers. */
   let review: string | undefined;
+  /** bwrap's --json-status-fd: the daemon's copy is closed once the job has it. */
+  let statusFd: number | undefined;
   if (refused === undefined) {
     try {
-      const job = { shell, args: shellArgs(shell, req.shell?.script ?? p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined };
+      // Under bwrap (not on a terminal, which starts another way): bwrap writes the job's exit status where a daemon after a crash finds it.
+      if (config.sandbox.mode !== 'off' && !req.policy.elevated && !p.pty) statusFd = openSync(join(dir, EXIT_STATUS_FILE), 'w', 0o600);
+      const job = { shell, args: shellArgs(shell, req.shell?.script ?? p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined, status: statusFd };
       // The daemon's own paths (a look at its stdout and stderr among them) only when a sandbox hides them.
       const secretFiles = creds.flatMap((c) => (c.file === undefined ? [] : [c.file]));
       plan = planLaunch(confine, { ...job, get hidden() { return [...ctx.controls(), ...secretFiles]; } }, user);
@@ -335,7 +377,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const warnings: string[] = [...(plan?.notes ?? []), ...(opened instanceof Error ? [opened.message] : [])];
   if (channel) void session.finished.then(() => channel.close());
   if (proxy) void session.finished.then(() => proxy.close());
-  if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && proxyPolicy ? { policy: proxyPolicy } : {}), ...(proxy && creds.length > 0 ? { credentials: true } : {}) });
+  if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && proxyPolicy ? { policy: proxyPolicy } : {}), ...(proxy && creds.length > 0 ? { credentials: creds.map((c) => ({ name: c.name, hosts: [...c.hosts], placeholder: c.placeholder })) } : {}) });
   if (plan) {
     const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup });
     if (warning) warnings.push(warning);
@@ -350,6 +392,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   }
   channel?.handedOver();
   proxy?.handedOver();
+  if (statusFd !== undefined) closeSync(statusFd);
   // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
   ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
   session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });

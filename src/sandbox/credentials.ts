@@ -14,6 +14,12 @@ export interface SessionCredential {
   placeholder: string;
   /** The file the value is read from, hidden inside the sandbox. */
   file?: string;
+  /**
+   * Carried by a restart or a crash and no longer given by the config (removed, its hosts changed,
+   * its value unreadable): why. Its value is empty and never written in; a request to its hosts is
+   * refused saying this, and its placeholder sent elsewhere is refused as before.
+   */
+  withdrawn?: string;
 }
 
 /** The variable a session's placeholder for `name` is in. */
@@ -71,6 +77,41 @@ export function sessionCredentials(list: readonly Credential[], env: NodeJS.Proc
     placeholder: `procctl-placeholder-${c.name}-${randomBytes(18).toString('base64url')}`,
     ...(c.valueFile === undefined ? {} : { file: c.valueFile }),
   }));
+}
+
+/** The start of the reason a request to a withdrawn credential's host is refused with (docs/credentials.md). */
+export const CREDENTIAL_WITHDRAWN = 'credential_withdrawn';
+
+/**
+ * A running session's credentials after a restart or a crash (SPEC §19, §21): the placeholders it
+ * was given at its start, each with the value the config gives now, read as a start reads it (a
+ * rotated value is used from now on; a changed header too). A credential the config no longer
+ * gives the session's scope, or gives for other hosts, is withdrawn: the job keeps its placeholder
+ * but nothing is written in for it, and a request to its hosts is refused saying why. Never throws.
+ */
+export function carriedCredentials(now: readonly Credential[], carried: readonly { name: string; hosts: readonly string[]; placeholder: string }[], caProblem?: string, env: NodeJS.ProcessEnv = process.env): SessionCredential[] {
+  const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n');
+  return carried.map((c) => {
+    const gone = (why: string): SessionCredential => ({
+      name: c.name,
+      hosts: [...c.hosts],
+      header: '',
+      value: '',
+      placeholder: c.placeholder,
+      withdrawn: `${CREDENTIAL_WITHDRAWN}: credential ${c.name} ${why}, so the proxy no longer writes it in and nothing was sent; start a new session for the credentials the config gives now`,
+    });
+    const found = now.find((x) => x.name.toLowerCase() === c.name.toLowerCase());
+    if (!found) return gone("is no longer in the daemon's config for this session's scope (it changed since the session started)");
+    if (!same(found.hosts, c.hosts)) return gone(`was given for ${c.hosts.join(', ')} and the config now gives it for ${found.hosts.join(', ')}`);
+    if (caProblem !== undefined) return gone(`cannot be sent: ${caProblem}`);
+    let value: string;
+    try {
+      value = credentialValue(found, env);
+    } catch (err) {
+      return gone(`cannot be read now (${(err as Error).message})`);
+    }
+    return { name: c.name, hosts: [...c.hosts], header: found.header.toLowerCase(), value, placeholder: c.placeholder, ...(found.valueFile === undefined ? {} : { file: found.valueFile }) };
+  });
 }
 
 /** What `daemon.status` and `policy check` say a scope gets: names and hosts, never values. */

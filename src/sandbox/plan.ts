@@ -50,6 +50,8 @@ export interface Job {
   proxy?: number;
   /** Review mode (SPEC §16): where the session's changes are kept (`<state>/changes/<id>`); its workspaces become overlays. */
   review?: string;
+  /** Where bwrap writes the job's exit status (`--json-status-fd`), read when a crash left no parent to wait for it (docs/durability.md). */
+  status?: number;
 }
 
 /** How to start a session's job: what to exec, and what to do between fork and exec. */
@@ -163,10 +165,10 @@ export function planLaunch(c: Confinement, job: Job, user = sessionUser(c)): Lau
   });
   // No Unix socket can be made inside (native/seccomp.c), unless the operator lifted it.
   const filter = c.config.sandbox.allowUnixSockets ? undefined : unixSocketFilter();
-  const inherit = [...channel, ...(proxied ? [job.proxy!] : []), ...(filter === undefined ? [] : [filter])];
+  const inherit = [...channel, ...(proxied ? [job.proxy!] : []), ...(filter === undefined ? [] : [filter]), ...(job.status === undefined ? [] : [job.status])];
   const helper = proxied ? [process.execPath, INSIDE_NET, String(PROXY_PORT), String(job.proxy), '--'] : [];
   // bwrap itself runs as the daemon (root binds what the user could not reach); the job becomes the user inside.
-  const args = [...options, ...(filter === undefined ? [] : ['--seccomp', String(filter)]), '--', ...become, host.env!, '--default-signal', ...helper, job.shell, ...job.args];
+  const args = [...options, ...(filter === undefined ? [] : ['--seccomp', String(filter)]), ...(job.status === undefined ? [] : ['--json-status-fd', String(job.status)]), '--', ...become, host.env!, '--default-signal', ...helper, job.shell, ...job.args];
   const bwrap = host.bwrap!;
   return {
     file: bwrap,

@@ -1,8 +1,6 @@
-import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -10,7 +8,7 @@ import { killLeftovers, leftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { guardianOf, makeStateDir, markedProcesses, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
-import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * A crash keeps the sessions (SPEC §19, durability.onCrash "keep"): the daemon is SIGKILLed, its
@@ -248,18 +246,10 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
   });
 });
 
-const NO_CURL = (() => {
-  try {
-    execFileSync('curl', ['--version'], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    return 'curl is not installed (Debian: apt-get install -y curl)';
-  }
-})();
 if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the confined crash tests: ${NO_CURL}`);
 
 describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed sessions', () => {
-  const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-crash-'));
+  const base = hostScratch('procctl-crash-');
   const workspace = join(base, 'workspace');
   const addonCopy = join(base, 'procctl.node');
   const confined = new Set<string>();

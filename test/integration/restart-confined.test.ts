@@ -1,14 +1,12 @@
-import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
-import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * A planned restart (SPEC §19) carries confined sessions: a sandboxed job's own channel and the
@@ -16,18 +14,10 @@ import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
  * Real bwrap, a real proxy, a real HTTP server on the host; skipped (saying why) without them.
  */
 
-const NO_CURL = (() => {
-  try {
-    execFileSync('curl', ['--version'], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    return 'curl is not installed (Debian: apt-get install -y curl)';
-  }
-})();
 if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the confined restart tests: ${NO_CURL}`);
 const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
 
-const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-carry-'));
+const base = hostScratch('procctl-carry-');
 const workspace = join(base, 'workspace');
 mkdirSync(workspace);
 const sessions = new Set<string>();

@@ -1,14 +1,13 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
 import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
-import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * Network by name (SPEC §12), from inside a real sandbox: the job's namespace has only loopback
@@ -16,19 +15,10 @@ import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
  * sandbox.network.allow names. Each refusal is played for real next to the use that must work.
  */
 
-/** curl drives every case; without it they say so and skip (.ci/run installs it). */
-const NO_CURL = (() => {
-  try {
-    execFileSync('curl', ['--version'], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    return 'curl is not installed (Debian: apt-get install -y curl)';
-  }
-})();
 if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the network-by-name tests: ${NO_CURL}`);
 const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
 
-const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-net-'));
+const base = hostScratch('procctl-net-');
 const sessions = new Set<string>();
 let d: TestDaemon;
 let s: Scoped;

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { filterProblem } from '../../src/sandbox/seccomp.js';
 import { markedProcesses } from '../helpers/state.js';
@@ -22,6 +22,20 @@ export function bwrapHere(): { ok: true } | { ok: false; why: string } {
 const here = bwrapHere();
 export const SKIP_SANDBOX = !here.ok;
 if (!here.ok) process.stderr.write(`skipping sandbox tests: ${here.why}\n`);
+
+/** Why curl cannot drive the network tests here (undefined when it can): they say so and skip (.ci/run installs it). */
+export const NO_CURL = (() => {
+  const run = spawnSync('curl', ['--version'], { stdio: 'ignore' });
+  return run.error || run.status !== 0 ? 'curl is not installed (Debian: apt-get install -y curl)' : undefined;
+})();
+
+/**
+ * A directory for one test file's workspaces outside the private /tmp a sandbox mounts over
+ * (/var/tmp, else the home directory), so a job inside sees what the test put there.
+ */
+export function hostScratch(prefix: string): string {
+  return mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), prefix));
+}
 
 /** A fresh directory for one test file (outside any daemon's), removed by `cleanup`. */
 export function scratchRoot(prefix: string): { root: string; dir: (name: string) => string; cleanup: () => void } {

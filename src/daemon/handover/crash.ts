@@ -55,10 +55,11 @@ interface KeepAddon {
 /**
  * The kinds of session (runner/handover.ts carryNeeds) a crash keeps besides pipes: a terminal,
  * whose master the guardian holds; a sandbox, whose channel and proxy's listening sockets it
- * holds; a review, whose overlay is the job's and on disk. A proxy that writes credentials in
- * is carried by nothing: such a session is killed at a crash (docs/durability.md).
+ * holds; a review, whose overlay is the job's and on disk; credentials, whose placeholders (never
+ * their values) the guardian holds in the session's text, for the next daemon to write in the
+ * values its config gives (docs/durability.md).
  */
-const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review']);
+const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review', 'credentials']);
 
 /**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
@@ -177,19 +178,31 @@ export function takeFromGuardian(stateDir: string, log: Logger): Taken[] {
  * The planned restart's hand-over, made from what a crash left: each session's record as the last
  * run wrote it, its output so far from its spool (kept whole: the daemon cannot know what a poll
  * had returned, so `poll` returns it again: at least once, never lost), and the descriptors the
- * guardian kept. A session with no running record is not taken: its descriptors are closed and
- * recovery terminates what is left of it.
+ * guardian kept. A session that cannot be taken (no running record, another pid, a descriptor
+ * missing) is not: its descriptors are closed, recovery terminates what is left of it, and
+ * `unfit` says why, for its record.
  */
-export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions'> {
+export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions'> & { unfit: Map<string, string> } {
   const caps = config.tools.exec;
   const sessions: Handover['sessions'] = [];
+  const unfitOnes = new Map<string, string>();
   for (const { kept, fds } of taken) {
     const r = state.readRunning(kept.id);
     const ends = keptEnds(kept.job, fds);
     const channels = kept.job.channels && mapChannels(kept.job.channels, (at) => fds[at]);
-    if (!r || r.pid !== kept.job.pid || !ends || (kept.job.channels && !channels)) {
+    const unfit = !r
+      ? 'no running record of it here'
+      : r.pid !== kept.job.pid
+        ? `its record names pid ${r.pid}, the guardian kept pid ${kept.job.pid}`
+        : !ends
+          ? 'the guardian did not keep all of its output descriptors'
+          : kept.job.channels && !channels
+            ? 'the guardian did not keep all of its channel descriptors'
+            : undefined;
+    if (unfit || !r || !ends) {
       for (const fd of fds) closeQuietly(fd);
-      log.warn({ sessionId: kept.id }, 'crash: a session the guardian kept has no running record here; it is recovered as lost');
+      log.warn({ sessionId: kept.id, why: unfit, kept: fds.length }, 'crash: a session the guardian kept cannot be taken; it is recovered as lost');
+      if (unfit) unfitOnes.set(kept.id, `the guardian kept it through the crash, but this daemon could not take it: ${unfit}`);
       continue;
     }
     const spoolFile = state.spoolPath(kept.id);
@@ -217,7 +230,7 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
     const job: HandedJob = { ...rest, stdinQueued: 0, ends, ...(channels ? { channels } : {}) };
     sessions.push({ session, job });
   }
-  return { sessions };
+  return { sessions, unfit: unfitOnes };
 }
 
 function spoolBytes(file: string): number {

@@ -75,7 +75,8 @@ export function adoptSessions(host: AdoptionHost, h: Pick<Handover, 'guardian' |
     try {
       s = resumeSession(carried, host.registry.events, caps, host.state.disk);
       host.registry.add(s);
-      if (job.channels) adoptChannels(host.daemon, s, job.channels);
+      const id = carried.record.id;
+      if (job.channels) adoptChannels(host.daemon, s, job.channels, (credential, why) => host.log.warn({ sessionId: id, credential }, `a session carried over: ${why}`));
       adoptJob(s, job as HandedJob, host.cgroups, (dirs) => host.log.error({ sessionId: carried.record.id, dirs }, 'a session cgroup could not be removed after its end'));
       host.keeper.watch(s, { now: true });
       followSession(host.daemon, s, followOf(s));

@@ -31,7 +31,15 @@ export const HandedJobSchema = z.object({
   channels: z
     .object({
       checkpoint: z.object({ control: fd.optional(), listeners: z.array(fd).optional() }).optional(),
-      proxy: z.object({ control: fd.optional(), listeners: z.array(fd).optional(), policy: z.object({ allow: z.array(z.string()), deny: z.array(z.string()) }) }).optional(),
+      proxy: z
+        .object({
+          control: fd.optional(),
+          listeners: z.array(fd).optional(),
+          policy: z.object({ allow: z.array(z.string()), deny: z.array(z.string()) }),
+          /** The placeholders of the credentials its proxy writes in (SPEC §21): never their values, which the next image reads from its config. */
+          credentials: z.array(z.object({ name: z.string().min(1), hosts: z.array(z.string()), placeholder: z.string().min(1) })).optional(),
+        })
+        .optional(),
     })
     .optional(),
 });

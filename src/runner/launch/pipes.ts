@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
+import { holdReading } from '../../base/hold-reading.js';
 import { adoptChild, nativeSpawner, posixSpawn, type Addon } from '../native.js';
 import { fdTarget } from '../procfs.js';
 import type { JobInput } from '../../session/input.js';
@@ -167,23 +168,9 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
     stdinId: id,
     input,
     holdOutput: () => {
-      // Paused is not enough: Node reads on until its buffer is full. Stop reading the kernel's pipe.
-      const stopped: { readStart: () => number; reading?: boolean }[] = [];
-      for (const stream of [stdout, stderr]) {
-        stream.pause();
-        const handle = (stream as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
-        if (handle?.reading && handle.readStop) {
-          handle.reading = false;
-          handle.readStop();
-          stopped.push(handle);
-        }
-      }
+      const resumes = [holdReading(stdout), holdReading(stderr)];
       return () => {
-        for (const handle of stopped) {
-          handle.reading = true;
-          handle.readStart();
-        }
-        for (const stream of [stdout, stderr]) if (!stream.destroyed) stream.resume();
+        for (const resume of resumes) resume();
       };
     },
     // Only a job our own reaper waits for can be handed over: libuv reaps the children it forked.

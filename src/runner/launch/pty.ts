@@ -1,6 +1,7 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { ReadStream } from 'node:tty';
+import { holdReading } from '../../base/hold-reading.js';
 import { adoptChild, signalName, type Addon } from '../native.js';
 import { withInherited } from './inherit.js';
 import { nothing, type LaunchHooks, type Launched, type LaunchSpec, type TerminalEnds } from './types.js';
@@ -113,24 +114,6 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
     resize: resize ? (cols, rows) => resize(ends.terminal, cols, rows) : undefined,
     holdOutput: () => holdReading(socket),
     ends: () => (socket.destroyed ? undefined : { pid: ends.pid, terminal: ends.terminal, pts: ends.pts, stdinQueued: socket.writableLength }),
-  };
-}
-
-/** Stop reading a terminal's master (the output waits in the kernel) until the returned resume. */
-function holdReading(socket: ReadStream): () => void {
-  socket.pause();
-  const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
-  const stopped = handle?.reading && handle.readStop ? handle : undefined;
-  if (stopped) {
-    stopped.reading = false;
-    stopped.readStop!();
-  }
-  return () => {
-    if (stopped) {
-      stopped.reading = true;
-      stopped.readStart();
-    }
-    if (!socket.destroyed) socket.resume();
   };
 }
 

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Scrubber } from '../../../src/base/scrub.js';
 import { ConfigSchema } from '../../../src/config/schema.js';
 import { ProxyCa } from '../../../src/netproxy/ca.js';
-import { credentialProblem, credentialSummary, sessionCredentials, credentialsOf } from '../../../src/sandbox/credentials.js';
+import { carriedCredentials, credentialProblem, credentialSummary, sessionCredentials, credentialsOf } from '../../../src/sandbox/credentials.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'procctl-cred-unit-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -51,6 +51,39 @@ describe('sandbox.network.credentials (SPEC §21)', () => {
     expect(one[0].placeholder).not.toContain('from-file');
     const gone = parse({ credentials: [{ name: 'G', hosts: ['a.example'], valueFile: join(dir, 'nope') }] }).data!;
     expect(credentialProblem(gone, {})).toMatch(/cannot read valueFile .*ENOENT/);
+  });
+});
+
+describe('credentials carried by a restart or a crash (SPEC §19, §21)', () => {
+  const carried = [
+    { name: 'API', hosts: ['api.example', 'b.example'], placeholder: 'procctl-placeholder-API-xyz' },
+    { name: 'GONE', hosts: ['g.example'], placeholder: 'procctl-placeholder-GONE-xyz' },
+    { name: 'MOVED', hosts: ['m.example'], placeholder: 'procctl-placeholder-MOVED-xyz' },
+    { name: 'BROKEN', hosts: ['x.example'], placeholder: 'procctl-placeholder-BROKEN-xyz' },
+  ];
+  const now = [
+    { name: 'api', hosts: ['b.example', 'api.example'], header: 'X-Api-Key', value: 'Bearer rotated' },
+    { name: 'MOVED', hosts: ['elsewhere.example'], header: 'Authorization', value: 'Bearer moved' },
+    { name: 'BROKEN', hosts: ['x.example'], header: 'Authorization', valueEnv: 'PROCCTL_UNIT_NOT_SET' },
+  ];
+
+  it('keeps each placeholder with the value and header the config gives now; one gone, moved to other hosts or unreadable is withdrawn, saying why', () => {
+    const [api, gone, moved, broken] = carriedCredentials(now, carried, undefined, {});
+    expect(api).toEqual({ name: 'API', hosts: ['api.example', 'b.example'], header: 'x-api-key', value: 'Bearer rotated', placeholder: 'procctl-placeholder-API-xyz' });
+    for (const c of [gone, moved, broken]) {
+      expect(c.value).toBe('');
+      expect(c.placeholder).toMatch(/^procctl-placeholder-/);
+      expect(c.withdrawn).toMatch(/^credential_withdrawn: credential \w+ .*start a new session/);
+    }
+    expect(gone.withdrawn).toContain("no longer in the daemon's config");
+    expect(moved.withdrawn).toContain('was given for m.example and the config now gives it for elsewhere.example');
+    expect(moved.hosts).toEqual(['m.example']);
+    expect(broken.withdrawn).toContain('PROCCTL_UNIT_NOT_SET');
+  });
+
+  it('an upstreamCa that cannot be read now withdraws them all', () => {
+    const all = carriedCredentials(now, carried.slice(0, 1), 'sandbox.network.upstreamCa /x cannot be read (ENOENT)', {});
+    expect(all[0].withdrawn).toContain('upstreamCa /x cannot be read');
   });
 });
 

