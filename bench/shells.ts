@@ -22,17 +22,20 @@ export async function shellCost(opts: BenchOptions): Promise<Metric[]> {
   const compared: Record<string, { ratios: number[]; shell: number[]; exec: number[] }> = {};
   try {
     await run(client, { command: 'true', shell: 'bench' });
-    // `true` is bash's builtin (no process in the shell); /bin/true is a fork and exec in both.
-    for (const command of ['true', '/bin/true']) {
-      const c = (compared[command] = { ratios: [] as number[], shell: [] as number[], exec: [] as number[] });
+    await run(client, { command: 'true', shell: 'benchpty', pty: true });
+    // `true` is bash's builtin (no process in the shell); /bin/true is a fork and exec in both; on a terminal, against a terminal exec.
+    for (const [command, pty] of [['true', false], ['/bin/true', false], ['/bin/true', true]] as const) {
+      const shell = pty ? 'benchpty' : 'bench';
+      const label = pty ? `${command}\` on a terminal, \`pty: true` : command;
+      const c = (compared[label] = { ratios: [] as number[], shell: [] as number[], exec: [] as number[] });
       for (let r = 0; r < opts.rounds; r++) {
         const s: number[] = [];
         const e: number[] = [];
         for (let i = 0; i < warmup + iterations; i++) {
           // Shell then exec, exec then shell, in turn: load hits both alike.
           const first = i % 2 === 0;
-          const a = first ? await run(client, { command, shell: 'bench' }) : await run(client, { command });
-          const b = first ? await run(client, { command }) : await run(client, { command, shell: 'bench' });
+          const a = first ? await run(client, { command, shell, pty }) : await run(client, { command, pty });
+          const b = first ? await run(client, { command, pty }) : await run(client, { command, shell, pty });
           if (i < warmup) continue;
           s.push(first ? a : b);
           e.push(first ? b : a);
@@ -41,7 +44,7 @@ export async function shellCost(opts: BenchOptions): Promise<Metric[]> {
         c.ratios.push(median(s) / median(e));
         c.shell.push(median(s));
         c.exec.push(median(e));
-        opts.log(`  ${command} round ${r + 1}: shell median ${round(median(s), 3)} ms, exec median ${round(median(e), 3)} ms`);
+        opts.log(`  ${command}${pty ? ' (terminal)' : ''} round ${r + 1}: shell median ${round(median(s), 3)} ms, exec median ${round(median(e), 3)} ms`);
       }
     }
 

@@ -1,5 +1,4 @@
 import { ALL_SCOPES } from '../config/schema.js';
-import { conflict } from '../base/errors.js';
 import { HeldChanges } from '../changes/held.js';
 import { MountsAhead } from '../runner/premount.js';
 import { probeReview, type ReviewSupport } from '../sandbox/overlay.js';
@@ -56,6 +55,8 @@ import { auditDir } from '../audit/files.js';
 import { AuditTrail } from '../audit/writer.js';
 import type { Metrics } from '../metrics/prometheus.js';
 import { noteEnded } from '../tools/trail.js';
+import { followSession } from '../tools/exec.js';
+import { followOf } from '../session/carry.js';
 import type { TelemetryStatus } from '../tools/context.js';
 import type { OtlpTelemetry } from '../telemetry/otlp.js';
 
@@ -369,12 +370,14 @@ export class ProcctlDaemon implements Daemon {
   /** The sessions a planned restart handed to this image, taken back (SPEC §19), counted and on record. */
   private adopt(h: NonNullable<Extract<Inherited, { handover: unknown }>['handover']>): Set<string> {
     const { adopted, lost } = adoptSessions({ daemon: this, registry: this.registry, log: this.log, config: () => this.current, state: this.state, keeper: this.keeper, guardian: this.guardian, cgroups: this.cgroups }, h);
+    // The persistent shells go on (SPEC §20), their running commands with them.
+    const commands = this.shells.adopt(h.shells, (s) => followSession(this, s, followOf(s)), (msg, err) => this.log.error({ err }, msg));
     const now = Date.now();
     const to = this.version;
     this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: now, lastMs: now - h.from.at, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
     this.audit.emit({ type: 'restart', kind: 'planned', from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at });
     this.log.info({ from: h.from.version, to, adopted: adopted.length, lost: lost.length, ms: now - h.from.at }, 'restart: this image took over the running sessions');
-    return new Set(adopted.map((s) => s.id));
+    return new Set([...adopted.map((s) => s.id), ...commands]);
   }
 
   /** What the guardian does when this daemon dies without a goodbye (config `durability`). */
@@ -401,12 +404,6 @@ export class ProcctlDaemon implements Daemon {
    * is written. A failure at that last step is logged, and this image goes on serving.
    */
   async restart(): Promise<RestartAnswer> {
-    // A shell's state is its bash's memory, which a new image cannot take over yet: refused, naming them (docs/shells.md).
-    const shells = this.shells.list(ALL_SCOPES, true);
-    if (shells.length > 0) {
-      const names = shells.map((s) => `"${s.name}" (scope ${s.scope})`).join(', ');
-      throw conflict(`cannot hand persistent shells to a new image yet: ${names}. Nothing was restarted; close them (procctl shell close NAME, or shell.close), then restart`, { shells: shells.map((s) => ({ name: s.name, scope: s.scope })) });
-    }
     const host = this.handoverHost();
     const prepared = await prepareHandover(host);
     setImmediate(() => {
@@ -422,7 +419,9 @@ export class ProcctlDaemon implements Daemon {
       log: this.log,
       version: this.version,
       runtimeDir: this.runtimeDir,
-      running: () => this.registry.running(),
+      // A persistent shell's running command goes with its shell (shells below), not as a job of its own.
+      running: () => this.registry.running().filter((s) => !this.shells.carriesCommand(s)),
+      shells: this.shells,
       get restarting() {
         return d.restarting;
       },

@@ -211,6 +211,8 @@ export interface JobRequest {
   review?: { approval: boolean };
   /** How the rules judged it (an approved exec: as they judged it when it asked). */
   decision?: SessionDecision;
+  /** A command of a review shell (SPEC §20): the session names the shell, and its job runs `script` (the command wrapped with the shell's state). */
+  shell?: { name: string; script: string };
 }
 
 /**
@@ -305,7 +307,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     try {
       // Under bwrap (not on a terminal, which starts another way): bwrap writes the job's exit status where a daemon after a crash finds it.
       if (config.sandbox.mode !== 'off' && !req.policy.elevated && !p.pty) statusFd = openSync(join(dir, EXIT_STATUS_FILE), 'w', 0o600);
-      const job = { shell, args: shellArgs(shell, p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined, status: statusFd };
+      const job = { shell, args: shellArgs(shell, req.shell?.script ?? p.command), cwd: req.cwd, scratch: dir, channel: channel?.fd, proxy: proxy?.fd, review: req.review ? changesDir(ctx.state.dir, id) : undefined, status: statusFd };
       // The daemon's own paths (a look at its stdout and stderr among them) only when a sandbox hides them.
       const secretFiles = creds.flatMap((c) => (c.file === undefined ? [] : [c.file]));
       plan = planLaunch(confine, { ...job, get hidden() { return [...ctx.controls(), ...secretFiles]; } }, user);
@@ -363,6 +365,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     waitFor: p.waitFor && describeWaitFor(p.waitFor),
     notify: p.notify,
     decision: req.decision,
+    shell: req.shell?.name,
   });
   late = session;
   // An upstream or a job that prints a credential's value: its output says the credential's name instead.

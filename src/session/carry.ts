@@ -71,7 +71,7 @@ export function carrySession(s: Session, pidStartTime: number | undefined): Carr
  * The session back in the next image, running as it was, before its process is wired to it
  * again (runner/handover.ts adoptJob); its interrupt, if it waited for input, is raised again then.
  */
-export function resumeSession(c: CarriedSession, events: EventBus, caps: { maxOutputChars: number; pendingMaxOutputChars: number }, disk: DiskHealth | undefined): Session {
+export function resumeSession(c: CarriedSession, events: EventBus, caps: { maxOutputChars: number; pendingMaxOutputChars: number }, disk: DiskHealth | undefined, shell?: string): Session {
   const r = c.record;
   const spool = c.spool ? Spool.resume(c.spool.file, c.spool.maxBytes, disk, r.spool ?? { totalBytes: 0, droppedBytes: 0 }) : undefined;
   const s = sessionFromRecord(r, events, caps, spool, { status: 'running', pid: r.pid }, {
@@ -79,6 +79,8 @@ export function resumeSession(c: CarriedSession, events: EventBus, caps: { maxOu
     checkpointKey: c.checkpointKey,
     waitFor: c.waitFor && describeWaitFor(c.waitFor),
     notify: c.notify,
+    // A persistent shell's command, carried with its shell (shells/shells.ts): its rows still name the shell.
+    ...(shell !== undefined ? { shell } : {}),
     restored: { carried: { readyAt: c.readyAt, inputAt: c.inputAt, paused: c.paused } },
   });
   for (const stream of ['stdout', 'stderr'] as const) {

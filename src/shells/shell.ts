@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chownSync, constants, openSync, statSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { join } from 'node:path';
@@ -18,6 +19,8 @@ export interface ShellSettings {
   elevated: boolean;
   stdin: 'pipe' | 'null';
   limits: ExecParams['limits'] | null;
+  /** Review mode (SPEC §16): each command's changes held as a review session's (shells/review.ts). */
+  review: boolean;
 }
 
 /** The shell's own descriptors: 61 takes the end of each command (id, status, cwd); 62 is the commands' stdin. */
@@ -30,6 +33,11 @@ const PAUSED_RECHECK_MS = 250;
  */
 const SHELL_SURVIVES = new Set<NodeJS.Signals>(['SIGINT', 'SIGTERM', 'SIGQUIT', 'SIGWINCH', 'SIGCHLD', 'SIGCONT', 'SIGURG', 'SIGSTOP', 'SIGTSTP', 'SIGTTIN', 'SIGTTOU']);
 const INPUT_FD = 62;
+/** A terminal shell's own descriptors: 60 takes the cut after each command, 63 is the terminal the commands get. */
+const CUT_FD = 60;
+const TERMINAL_FD = 63;
+/** How long a terminal shell's cut may take to come back through the terminal before the command is ended without it. */
+const CUT_MS = 3000;
 
 /** The interactive bash a shell is: no rc files, no line editing; interactive so that SIGINT ends a command, not the shell. */
 export const SHELL_BOOT = 'exec bash --noprofile --norc --noediting -i';
@@ -47,10 +55,55 @@ const SETUP = [
   `PROMPT_COMMAND='__procctl_s=$?; printf "%s %s %s\\0" "$__procctl_id" "$__procctl_s" "$PWD" >&${STATUS_FD}'`,
 ].join('; ');
 
+/**
+ * A terminal shell's first line, typed on its terminal (its echo is before the first cut, so no
+ * command's): bash keeps the terminal as fd 63 and from then on reads its commands from a FIFO
+ * (opened read-write: it never reads an end there, when the daemon's end is closed across a restart),
+ * so no command line is ever typed on the terminal (nor echoed there). After each command,
+ * PROMPT_COMMAND writes the end to fd 61, then reads a fresh random cut from fd 60 (the daemon
+ * makes it only once the command has ended, so no command can know it) and prints it on the
+ * terminal: everything the terminal showed before it is the command's output.
+ */
+const TERMINAL_SETUP = [
+  `exec ${TERMINAL_FD}<&0 ${STATUS_FD}<>"$PROCCTL_TMPDIR/.shell-status" ${CUT_FD}<>"$PROCCTL_TMPDIR/.shell-cut" 0<>"$PROCCTL_TMPDIR/.shell-commands"`,
+  'PS1=; PS2=; PS0=; PS4=+; unset HISTFILE; set +o history; set +m; shopt -s expand_aliases',
+  'exit() { builtin exit "$@" 2>/dev/null; }',
+  '__procctl_id=ready',
+  `PROMPT_COMMAND='__procctl_s=$?; printf "%s %s %s\\0" "$__procctl_id" "$__procctl_s" "$PWD" >&${STATUS_FD}; IFS= read -r __procctl_n <&${CUT_FD}; printf %s "$__procctl_n" >&${TERMINAL_FD}; unset __procctl_n'`,
+].join('; ');
+
+/** What a restart hands the next image of a shell besides its process (shells/carry.ts's schema). */
+export interface CarriedShellState {
+  name: string;
+  scope: string;
+  settings: ShellSettings;
+  cwd: string;
+  commands: number;
+  createdAt: number;
+  lastUsedAt: number;
+  /** Read of the end records, not yet a whole one. */
+  pending: string;
+  cut?: { text: string; held: string; status: [string, string] };
+  running?: { sessionId: string; interrupted: boolean; timeoutSec: number };
+}
+
+/** A terminal shell's output after a command ended: passed on up to the cut, which ends the command. */
+interface Cut {
+  text: string;
+  held: string;
+  /** The end record it follows (id, status), for a restart to hand on. */
+  status: [string, string];
+  timer: NodeJS.Timeout;
+  then: () => void;
+}
+
 /** How a command's session is told of its end. */
 interface Running {
   session: Session;
   timer?: NodeJS.Timeout;
+  /** Its timeout, counted from the session's start (a restart arms it again). */
+  timeoutSec: number;
+  onTimeout: () => void;
   /** The shell was sent SIGINT for it: its end is an interrupt's. */
   interrupted: boolean;
 }
@@ -63,7 +116,7 @@ interface Running {
  * sent and that end.
  */
 export class Shell {
-  readonly createdAt = Date.now();
+  createdAt = Date.now();
   lastUsedAt = Date.now();
   commands = 0;
   cwd: string;
@@ -72,6 +125,10 @@ export class Shell {
   private readonly readyWaiters: (() => void)[] = [];
   private status: Socket | undefined;
   private input: Socket | undefined;
+  /** A terminal shell's command lines (bash's fd 0) and the cuts it prints after each command. */
+  private lines: Socket | undefined;
+  private cutter: Socket | undefined;
+  private cut: Cut | undefined;
   private pending = '';
   private gone = false;
   /** The FIFO the commands read as stdin: what a command blocked on its input reads (SPEC §7's look). */
@@ -105,28 +162,28 @@ export class Shell {
     return this.running?.session;
   }
 
+  /** Runs on a terminal (`pty: true`): its commands share it, as in a terminal window. */
+  get pty(): boolean {
+    return this.settings.pty;
+  }
+
+  /** A terminal shell's terminal, as its commands' sessions see it: what `write`/`send-keys` type, its pts, its resize. */
+  get terminal(): { stdinId: string | undefined; resize: ((cols: number, rows: number) => void) | undefined } {
+    return { stdinId: this.box.stdinId, resize: this.box.resize };
+  }
+
   /** Wire the FIFOs and send the setup line; resolves once the shell's first prompt said it is ready. */
   async start(withinMs: number): Promise<void> {
     const dir = this.box.tmpdir;
     if (!dir || !this.box.running || !this.box.input) throw new Error('the shell did not start');
-    const statusPath = join(dir, '.shell-status');
-    const inputPath = join(dir, '.shell-input');
-    this.inputPath = inputPath;
-    execFileSync('mkfifo', ['-m', '0600', statusPath, inputPath]);
+    if (this.pty && !this.box.pty) throw new Error('no terminal could be had for it (see the daemon log); make the shell without pty');
+    const { statusPath, others } = this.fifos(dir);
+    execFileSync('mkfifo', ['-m', '0600', statusPath, ...others]);
     // A sandbox user's scratch directory is theirs: so are the FIFOs in it.
     const owner = statSync(dir);
-    if (owner.uid !== process.getuid?.()) for (const p of [statusPath, inputPath]) chownSync(p, owner.uid, owner.gid);
-    // Opened read-write: a FIFO with no writer would read as its end; the daemon's own writer keeps it open.
-    this.status = new Socket({ fd: openSync(statusPath, constants.O_RDWR | constants.O_NONBLOCK), readable: true, writable: false });
-    this.status.on('data', (b: Buffer) => this.onStatus(b.toString('utf8')));
-    this.status.on('error', () => undefined);
-    this.input = new Socket({ fd: openSync(inputPath, constants.O_RDWR | constants.O_NONBLOCK), readable: false, writable: true });
-    this.input.on('error', () => undefined);
-    this.box.watchOutput((stream, text) => {
-      // Before the first prompt (bash's notes on job control) and between commands, output is no command's.
-      if (this.isReady && this.running) this.running.session.onOutput(stream, text);
-    });
-    this.box.input.write(`${SETUP}\n`);
+    if (owner.uid !== process.getuid?.()) for (const p of [statusPath, ...others]) chownSync(p, owner.uid, owner.gid);
+    this.wire(dir);
+    this.box.input.write(`${this.pty ? TERMINAL_SETUP : SETUP}\n`);
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the shell did not answer within ${withinMs} ms`)), withinMs);
       this.readyWaiters.push(() => {
@@ -140,29 +197,193 @@ export class Shell {
     });
   }
 
+  /** The FIFOs in the shell's scratch directory: its status; on pipes, the commands' stdin; on a terminal, bash's command lines and the cuts. */
+  private fifos(dir: string): { statusPath: string; others: string[] } {
+    const others = this.pty ? [join(dir, '.shell-commands'), join(dir, '.shell-cut')] : [join(dir, '.shell-input')];
+    if (!this.pty) this.inputPath = others[0];
+    return { statusPath: join(dir, '.shell-status'), others };
+  }
+
+  /** The daemon's ends of the FIFOs (the shell holds its own), and the shell's output routed to its command. */
+  private wire(dir: string): void {
+    const { statusPath, others } = this.fifos(dir);
+    // Opened read-write: a FIFO with no writer would read as its end; the daemon's own writer keeps it open.
+    this.status = new Socket({ fd: openSync(statusPath, constants.O_RDWR | constants.O_NONBLOCK), readable: true, writable: false });
+    this.status.on('data', (b: Buffer) => this.onStatus(b.toString('utf8')));
+    this.status.on('error', () => undefined);
+    const writer = (path: string) => {
+      const socket = new Socket({ fd: openSync(path, constants.O_RDWR | constants.O_NONBLOCK), readable: false, writable: true });
+      socket.on('error', () => undefined);
+      return socket;
+    };
+    if (this.pty) {
+      this.lines = writer(others[0]);
+      this.cutter = writer(others[1]);
+    } else {
+      this.input = writer(others[0]);
+    }
+    this.box.watchOutput((stream, text) => (this.pty ? this.onTerminal(stream, text) : this.deliver(stream, text)));
+  }
+
+  /** The shell's own process (its private session): a restart hands it on as any job (SPEC §19). */
+  get process(): Session {
+    return this.box;
+  }
+
+  /** The command running, if any. */
+  get runningCommand(): Session | undefined {
+    return this.running?.session;
+  }
+
+  /**
+   * A restart's quiet moment: the end records stop being read (they wait in the FIFO for the next
+   * image) until the returned resume; the shell's output is held with its process's.
+   */
+  hold(): () => void {
+    const socket = this.status;
+    if (!socket) return () => undefined;
+    socket.pause();
+    const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
+    const stopped = handle?.reading && handle.readStop ? handle : undefined;
+    if (stopped) {
+      stopped.reading = false;
+      stopped.readStop!();
+    }
+    return () => {
+      if (stopped) {
+        stopped.reading = true;
+        stopped.readStart();
+      }
+      if (!socket.destroyed) socket.resume();
+    };
+  }
+
+  /** What the next image needs of the shell besides its process: what it had read of an end record, a cut under way, the command running. */
+  carry(): CarriedShellState {
+    const r = this.running;
+    return {
+      name: this.name,
+      scope: this.scope,
+      settings: this.settings,
+      cwd: this.cwd,
+      commands: this.commands,
+      createdAt: this.createdAt,
+      lastUsedAt: this.lastUsedAt,
+      pending: this.pending,
+      ...(this.cut ? { cut: { text: this.cut.text, held: this.cut.held, status: this.cut.status } } : {}),
+      ...(r ? { running: { sessionId: r.session.id, interrupted: r.interrupted, timeoutSec: r.timeoutSec } } : {}),
+    };
+  }
+
+  /**
+   * The shell as the last image left it (a planned restart): its process adopted already, the
+   * daemon's ends of its FIFOs opened again by path (bash holds its own, and what was written and
+   * not read waits in them), its command (if one runs) taken back with its timeout.
+   */
+  adopt(c: CarriedShellState, running: Session | undefined, onTimeout: () => void): void {
+    this.cwd = c.cwd;
+    this.createdAt = c.createdAt;
+    this.commands = c.commands;
+    this.lastUsedAt = c.lastUsedAt;
+    this.pending = c.pending;
+    this.isReady = true;
+    if (running && c.running) {
+      const r: Running = { session: running, interrupted: c.running.interrupted, timeoutSec: c.running.timeoutSec, onTimeout };
+      this.running = r;
+      this.armTimeout(r);
+    }
+    this.wire(this.box.tmpdir!);
+    if (c.cut) {
+      const [id, code] = c.cut.status;
+      this.awaitCut(this.endOf(id, code, this.running), c.cut.text, c.cut.held, c.cut.status);
+    }
+    // What was read of the end records and not yet acted on is acted on now.
+    this.onStatus('');
+  }
+
   /** Run one command in the shell as `session` (already made, registered and attached). */
   run(session: Session, command: string, o: { stdin: 'pipe' | 'null'; timeoutSec: number; checkpointKey?: string; onTimeout: () => void }): void {
     this.lastUsedAt = Date.now();
     this.commands++;
-    const running: Running = { session, interrupted: false };
+    const running: Running = { session, interrupted: false, timeoutSec: o.timeoutSec, onTimeout: o.onTimeout };
     this.running = running;
-    if (o.timeoutSec > 0) {
-      // Time spent paused does not count (SPEC §15): at the deadline, a paused command waits on.
-      const due = () => session.startedAt + o.timeoutSec * 1000 + session.pausedMs();
-      const check = () => {
-        const left = due() - Date.now();
-        if (session.paused || left > 0) running.timer = setTimeout(check, Math.max(left, PAUSED_RECHECK_MS));
-        else o.onTimeout();
-      };
-      running.timer = setTimeout(check, o.timeoutSec * 1000);
-    }
+    this.armTimeout(running);
     const exports = [`PROCCTL_SESSION_ID=${session.id}`, ...(o.checkpointKey ? [`PROCCTL_CHECKPOINT_KEY=${o.checkpointKey}`] : [])];
+    if (this.pty) {
+      const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${TERMINAL_FD}`;
+      this.lines!.write(`__procctl_id=${session.id}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${CUT_FD}<&- ${TERMINAL_FD}<&-\n`);
+      return;
+    }
     const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${INPUT_FD}`;
     this.box.input!.write(`__procctl_id=${session.id}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${INPUT_FD}<&-\n`);
   }
 
+  /** The command's timeout, counted from its session's start; time spent paused does not count (SPEC §15): at the deadline, a paused command waits on. */
+  private armTimeout(running: Running): void {
+    if (running.timeoutSec <= 0) return;
+    const session = running.session;
+    const due = () => session.startedAt + running.timeoutSec * 1000 + session.pausedMs();
+    const check = () => {
+      const left = due() - Date.now();
+      if (session.paused || left > 0) running.timer = setTimeout(check, Math.max(left, PAUSED_RECHECK_MS));
+      else running.onTimeout();
+    };
+    running.timer = setTimeout(check, Math.max(0, due() - Date.now()));
+  }
+
+  /** Output of the shell: the running command's once the shell is ready; before the first prompt and between commands, nobody's. */
+  private deliver(stream: 'stdout' | 'stderr', text: string): void {
+    if (this.isReady && this.running && text.length > 0) this.running.session.onOutput(stream, text);
+  }
+
+  /**
+   * A terminal shell's output: passed on as it comes; after a command's end came on fd 61, up to
+   * the cut the shell then printed (held back only as much as could be the cut's start), and the
+   * cut ends the command. What follows the cut is nobody's (a background job's, after its command).
+   */
+  private onTerminal(stream: 'stdout' | 'stderr', text: string): void {
+    const cut = this.cut;
+    if (!cut) return this.deliver(stream, text);
+    cut.held += text;
+    const at = cut.held.indexOf(cut.text);
+    if (at < 0) {
+      const keep = cut.text.length - 1;
+      if (cut.held.length > keep) {
+        this.deliver(stream, cut.held.slice(0, cut.held.length - keep));
+        cut.held = cut.held.slice(cut.held.length - keep);
+      }
+      return;
+    }
+    this.deliver(stream, cut.held.slice(0, at));
+    this.endCut(cut);
+  }
+
+  private endCut(cut: Cut): void {
+    if (this.cut !== cut) return;
+    this.cut = undefined;
+    clearTimeout(cut.timer);
+    cut.then();
+  }
+
+  /**
+   * A terminal shell's end of a command (or its first prompt): send a fresh cut, and end it once
+   * the cut came through the terminal. A restart hands on a cut sent already (`text`, what was held).
+   */
+  private awaitCut(then: () => void, sent?: string, held = '', status: [string, string] = ['', '']): void {
+    const text = sent ?? `procctl-${randomBytes(12).toString('hex')}`;
+    const cut: Cut = { text, held, then, status, timer: setTimeout(() => {
+      // The shell's terminal output did not come (its output stopped, fd 63 closed by a command): what came is the command's.
+      this.deliver('stdout', cut.held);
+      this.endCut(cut);
+    }, CUT_MS) };
+    this.cut = cut;
+    if (sent === undefined) this.cutter!.write(`${text}\n`);
+  }
+
   /** What a command's `write` goes to: the FIFO the command reads as its stdin. */
   commandInput(): { write(data: string | Buffer): void; end(): void; readonly queued: number } {
+    // On a terminal, what is written is typed on it (end of input is ^D, as for any terminal session).
+    if (this.pty) return this.box.input!;
     const input = this.input!;
     return {
       write: (data) => void input.write(data),
@@ -184,17 +405,23 @@ export class Shell {
       const [id, code, ...rest] = line.split(' ');
       const cwd = rest.join(' ');
       if (cwd) this.cwd = cwd;
+      const then = this.endOf(id, code, this.running);
+      // Every end the shell writes waits for its cut (bash reads one before its next command).
+      if (this.pty) this.awaitCut(then, undefined, '', [id, code]);
+      // The status came after the command's output was written to the pipe; what the loop reads
+      // this turn is read before setImmediate runs, so every byte of it is this command's.
+      else setImmediate(then);
+    }
+  }
+
+  /** What an end record (id, status) does once its output is all read: the first prompt makes the shell ready; a command's end completes it. */
+  private endOf(id: string, code: string, running: Running | undefined): () => void {
+    return () => {
       if (id === 'ready' && !this.isReady) {
         this.isReady = true;
         for (const w of this.readyWaiters.splice(0)) w();
-        continue;
-      }
-      const running = this.running;
-      if (!running || running.session.id !== id) continue;
-      // The status came after the command's output was written to the pipe; what the loop reads
-      // this turn is read before setImmediate runs, so every byte of it is this command's.
-      setImmediate(() => this.complete(running, Number(code)));
-    }
+      } else if (running && running.session.id === id) this.complete(running, Number(code));
+    };
   }
 
   private complete(running: Running, code: number): void {
@@ -209,8 +436,9 @@ export class Shell {
   /** The shell's process ended (`exit`, killed, closed): a running command ends with it. */
   private ended(): void {
     this.gone = true;
-    this.status?.destroy();
-    this.input?.destroy();
+    if (this.cut) clearTimeout(this.cut.timer);
+    this.cut = undefined;
+    for (const socket of [this.status, this.input, this.lines, this.cutter]) socket?.destroy();
     const running = this.running;
     this.running = undefined;
     if (running) {

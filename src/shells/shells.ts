@@ -1,16 +1,25 @@
-import { conflict, invalid, limit, unavailable } from '../base/errors.js';
+import { conflict, limit, unavailable } from '../base/errors.js';
+import { existsSync } from 'node:fs';
 import { removeDir } from '../runner/scratch.js';
 import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
+import { readStat } from '../runner/procfs.js';
 import { stopSession, stopsItself } from '../runner/stop.js';
 import type { ExecParams } from '../schema/exec.js';
 import type { RecordKeeper } from '../session/keeper.js';
 import { deriveName } from '../session/name.js';
-import { Registry } from '../session/registry.js';
+import { ALL_SCOPES, Registry } from '../session/registry.js';
+import { carrySession, resumeSession, type CarriedSession } from '../session/carry.js';
+import { adoptJob, cannotHandOver, handOver, type HandedJob } from '../runner/handover.js';
+import { adoptChannels } from '../runner/start.js';
+import type { CarriedShell } from './carry.js';
 import { Session, type SessionDecision } from '../session/session.js';
 import { Spool } from '../session/spool.js';
 import { describeWaitFor } from '../schema/exec.js';
 import { SHELL_BOOT, Shell, type ShellSettings } from './shell.js';
+import { ReviewShell, reviewScript } from './review.js';
 
+/** A review shell's state rides in its next command's arguments: past this it would not fit (the kernel's 128 KiB an argument). */
+const MAX_STATE_CHARS = 100_000;
 /** How long a new shell has to show its first prompt. */
 const START_MS = 10_000;
 /** How often idle shells are looked for. */
@@ -25,6 +34,8 @@ export interface ShellCommand {
   decision?: SessionDecision;
   /** An approved exec takes the id of the session that waited for it. */
   id?: string;
+  /** Review mode (SPEC §16): each command's changes are held as a review session's. */
+  review?: JobRequest['review'];
 }
 
 /** What `shell.list` shows of one shell. */
@@ -43,15 +54,22 @@ export interface ShellView {
 
 const keyOf = (scope: string, name: string) => `${scope}\u0000${name}`;
 
+/** One shell in a planned restart's hand-over (daemon/handover/schema.ts). */
+export interface CarriedShellEntry {
+  shell: CarriedShell;
+  box?: { session: CarriedSession; job: HandedJob };
+  command?: CarriedSession;
+}
+
 /**
  * The scopes' persistent shells (SPEC §20): made on first use, refused when busy or asked for
  * other settings, closed when idle past `shells.idleMs`, at most `shells.max` a scope.
  * A shell's own process is a session of a private registry: never listed, never recorded.
  */
 export class Shells {
-  private readonly shells = new Map<string, Shell>();
+  private readonly shells = new Map<string, Shell | ReviewShell>();
   private readonly boxes = new Registry();
-  private readonly opening = new Map<string, Promise<Shell>>();
+  private readonly opening = new Map<string, Promise<Shell | ReviewShell>>();
   /** The shell each command session ran in: pause, continue and signal reach the command through it. */
   private readonly commandsOf = new WeakMap<Session, Shell>();
   private readonly timer: NodeJS.Timeout;
@@ -62,17 +80,18 @@ export class Shells {
   }
 
   /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
-  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell; restarted: boolean }> {
+  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell | ReviewShell; restarted: boolean }> {
     const { scope, params: p } = c;
-    if (p.pty) throw invalid('a shell runs on pipes: pty is not available with shell yet; run the command without shell to give it a terminal', { path: ['pty'] });
-    const settings = settingsOf(c);
     let shell = this.shells.get(keyOf(scope, p.shell));
     let restarted = false;
     if (shell && !shell.alive) {
       this.forget(shell);
+      // Made anew as it was (its workdir, env, terminal, limits, review mode), but for what this command names.
+      c = madeAgain(c, shell.settings);
       shell = undefined;
       restarted = true;
     }
+    const settings = settingsOf(c);
     if (shell) {
       checkSettings(shell, p, settings);
       const busy = shell.busy;
@@ -85,7 +104,40 @@ export class Shells {
     } else {
       shell = await this.open(c, settings);
     }
+    if (shell instanceof ReviewShell) {
+      const lost = this.lostState.has(shell);
+      this.lostState.delete(shell);
+      return { ...this.startReview(shell, c), shell, restarted: restarted || lost };
+    }
     return { ...this.start(shell, c), shell, restarted };
+  }
+
+  /** Review shells whose last command ended the shell (`exit`): the next command says its state is gone. */
+  private readonly lostState = new WeakSet<ReviewShell>();
+
+  /** A review shell's command: a review session of its own, whose bash starts from the shell's state and leaves it as the command did. */
+  private startReview(shell: ReviewShell, c: ShellCommand): { session: Session; warnings: string[] } {
+    if (shell.state.length > MAX_STATE_CHARS) {
+      throw limit(`review shell "${shell.name}" holds ${shell.state.length} characters of state (variables, functions), more than a command can carry (${MAX_STATE_CHARS}); unset what it no longer needs in a command, or close it (shell.close) and start anew`, { shell: shell.name });
+    }
+    const s = shell.settings;
+    // A directory that exists only in an earlier command's held changes is not there until applied: the command starts in the shell's workdir.
+    const cwd = existsSync(shell.cwd) ? shell.cwd : s.workdir;
+    const params: ExecParams = { ...c.params, env: s.env, pty: s.pty, elevated: s.elevated, limits: s.limits ?? undefined };
+    const started = startJob(this.ctx, {
+      scope: c.scope,
+      params,
+      cwd,
+      policy: c.policy,
+      approved: c.id === undefined ? undefined : { id: c.id, history: [] },
+      review: c.review ?? { approval: false },
+      decision: c.decision,
+      shell: { name: shell.name, script: reviewScript(shell.state, c.params.command, cwd) },
+    });
+    void shell.track(started.session).then((lost) => {
+      if (lost) this.lostState.add(shell);
+    });
+    return started;
   }
 
   private start(shell: Shell, c: ShellCommand): { session: Session; warnings: string[] } {
@@ -113,24 +165,150 @@ export class Shells {
       decision: c.decision,
     });
     this.ctx.registry.add(session);
-    const piped = (p.stdin ?? 'pipe') === 'pipe';
-    // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
-    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, stdinId: piped ? shell.inputPath : undefined, pty: false, resize: undefined });
-    stopsItself(session, (opts) => shell.interrupt(session, opts));
-    this.commandsOf.set(session, shell);
+    this.attachCommand(shell, session, p.stdin ?? 'pipe', false);
     shell.run(session, p.command, {
       stdin: p.stdin ?? 'pipe',
       timeoutSec: p.timeout ?? cfg.timeoutSec,
       checkpointKey,
-      onTimeout: () => void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: cfg.killGraceMs }),
+      onTimeout: this.onTimeout(session),
     });
     this.ctx.keeper.watch(session, { now: c.id !== undefined });
     session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: session.cwd, shell: shell.name });
     return { session, warnings: [] };
   }
 
+  /** A command's session wired to its shell: its input, its terminal, its stop (an interrupt of the command, not the shell's end). */
+  private attachCommand(shell: Shell, session: Session, stdin: 'pipe' | 'null', carried: boolean): void {
+    const piped = stdin === 'pipe';
+    // Its stdin is the shell's input FIFO: a command blocked reading it is waiting for input (SPEC §7).
+    // On a terminal its stdin is the shell's terminal, read as any terminal session's; a command given stdin "null" has none to write to.
+    const io = shell.pty ? { stdinId: piped ? shell.terminal.stdinId : undefined, resize: shell.terminal.resize } : { stdinId: piped ? shell.inputPath : undefined, resize: undefined };
+    session.attach({ pid: shell.pid, input: piped ? shell.commandInput() : undefined, pty: shell.pty, carried, ...io });
+    stopsItself(session, (opts) => shell.interrupt(session, opts));
+    this.commandsOf.set(session, shell);
+  }
+
+  private onTimeout(session: Session): () => void {
+    return () => void stopSession(session, { reason: 'timeout', signal: 'SIGTERM', graceMs: this.ctx.config().tools.exec.killGraceMs });
+  }
+
+  /** Why the open shells cannot be handed to a new image now (SPEC §19), in words; undefined when they can. */
+  cannotHandOver(): string | undefined {
+    const stuck: string[] = [];
+    if (this.opening.size > 0) stuck.push(`a shell is being made (${[...this.opening.keys()].map((k) => k.split('\u0000')[1]).join(', ')})`);
+    for (const s of this.shells.values()) {
+      if (!(s instanceof Shell) || !s.alive) continue;
+      const why = !s.ready ? 'it is starting' : cannotHandOver(s.process);
+      if (why) stuck.push(`shell "${s.name}" (scope ${s.scope}): ${why}`);
+    }
+    return stuck.length > 0 ? stuck.join('; ') : undefined;
+  }
+
+  /** The persistent shells' own processes: a restart holds, parks and hands them on with the sessions. */
+  processes(): Session[] {
+    return [...this.shells.values()].filter((s): s is Shell => s instanceof Shell && s.alive).map((s) => s.process);
+  }
+
+  /** Whether `session` is a persistent shell's command: handed on with its shell, not on its own. */
+  carriesCommand(session: Session): boolean {
+    return this.commandsOf.has(session);
+  }
+
+  /** Stop reading the shells' end records until the returned resume (a restart's quiet moment). */
+  hold(): () => void {
+    const resumes = [...this.shells.values()].filter((s): s is Shell => s instanceof Shell && s.alive).map((s) => s.hold());
+    return () => {
+      for (const resume of resumes) resume();
+    };
+  }
+
+  /** Every shell as the next image takes it: a persistent one with its process (handed on as any job) and its running command; a review one as its state. */
+  carry(): CarriedShellEntry[] {
+    const out: CarriedShellEntry[] = [];
+    for (const s of this.shells.values()) {
+      if (!s.alive) continue;
+      if (s instanceof ReviewShell) {
+        const base = { name: s.name, scope: s.scope, settings: { ...s.settings, limits: s.settings.limits ?? null }, cwd: s.cwd, commands: s.commands, createdAt: s.createdAt, lastUsedAt: s.lastUsedAt, pending: '' };
+        out.push({ shell: { ...base, review: { state: s.state, lost: this.lostState.has(s), ...(s.busy ? { runningId: s.busy.id } : {}) } } });
+        continue;
+      }
+      const box = s.process;
+      const command = s.runningCommand;
+      const startTime = box.pid === undefined ? undefined : readStat(box.pid)?.startTime;
+      out.push({
+        shell: { ...s.carry(), settings: { ...s.settings, limits: s.settings.limits ?? null } },
+        box: { session: carrySession(box, startTime), job: handOver(box) },
+        ...(command ? { command: carrySession(command, startTime) } : {}),
+      });
+    }
+    return out;
+  }
+
+  /**
+   * The shells a planned restart handed to this image (SPEC §19), taken back: a persistent one's
+   * process adopted as any job's, its FIFOs opened again, its running command back in the
+   * registry and followed (`follow`, the exec's follow-up); a review shell's state, and its
+   * running command (adopted with the sessions) tracked again. Returns the ids of the commands
+   * and of the shells' own processes taken back (their records and cgroups are theirs still). A shell that cannot be taken back is stopped, its command ended with it.
+   */
+  adopt(entries: readonly CarriedShellEntry[], follow: (s: Session) => void, log: (msg: string, err: unknown) => void): string[] {
+    const ids: string[] = [];
+    const caps = this.ctx.config().tools.exec;
+    for (const e of entries) {
+      const c = e.shell;
+      const key = keyOf(c.scope, c.name);
+      if (c.review) {
+        const shell = new ReviewShell(c.name, c.scope, c.settings);
+        shell.state = c.review.state;
+        shell.cwd = c.cwd;
+        shell.commands = c.commands;
+        shell.createdAt = c.createdAt;
+        shell.lastUsedAt = c.lastUsedAt;
+        if (c.review.lost) this.lostState.add(shell);
+        const running = c.review.runningId ? this.ctx.registry.find(ALL_SCOPES, c.review.runningId) : undefined;
+        if (running?.running) {
+          void shell.track(running, false).then((lost) => {
+            if (lost) this.lostState.add(shell);
+          });
+        }
+        this.shells.set(key, shell);
+        continue;
+      }
+      if (!e.box) continue;
+      let box: Session | undefined;
+      try {
+        box = resumeSession(e.box.session, this.boxes.events, caps, undefined);
+        this.boxes.add(box);
+        ids.push(box.id);
+        if (e.box.job.channels) adoptChannels(this.ctx, box, e.box.job.channels);
+        adoptJob(box, e.box.job, this.ctx.cgroups);
+        const made = box;
+        void made.finished.then(() => removeDir(made.tmpdir ?? ''));
+        const shell = new Shell(c.name, c.scope, c.settings, box);
+        let command: Session | undefined;
+        if (e.command && c.running) {
+          command = resumeSession(e.command, this.ctx.registry.events, caps, this.ctx.state.disk, c.name);
+          this.ctx.registry.add(command);
+          this.attachCommand(shell, command, command.stdinMode, true);
+          this.ctx.keeper.watch(command, { now: true });
+          ids.push(command.id);
+        }
+        shell.adopt(c, command, command ? this.onTimeout(command) : () => undefined);
+        if (command) {
+          follow(command);
+          if (e.command?.record.status === 'waiting_input' && e.command.record.interrupt) command.raiseInterrupt(e.command.record.interrupt);
+        }
+        this.shells.set(key, shell);
+      } catch (err) {
+        log(`restart: shell "${c.name}" (scope ${c.scope}) could not be taken back; it is stopped`, err);
+        if (box) void stopSession(box, { reason: 'shutdown', signal: 'SIGKILL', graceMs: 0 });
+      }
+    }
+    return ids;
+  }
+
   /** Make the shell (one at a time per name: two first commands at once make one shell, the second is refused busy). */
-  private async open(c: ShellCommand, settings: ShellSettings): Promise<Shell> {
+  private async open(c: ShellCommand, settings: ShellSettings): Promise<Shell | ReviewShell> {
     const key = keyOf(c.scope, c.params.shell);
     const making = this.opening.get(key);
     if (making) {
@@ -142,7 +320,8 @@ export class Shells {
     if (count >= max) {
       throw limit(`scope "${c.scope}" already has ${count} shells (shells.max = ${max}); close one with shell.close {"name": …} (procctl shell close NAME) or reuse one by name`, { shells: count, max });
     }
-    const promise = this.make(c, settings);
+    // A review shell has no process of its own to start: its state is carried from one command's bash to the next.
+    const promise = settings.review ? Promise.resolve(new ReviewShell(c.params.shell, c.scope, settings)) : this.make(c, settings);
     this.opening.set(key, promise);
     try {
       const shell = await promise;
@@ -155,7 +334,7 @@ export class Shells {
 
   private async make(c: ShellCommand, settings: ShellSettings): Promise<Shell> {
     const p = c.params;
-    const boxParams: ExecParams = { command: SHELL_BOOT, workdir: p.workdir, env: p.env, pty: false, stdin: 'pipe', limits: p.limits, elevated: p.elevated, timeout: 0, name: `shell ${p.shell}` };
+    const boxParams: ExecParams = { command: SHELL_BOOT, workdir: p.workdir, env: p.env, pty: settings.pty, stdin: 'pipe', limits: p.limits, elevated: p.elevated, timeout: 0, name: `shell ${p.shell}` };
     // The shell's own process is not a session anyone lists or records: its own registry, no spool, no record.
     const quiet: Pick<LaunchContext, 'registry' | 'keeper' | 'config'> = {
       registry: this.boxes,
@@ -166,7 +345,7 @@ export class Shells {
       },
     };
     const launch = Object.assign(Object.create(this.ctx) as LaunchContext, quiet);
-    const { session: box } = startJob(launch, { scope: c.scope, params: boxParams, cwd: c.cwd, policy: c.policy, decision: c.decision, approved: { id: `shell-${this.ctx.registry.newId()}`, history: [] } });
+    const { session: box } = startJob(launch, { scope: c.scope, params: boxParams, cwd: c.cwd, policy: c.policy, decision: c.decision, approved: { id: `shell${this.ctx.registry.newId()}`, history: [] } });
     void box.finished.then(() => removeDir(box.tmpdir ?? ''));
     const shell = new Shell(p.shell, c.scope, settings, box);
     try {
@@ -185,7 +364,7 @@ export class Shells {
 
   /** The command running in the shell whose own process is session `boxId` (a sandboxed shell's channel is that process's). */
   commandIn(boxId: string): Session | undefined {
-    for (const shell of this.shells.values()) if (shell.boxId === boxId) return shell.busy;
+    for (const shell of this.shells.values()) if (shell instanceof Shell && shell.boxId === boxId) return shell.busy;
     return undefined;
   }
 
@@ -216,7 +395,7 @@ export class Shells {
     return [...this.shells.values()].filter((s) => s.alive).length;
   }
 
-  private forget(shell: Shell): void {
+  private forget(shell: Shell | ReviewShell): void {
     if (this.shells.get(keyOf(shell.scope, shell.name)) === shell) this.shells.delete(keyOf(shell.scope, shell.name));
   }
 
@@ -233,7 +412,7 @@ export class Shells {
   }
 }
 
-function view(s: Shell): ShellView {
+function view(s: Shell | ReviewShell): ShellView {
   const busy = s.busy;
   return {
     name: s.name,
@@ -249,13 +428,24 @@ function view(s: Shell): ShellView {
   };
 }
 
+/** A command for a shell that ended: the shell's settings where the command names none (elevated is always the command's own, as its approval was). */
+function madeAgain(c: ShellCommand, had: ShellSettings): ShellCommand {
+  const p = c.params;
+  return {
+    ...c,
+    cwd: p.workdir !== undefined ? c.cwd : had.workdir,
+    params: { ...p, env: p.env ?? had.env, pty: p.pty ?? had.pty, limits: p.limits ?? had.limits ?? undefined },
+    review: c.review ?? (had.review && p.changes === undefined ? { approval: false } : undefined),
+  };
+}
+
 function settingsOf(c: ShellCommand): ShellSettings {
   const p = c.params;
-  return { workdir: c.cwd, env: p.env ?? {}, pty: p.pty ?? false, elevated: p.elevated ?? false, stdin: p.stdin ?? 'pipe', limits: p.limits ?? null };
+  return { workdir: c.cwd, env: p.env ?? {}, pty: p.pty ?? false, elevated: p.elevated ?? false, stdin: p.stdin ?? 'pipe', limits: p.limits ?? null, review: c.review !== undefined };
 }
 
 /** Only what the exec names is compared: a command that says nothing of env runs with the shell's. */
-function checkSettings(shell: Shell, p: ExecParams, asked: ShellSettings): void {
+function checkSettings(shell: Shell | ReviewShell, p: ExecParams, asked: ShellSettings): void {
   const had = shell.settings;
   const differs: string[] = [];
   if (p.workdir !== undefined && asked.workdir !== had.workdir) differs.push(`workdir ${JSON.stringify(had.workdir)}`);
@@ -263,6 +453,8 @@ function checkSettings(shell: Shell, p: ExecParams, asked: ShellSettings): void 
   if (p.pty !== undefined && asked.pty !== had.pty) differs.push(`pty ${had.pty}`);
   if (p.elevated !== undefined && asked.elevated !== had.elevated) differs.push(`elevated ${had.elevated}`);
   if (p.limits !== undefined && JSON.stringify(asked.limits) !== JSON.stringify(had.limits)) differs.push(`limits ${JSON.stringify(had.limits)}`);
+  // A command that says nothing of changes runs as its shell's do; one held by the scope's default or a rule cannot run in a direct shell.
+  if (asked.review !== had.review && (p.changes !== undefined || asked.review)) differs.push(had.review ? 'review mode (changes "review")' : 'direct changes (changes "direct")');
   if (differs.length > 0) {
     throw conflict(
       `shell "${shell.name}" was made with ${differs.join(', ')}; send the command without those settings (or with the shell's), use another shell name, or close this one (shell.close) first`,

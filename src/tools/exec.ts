@@ -97,7 +97,6 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   const byRule = approved ? approved.review : judgement?.review && decidedBy(judgement.review);
   const review = judgement?.decision === 'deny' ? false : reviewed(d, ctx.scope, p, byRule);
   if (p.env) checkEnvOverrides(p.env);
-  if (p.shell && review) throw invalid(`a shell's commands cannot run in review mode yet; run this command without shell (its changes are then held for review), or ask with changes "direct"`, { path: ['shell'] });
   checkPatterns(p);
   checkQuiet(p);
   const gated = approved ? undefined : gateExec(d, ctx, p, cwd, policy, judgement);
@@ -114,7 +113,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     const decision = approved ? approved.decision : judgement && decisionOf(judgement);
     const policyOf = { inherited, elevated: p.elevated ?? false };
     const started = p.shell
-      ? await inShell(d, { scope: ctx.scope, params: { ...p, shell: p.shell }, cwd, policy: policyOf, decision, id: approved?.id })
+      ? await inShell(d, { scope: ctx.scope, params: { ...p, shell: p.shell }, cwd, policy: policyOf, decision, id: approved?.id, review: review ? { approval: byRule !== undefined } : undefined })
       : startJob(d, { scope: ctx.scope, params: p, cwd, policy: policyOf, approved, review: review ? { approval: byRule !== undefined } : undefined, decision });
     // An approved exec was told of when it was asked for; its answer is on record.
     if (!approved) noteStarted(d, ctx, started.session, p, { review, judgement });
@@ -154,7 +153,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
 }
 
 
-/** A command for a persistent shell (SPEC §20); review mode is not one a shell can hold yet. */
+/** A command for a persistent shell (SPEC §20), a review shell's too. */
 async function inShell(d: Daemon, c: ShellCommand) {
   const { session, warnings, shell, restarted } = await d.shells.run(c);
   return { session, warnings, shell: { view: () => ({ name: shell.name, cwd: shell.cwd, ...(restarted ? { restarted: true } : {}) }) } };

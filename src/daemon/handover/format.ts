@@ -9,4 +9,4 @@ export const HANDOVER_FORMAT = 1;
  * after its format and version: an image that does not name a kind (an older one) is never handed
  * a session of that kind, the restart is refused instead.
  */
-export const CARRIES = ['terminal', 'sandbox', 'review', 'credentials'] as const;
+export const CARRIES = ['terminal', 'sandbox', 'review', 'credentials', 'shells'] as const;

@@ -10,6 +10,7 @@ import { readStat } from '../../runner/procfs.js';
 import { carrySession } from '../../session/carry.js';
 import { toRecord } from '../../session/persist.js';
 import type { Session } from '../../session/session.js';
+import type { CarriedShellEntry } from '../../shells/shells.js';
 import { HANDOVER_ENV, HANDOVER_FORMAT, type Handover, type Restarts } from './schema.js';
 
 /** What the daemon lends a restart: its sessions, its socket, its guardian, its clients. */
@@ -43,6 +44,8 @@ export interface HandoverHost {
   abandonClients(err: Error): () => void;
   /** Resolves once the answers written to clients have gone out. */
   flushClients(): Promise<void>;
+  /** The persistent shells (SPEC §20): each one's process is handed on as a session's job is, its running command with it. */
+  shells?: { readonly size: number; cannotHandOver(): string | undefined; processes(): Session[]; hold(): () => void; carry(): CarriedShellEntry[] };
 }
 
 interface ExecAddon {
@@ -61,6 +64,8 @@ const FAULT_ENV = 'PROCCTL_FAULT_HANDOVER';
 /** A planned restart prepared: the sessions to hand over, and how to undo what was done so far. */
 export interface Prepared {
   sessions: Session[];
+  /** The persistent shells' own processes, handed on with the sessions. */
+  shells: Session[];
   /** The descriptors of the clients that connected during the hand-over, held unread for the next image. */
   clients: () => number[];
   from: string;
@@ -111,6 +116,9 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
     return missing.length > 0 ? `the new image (version ${to}) does not carry a session of this kind (${missing.join(', ')})` : undefined;
   };
   const stuck = sessions.map((s) => ({ s, why: cannotHandOver(s) ?? beyond(s) })).filter((x) => x.why !== undefined);
+  const shells = host.shells?.processes() ?? [];
+  const shellsWhy = host.shells?.cannotHandOver() ?? ((host.shells?.size ?? 0) > 0 && !carries.includes('shells') ? `the new image (version ${to}) does not carry persistent shells; close them (procctl shell close NAME) first` : undefined) ?? shells.map(beyond).find((w) => w !== undefined);
+  if (shellsWhy) throw conflict(`cannot hand the persistent shells to a new image: ${shellsWhy}. Nothing was restarted; try again in a moment, or close them (procctl shell close NAME)`);
   if (stuck.length > 0) {
     const list = stuck.map(({ s, why }) => `${s.id} (${s.name}): ${why}`).join('; ');
     throw conflict(`cannot hand these running sessions to a new image: ${list}. Nothing was restarted; wait for them or stop them, then restart`, {
@@ -130,7 +138,12 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   try {
     fault('wind');
     await pause('wind');
-    resume = holdOutputs(sessions);
+    const resumeOutputs = holdOutputs([...sessions, ...shells]);
+    const resumeShells = host.shells?.hold() ?? (() => undefined);
+    resume = () => {
+      resumeShells();
+      resumeOutputs();
+    };
     fault('hold');
     await pause('hold');
     // 5. settle
@@ -151,6 +164,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   await Promise.race([host.flushClients(), new Promise((r) => setTimeout(r, FLUSH_MS).unref())]);
   return {
     sessions,
+    shells,
     from: host.version,
     to,
     at,
@@ -183,14 +197,14 @@ export function exec(host: HandoverHost, p: Prepared): Error {
   try {
     if (host.closing) throw unavailable('the daemon began to shut down during the hand-over; nothing was restarted');
     // A session that began to end between prepare and now (a kill came): refuse, it is this image's to finish.
-    const late = p.sessions.filter((s) => !s.running || cannotHandOver(s) !== undefined);
+    const late = [...p.sessions, ...p.shells].filter((s) => !s.running || cannotHandOver(s) !== undefined);
     if (late.length > 0) throw conflict(`sessions changed during the hand-over (${late.map((s) => s.id).join(', ')}); nothing was restarted, try again`);
     const listen = host.listening();
     if (!listen) throw unavailable('the daemon has no listening socket to hand over');
     const frozen = freezeReaping();
     undo.push(frozen.thaw);
     // node-pty reaps terminal sessions' leaders on threads of its own: they are parked until the exec.
-    undo.push(parkTerminals(p.sessions));
+    undo.push(parkTerminals([...p.sessions, ...p.shells]));
     const kept: number[] = [];
     const keep = (fd: number) => {
       kept.push(fd);
@@ -226,6 +240,8 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       if (job.stdinQueued > 0) host.log.warn({ sessionId: s.id, bytes: job.stdinQueued }, 'restart: input written to this session that it had not read yet stays with the old image and is not sent');
       return { session: carrySession(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime), job };
     });
+    const shells = host.shells?.carry() ?? [];
+    for (const sh of shells) if (sh.box) for (const fd of handedDescriptors(sh.box.job)) keep(fd);
     const handover: Handover = {
       format: HANDOVER_FORMAT,
       from: { version: p.from, pid: process.pid, at: p.at },
@@ -235,6 +251,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       ...(host.approverMade !== undefined ? { approver: host.approverMade } : {}),
       restarts: host.restarts,
       sessions: carried,
+      shells,
     };
     file = join(host.runtimeDir, `handover-${process.pid}.json`);
     writeFileSync(file, JSON.stringify(handover), { mode: 0o600 });

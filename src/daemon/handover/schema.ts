@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { RestartsSchema } from '../../schema/restarts.js';
 import { CarriedSessionSchema } from '../../session/carry.js';
+import { CarriedShellSchema } from '../../shells/carry.js';
 import { HANDOVER_FORMAT } from './format.js';
 
 /**
@@ -59,6 +60,8 @@ export const HandoverSchema = z.object({
   approver: z.string().optional(),
   restarts: RestartsSchema,
   sessions: z.array(z.object({ session: CarriedSessionSchema, job: HandedJobSchema })),
+  /** The persistent shells (SPEC §20): a shell's own process as a job, its running command as a session; a review shell as its state. */
+  shells: z.array(z.object({ shell: CarriedShellSchema, box: z.object({ session: CarriedSessionSchema, job: HandedJobSchema }).optional(), command: CarriedSessionSchema.optional() })).default([]),
 });
 export type Handover = z.infer<typeof HandoverSchema>;
 
@@ -82,8 +85,12 @@ export function namedDescriptors(raw: unknown): number[] {
   add(h?.guardian?.table);
   add(h?.guardian?.keep);
   if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal]) add(v);
+  // A persistent shell's own process is a job like a session's.
+  const shells = (raw as { shells?: { box?: (typeof h.sessions & object)[number] }[] })?.shells;
+  const jobs = [...(Array.isArray(h?.sessions) ? h.sessions : []), ...(Array.isArray(shells) ? shells.flatMap((s) => (s?.box ? [s.box] : [])) : [])];
+  for (const s of jobs) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal]) add(v);
   if (Array.isArray(h?.sessions))
-    for (const s of h.sessions)
+    for (const s of jobs)
       for (const ch of Object.values(s?.job?.channels ?? {})) {
         add(ch?.control);
         if (Array.isArray(ch?.listeners)) for (const fd of ch.listeners) add(fd);
