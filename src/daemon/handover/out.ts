@@ -11,6 +11,7 @@ import { carrySession } from '../../session/carry.js';
 import { toRecord } from '../../session/persist.js';
 import type { Session } from '../../session/session.js';
 import { HANDOVER_ENV, HANDOVER_FORMAT, type Handover, type Restarts } from './schema.js';
+import { cpuMs } from './timeline.js';
 
 /** What the daemon lends a restart: its sessions, its socket, its guardian, its clients. */
 export interface HandoverHost {
@@ -66,6 +67,8 @@ export interface Prepared {
   from: string;
   to: string;
   at: number;
+  /** When each step so far ended (ms since the epoch): the new image logs the restart's timeline. */
+  steps: Record<string, number>;
   undo: () => void;
 }
 
@@ -102,8 +105,11 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   // 1. check
   const addon = loadAddon<ExecAddon>(['execImage', 'dupDescriptor', 'setInheritable']);
   if (addon instanceof Error) throw unavailable(`a planned restart needs the daemon's addon, which replaces the image in place: ${addon.message}`);
+  const steps: Record<string, number> = {};
+  const step = (name: string) => (steps[name] = Date.now());
   const { version: to, carries } = await nextImageFormat(host.args);
   fault('check');
+  step('check');
   // 2. sessions
   const sessions = host.running();
   const beyond = (s: Session) => {
@@ -121,6 +127,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   const held = host.holdClients();
   host.restarting = true;
   for (const s of sessions) s.wakeWaiters();
+  step('wind');
   const undoWind = () => {
     host.restarting = false;
     held.resume();
@@ -131,12 +138,14 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
     fault('wind');
     await pause('wind');
     resume = holdOutputs(sessions);
+    step('hold');
     fault('hold');
     await pause('hold');
     // 5. settle
     const records = sessions.map((s) => toRecord(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime));
     await host.settleFiles(records);
     await Promise.all(sessions.map((s) => s.spool?.settle()));
+    step('settle');
     fault('settle');
     await pause('settle');
   } catch (err) {
@@ -149,11 +158,13 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   // to go out. The clients reconnect; what they send meanwhile is held for the next image.
   const undoAbandon = host.abandonClients(restartingError());
   await Promise.race([host.flushClients(), new Promise((r) => setTimeout(r, FLUSH_MS).unref())]);
+  step('flush');
   return {
     sessions,
     from: host.version,
     to,
     at,
+    steps,
     clients: held.clients,
     undo: () => {
       undoAbandon();
@@ -228,7 +239,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     });
     const handover: Handover = {
       format: HANDOVER_FORMAT,
-      from: { version: p.from, pid: process.pid, at: p.at },
+      from: { version: p.from, pid: process.pid, at: p.at, steps: { ...p.steps, exec: Date.now() }, cpuMs: cpuMs() },
       listen: { fd: listenFd, activated: listen.activated },
       clients,
       ...(guardian ? { guardian } : {}),
