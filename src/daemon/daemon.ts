@@ -462,6 +462,8 @@ export class ProcctlDaemon implements Daemon {
       guardian: () => this.guardian.handOver(),
       notifyEnv: () => this.notifier.handOn(),
       args: this.args,
+      configFile: this.configFile,
+      stateDir: this.state.dir,
       restarts: this.restarts,
       approverMade: this.approverMade,
       settleFiles: async (records) => {

@@ -12,6 +12,9 @@ import { toRecord } from '../../session/persist.js';
 import type { Session } from '../../session/session.js';
 import { HANDOVER_ENV, HANDOVER_FORMAT, type Handover, type Restarts } from './schema.js';
 import { cpuMs } from './timeline.js';
+import { imageKey, rememberAnswer, rememberedAnswer } from './check-memo.js';
+import { loadConfig } from '../../config/load.js';
+import { requireSandbox } from '../../sandbox/host.js';
 
 /** What the daemon lends a restart: its sessions, its socket, its guardian, its clients. */
 export interface HandoverHost {
@@ -38,6 +41,10 @@ export interface HandoverHost {
   notifyEnv(): Record<string, string>;
   /** The daemon's own argv after the script (its --socket, --config, --log-level): the pre-flight starts with them. */
   args: string[];
+  /** The --config it was started with, if any. */
+  configFile: string | undefined;
+  /** The state directory: where the pre-flight's answer is remembered (check-memo.ts). */
+  stateDir: string;
   /** Records and the trail on disk before the image goes. */
   settleFiles(records: ReturnType<typeof toRecord>[]): Promise<void>;
   /** Every request still in flight is answered with this error, and nothing more is read until the returned undo. */
@@ -107,7 +114,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   if (addon instanceof Error) throw unavailable(`a planned restart needs the daemon's addon, which replaces the image in place: ${addon.message}`);
   const steps: Record<string, number> = {};
   const step = (name: string) => (steps[name] = Date.now());
-  const { version: to, carries } = await nextImageFormat(host.args);
+  const { version: to, carries } = await nextImage(host);
   fault('check');
   step('check');
   // 2. sessions
@@ -307,11 +314,61 @@ function fault(step: string): void {
 }
 
 /**
+ * What the image that would start now says of itself (its format, version, and what it carries):
+ * remembered from an earlier pre-flight of the very same image, config and environment
+ * (check-memo.ts), else asked. A remembered answer still has this image check the sandbox the
+ * config asks for, which the host may have lost meanwhile; if it cannot, the image is asked.
+ */
+async function nextImage(host: HandoverHost): Promise<{ version: string; carries: string[] }> {
+  const memo = join(host.stateDir, 'handover-check.json');
+  let key: string | undefined;
+  try {
+    key = imageKey({ procctld: procctld(), root: packageRoot(), args: host.args, configFile: host.configFile, env: process.env });
+  } catch (err) {
+    host.log.warn({ err: (err as Error).message }, 'restart: the installed image could not be fingerprinted; its pre-flight is run every time');
+  }
+  const remembered = key === undefined ? undefined : rememberedAnswer(memo, key);
+  if (remembered !== undefined && hostStillFits(host)) {
+    host.log.info({ answer: remembered }, 'restart: the pre-flight of this very image, config and environment was run before; its answer is remembered');
+    return readAnswer(remembered);
+  }
+  const answer = await nextImageFormat(host.args);
+  const read = readAnswer(answer);
+  if (key !== undefined) {
+    try {
+      rememberAnswer(memo, key, answer);
+    } catch (err) {
+      host.log.warn({ err: (err as Error).message }, 'restart: the pre-flight\'s answer could not be remembered in the state directory; it is run again next time');
+    }
+  }
+  return read;
+}
+
+/** The config as the daemon would load it now, and the sandbox it asks for, still there. */
+function hostStillFits(host: HandoverHost): boolean {
+  try {
+    requireSandbox(loadConfig(host.configFile).config);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The pre-flight's words: a format this image writes, or a refusal. */
+function readAnswer(answer: string): { version: string; carries: string[] } {
+  const [format, version, carries] = answer.trim().split(/\s+/);
+  if (Number(format) !== HANDOVER_FORMAT) {
+    throw conflict(`the new daemon image (${procctld()}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`);
+  }
+  return { version: version ?? 'unknown', carries: carries ? carries.split(',') : [] };
+}
+
+/**
  * The image that would start now (this package's bin/procctld, as installed now) answers which
  * hand-over format it reads: another format, or an image that does not start, refuses the restart
- * while the old one still serves. Returns the new image's version.
+ * while the old one still serves. Returns its answer as it said it.
  */
-function nextImageFormat(args: string[]): Promise<{ version: string; carries: string[] }> {
+function nextImageFormat(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
     // With the daemon's own options and environment: the new image loads its config, checks the
     // sandbox and limits it asks for and loads the addon, as its start will, and says so if it cannot.
@@ -320,12 +377,7 @@ function nextImageFormat(args: string[]): Promise<{ version: string; carries: st
         reject(unavailable(`the new daemon image (${procctld()}) did not start: ${(stderr || err.message).trim().split('\n')[0]}; nothing was restarted`));
         return;
       }
-      const [format, version, carries] = stdout.trim().split(/\s+/);
-      if (Number(format) !== HANDOVER_FORMAT) {
-        reject(conflict(`the new daemon image (${procctld()}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`));
-        return;
-      }
-      resolve({ version: version ?? 'unknown', carries: carries ? carries.split(',') : [] });
+      resolve(stdout.trim());
     });
   });
 }
