@@ -13,10 +13,9 @@
 // (pino's workers, web-tree-sitter's WebAssembly, node-pty's and the addon's native code), and
 // what is loaded only when configured (prom-client, OpenTelemetry: daemon.status.telemetry says
 // whether the SDK is loaded by looking for it in require's cache).
-import { spawn } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
@@ -91,21 +90,18 @@ function writeStamp(inputs) {
 }
 
 /**
- * The code cache: the bundle started once for real (a temp socket, config and state), which
- * writes what it compiled on the way to serving into procctld.cjs.cache, then stops.
+ * The code cache: the bundle run once as `procctld --version`, which loads (evaluates) every
+ * module of the daemon and exits; bin/procctld writes what that compiled into procctld.cjs.cache
+ * as it exits. Nothing is started, so it works on a host where the daemon could not run.
  */
-async function writeCodeCache() {
-  const dir = mkdtempSync(join(tmpdir(), 'procctld-bundle-'));
-  try {
-    mkdirSync(join(dir, 'run'), { mode: 0o700 });
-    const env = { ...process.env, PROCCTL_WRITE_CODE_CACHE: '1', XDG_CONFIG_HOME: join(dir, 'config'), PROCCTL_STATE_DIR: join(dir, 'state'), PROCCTL_LOG_LEVEL: 'error' };
-    for (const k of ['PROCCTL_SOCKET', 'PROCCTL_CONFIG', 'NOTIFY_SOCKET', 'LISTEN_FDS', 'LISTEN_PID', 'PROCCTL_HANDOVER']) delete env[k];
-    const child = spawn(process.execPath, [join(ROOT, 'bin', 'procctld'), '--socket', join(dir, 'run', 'procctl.sock')], { env, stdio: ['ignore', 'ignore', 'inherit'] });
-    const code = await new Promise((ok) => child.on('exit', ok));
-    if (code !== 0) throw new Error(`bundle-daemon: the bundled daemon's start to write its code cache exited ${code}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+function writeCodeCache() {
+  const env = { ...process.env, PROCCTL_WRITE_CODE_CACHE: '1' };
+  delete env.PROCCTL_DAEMON_SOURCES;
+  delete env.PROCCTL_HANDOVER;
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'procctld'), '--version'], { env, stdio: ['ignore', 'ignore', 'inherit'], timeout: 60_000 });
+  // Without it the bundle still runs, compiling as it goes.
+  if (r.status !== 0) process.stderr.write(`bundle-daemon: \`procctld --version\` from the bundle exited ${r.status ?? r.signal}; the bundle ships without a code cache\n`);
+  return r.status === 0 && existsSync(`${BUNDLE}.cache`);
 }
 
 const result = await build({
@@ -133,5 +129,5 @@ rmSync(`${BUNDLE}.cache`, { force: true });
 rmSync(STAMP, { force: true });
 replace(BUNDLE, result.outputFiles[0].text);
 const stamped = writeStamp(inside);
-await writeCodeCache();
-process.stdout.write(`bundled ${inside.length} modules (${stamped} of dist/) into ${relative(ROOT, BUNDLE)} (${Math.round(result.outputFiles[0].text.length / 1024)} KiB) with its code cache\n`);
+const cached = writeCodeCache();
+process.stdout.write(`bundled ${inside.length} modules (${stamped} of dist/) into ${relative(ROOT, BUNDLE)} (${Math.round(result.outputFiles[0].text.length / 1024)} KiB) ${cached ? 'with' : 'without'} its code cache\n`);
