@@ -299,9 +299,9 @@ export class ProcctlDaemon implements Daemon {
     const taken = this.inherited ? [] : takeFromGuardian(this.state.dir, this.log);
     if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
     const handed = handover ? this.adopt(handover) : taken.length > 0 ? this.adoptCrashed(taken) : new Set<string>();
-    mark('adopt');
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
+    mark('adopt');
     // A record that says it ran, with no hand-over: its daemon crashed, and nothing kept it for this one.
     const crashWhy = this.inherited ? undefined : CRASH_LOST;
     const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy: lostWhy ?? crashWhy });
