@@ -29,7 +29,8 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
     sandbox: { mode: 'workspace-write', workspaces: [ws] },
     scopes: { host: { elevated: 'allow' }, net: { network: { allow: ['127.0.0.1'] } }, held: {} },
   };
-  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2) }, config);
+  // At info, the new image logs where each restart's time went ("restart: serving again").
+  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2), PROCCTL_LOG_LEVEL: 'info' }, config);
   const client = await daemon.client();
   const operator = { scope: '*', approverToken: readFileSync(`${daemon.socket}.approver`, 'utf8').trim() };
   const kinds = { terminal: count / 2, sandboxed: count / 10, review: count / 10, pipes: count - count / 2 - count / 5 };
@@ -39,6 +40,7 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
   const pids = new Set<number>();
   const took: number[] = [];
   const floors = { node: [] as number[], image: [] as number[] };
+  const timelines: Timeline[] = [];
   let after1: { rss: number; fds: number } | undefined;
   let lost = 0;
   let doubled = 0;
@@ -66,6 +68,7 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
     let c = client;
     for (let r = 0; r < rounds; r++) {
       const t0 = now();
+      const asked = Date.now();
       await c.call('daemon.restart', operator);
       c.close();
       for (;;) {
@@ -83,6 +86,8 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
         await sleep(5);
       }
       took.push(now() - t0);
+      const timeline = await lastTimeline(daemon, asked);
+      if (timeline) timelines.push(timeline);
       // The floor, in turn with the restart: a bare Node, and the daemon's own image started alone.
       floors.node.push(timeStart([process.execPath, '-e', '0']));
       floors.image.push(timeStart([process.execPath, join(ROOT, 'bin', 'procctld'), '--version']));
@@ -112,10 +117,13 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
     const nodeFloor = median(floors.node);
     const imageFloor = median(floors.image);
     opts.log(`  restart ${round(median(took))} ms median (${took.map((t) => round(t)).join(', ')}); floor: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms; lost ${lost}, doubled ${doubled}, largest gap ${round(maxGap)} ms`);
+    const steps = medianSteps(timelines);
+    opts.log(`  where the time went, median of each step (ms): ${Object.entries(steps.steps).map(([k, v]) => `${k} ${v}`).join(', ')}; the new image's CPU until it served ${steps.imageCpuMs} ms`);
     opts.log(`  after 1 restart: RSS ${after1?.rss} kB, ${after1?.fds} fds; after ${rounds}: RSS ${end.rss} kB, ${end.fds} fds`);
     return [
       { bench: 'restart', name: `planned restart with ${count} sessions (half on terminals, sandboxed, review): request to answered again, median`, value: round(median(took)), unit: 'ms', target: { op: '<=', value: 1000 }, rounds: took.map((t) => round(t)), detail: `floor in the same run: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms` },
       { bench: 'restart', name: 'planned restart / starting the daemon image alone (procctld --version)', value: round(median(took) / imageFloor), unit: 'x' },
+      { bench: 'restart', name: 'planned restart: CPU the new image used from the exec until it served, median', value: steps.imageCpuMs, unit: 'ms', detail: `steps (ms, median): ${JSON.stringify(steps.steps)}` },
       { bench: 'restart', name: 'lines lost or doubled across all restarts', value: lost + doubled, unit: 'lines', target: { op: '<=', value: 0 } },
       { bench: 'restart', name: 'largest gap between two lines a job printed', value: round(maxGap), unit: 'ms', target: { op: '<=', value: 1000 } },
       { bench: 'restart', name: `daemon RSS after ${rounds} restarts / after 1`, value: round(end.rss / (after1?.rss ?? end.rss)), unit: 'x', target: { op: '<=', value: 1.25 } },
@@ -223,6 +231,32 @@ async function crashCost(opts: BenchOptions, count: number, printer: string): Pr
       }
     }
   }
+}
+
+interface Timeline {
+  steps: Record<string, number>;
+  imageCpuMs?: number;
+}
+
+/** The timeline the daemon logged for the restart asked at `since` ("restart: serving again", docs/durability.md); waits for it a while. */
+async function lastTimeline(daemon: BenchDaemon, since: number): Promise<Timeline | undefined> {
+  for (let i = 0; i < 100; i++) {
+    const lines = daemon.log.split('\n').filter((l) => l.includes('"restart: serving again"'));
+    const last = lines.at(-1);
+    if (last) {
+      const t = JSON.parse(last) as Timeline & { time: number };
+      if (t.time >= since) return t;
+    }
+    await sleep(20);
+  }
+  return undefined;
+}
+
+/** Each step's median over the restarts, in the order the steps came. */
+function medianSteps(all: Timeline[]): { steps: Record<string, number>; imageCpuMs: number } {
+  const steps: Record<string, number> = {};
+  for (const name of Object.keys(all[0]?.steps ?? {})) steps[name] = round(median(all.map((t) => t.steps[name] ?? 0)));
+  return { steps, imageCpuMs: round(median(all.map((t) => t.imageCpuMs ?? 0))) };
 }
 
 function timeStart(argv: string[]): number {

@@ -40,6 +40,7 @@ import { adoptSessions, type Inherited } from './handover/in.js';
 import { crashHandover, guardianSocket, takeFromGuardian } from './handover/crash.js';
 import { exec as execImage, prepare as prepareHandover, type HandoverHost } from './handover/out.js';
 import type { Restarts } from './handover/schema.js';
+import { mark, restartTimeline } from './handover/timeline.js';
 import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
@@ -288,6 +289,7 @@ export class ProcctlDaemon implements Daemon {
       this.telemetry = new OtlpTelemetry({ ...otlp, endpoint: otlp.endpoint }, this.registry, this.audit, packageVersion(), this.log);
     }
     this.remembered.load();
+    mark('setup');
     const handover = this.inherited && 'handover' in this.inherited ? this.inherited.handover : undefined;
     const roots = [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined);
     // The guardian watches every session adopted: the last image's goes on, else one is started first.
@@ -301,6 +303,7 @@ export class ProcctlDaemon implements Daemon {
     const handed = handover ? this.adopt(handover) : (crashed?.adopted ?? new Set<string>());
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
+    mark('adopt');
     // A record that says it ran, with no hand-over: its daemon crashed, and nothing kept it for this one.
     const crashWhy = this.inherited ? undefined : (id: string) => crashed?.unfit.get(id) ?? CRASH_LOST;
     const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy: lostWhy ?? crashWhy });
@@ -328,6 +331,7 @@ export class ProcctlDaemon implements Daemon {
       if (lost > 0 || taken.length > 0) this.restarts = { ...this.restarts, crash: this.restarts.crash + 1, lastAt: Date.now(), lost: this.restarts.lost + lost };
     }
     if (lostWhy) this.restarts = { ...this.restarts, planned: this.restarts.planned + 1, lastAt: Date.now(), lost: this.restarts.lost + [...this.registry.all()].filter((s) => s.reason === 'lost' && (s.endedAt ?? 0) >= this.startedAt).length };
+    mark('recover');
     const fds = this.listenFds;
     // The approver credential exists before the first client can connect (a client may read it at once).
     if (fds.length > 0) {
@@ -342,6 +346,9 @@ export class ProcctlDaemon implements Daemon {
     }
     // Clients that connected while the last image handed over: their requests are answered here.
     for (const fd of handover?.clients ?? []) this.server.emit('connection', new Socket({ fd, readable: true, writable: true, allowHalfOpen: true }));
+    mark('listen');
+    // Where the restart's time went, step by step (docs/durability.md "Where a restart's time goes").
+    if (handover) this.log.info(restartTimeline(handover.from), 'restart: serving again');
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
@@ -455,6 +462,8 @@ export class ProcctlDaemon implements Daemon {
       guardian: () => this.guardian.handOver(),
       notifyEnv: () => this.notifier.handOn(),
       args: this.args,
+      configFile: this.configFile,
+      stateDir: this.state.dir,
       restarts: this.restarts,
       approverMade: this.approverMade,
       settleFiles: async (records) => {

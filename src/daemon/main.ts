@@ -12,12 +12,18 @@ import { closeInherited } from './inherited.js';
 import { readInherited } from './handover/in.js';
 import { runPreflight } from './handover/preflight.js';
 import { loadAddon } from '../base/addon.js';
+import { mark } from './handover/timeline.js';
+import { loadBash } from '../shell/bash.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
 export async function runDaemon(argv: string[]): Promise<void> {
   // A restarting daemon asks the image it would start whether it can take over (SPEC §19): with the
   // same options, it loads the config and the addon and checks the sandbox, then says its format.
   if (argv[0] === '--handover-format') return runPreflight(argv.slice(1));
+  mark('modules');
+  // The approval rules' parser compiles on background threads while the config is read and the
+  // daemon set up; start() waits for it (and says its error) before anything is served.
+  loadBash().catch(() => undefined);
   // A planned restart's hand-over names descriptors to keep; it is read before anything is closed.
   const { inherited, keep } = readInherited();
   // Before anything is opened: what it inherited must not reach a job.
@@ -53,6 +59,7 @@ export async function runDaemon(argv: string[]): Promise<void> {
     }
     throw err;
   }
+  mark('config');
   // Socket activation: the socket systemd hands over decides where the files beside it go.
   const listenFds = inherited ? [] : activatedFds();
   const socketPath = listenFds.length > 0 ? activatedSocketPath(listenFds[0], opts.socket) : resolveSocketPath(opts.socket);

@@ -22,10 +22,19 @@ export interface SimpleCommand {
 }
 
 let parser: Parser | undefined;
+let loading: Promise<void> | undefined;
 
-/** Load the parser once (the daemon does this at start, before it listens). */
-export async function loadBash(): Promise<void> {
-  if (parser) return;
+/**
+ * Load the parser once (the daemon does this at start, before it listens): the first call starts
+ * it, every call waits for the same load. Its WebAssembly compiles on V8's background threads, so
+ * the daemon starts it first thing and does the rest of its start meanwhile.
+ */
+export function loadBash(): Promise<void> {
+  loading ??= load();
+  return loading;
+}
+
+async function load(): Promise<void> {
   const require = createRequire(import.meta.url);
   await Parser.init();
   const bash = await Language.load(readFileSync(require.resolve('tree-sitter-bash/tree-sitter-bash.wasm')));

@@ -90,7 +90,7 @@ describe.skipIf(Boolean(offline))('the packed tarball', () => {
     const r = spawnSync('tar', ['-tzf', tarball], { encoding: 'utf8' });
     const files = r.stdout.split('\n').filter(Boolean);
     expect(files).toContain('package/prebuilds/linux-x64/procctl.napi.glibc.node');
-    for (const f of ['dist/src/cli/procctl.cjs', 'dist/src/cli/procctl.cjs.json', 'dist/src/cli/procctl.cjs.cache', 'dist/web/index.html', 'dist/web/app.js', 'dist/web/app.css', 'LICENSE', 'docs/systemd/procctld.service', 'docs/systemd/user/procctld.service', 'docs/systemd.md']) {
+    for (const f of ['dist/src/cli/procctl.cjs', 'dist/src/cli/procctl.cjs.json', 'dist/src/cli/procctl.cjs.cache', 'dist/src/daemon/procctld.cjs', 'dist/src/daemon/procctld.cjs.json', 'dist/src/daemon/procctld.cjs.cache', 'dist/web/index.html', 'dist/web/app.js', 'dist/web/app.css', 'LICENSE', 'docs/systemd/procctld.service', 'docs/systemd/user/procctld.service', 'docs/systemd.md']) {
       expect(files).toContain(`package/${f}`);
     }
     expect(files.filter((f) => f.startsWith('package/dist/bench/') || f.endsWith('.map') || /soak\.(json|svg)$|bench-results/.test(f))).toEqual([]);
@@ -118,6 +118,12 @@ describe.skipIf(Boolean(offline))('npm install -g of the tarball', () => {
         expect(r.stderr).toContain('running the bundle');
         expect(r.stderr).toContain('with its code cache');
         expect(JSON.parse(r.stdout).sessions).toEqual([]);
+      });
+
+      it('procctld runs its one-file bundle with its code cache: the install\'s new file times are checked by the stamp\'s hashes', () => {
+        const r = spawnSync(join(prefix, 'bin', 'procctld'), ['--version'], { encoding: 'utf8', env: { ...npmEnv(), PROCCTL_DAEMON_REPORT: '1' }, cwd: dir });
+        expect(r.status, r.stderr).toBe(0);
+        expect(r.stderr).toMatch(/running the bundle .*procctld\.cjs with its code cache/);
       });
 
       it('the daemon starts jobs with the prebuilt addon (posix_spawn), and procctl status says so', async () => {

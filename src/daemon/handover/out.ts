@@ -12,6 +12,10 @@ import { toRecord } from '../../session/persist.js';
 import type { Session } from '../../session/session.js';
 import type { CarriedShellEntry } from '../../shells/shells.js';
 import { HANDOVER_ENV, HANDOVER_FORMAT, type Handover, type Restarts } from './schema.js';
+import { cpuMs } from './timeline.js';
+import { imageKey, rememberAnswer, rememberedAnswer } from './check-memo.js';
+import { loadConfig } from '../../config/load.js';
+import { requireSandbox } from '../../sandbox/host.js';
 
 /** What the daemon lends a restart: its sessions, its socket, its guardian, its clients. */
 export interface HandoverHost {
@@ -38,6 +42,10 @@ export interface HandoverHost {
   notifyEnv(): Record<string, string>;
   /** The daemon's own argv after the script (its --socket, --config, --log-level): the pre-flight starts with them. */
   args: string[];
+  /** The --config it was started with, if any. */
+  configFile: string | undefined;
+  /** The state directory: where the pre-flight's answer is remembered (check-memo.ts). */
+  stateDir: string;
   /** Records and the trail on disk before the image goes. */
   settleFiles(records: ReturnType<typeof toRecord>[]): Promise<void>;
   /** Every request still in flight is answered with this error, and nothing more is read until the returned undo. */
@@ -71,6 +79,8 @@ export interface Prepared {
   from: string;
   to: string;
   at: number;
+  /** When each step so far ended (ms since the epoch): the new image logs the restart's timeline. */
+  steps: Record<string, number>;
   undo: () => void;
 }
 
@@ -107,8 +117,11 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   // 1. check
   const addon = loadAddon<ExecAddon>(['execImage', 'dupDescriptor', 'setInheritable']);
   if (addon instanceof Error) throw unavailable(`a planned restart needs the daemon's addon, which replaces the image in place: ${addon.message}`);
-  const { version: to, carries } = await nextImageFormat(host.args);
+  const steps: Record<string, number> = {};
+  const step = (name: string) => (steps[name] = Date.now());
+  const { version: to, carries } = await nextImage(host);
   fault('check');
+  step('check');
   // 2. sessions
   const sessions = host.running();
   const beyond = (s: Session) => {
@@ -129,6 +142,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   const held = host.holdClients();
   host.restarting = true;
   for (const s of sessions) s.wakeWaiters();
+  step('wind');
   const undoWind = () => {
     host.restarting = false;
     held.resume();
@@ -144,12 +158,14 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
       resumeShells();
       resumeOutputs();
     };
+    step('hold');
     fault('hold');
     await pause('hold');
     // 5. settle
     const records = sessions.map((s) => toRecord(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime));
     await host.settleFiles(records);
     await Promise.all(sessions.map((s) => s.spool?.settle()));
+    step('settle');
     fault('settle');
     await pause('settle');
   } catch (err) {
@@ -162,12 +178,14 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   // to go out. The clients reconnect; what they send meanwhile is held for the next image.
   const undoAbandon = host.abandonClients(restartingError());
   await Promise.race([host.flushClients(), new Promise((r) => setTimeout(r, FLUSH_MS).unref())]);
+  step('flush');
   return {
     sessions,
     shells,
     from: host.version,
     to,
     at,
+    steps,
     clients: held.clients,
     undo: () => {
       undoAbandon();
@@ -244,7 +262,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     for (const sh of shells) if (sh.box) for (const fd of handedDescriptors(sh.box.job)) keep(fd);
     const handover: Handover = {
       format: HANDOVER_FORMAT,
-      from: { version: p.from, pid: process.pid, at: p.at },
+      from: { version: p.from, pid: process.pid, at: p.at, steps: { ...p.steps, exec: Date.now() }, cpuMs: cpuMs() },
       listen: { fd: listenFd, activated: listen.activated },
       clients,
       ...(guardian ? { guardian } : {}),
@@ -313,11 +331,61 @@ function fault(step: string): void {
 }
 
 /**
+ * What the image that would start now says of itself (its format, version, and what it carries):
+ * remembered from an earlier pre-flight of the very same image, config and environment
+ * (check-memo.ts), else asked. A remembered answer still has this image check the sandbox the
+ * config asks for, which the host may have lost meanwhile; if it cannot, the image is asked.
+ */
+async function nextImage(host: HandoverHost): Promise<{ version: string; carries: string[] }> {
+  const memo = join(host.stateDir, 'handover-check.json');
+  let key: string | undefined;
+  try {
+    key = imageKey({ procctld: procctld(), root: packageRoot(), args: host.args, configFile: host.configFile, env: process.env });
+  } catch (err) {
+    host.log.warn({ err: (err as Error).message }, 'restart: the installed image could not be fingerprinted; its pre-flight is run every time');
+  }
+  const remembered = key === undefined ? undefined : rememberedAnswer(memo, key);
+  if (remembered !== undefined && hostStillFits(host)) {
+    host.log.info({ answer: remembered }, 'restart: the pre-flight of this very image, config and environment was run before; its answer is remembered');
+    return readAnswer(remembered);
+  }
+  const answer = await nextImageFormat(host.args);
+  const read = readAnswer(answer);
+  if (key !== undefined) {
+    try {
+      rememberAnswer(memo, key, answer);
+    } catch (err) {
+      host.log.warn({ err: (err as Error).message }, 'restart: the pre-flight\'s answer could not be remembered in the state directory; it is run again next time');
+    }
+  }
+  return read;
+}
+
+/** The config as the daemon would load it now, and the sandbox it asks for, still there. */
+function hostStillFits(host: HandoverHost): boolean {
+  try {
+    requireSandbox(loadConfig(host.configFile).config);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The pre-flight's words: a format this image writes, or a refusal. */
+function readAnswer(answer: string): { version: string; carries: string[] } {
+  const [format, version, carries] = answer.trim().split(/\s+/);
+  if (Number(format) !== HANDOVER_FORMAT) {
+    throw conflict(`the new daemon image (${procctld()}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`);
+  }
+  return { version: version ?? 'unknown', carries: carries ? carries.split(',') : [] };
+}
+
+/**
  * The image that would start now (this package's bin/procctld, as installed now) answers which
  * hand-over format it reads: another format, or an image that does not start, refuses the restart
- * while the old one still serves. Returns the new image's version.
+ * while the old one still serves. Returns its answer as it said it.
  */
-function nextImageFormat(args: string[]): Promise<{ version: string; carries: string[] }> {
+function nextImageFormat(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
     // With the daemon's own options and environment: the new image loads its config, checks the
     // sandbox and limits it asks for and loads the addon, as its start will, and says so if it cannot.
@@ -326,12 +394,7 @@ function nextImageFormat(args: string[]): Promise<{ version: string; carries: st
         reject(unavailable(`the new daemon image (${procctld()}) did not start: ${(stderr || err.message).trim().split('\n')[0]}; nothing was restarted`));
         return;
       }
-      const [format, version, carries] = stdout.trim().split(/\s+/);
-      if (Number(format) !== HANDOVER_FORMAT) {
-        reject(conflict(`the new daemon image (${procctld()}, version ${version ?? 'unknown'}) reads hand-over format ${format} and this one writes ${HANDOVER_FORMAT}: it cannot take the running sessions. Nothing was restarted; stop the sessions and use a full restart (systemctl restart), or install a version that reads format ${HANDOVER_FORMAT}`));
-        return;
-      }
-      resolve({ version: version ?? 'unknown', carries: carries ? carries.split(',') : [] });
+      resolve(stdout.trim());
     });
   });
 }

@@ -49,7 +49,14 @@ export { RestartsSchema, type Restarts } from '../../schema/restarts.js';
 
 export const HandoverSchema = z.object({
   format: z.literal(HANDOVER_FORMAT),
-  from: z.object({ version: z.string(), pid: z.number().int(), at: z.number() }),
+  from: z.object({
+    version: z.string(),
+    pid: z.number().int(),
+    at: z.number(),
+    /** When each step of the old image ended (ms since the epoch) and the CPU it had used, for the restart's timeline (docs/durability.md). */
+    steps: z.record(z.string(), z.number()).optional(),
+    cpuMs: z.number().optional(),
+  }),
   /** The listening socket, kept open all along: clients that connect meanwhile wait in its backlog. */
   listen: z.object({ fd, activated: z.boolean() }),
   /** Clients that connected during the hand-over, unread: their requests are answered by the next image. */

@@ -1,0 +1,36 @@
+/**
+ * Where a planned restart's time goes (docs/durability.md "Where a restart's time goes"): the old
+ * image notes when each of its steps ended, the new one when it was loaded, read its config, took
+ * the sessions back and served; the new image logs the whole as one line, each step's length in
+ * ms, with the CPU the new image used from the exec until it served (a figure a loaded machine
+ * does not stretch as it stretches wall times).
+ */
+const marks: [string, number][] = [];
+
+/** A step of this image's start ended now. */
+export function mark(step: string): void {
+  marks.push([step, Date.now()]);
+}
+
+/** The CPU this process has used so far, in ms (it goes on counting across an exec: same process). */
+export function cpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
+/**
+ * Each step's length (ms), in order: the old image's (from `at`, the request), the exec until
+ * this image's Node started (`boot`), then this image's; and the CPU this image used.
+ */
+export function restartTimeline(from: { at: number; steps?: Record<string, number>; cpuMs?: number }): { steps: Record<string, number>; totalMs: number; imageCpuMs?: number } {
+  const steps: Record<string, number> = {};
+  let last = from.at;
+  const add = (name: string, t: number) => {
+    steps[name] = Math.round(t - last);
+    last = t;
+  };
+  for (const [name, t] of Object.entries(from.steps ?? {})) add(name, t);
+  add('boot', performance.timeOrigin);
+  for (const [name, t] of marks) add(name, t);
+  return { steps, totalMs: Math.round(last - from.at), ...(from.cpuMs !== undefined ? { imageCpuMs: Math.round(cpuMs() - from.cpuMs) } : {}) };
+}

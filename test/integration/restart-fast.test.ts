@@ -1,0 +1,118 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { killLeftovers } from '../helpers/procs.js';
+import { TestClient } from '../helpers/rpc.js';
+import { Scoped } from '../helpers/session.js';
+
+/**
+ * A planned restart answered again sooner (issue 35 point 6, docs/durability.md "The pre-flight,
+ * remembered"): the pre-flight's answer is remembered per installed image, config and
+ * environment, and any change of them asks the image again, so a refusal still comes while the
+ * old image serves. Real daemons re-executing themselves, a real copy of the package.
+ */
+
+const pids = new Set<number>();
+const copies: string[] = [];
+
+afterEach(async () => {
+  await stopAllDaemons();
+  killLeftovers(pids);
+});
+
+afterAll(() => {
+  for (const dir of copies) rmSync(dir, { recursive: true, force: true });
+});
+
+const REMEMBERED = 'its answer is remembered';
+
+function operator(d: TestDaemon): Record<string, string> {
+  return { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() };
+}
+
+async function status(d: TestDaemon): Promise<any> {
+  const c = await TestClient.connect(d.socket);
+  try {
+    return await c.call('daemon.status');
+  } finally {
+    c.close();
+  }
+}
+
+async function restart(d: TestDaemon, before: number): Promise<void> {
+  const c = await TestClient.connect(d.socket);
+  await c.call('daemon.restart', operator(d));
+  c.close();
+  await waitFor(async () => {
+    try {
+      return (await status(d)).restarts.planned > before;
+    } catch {
+      return false;
+    }
+  }, { what: 'the new image to serve', timeoutMs: 30_000 });
+}
+
+/** How many restarts found the pre-flight's answer remembered, by the daemon's log. */
+const rememberedCount = (d: TestDaemon) => (d.stdout() + d.stderr()).split(REMEMBERED).length - 1;
+
+function packageCopy(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'procctl-pkg-'));
+  copies.push(dir);
+  for (const part of ['bin', 'dist', 'build', 'package.json']) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  return dir;
+}
+
+const counter = (n: number) => `i=0; while [ $i -lt ${n} ]; do echo $i; i=$((i+1)); sleep 0.01; done`;
+
+describe('the pre-flight, remembered (SPEC §19)', () => {
+  it('a second restart into the same image does not start its pre-flight again, and keeps every number of a counter', async () => {
+    const d = await startDaemon({ env: { PROCCTL_LOG_LEVEL: 'info' } });
+    const s = new Scoped(await d.client(), 'memo');
+    const n = 300;
+    const count = await s.exec({ command: counter(n), background: true });
+    pids.add(count.pid);
+    await s.waitOutput(count.sessionId, '\n10\n');
+    await restart(d, 0);
+    expect(rememberedCount(d)).toBe(0);
+    await restart(d, 1);
+    await waitFor(() => rememberedCount(d) === 1, { what: 'the second restart to say the answer was remembered' });
+    const s2 = new Scoped(await d.client(), 'memo');
+    await s2.pollUntilEnded(count.sessionId, 30_000);
+    const lines = (await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output.split('\n').filter((l: string) => l !== '');
+    expect(lines).toEqual(Array.from({ length: n }, (_, i) => String(i)));
+  });
+
+  it('an image changed since (another format written into one file) is asked again, and refuses while the old image serves', async () => {
+    const pkg = packageCopy();
+    const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld'), env: { PROCCTL_LOG_LEVEL: 'info' } });
+    const s = new Scoped(await d.client(), 'memo');
+    const job = await s.exec({ command: 'sleep 300', background: true });
+    pids.add(job.pid);
+    await restart(d, 0);
+    const format = join(pkg, 'dist', 'src', 'daemon', 'handover', 'format.js');
+    writeFileSync(format, readFileSync(format, 'utf8').replace('export const HANDOVER_FORMAT = 1;', 'export const HANDOVER_FORMAT = 2;'));
+    const r = await (await d.client()).request('daemon.restart', operator(d));
+    expect(r.error?.data?.kind).toBe('conflict');
+    expect(r.error?.message).toMatch(/reads hand-over format 2 and this one writes 1/);
+    expect(rememberedCount(d)).toBe(0);
+    expect((await status(d)).restarts.planned).toBe(1);
+    expect((await new Scoped(await d.client(), 'memo').list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
+  });
+
+  it('a config edited since (a typo) is checked again by the image, and refuses naming the problem', async () => {
+    const d = await startDaemon({ config: { tools: { exec: { killGraceMs: 1000 } } }, env: { PROCCTL_LOG_LEVEL: 'info' } });
+    const s = new Scoped(await d.client(), 'memo');
+    const job = await s.exec({ command: 'sleep 300', background: true });
+    pids.add(job.pid);
+    await restart(d, 0);
+    writeFileSync(join(d.dir, 'config.json'), '{"tools": {"exec": {"killGraceMs": "soon"}}}');
+    const r = await (await d.client()).request('daemon.restart', operator(d));
+    expect(r.error?.data?.kind).toBe('unavailable');
+    expect(r.error?.message).toMatch(/did not start: .*killGraceMs/);
+    expect(rememberedCount(d)).toBe(0);
+    expect((await status(d)).restarts.planned).toBe(1);
+  });
+});
