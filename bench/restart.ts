@@ -173,8 +173,9 @@ async function crashCost(opts: BenchOptions, count: number, printer: string): Pr
       ids.push(r.sessionId);
       pids.add(r.pid);
     }
-    // Every session's first record (at 100 ms) gives the guardian its descriptors.
-    await sleep(1000);
+    // Every session's first record (at ~100 ms, later on a loaded machine) gives the guardian its
+    // descriptors: the crash waits for all of them, or one not yet kept is (rightly) lost.
+    await firstRecords(daemon, ids);
     const before = usage(daemon.pid);
     for (let r = 0; r < rounds; r++) {
       c.close();
@@ -267,4 +268,21 @@ function timeStart(argv: string[]): number {
 
 function usage(pid: number): { rss: number; fds: number } {
   return { rss: memoryKb(pid)?.rss ?? 0, fds: readdirSync(`/proc/${pid}/fd`).length };
+}
+
+/** Wait (up to a minute) until each session's first record, with its leader's start time, is on disk. */
+async function firstRecords(daemon: BenchDaemon, ids: string[]): Promise<void> {
+  const dir = join(daemon.env.PROCCTL_STATE_DIR!, 'sessions');
+  const written = (id: string) => {
+    try {
+      return (JSON.parse(readFileSync(join(dir, `${id}.json`), 'utf8')) as { pidStartTime?: number }).pidStartTime !== undefined;
+    } catch {
+      return false;
+    }
+  };
+  const deadline = Date.now() + 60_000;
+  for (let left = ids; left.length > 0; left = left.filter((id) => !written(id))) {
+    if (Date.now() > deadline) throw new Error(`${left.length} of ${ids.length} sessions have no first record after a minute`);
+    await sleep(50);
+  }
 }
