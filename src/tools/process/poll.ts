@@ -5,6 +5,7 @@ import { checkpointView, endLine, interruptText, networkNote, networkView } from
 import { sessionResources } from '../../runner/cgroup.js';
 import { askPorts } from '../../runner/ports.js';
 import { target } from './target.js';
+import { jsonAnswer, LARGE_TEXT } from '../json-answer.js';
 
 const MAX_WAIT_MS = 120_000;
 
@@ -28,8 +29,9 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
     const n = drained.dropped[stream];
     if (n > 0) notes.push(`[${n} characters of ${stream} were dropped before this poll: more arrived than the pending cap holds; ${v.call({ action: 'log', sessionId: s.id })} has the newest retained output]`);
   }
+  // The text: what goes before the output (notes, said first), the output, what goes after it.
   const lines = [...notes];
-  if (drained.text) lines.push(drained.text.replace(/\n$/, ''));
+  const after: string[] = [];
   const result: Record<string, unknown> = { status: s.status, sessionId: s.id, output: drained.text };
   if (notes.length) result.droppedChars = drained.dropped;
   const network = networkView(s);
@@ -51,21 +53,32 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   }
   if (s.paused) {
     result.paused = true;
-    lines.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
+    after.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
   }
   if (s.interrupt) result.interrupt = interruptView(s.interrupt);
   // An ended session may still ask about its held changes (SPEC §16): how it ended, then the question.
   if (s.interrupt && s.endedAt === undefined) {
-    lines.push(interruptText(s, v));
+    after.push(interruptText(s, v));
   } else if (s.running) {
-    if (!drained.text) lines.push('(no new output)');
+    if (!drained.text) after.push('(no new output)');
     result.retryInMs = retryInMs(s.notePoll(drained.text !== ''));
-    lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}, or wait for it to end with ${v.call({ action: 'wait', sessionIds: [s.id] })}.`);
+    after.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}, or wait for it to end with ${v.call({ action: 'wait', sessionIds: [s.id] })}.`);
   } else {
     Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });
-    lines.push(endLine(s, v));
-    if (s.interrupt) lines.push(interruptText(s, v));
+    after.push(endLine(s, v));
+    if (s.interrupt) after.push(interruptText(s, v));
   }
-  result.text = lines.join('\n');
-  return result;
+  const body = drained.text.replace(/\n$/, '');
+  if (drained.text.length < LARGE_TEXT) {
+    result.text = (drained.text ? [...lines, body, ...after] : [...lines, ...after]).join('\n');
+    return result;
+  }
+  // A large output (a fast job's pending output, escaped up to six bytes a character) goes out
+  // as JSON bytes made a slice at a time (json-answer.ts); the same answer, field for field.
+  const { output, ...fields } = result;
+  const join = (a: string[], edge: 'before' | 'after') => (a.length === 0 ? '' : edge === 'before' ? `${a.join('\n')}\n` : `\n${a.join('\n')}`);
+  return jsonAnswer(fields, [
+    ['output', [output as string]],
+    ['text', [join(lines, 'before'), body, join(after, 'after')]],
+  ]);
 }
