@@ -17,6 +17,20 @@ export function retryInMs(quietPolls: number): number {
   return BACKOFF_MS[Math.min(Math.max(quietPolls - 1, 0), BACKOFF_MS.length - 1)];
 }
 
+/** A run of NULs at least this long is said in a poll's text by its length (the output carries them). */
+const NUL_RUN = 16;
+const NUL_RUNS = new RegExp(`\0{${NUL_RUN},}`, 'g');
+
+/**
+ * The output as the text shows it: a run of NUL characters is said as `[N NUL characters]`, not
+ * written out. JSON escapes a NUL in six bytes, so a job printing zeros made every poll's text
+ * another 180 kB for a client to parse, for nothing a model or a person can read; `output` still
+ * carries every character, and the count says how many.
+ */
+export function nulRuns(text: string): string {
+  return text.includes('\0'.repeat(NUL_RUN)) ? text.replace(NUL_RUNS, (run) => `[${run.length} NUL characters]`) : text;
+}
+
 export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   const v = ctx.voice;
@@ -68,7 +82,7 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
     after.push(endLine(s, v));
     if (s.interrupt) after.push(interruptText(s, v));
   }
-  const body = drained.text.replace(/\n$/, '');
+  const body = nulRuns(drained.text.replace(/\n$/, ''));
   if (drained.text.length < LARGE_TEXT) {
     result.text = (drained.text ? [...lines, body, ...after] : [...lines, ...after]).join('\n');
     return result;
