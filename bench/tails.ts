@@ -320,9 +320,9 @@ async function hold(client: BenchClient, count: number, pids: Set<number>, polle
   return ids;
 }
 
-/** With --cpu-prof, say when each phase starts on the monotonic clock the daemon's profile uses (µs). */
+/** With daemon node flags (--cpu-prof, a tracing preload), say when each phase starts on the monotonic clock the daemon's profile uses (µs). */
 function mark(opts: BenchOptions, what: string): void {
-  if (BenchDaemon.nodeArgs.includes('--cpu-prof')) opts.log(`  [profile mark] ${what} at ${process.hrtime.bigint() / 1000n} us`);
+  if (BenchDaemon.nodeArgs.length > 0) opts.log(`  [profile mark] ${what} at ${process.hrtime.bigint() / 1000n} us`);
 }
 
 const mb = (kb: number) => Math.round(kb / 1024);

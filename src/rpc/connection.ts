@@ -319,7 +319,18 @@ export class Connection {
     this.socket.cork();
     this.socket.write(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`);
     this.socket.write(m.result.bytes);
-    this.socket.write(RESULT_END, this.onWritten);
+    const written = m.result.written;
+    this.socket.write(
+      RESULT_END,
+      written
+        ? (err?: Error | null) => {
+            this.onWritten();
+            // Out: the bytes may be used again. Not after a failed write: whether the socket is still
+            // holding them is not known then, so they are left to the collector.
+            if (!err) written();
+          }
+        : this.onWritten,
+    );
     this.socket.uncork();
   }
 

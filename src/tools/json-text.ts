@@ -5,7 +5,15 @@
  * same value back through toJSON.
  */
 export class JsonText {
-  constructor(readonly bytes: Buffer) {}
+  /**
+   * `written`: called by the transport once the bytes are out (the socket is done with them), so
+   * their owner may use the buffer again. A reader that keeps the bytes, or never writes them,
+   * simply does not call it.
+   */
+  constructor(
+    readonly bytes: Buffer,
+    readonly written?: () => void,
+  ) {}
 
   /** The value, for a reader that wants it as an object (tests, a batch's generic path). */
   get value(): unknown {

@@ -25,7 +25,7 @@ export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonT
   const last = pages.get(key);
   if (last && samePage(last, page, entries, resources)) {
     const bytes = withRuntimes(last, page.sessions);
-    if (bytes) return new JsonText(bytes);
+    if (bytes) return new JsonText(bytes, () => giveBack(last, bytes));
   }
   const made = makePage(ctx.scope === ALL_SCOPES, page, entries, resources, offset, p.limit);
   pages.delete(key);
@@ -50,6 +50,22 @@ interface KeptPage {
   /** Byte offset and width of each session's runtimeMs in `bytes`. */
   at: Uint32Array;
   width: Uint8Array;
+  /**
+   * Copies of `bytes` the socket has finished writing, to be written over for the next answer.
+   * A fresh buffer per answer is memory outside the JS heap, and V8 answers its growth with full
+   * collections of the whole heap (external memory pressure): with a thousand sessions a list
+   * of all of them every few ms made one every second or two, each holding the thread 40-100 ms
+   * on a loaded machine (docs/benchmarks.md, tails at 1,000 sessions).
+   */
+  spare: Buffer[];
+}
+
+/** Copies kept per page for the next answers; more answers in flight at once than this get new buffers. */
+const MAX_SPARE = 2;
+
+/** An answer's copy is out on the socket: keep it for the next answer of the same page. */
+function giveBack(kept: KeptPage, bytes: Buffer): void {
+  if (kept.spare.length < MAX_SPARE && bytes.length === kept.bytes.length) kept.spare.push(bytes);
 }
 
 /** Pages kept per daemon: a few scopes' or callers' pages (offset, limit) at once. */
@@ -73,12 +89,14 @@ function samePage(kept: KeptPage, page: Page, entries: Entry[], resources: (Reso
 type Page = { sessions: Session[]; total: number; running: number };
 
 /**
- * A fresh copy of the kept bytes with each session's running time now (never the kept buffer
- * itself: an answer handed to the socket may not be written out yet). Undefined when a time
- * needs more digits than its place holds: then the page is made again.
+ * A copy of the kept bytes with each session's running time now: a spare copy already written
+ * out, or a new one (never the kept buffer itself, nor a copy still on its way out: an answer
+ * handed to the socket may not be written yet). Undefined when a time needs more digits than
+ * its place holds: then the page is made again.
  */
 function withRuntimes(kept: KeptPage, sessions: Session[]): Buffer | undefined {
-  const out = Buffer.from(kept.bytes);
+  const spare = kept.spare.pop();
+  const out = spare ? (kept.bytes.copy(spare), spare) : Buffer.from(kept.bytes);
   for (let i = 0; i < sessions.length; i++) {
     const ms = String(sessions[i].runtimeMs);
     if (ms.length !== kept.width[i]) return undefined;
@@ -122,7 +140,7 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
   const text = listText(lines, page.total, page.running, offset, limit);
   const limitField = limit === undefined ? '' : `,"limit":${limit}`;
   put(`],"total":${page.total},"offset":${offset}${limitField},"text":${JSON.stringify(text)}}`);
-  return { entries, resources, total: page.total, running: page.running, bytes: concat(pieces, pos), at, width };
+  return { entries, resources, total: page.total, running: page.running, bytes: concat(pieces, pos), at, width, spare: [] };
 }
 
 /** The pieces as one buffer of `size` bytes, strings written as UTF-8 into it (no buffer of their own). */

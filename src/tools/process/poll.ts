@@ -5,6 +5,7 @@ import { checkpointView, endLine, interruptText, networkNote, networkView } from
 import { sessionResources } from '../../runner/cgroup.js';
 import { askPorts } from '../../runner/ports.js';
 import { target } from './target.js';
+import { jsonAnswer, LARGE_TEXT } from '../json-answer.js';
 
 const MAX_WAIT_MS = 120_000;
 
@@ -14,6 +15,20 @@ const BACKOFF_MS = [1000, 5000, 10_000, 30_000, 60_000];
 /** `quietPolls`: polls in a row, this one included, that found no new output (0 when this one found some). */
 export function retryInMs(quietPolls: number): number {
   return BACKOFF_MS[Math.min(Math.max(quietPolls - 1, 0), BACKOFF_MS.length - 1)];
+}
+
+/** A run of NULs at least this long is said in a poll's text by its length (the output carries them). */
+const NUL_RUN = 16;
+const NUL_RUNS = new RegExp(`\0{${NUL_RUN},}`, 'g');
+
+/**
+ * The output as the text shows it: a run of NUL characters is said as `[N NUL characters]`, not
+ * written out. JSON escapes a NUL in six bytes, so a job printing zeros made every poll's text
+ * another 180 kB for a client to parse, for nothing a model or a person can read; `output` still
+ * carries every character, and the count says how many.
+ */
+export function nulRuns(text: string): string {
+  return text.includes('\0'.repeat(NUL_RUN)) ? text.replace(NUL_RUNS, (run) => `[${run.length} NUL characters]`) : text;
 }
 
 export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
@@ -28,8 +43,9 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
     const n = drained.dropped[stream];
     if (n > 0) notes.push(`[${n} characters of ${stream} were dropped before this poll: more arrived than the pending cap holds; ${v.call({ action: 'log', sessionId: s.id })} has the newest retained output]`);
   }
+  // The text: what goes before the output (notes, said first), the output, what goes after it.
   const lines = [...notes];
-  if (drained.text) lines.push(drained.text.replace(/\n$/, ''));
+  const after: string[] = [];
   const result: Record<string, unknown> = { status: s.status, sessionId: s.id, output: drained.text };
   if (notes.length) result.droppedChars = drained.dropped;
   const network = networkView(s);
@@ -51,21 +67,32 @@ export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   }
   if (s.paused) {
     result.paused = true;
-    lines.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
+    after.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
   }
   if (s.interrupt) result.interrupt = interruptView(s.interrupt);
   // An ended session may still ask about its held changes (SPEC §16): how it ended, then the question.
   if (s.interrupt && s.endedAt === undefined) {
-    lines.push(interruptText(s, v));
+    after.push(interruptText(s, v));
   } else if (s.running) {
-    if (!drained.text) lines.push('(no new output)');
+    if (!drained.text) after.push('(no new output)');
     result.retryInMs = retryInMs(s.notePoll(drained.text !== ''));
-    lines.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}, or wait for it to end with ${v.call({ action: 'wait', sessionIds: [s.id] })}.`);
+    after.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}, or wait for it to end with ${v.call({ action: 'wait', sessionIds: [s.id] })}.`);
   } else {
     Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });
-    lines.push(endLine(s, v));
-    if (s.interrupt) lines.push(interruptText(s, v));
+    after.push(endLine(s, v));
+    if (s.interrupt) after.push(interruptText(s, v));
   }
-  result.text = lines.join('\n');
-  return result;
+  const body = nulRuns(drained.text.replace(/\n$/, ''));
+  if (drained.text.length < LARGE_TEXT) {
+    result.text = (drained.text ? [...lines, body, ...after] : [...lines, ...after]).join('\n');
+    return result;
+  }
+  // A large output (a fast job's pending output, escaped up to six bytes a character) goes out
+  // as JSON bytes made a slice at a time (json-answer.ts); the same answer, field for field.
+  const { output, ...fields } = result;
+  const join = (a: string[], edge: 'before' | 'after') => (a.length === 0 ? '' : edge === 'before' ? `${a.join('\n')}\n` : `\n${a.join('\n')}`);
+  return jsonAnswer(fields, [
+    ['output', [output as string]],
+    ['text', [join(lines, 'before'), body, join(after, 'after')]],
+  ]);
 }

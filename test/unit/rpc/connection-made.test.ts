@@ -68,3 +68,15 @@ describe('a result whose JSON is made (JsonText)', () => {
     expect(JSON.parse(JSON.stringify({ r: new JsonText(Buffer.from('{"a":[1,"é"]}')) }))).toEqual({ r: { a: [1, 'é'] } });
   });
 });
+
+describe('a made result that wants its bytes back', () => {
+  it('is told once its bytes are written, and only then', async () => {
+    let told = 0;
+    const methods = new Map<string, Method>([['made', () => new JsonText(Buffer.from('{"a":1}'), () => told++)]]);
+    const ask = await connection(methods);
+    expect(told).toBe(0);
+    expect(await ask('{"jsonrpc":"2.0","id":1,"method":"made"}')).toBe('{"jsonrpc":"2.0","id":1,"result":{"a":1}}');
+    await ask('{"jsonrpc":"2.0","id":2,"method":"made"}');
+    expect(told).toBe(2);
+  });
+});
