@@ -25,11 +25,11 @@ const REGISTER = `data:text/javascript,import{register}from"node:module";registe
 const CLI_DIR = join(ROOT, 'dist', 'src', 'cli');
 
 /** The modules (ES and CommonJS, by URL) loaded by node running `args`. */
-function loadedBy(args: string[]): string[] {
+function loadedBy(args: string[], env: NodeJS.ProcessEnv = process.env): string[] {
   writeFileSync(LOG, '');
   const cjs = join(dir, 'cjs.cjs');
   writeFileSync(cjs, `process.on('exit', () => require('node:fs').appendFileSync(${JSON.stringify(LOG)}, Object.keys(require.cache).map((f) => 'file://' + f).join('\\n') + '\\n'));\n`);
-  const r = spawnSync(process.execPath, ['--import', REGISTER, '--require', cjs, ...args], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['--import', REGISTER, '--require', cjs, ...args], { encoding: 'utf8', env });
   expect(r.status, r.stderr).toBe(0);
   return readFileSync(LOG, 'utf8').split('\n').filter((u) => u.startsWith('file:'));
 }
@@ -79,10 +79,19 @@ describe('what `procctl ps --json` loads', () => {
 // as it unpacks, and a bare `tsc` must still make the sources run.
 describe('what procctld loads before its config says what it needs', () => {
   it('neither prom-client nor any of OpenTelemetry: they are loaded when metrics.listen or telemetry.otlp.endpoint is set', () => {
-    const loaded = loadedBy([PROCCTLD, '--version']);
-    expect(loaded.some((u) => u.includes('/dist/src/daemon/daemon.js')), 'the daemon module itself is loaded').toBe(true);
-    expect(loaded.filter((u) => /\/node_modules\/(prom-client|@opentelemetry)\//.test(u))).toEqual([]);
-    expect(loaded.filter((u) => /\/dist\/src\/(metrics\/prometheus|telemetry\/)/.test(u))).toEqual([]);
+    // The one-file image (dist/src/daemon/procctld.cjs, what bin/procctld runs after a build; it is
+    // compiled from its code cache, not required, so it is told by what procctld reports) and the compiled sources alike.
+    for (const [image, env, says] of [
+      ['bundle', process.env, 'running the bundle'],
+      ['sources', { ...process.env, PROCCTL_DAEMON_SOURCES: '1' }, 'running the compiled sources'],
+    ] as const) {
+      const report = spawnSync(process.execPath, [PROCCTLD, '--version'], { encoding: 'utf8', env: { ...env, PROCCTL_DAEMON_REPORT: '1' } });
+      expect(report.stderr + report.stdout, `procctld runs the ${image}`).toContain(says);
+      const loaded = loadedBy([PROCCTLD, '--version'], env);
+      expect(loaded.some((u) => u.includes('/dist/src/daemon/daemon.js')), `the daemon's module is loaded from the ${image}`).toBe(image === 'sources');
+      expect(loaded.filter((u) => /\/node_modules\/(prom-client|@opentelemetry)\//.test(u)), image).toEqual([]);
+      expect(loaded.filter((u) => /\/dist\/src\/(metrics\/prometheus|telemetry\/)/.test(u)), image).toEqual([]);
+    }
   });
 });
 
