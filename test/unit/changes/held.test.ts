@@ -80,7 +80,9 @@ describe('HeldChanges: reviews that held nothing', () => {
     const { state, ws, held, root } = setUp();
     held.begin('gggggggg', ws, Date.now());
     const spares = () => readdirSync(root).filter((n) => n.startsWith('.spare-'));
-    await vi.waitFor(() => expect(spares()).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    // Ready once the keeper holds it, not as soon as its directory shows (its work directory may still be on the way).
+    const ready = () => (held as unknown as { spares: string[] }).spares.length;
+    await vi.waitFor(() => expect(ready()).toBe(1), { timeout: 10_000, interval: 20 });
     const [made] = spares();
     held.begin('hhhhhhhh', ws, Date.now());
     expect(existsSync(join(root, made))).toBe(false);
