@@ -28,8 +28,13 @@ export class KeptDescriptors {
     return addon instanceof Error ? addon : new KeptDescriptors(socket, addon);
   }
 
-  /** Take what waits in the queue; with `live`, let go of the sessions not in it. */
-  drain(live?: ReadonlySet<string>): void {
+  /**
+   * Take what waits in the queue; with `live`, let go of the sessions not in it. `live` is asked
+   * only after the queue is read: a session's slot is written before its descriptors are sent
+   * (often a few ms before, when its first record is written at once), so a table read before the
+   * queue could miss the slot of a message the queue already holds, and let a live session go.
+   */
+  drain(live?: () => ReadonlySet<string>): void {
     let messages: { text: string; fds: number[] }[] = [];
     try {
       messages = this.addon.keepReceive(this.socket, 0).messages;
@@ -51,7 +56,9 @@ export class KeptDescriptors {
       if (before) closeAll(before.fds);
       this.held.set(id, m);
     }
-    if (live) for (const [id, m] of this.held) if (!live.has(id)) this.let(id, m);
+    if (!live) return;
+    const ids = live();
+    for (const [id, m] of this.held) if (!ids.has(id)) this.let(id, m);
   }
 
   has(id: string): boolean {

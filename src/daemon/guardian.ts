@@ -101,7 +101,8 @@ if (kept instanceof Error) process.stderr.write(`procctl guardian: ${kept.messag
 const keeper = kept instanceof KeptDescriptors ? kept : undefined;
 keeper?.listen(settings.socket);
 // The queue is drained on a timer, not as messages come: a session start wakes nobody.
-const drainer = keeper ? setInterval(() => keeper.drain(new Set(readSlots(readTable()).map((s) => s.id))), DRAIN_EVERY_MS) : undefined;
+const liveSessions = () => new Set(readSlots(readTable()).map((s) => s.id));
+const drainer = keeper ? setInterval(() => keeper.drain(liveSessions), DRAIN_EVERY_MS) : undefined;
 
 /**
  * The daemon died without a goodbye. With "kill", or nothing kept: kill everything. With "keep":
@@ -113,7 +114,7 @@ function crashed(): void {
   clearInterval(drainer);
   if (!keeper) return killAll();
   const sessions = readSlots(readTable());
-  keeper.drain(new Set(sessions.map((s) => s.id)));
+  keeper.drain(() => new Set(sessions.map((s) => s.id)));
   killSessions(sessions.filter((s) => !keeper.has(s.id)), false);
   if (keeper.size === 0) {
     keeper.unlisten();
@@ -133,7 +134,7 @@ process.stdin.setEncoding('utf8');
 process.stdin.on('data', (chunk: string) => {
   said += chunk;
   // The daemon found the queue of kept descriptors full: take them now rather than at the next tick.
-  if (keeper && chunk.includes('drain')) keeper.drain(new Set(readSlots(readTable()).map((s) => s.id)));
+  if (keeper && chunk.includes('drain')) keeper.drain(liveSessions);
   if (said.length > 64) said = said.slice(-64);
 });
 process.stdin.on('end', () => {
