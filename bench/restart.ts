@@ -177,6 +177,8 @@ async function crashCost(opts: BenchOptions, count: number, printer: string): Pr
     // descriptors: the crash waits for all of them, or one not yet kept is (rightly) lost.
     await firstRecords(daemon, ids);
     const before = usage(daemon.pid);
+    /** The daemon that adopted the sessions after the first crash: what the later ones are held to (the issue: as after one). */
+    let afterOne = before;
     for (let r = 0; r < rounds; r++) {
       c.close();
       const t0 = now();
@@ -188,6 +190,7 @@ async function crashCost(opts: BenchOptions, count: number, printer: string): Pr
       took.push(now() - t0);
       if (st.restarts.adopted !== count) throw new Error(`the new daemon adopted ${st.restarts.adopted} of ${count} sessions (lost ${st.restarts.lost}): ${daemon.log}`);
       await sleep(1000);
+      if (r === 0) afterOne = usage(daemon.pid);
     }
     const end = usage(daemon.pid);
     for (const id of ids) {
@@ -212,14 +215,14 @@ async function crashCost(opts: BenchOptions, count: number, printer: string): Pr
     }
     await c.call('process', { action: 'kill', all: true });
     opts.log(`  crash to adopted ${round(median(took))} ms median (${took.map((t) => round(t)).join(', ')}); lost ${lost} (${lostAtKill} at the instant of a crash, ${lost - lostAtKill} elsewhere), doubled ${doubled}, largest gap ${round(maxGap)} ms`);
-    opts.log(`  first daemon with the sessions: RSS ${before.rss} kB, ${before.fds} fds; after ${rounds} crashes, the last: RSS ${end.rss} kB, ${end.fds} fds`);
+    opts.log(`  first daemon with the sessions: RSS ${before.rss} kB, ${before.fds} fds; after 1 crash: RSS ${afterOne.rss} kB, ${afterOne.fds} fds; after ${rounds} crashes, the last: RSS ${end.rss} kB, ${end.fds} fds`);
     return [
       { bench: 'restart', name: `crash (SIGKILL) with ${count} sessions, new daemon started at once: kill to adopted and answering, median`, value: round(median(took)), unit: 'ms', rounds: took.map((t) => round(t)) },
       { bench: 'restart', name: 'lines lost (away from the instant of a crash) or doubled across all crashes', value: lost - lostAtKill + doubled, unit: 'lines', target: { op: '<=', value: 0 } },
       { bench: 'restart', name: 'lines the dying daemon had read and not yet spooled (at the instant of a crash)', value: lostAtKill, unit: 'lines', detail: `of ${count} sessions x ${rounds} crashes, 10 lines/s each` },
       { bench: 'restart', name: 'largest gap between two lines a job printed, across crashes', value: round(maxGap), unit: 'ms' },
-      { bench: 'restart', name: `daemon RSS after ${rounds} crashes / first daemon`, value: round(end.rss / before.rss), unit: 'x', target: { op: '<=', value: 1.25 } },
-      { bench: 'restart', name: `daemon descriptors after ${rounds} crashes - first daemon`, value: end.fds - before.fds, unit: 'fds', target: { op: '<=', value: 0 } },
+      { bench: 'restart', name: `daemon RSS after ${rounds} crashes / after 1`, value: round(end.rss / afterOne.rss), unit: 'x', target: { op: '<=', value: 1.25 }, detail: `the daemon that spawned the sessions: ${before.rss} kB; after 1 crash ${afterOne.rss} kB (${round(afterOne.rss / before.rss)}x of it)` },
+      { bench: 'restart', name: `daemon descriptors after ${rounds} crashes - after 1`, value: end.fds - afterOne.fds, unit: 'fds', target: { op: '<=', value: 0 }, detail: `the daemon that spawned the sessions: ${before.fds}` },
     ];
   } finally {
     c.close();
