@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { ExecParams } from '../schema/exec.js';
 import type { Session } from '../session/session.js';
 import { conflict } from '../base/errors.js';
+import { holdReading } from '../base/hold-reading.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses, signalPids } from '../runner/sweep.js';
 import { stopSession, type StopOptions } from '../runner/stop.js';
@@ -240,22 +241,7 @@ export class Shell {
    * image) until the returned resume; the shell's output is held with its process's.
    */
   hold(): () => void {
-    const socket = this.status;
-    if (!socket) return () => undefined;
-    socket.pause();
-    const handle = (socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number; readStart: () => number } })._handle;
-    const stopped = handle?.reading && handle.readStop ? handle : undefined;
-    if (stopped) {
-      stopped.reading = false;
-      stopped.readStop!();
-    }
-    return () => {
-      if (stopped) {
-        stopped.reading = true;
-        stopped.readStart();
-      }
-      if (!socket.destroyed) socket.resume();
-    };
+    return this.status ? holdReading(this.status) : () => undefined;
   }
 
   /** What the next image needs of the shell besides its process: what it had read of an end record, a cut under way, the command running. */
