@@ -2,9 +2,9 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
-import forge from 'node-forge';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { testPki } from '../helpers/pki.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
@@ -36,32 +36,6 @@ const ports: Record<string, number> = {};
 const seen: { auth?: string; token?: string }[] = [];
 const other: string[] = [];
 
-/** A CA and a certificate for 127.0.0.1 it signs: the test's own, which no system trusts. */
-function makePki(): { caPem: string; certPem: string; keyPem: string } {
-  const caKeys = forge.pki.rsa.generateKeyPair(1024);
-  const ca = forge.pki.createCertificate();
-  ca.publicKey = caKeys.publicKey;
-  ca.serialNumber = '01';
-  ca.validity.notBefore = new Date(Date.now() - 86_400_000);
-  ca.validity.notAfter = new Date(Date.now() + 86_400_000 * 30);
-  const caName = [{ name: 'commonName', value: 'credcarry test CA' }];
-  ca.setSubject(caName);
-  ca.setIssuer(caName);
-  ca.setExtensions([{ name: 'basicConstraints', cA: true, critical: true }, { name: 'keyUsage', keyCertSign: true, critical: true }]);
-  ca.sign(caKeys.privateKey, forge.md.sha256.create());
-  const keys = forge.pki.rsa.generateKeyPair(1024);
-  const leaf = forge.pki.createCertificate();
-  leaf.publicKey = keys.publicKey;
-  leaf.serialNumber = '02';
-  leaf.validity.notBefore = ca.validity.notBefore;
-  leaf.validity.notAfter = ca.validity.notAfter;
-  leaf.setSubject([{ name: 'commonName', value: '127.0.0.1' }]);
-  leaf.setIssuer(caName);
-  leaf.setExtensions([{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }, { name: 'extKeyUsage', serverAuth: true }]);
-  leaf.sign(caKeys.privateKey, forge.md.sha256.create());
-  return { caPem: forge.pki.certificateToPem(ca), certPem: forge.pki.certificateToPem(leaf), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
-}
-
 async function listen(server: Server, host: string): Promise<number> {
   servers.push(server);
   await new Promise<void>((r) => server.listen(0, host, r));
@@ -71,7 +45,7 @@ async function listen(server: Server, host: string): Promise<number> {
 beforeAll(async () => {
   if (SKIP) return;
   mkdirSync(workspace);
-  const pki = makePki();
+  const pki = testPki('credcarry test CA');
   writeFileSync(join(base, 'upstream-ca.pem'), pki.caPem);
   ports.good = await listen(
     createHttpsServer({ key: pki.keyPem, cert: pki.certPem }, (q, r) => {
@@ -221,8 +195,10 @@ describe.skipIf(SKIP)('sessions with credentials outlive the daemon', () => {
     const state = makeStateDir();
     const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
     const d1 = await startDaemon({ env, config: config() });
-    const { job, placeholder } = await started(d1);
+    const { s: s1, job, placeholder } = await started(d1);
     await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
+    // The first use is on record before the crash (the trail is written in batches: a SIGKILL may take the newest with it).
+    await waitFor(async () => (await uses(s1, job.sessionId)).length === 1, { what: 'the first use in the trail' });
     d1.proc.kill('SIGKILL');
     if (d1.proc.exitCode === null && d1.proc.signalCode === null) await new Promise((r) => d1.proc.once('exit', r));
     await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });

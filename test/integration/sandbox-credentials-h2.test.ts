@@ -4,9 +4,9 @@ import { createServer as createHttpServer, type Server } from 'node:http';
 import { createSecureServer, type Http2SecureServer } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
-import forge from 'node-forge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { testPki } from '../helpers/pki.js';
 import { Scoped } from '../helpers/session.js';
 import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
@@ -33,32 +33,6 @@ const seen: { h2: { version: string; url: string; auth?: string }[]; h1: { versi
 let d: TestDaemon;
 let s: Scoped;
 
-/** A CA and a certificate for 127.0.0.1 it signs: the test's own, which no system trusts. */
-function makePki(): { caPem: string; certPem: string; keyPem: string } {
-  const caKeys = forge.pki.rsa.generateKeyPair(1024);
-  const ca = forge.pki.createCertificate();
-  ca.publicKey = caKeys.publicKey;
-  ca.serialNumber = '01';
-  ca.validity.notBefore = new Date(Date.now() - 86_400_000);
-  ca.validity.notAfter = new Date(Date.now() + 86_400_000 * 30);
-  const caName = [{ name: 'commonName', value: 'h2 test CA' }];
-  ca.setSubject(caName);
-  ca.setIssuer(caName);
-  ca.setExtensions([{ name: 'basicConstraints', cA: true, critical: true }, { name: 'keyUsage', keyCertSign: true, critical: true }]);
-  ca.sign(caKeys.privateKey, forge.md.sha256.create());
-  const keys = forge.pki.rsa.generateKeyPair(1024);
-  const leaf = forge.pki.createCertificate();
-  leaf.publicKey = keys.publicKey;
-  leaf.serialNumber = '02';
-  leaf.validity.notBefore = ca.validity.notBefore;
-  leaf.validity.notAfter = ca.validity.notAfter;
-  leaf.setSubject([{ name: 'commonName', value: '127.0.0.1' }]);
-  leaf.setIssuer(caName);
-  leaf.setExtensions([{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }, { name: 'extKeyUsage', serverAuth: true }]);
-  leaf.sign(caKeys.privateKey, forge.md.sha256.create());
-  return { caPem: forge.pki.certificateToPem(ca), certPem: forge.pki.certificateToPem(leaf), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
-}
-
 async function listen(server: Server | Http2SecureServer, host: string): Promise<number> {
   servers.push(server);
   await new Promise<void>((r) => server.listen(0, host, r));
@@ -67,7 +41,7 @@ async function listen(server: Server | Http2SecureServer, host: string): Promise
 
 beforeAll(async () => {
   if (SKIP) return;
-  const pki = makePki();
+  const pki = testPki('h2 test CA');
   writeFileSync(join(base, 'upstream-ca.pem'), pki.caPem);
   // Speaks HTTP/2 only: a request the proxy sent as HTTP/1.1 would fail its handshake.
   ports.h2 = await listen(

@@ -1,15 +1,14 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
-import forge from 'node-forge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { testPki } from '../helpers/pki.js';
 import { Scoped } from '../helpers/session.js';
-import { killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * Credentials a job uses but never sees (SPEC §21), with real clients inside a real sandbox:
@@ -36,7 +35,7 @@ const VALUE = `Basic ${Buffer.from(`${USER}:${PASS}`).toString('base64')}`;
 /** A second credential, read from a variable of the daemon's that env.exclude does not withhold by name. */
 const ENV_VALUE = 'Bearer env-9d2be0c4a7f1e3';
 
-const base = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : homedir(), 'procctl-cred-'));
+const base = hostScratch('procctl-cred-');
 const sessions = new Set<string>();
 const servers: (Server | TcpServer)[] = [];
 const ports: Record<string, number> = {};
@@ -44,32 +43,6 @@ const ports: Record<string, number> = {};
 const seen: { good: { url: string; auth?: string }[]; other: string[]; otherTls: number; untrusted: string[] } = { good: [], other: [], otherTls: 0, untrusted: [] };
 let d: TestDaemon;
 let s: Scoped;
-
-/** A CA and a certificate for 127.0.0.1 it signs: the test's own, which no system trusts. */
-function makePki(cn: string): { caPem: string; certPem: string; keyPem: string } {
-  const caKeys = forge.pki.rsa.generateKeyPair(1024);
-  const ca = forge.pki.createCertificate();
-  ca.publicKey = caKeys.publicKey;
-  ca.serialNumber = '01';
-  ca.validity.notBefore = new Date(Date.now() - 86_400_000);
-  ca.validity.notAfter = new Date(Date.now() + 86_400_000 * 30);
-  const caName = [{ name: 'commonName', value: `${cn} test CA` }];
-  ca.setSubject(caName);
-  ca.setIssuer(caName);
-  ca.setExtensions([{ name: 'basicConstraints', cA: true, critical: true }, { name: 'keyUsage', keyCertSign: true, critical: true }]);
-  ca.sign(caKeys.privateKey, forge.md.sha256.create());
-  const keys = forge.pki.rsa.generateKeyPair(1024);
-  const leaf = forge.pki.createCertificate();
-  leaf.publicKey = keys.publicKey;
-  leaf.serialNumber = '02';
-  leaf.validity.notBefore = ca.validity.notBefore;
-  leaf.validity.notAfter = ca.validity.notAfter;
-  leaf.setSubject([{ name: 'commonName', value: cn }]);
-  leaf.setIssuer(caName);
-  leaf.setExtensions([{ name: 'subjectAltName', altNames: [{ type: 7, ip: cn }] }, { name: 'extKeyUsage', serverAuth: true }]);
-  leaf.sign(caKeys.privateKey, forge.md.sha256.create());
-  return { caPem: forge.pki.certificateToPem(ca), certPem: forge.pki.certificateToPem(leaf), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
-}
 
 async function listen(server: Server | TcpServer, host: string): Promise<number> {
   servers.push(server);
@@ -79,8 +52,8 @@ async function listen(server: Server | TcpServer, host: string): Promise<number>
 
 beforeAll(async () => {
   if (SKIP) return;
-  const good = makePki('127.0.0.1');
-  const bad = makePki('127.0.0.3');
+  const good = testPki('127.0.0.1 test CA', '127.0.0.1');
+  const bad = testPki('127.0.0.3 test CA', '127.0.0.3');
   writeFileSync(join(base, 'upstream-ca.pem'), good.caPem);
   // A bare repository served as static files (git's dumb HTTP) behind basic auth.
   const repo = join(base, 'src-repo');
