@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { daemonStatus } from '../helpers/restart.js';
 import { killLeftovers, leftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
@@ -37,15 +38,6 @@ function expectEveryNumberOnce(output: string, n: number): void {
   const lines = output.split('\n').filter((l) => l !== '');
   for (let i = 0; i < Math.max(n, lines.length); i++) if (lines[i] !== String(i)) throw new Error(`line ${i} is ${JSON.stringify(lines[i])}: a number was lost or doubled`);
   expect(lines.length).toBe(n);
-}
-
-async function status(d: TestDaemon): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  try {
-    return await c.call('daemon.status');
-  } finally {
-    c.close();
-  }
 }
 
 async function exited(d: TestDaemon): Promise<void> {
@@ -86,7 +78,7 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
 
     const d2 = await startDaemon({ env });
     const s2 = new Scoped(await d2.client(), 'keep');
-    const st = await status(d2);
+    const st = await daemonStatus(d2);
     expect(st.restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
     await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
 
@@ -135,7 +127,7 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
 
     const d2 = await startDaemon({ env });
     const s2 = new Scoped(await d2.client(), 'tty');
-    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
     await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
     const listed = (await s2.list()).find((x: any) => x.sessionId === shell.sessionId);
     expect(listed.pid).toBe(shell.pid);
@@ -166,14 +158,14 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     const c = await TestClient.connect(d1.socket);
     await c.call('daemon.restart', { scope: '*', approverToken: readFileSync(`${d1.socket}.approver`, 'utf8').trim() });
     c.close();
-    await waitFor(async () => (await status(d1).catch(() => undefined))?.restarts.planned === 1, { what: 'the new image to serve', timeoutMs: 30_000 });
+    await waitFor(async () => (await daemonStatus(d1).catch(() => undefined))?.restarts.planned === 1, { what: 'the new image to serve', timeoutMs: 30_000 });
     const s1b = new Scoped(await d1.client(), 'both');
     await s1b.process({ action: 'write', sessionId: cat.sessionId, data: 'one\n' });
     await s1b.waitOutput(cat.sessionId, 'one');
     d1.proc.kill('SIGKILL');
     await exited(d1);
     const d2 = await startDaemon({ env });
-    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
     const s2 = new Scoped(await d2.client(), 'both');
     await s2.process({ action: 'write', sessionId: cat.sessionId, data: 'two\n' });
     await s2.waitOutput(cat.sessionId, 'two');
@@ -219,7 +211,7 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     const listed = new Map((await s2.list()).map((x: any) => [x.sessionId, x]));
     expect(listed.get(a.sessionId)).toMatchObject({ status: 'failed', reason: 'lost' });
     expect(readRecords(state).get(a.sessionId).error).toContain('durability.crashGraceMs');
-    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 0, lost: 2 });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 0, lost: 2 });
   });
 
   it('a session younger than its first record is not kept: the guardian kills it at once, the others run on', async () => {
@@ -297,7 +289,7 @@ describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed 
 
     const d2 = await startDaemon({ env, config });
     const s2 = new Scoped(await d2.client(), 'review');
-    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
     expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
     await s2.process({ action: 'write', sessionId: job.sessionId, data: 'three\n' });
     const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
@@ -336,7 +328,7 @@ describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed 
 
     const d2 = await startDaemon({ env, config });
     const s2 = new Scoped(await d2.client(), 'confined');
-    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
     await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
     const listed = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
     expect(listed.pid).toBe(job.pid);

@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { daemonStatus } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
-import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { guardianOf, makeStateDir, readRecords, removeStateDirs } from '../helpers/state.js';
 
@@ -26,15 +26,6 @@ afterEach(async () => {
 });
 
 afterAll(() => removeStateDirs());
-
-async function status(d: TestDaemon): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  try {
-    return await c.call('daemon.status');
-  } finally {
-    c.close();
-  }
-}
 
 describe('the guardian\'s queue full', () => {
   it('more sessions than the queue holds while the guardian drains nothing: each is sent again once it drains, and a crash keeps every one', async () => {
@@ -70,7 +61,7 @@ describe('the guardian\'s queue full', () => {
     await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon', timeoutMs: 30_000 });
     for (const j of jobs) expect(alive(j.pid), j.sessionId).toBe(true);
     const d2 = await startDaemon({ env });
-    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: n, lost: 0 });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: n, lost: 0 });
     await waitFor(() => [...readRecords(state).values()].filter((r) => r.adopted === 'crash').length === n, { what: 'every record to say adopted: crash' });
     for (const j of jobs) expect(alive(j.pid), j.sessionId).toBe(true);
   }, 300_000);

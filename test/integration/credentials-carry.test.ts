@@ -1,12 +1,12 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { daemonStatus, restartAndWait } from '../helpers/restart.js';
 import { testPki } from '../helpers/pki.js';
 import { killLeftovers } from '../helpers/procs.js';
-import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { makeStateDir, readRecords, removeStateDirs } from '../helpers/state.js';
 import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
@@ -81,34 +81,6 @@ function config(credentials: unknown[] = [{ name: 'API', hosts: ['127.0.0.1'], v
   return { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.2'], upstreamCa: join(base, 'upstream-ca.pem'), credentials } } };
 }
 
-async function status(d: TestDaemon): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  try {
-    return await c.call('daemon.status');
-  } finally {
-    c.close();
-  }
-}
-
-async function restart(d: TestDaemon, before: number): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  const r = await c.request('daemon.restart', { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() });
-  c.close();
-  if (r.error) throw new Error(`restart refused: ${r.error.message}`);
-  await waitFor(
-    async () => {
-      try {
-        const st = await status(d);
-        return st.restarts.planned > before ? st : false;
-      } catch {
-        return false;
-      }
-    },
-    { what: 'the new image to serve', timeoutMs: 60_000 },
-  );
-  return r.result;
-}
-
 // curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
 const CURL = 'curl -sS -m 20 --noproxy ""';
 /** A request with the placeholder in a header of the job's own (the proxy replaces it) and none in Authorization (written in). */
@@ -146,7 +118,7 @@ describe.skipIf(SKIP)('sessions with credentials outlive the daemon', () => {
     const { job, placeholder } = await started(d);
     expect(seen.at(-1)).toEqual({ auth: VALUE, token: VALUE });
 
-    expect((await restart(d, 0)).sessions).toBe(1);
+    expect((await restartAndWait(d, 0)).sessions).toBe(1);
     let s = new Scoped(await d.client(), 'cred');
     const listed = (await s.list()).find((x: any) => x.sessionId === job.sessionId);
     expect(listed.pid).toBe(job.pid);
@@ -169,7 +141,7 @@ describe.skipIf(SKIP)('sessions with credentials outlive the daemon', () => {
 
     // The value rotated in its file: the next image writes in the new one, for the same placeholder.
     writeFileSync(valueFile, `${ROTATED}\n`);
-    expect((await restart(d, 1)).sessions).toBe(1);
+    expect((await restartAndWait(d, 1)).sessions).toBe(1);
     s = new Scoped(await d.client(), 'cred');
     await s.process({ action: 'write', sessionId: job.sessionId, data: `${ask('rotated')}\n` });
     expect(await until(s, job.sessionId, 'done rotated')).toContain('ok rotated token-same /rotated\n');
@@ -177,7 +149,7 @@ describe.skipIf(SKIP)('sessions with credentials outlive the daemon', () => {
     // The credential taken out of the config: the session runs on, nothing is written in, the request never leaves.
     writeFileSync(join(d.dir, 'config.json'), JSON.stringify(config([])));
     const sent = seen.length;
-    expect((await restart(d, 2)).sessions).toBe(1);
+    expect((await restartAndWait(d, 2)).sessions).toBe(1);
     s = new Scoped(await d.client(), 'cred');
     await s.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} -w ' %{http_code}\\n' https://127.0.0.1:${ports.good}/withdrawn; echo "done withdrawn"\n` });
     const refused = await until(s, job.sessionId, 'done withdrawn');
@@ -207,7 +179,7 @@ describe.skipIf(SKIP)('sessions with credentials outlive the daemon', () => {
     for (const rec of readRecords(state).values()) expect(JSON.stringify(rec)).not.toContain(VALUE.slice(6));
 
     const d2 = await startDaemon({ env, config: config() });
-    expect((await status(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
     const s = new Scoped(await d2.client(), 'cred');
     const listed = (await s.list()).find((x: any) => x.sessionId === job.sessionId);
     expect(listed.pid).toBe(job.pid);

@@ -3,8 +3,8 @@ import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { TestClient } from '../helpers/rpc.js';
+import { ROOT, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { operator, restartAndWait } from '../helpers/restart.js';
 import { Scoped } from '../helpers/session.js';
 import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
@@ -44,31 +44,6 @@ afterAll(() => {
   rmSync(base, { recursive: true, force: true });
 });
 
-function operator(d: TestDaemon): Record<string, string> {
-  return { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() };
-}
-
-async function restart(d: TestDaemon, before = 0): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  const r = await c.request('daemon.restart', operator(d));
-  c.close();
-  if (r.error) throw new Error(`restart refused: ${r.error.message}`);
-  await waitFor(
-    async () => {
-      try {
-        const c2 = await TestClient.connect(d.socket);
-        const st = await c2.call('daemon.status');
-        c2.close();
-        return st.restarts.planned > before ? st : false;
-      } catch {
-        return false;
-      }
-    },
-    { what: 'the new image to serve', timeoutMs: 30_000 },
-  );
-  return r.result;
-}
-
 // curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
 const CURL = 'curl -sS -m 20 --noproxy ""';
 
@@ -87,7 +62,7 @@ describe.skipIf(SKIP_SANDBOX)('a planned restart carries review sessions', () =>
     await s.waitOutput(job.sessionId, 'wrote');
     expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
 
-    expect((await restart(d)).sessions).toBe(1);
+    expect((await restartAndWait(d)).sessions).toBe(1);
 
     const s2 = new Scoped(await d.client(), 'review');
     expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
@@ -119,7 +94,7 @@ describe.skipIf(SKIP)('a planned restart carries sandboxed sessions', () => {
     await s.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('one')}\n` });
     await s.waitOutput(job.sessionId, 'checkpoint=one');
 
-    const answer = await restart(d);
+    const answer = await restartAndWait(d);
     expect(answer.sessions).toBe(1);
 
     let s2 = new Scoped(await d.client(), 'confined');
@@ -133,7 +108,7 @@ describe.skipIf(SKIP)('a planned restart carries sandboxed sessions', () => {
     await s2.waitOutput(job.sessionId, 'blocked 127.0.0.2: not in sandbox.network.allow');
     await waitFor(async () => (await s2.list()).find((x: any) => x.sessionId === job.sessionId).network?.denied?.[0]?.host === '127.0.0.2', { what: 'the refusal to be counted' });
     // Again: what this image adopted is handed on as well.
-    expect((await restart(d, 1)).sessions).toBe(1);
+    expect((await restartAndWait(d, 1)).sessions).toBe(1);
     s2 = new Scoped(await d.client(), 'confined');
     await s2.process({ action: 'write', sessionId: job.sessionId, data: `${CURL} http://127.0.0.1:${port}/again\n` });
     await s2.waitOutput(job.sessionId, 'hello again');

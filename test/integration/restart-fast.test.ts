@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { daemonStatus, operator, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
-import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 
 /**
@@ -28,32 +28,6 @@ afterAll(() => {
 
 const REMEMBERED = 'its answer is remembered';
 
-function operator(d: TestDaemon): Record<string, string> {
-  return { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() };
-}
-
-async function status(d: TestDaemon): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  try {
-    return await c.call('daemon.status');
-  } finally {
-    c.close();
-  }
-}
-
-async function restart(d: TestDaemon, before: number): Promise<void> {
-  const c = await TestClient.connect(d.socket);
-  await c.call('daemon.restart', operator(d));
-  c.close();
-  await waitFor(async () => {
-    try {
-      return (await status(d)).restarts.planned > before;
-    } catch {
-      return false;
-    }
-  }, { what: 'the new image to serve', timeoutMs: 30_000 });
-}
-
 /** How many restarts found the pre-flight's answer remembered, by the daemon's log. */
 const rememberedCount = (d: TestDaemon) => (d.stdout() + d.stderr()).split(REMEMBERED).length - 1;
 
@@ -75,9 +49,9 @@ describe('the pre-flight, remembered (SPEC §19)', () => {
     const count = await s.exec({ command: counter(n), background: true });
     pids.add(count.pid);
     await s.waitOutput(count.sessionId, '\n10\n');
-    await restart(d, 0);
+    await restartAndWait(d, 0);
     expect(rememberedCount(d)).toBe(0);
-    await restart(d, 1);
+    await restartAndWait(d, 1);
     await waitFor(() => rememberedCount(d) === 1, { what: 'the second restart to say the answer was remembered' });
     const s2 = new Scoped(await d.client(), 'memo');
     await s2.pollUntilEnded(count.sessionId, 30_000);
@@ -91,14 +65,14 @@ describe('the pre-flight, remembered (SPEC §19)', () => {
     const s = new Scoped(await d.client(), 'memo');
     const job = await s.exec({ command: 'sleep 300', background: true });
     pids.add(job.pid);
-    await restart(d, 0);
+    await restartAndWait(d, 0);
     const format = join(pkg, 'dist', 'src', 'daemon', 'handover', 'format.js');
     writeFileSync(format, readFileSync(format, 'utf8').replace('export const HANDOVER_FORMAT = 1;', 'export const HANDOVER_FORMAT = 2;'));
     const r = await (await d.client()).request('daemon.restart', operator(d));
     expect(r.error?.data?.kind).toBe('conflict');
     expect(r.error?.message).toMatch(/reads hand-over format 2 and this one writes 1/);
     expect(rememberedCount(d)).toBe(0);
-    expect((await status(d)).restarts.planned).toBe(1);
+    expect((await daemonStatus(d)).restarts.planned).toBe(1);
     expect((await new Scoped(await d.client(), 'memo').list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
   });
 
@@ -107,12 +81,12 @@ describe('the pre-flight, remembered (SPEC §19)', () => {
     const s = new Scoped(await d.client(), 'memo');
     const job = await s.exec({ command: 'sleep 300', background: true });
     pids.add(job.pid);
-    await restart(d, 0);
+    await restartAndWait(d, 0);
     writeFileSync(join(d.dir, 'config.json'), '{"tools": {"exec": {"killGraceMs": "soon"}}}');
     const r = await (await d.client()).request('daemon.restart', operator(d));
     expect(r.error?.data?.kind).toBe('unavailable');
     expect(r.error?.message).toMatch(/did not start: .*killGraceMs/);
     expect(rememberedCount(d)).toBe(0);
-    expect((await status(d)).restarts.planned).toBe(1);
+    expect((await daemonStatus(d)).restarts.planned).toBe(1);
   });
 });

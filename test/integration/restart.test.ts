@@ -2,7 +2,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { alive, ROOT, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { daemonStatus, operator, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
@@ -27,37 +28,15 @@ afterAll(() => {
   for (const dir of copies) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The operator's request fields: the approver credential the daemon made beside its socket. */
-function operator(d: TestDaemon): Record<string, string> {
-  return { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() };
-}
-
-async function status(d: TestDaemon): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  try {
-    return await c.call('daemon.status');
-  } finally {
-    c.close();
-  }
-}
-
-/** Ask for a restart and wait until the new image serves (its restart counted). */
-async function restart(d: TestDaemon, before = 0): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  const answer = await c.call('daemon.restart', operator(d));
-  c.close();
-  await waitFor(async () => {
-    try {
-      return (await status(d)).restarts.planned > before;
-    } catch {
-      return false;
-    }
-  }, { what: 'the new image to serve', timeoutMs: 30_000 });
-  return answer;
-}
-
 /** A counter printing every 10 ms, `n` numbers. */
 const counter = (n: number) => `i=0; while [ $i -lt ${n} ]; do echo $i; i=$((i+1)); sleep 0.01; done`;
+
+/**
+ * The counter, then a wait for a line of input (not echoed on a terminal): it runs until the test
+ * lets it end (`release`), however long a loaded machine takes to restart, and is always there to hand over.
+ */
+const heldCounter = (n: number) => `stty -echo 2>/dev/null; ${counter(n)}; read -r _`;
+const release = (s: Scoped, id: string) => s.process({ action: 'write', sessionId: id, data: '\n' });
 
 function expectEveryNumberOnce(output: string, n: number): void {
   const lines = output.split('\n').filter((l) => l !== '');
@@ -85,15 +64,15 @@ describe('planned restart (SPEC §19)', () => {
     const d = await startDaemon();
     const s = new Scoped(await d.client(), 'restart');
     const n = 300;
-    const count = await s.exec({ command: counter(n), background: true });
+    const count = await s.exec({ command: heldCounter(n), background: true });
     pids.add(count.pid);
     const cat = await s.exec({ command: 'cat', background: true });
     pids.add(cat.pid);
     await s.process({ action: 'write', sessionId: cat.sessionId, data: 'before\n' });
     await s.waitOutput(count.sessionId, '\n20\n');
-    const answer = await restart(d);
+    const answer = await restartAndWait(d);
     expect(answer.sessions).toBe(2);
-    const after = await status(d);
+    const after = await daemonStatus(d);
     expect(after.pid).toBe(d.proc.pid);
     expect(after.restarts).toMatchObject({ planned: 1, crash: 0, adopted: 2, lost: 0 });
     expect(after.restarts.lastMs).toBeGreaterThanOrEqual(0);
@@ -101,6 +80,7 @@ describe('planned restart (SPEC §19)', () => {
     const s2 = new Scoped(await d.client(), 'restart');
     await s2.process({ action: 'write', sessionId: cat.sessionId, data: 'after\n' });
     await s2.waitOutput(cat.sessionId, 'after');
+    await release(s2, count.sessionId);
     const { last } = await s2.pollUntilEnded(count.sessionId, 30_000);
     expect(last.status).toBe('completed');
     expect(last.exitCode).toBe(0);
@@ -121,7 +101,7 @@ describe('planned restart (SPEC §19)', () => {
     const d = await startDaemon();
     const s = new Scoped(await d.client(), 'pty');
     const n = 300;
-    const count = await s.exec({ command: counter(n), background: true, pty: true });
+    const count = await s.exec({ command: heldCounter(n), background: true, pty: true });
     pids.add(count.pid);
     // Reads lines, says each with the terminal's size; ends with 3 at end of input (^D).
     const shell = await s.exec({ command: 'stty -echo; while read l; do echo "got:$l size:$(stty size)"; done; exit 3', background: true, pty: true });
@@ -129,9 +109,9 @@ describe('planned restart (SPEC §19)', () => {
     await s.process({ action: 'write', sessionId: shell.sessionId, data: 'before\n' });
     await s.waitOutput(shell.sessionId, 'got:before size:30 120');
     await s.waitOutput(count.sessionId, '\n20\r\n');
-    const answer = await restart(d);
+    const answer = await restartAndWait(d);
     expect(answer.sessions).toBe(2);
-    expect((await status(d)).restarts).toMatchObject({ planned: 1, adopted: 2, lost: 0 });
+    expect((await daemonStatus(d)).restarts).toMatchObject({ planned: 1, adopted: 2, lost: 0 });
 
     let s2 = new Scoped(await d.client(), 'pty');
     const listed = (await s2.list()).find((x: any) => x.sessionId === shell.sessionId);
@@ -140,7 +120,7 @@ describe('planned restart (SPEC §19)', () => {
     await s2.process({ action: 'write', sessionId: shell.sessionId, data: 'after\n' });
     await s2.waitOutput(shell.sessionId, 'got:after size:40 100');
     // Again: a terminal this image adopted is handed on as well.
-    expect((await restart(d, 1)).sessions).toBe(2);
+    expect((await restartAndWait(d, 1)).sessions).toBe(2);
     s2 = new Scoped(await d.client(), 'pty');
     await s2.process({ action: 'send-keys', sessionId: shell.sessionId, keys: ['k', 'e', 'y', 'Enter'] });
     await s2.waitOutput(shell.sessionId, 'got:key size:40 100');
@@ -149,6 +129,7 @@ describe('planned restart (SPEC §19)', () => {
     expect(ended.last.status).toBe('completed');
     expect(ended.last.exitCode).toBe(3);
 
+    await release(s2, count.sessionId);
     const { last } = await s2.pollUntilEnded(count.sessionId, 30_000);
     expect(last.status).toBe('completed');
     expect(last.exitCode).toBe(0);
@@ -190,7 +171,7 @@ describe('planned restart (SPEC §19)', () => {
       }
     })();
     await waitFor(() => answered > 5, { what: 'the hammer to get going' });
-    await restart(d);
+    await restartAndWait(d);
     const at = answered;
     await waitFor(() => answered > at + 5, { what: 'answers after the restart' });
     stop = true;
@@ -203,7 +184,7 @@ describe('planned restart (SPEC §19)', () => {
     const s = new Scoped(await d.client(), 'timer');
     const job = await s.exec({ command: 'sleep 60', background: true, timeout: 4 });
     pids.add(job.pid);
-    await restart(d);
+    await restartAndWait(d);
     const s2 = new Scoped(await d.client(), 'timer');
     const { last } = await s2.pollUntilEnded(job.sessionId, 30_000);
     expect(last.status).toBe('failed');
@@ -217,17 +198,18 @@ describe('planned restart (SPEC §19)', () => {
   it('an upgrade: the procctld installed now (another version) takes the sessions, and says the versions in the trail', async () => {
     const pkg = packageCopy('0.1.0-old');
     const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });
-    expect((await status(d)).version).toBe('0.1.0-old');
+    expect((await daemonStatus(d)).version).toBe('0.1.0-old');
     const s = new Scoped(await d.client(), 'upgrade');
     const n = 250;
-    const count = await s.exec({ command: counter(n), background: true });
+    const count = await s.exec({ command: heldCounter(n), background: true });
     pids.add(count.pid);
     await s.waitOutput(count.sessionId, '\n10\n');
     setVersion(pkg, '0.1.0-new');
-    const answer = await restart(d);
+    const answer = await restartAndWait(d);
     expect(answer).toMatchObject({ from: '0.1.0-old', to: '0.1.0-new', sessions: 1 });
-    expect((await status(d)).version).toBe('0.1.0-new');
+    expect((await daemonStatus(d)).version).toBe('0.1.0-new');
     const s2 = new Scoped(await d.client(), 'upgrade');
+    await release(s2, count.sessionId);
     await s2.pollUntilEnded(count.sessionId, 30_000);
     expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output, n);
     const history = await (await d.client()).call('audit.verify', operator(d));
@@ -250,7 +232,7 @@ describe('refusals are safe (SPEC §19)', () => {
     const r = await c.request('daemon.restart', operator(d));
     expect(r.error?.data?.kind).toBe('conflict');
     expect(r.error?.message).toMatch(/reads hand-over format 2 and this one writes 1/);
-    const st = await status(d);
+    const st = await daemonStatus(d);
     expect(st.restarts.planned).toBe(0);
     expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
     expect((await s.exec({ command: 'echo still' })).output).toBe('still\n');
@@ -265,7 +247,7 @@ describe('refusals are safe (SPEC §19)', () => {
     const r = await (await d.client()).request('daemon.restart', operator(d));
     expect(r.error?.data?.kind).toBe('unavailable');
     expect(r.error?.message).toMatch(/did not start: .*killGraceMs/);
-    expect((await status(d)).restarts.planned).toBe(0);
+    expect((await daemonStatus(d)).restarts.planned).toBe(0);
     expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
   });
 
@@ -278,7 +260,7 @@ describe('refusals are safe (SPEC §19)', () => {
     // The next image answers format 1 but wants a field the old one never writes.
     const schema = join(pkg, 'dist', 'src', 'daemon', 'handover', 'schema.js');
     writeFileSync(schema, readFileSync(schema, 'utf8').replace('format: z.literal(HANDOVER_FORMAT),', 'format: z.literal(HANDOVER_FORMAT), extra: z.string(),'));
-    await restart(d);
+    await restartAndWait(d);
     const s2 = new Scoped(await d.client(), 'unreadable');
     await waitFor(() => !alive(job.pid), { what: 'the session given over to be stopped' });
     const rec = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
@@ -286,7 +268,7 @@ describe('refusals are safe (SPEC §19)', () => {
     expect(rec.reason).toBe('lost');
     const poll = await s2.process({ action: 'poll', sessionId: job.sessionId });
     expect(JSON.stringify(poll)).toMatch(/could not take it over in a planned restart: the hand-over is not readable: extra/);
-    expect((await status(d)).restarts).toMatchObject({ planned: 1, lost: 1 });
+    expect((await daemonStatus(d)).restarts).toMatchObject({ planned: 1, lost: 1 });
     expect((await s2.exec({ command: 'echo works' })).output).toBe('works\n');
   });
 
@@ -295,7 +277,7 @@ describe('refusals are safe (SPEC §19)', () => {
       const d = await startDaemon({ env: { PROCCTL_FAULT_HANDOVER: step } });
       const s = new Scoped(await d.client(), 'fault');
       const n = 150;
-      const count = await s.exec({ command: counter(n), background: true });
+      const count = await s.exec({ command: heldCounter(n), background: true });
       pids.add(count.pid);
       await s.waitOutput(count.sessionId, '\n5\n');
       const c = await d.client();
@@ -307,8 +289,9 @@ describe('refusals are safe (SPEC §19)', () => {
       } else {
         expect(r.error?.message).toMatch(new RegExp(`injected at step "${step}"`));
       }
-      expect((await status(d)).restarts.planned).toBe(0);
+      expect((await daemonStatus(d)).restarts.planned).toBe(0);
       const s2 = new Scoped(await d.client(), 'fault');
+      await release(s2, count.sessionId);
       await s2.pollUntilEnded(count.sessionId, 30_000);
       expectEveryNumberOnce((await s2.log(count.sessionId, { offset: 0, limit: 1000 })).output, n);
       expect((await s2.exec({ command: 'echo after' })).output).toBe('after\n');
@@ -327,7 +310,7 @@ describe('refusals are safe (SPEC §19)', () => {
     expect(r.error?.data?.kind).toBe('conflict');
     expect(r.error?.message).toContain(job.sessionId);
     expect(r.error?.message).toMatch(/does not carry a session of this kind \(terminal\)/);
-    expect((await status(d)).restarts.planned).toBe(0);
+    expect((await daemonStatus(d)).restarts.planned).toBe(0);
     expect((await s.list()).find((x: any) => x.sessionId === job.sessionId).status).toBe('running');
   });
 

@@ -1,8 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { alive, startDaemon, stopAllDaemons } from '../helpers/daemon.js';
+import { restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
-import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 
 /**
@@ -17,25 +16,6 @@ afterEach(async () => {
   killLeftovers(pids);
 });
 
-async function restart(d: TestDaemon, before = 0): Promise<any> {
-  const c = await TestClient.connect(d.socket);
-  const answer = await c.call('daemon.restart', { scope: '*', approverToken: readFileSync(`${d.socket}.approver`, 'utf8').trim() });
-  c.close();
-  await waitFor(async () => {
-    try {
-      const c2 = await TestClient.connect(d.socket);
-      try {
-        return (await c2.call('daemon.status')).restarts.planned > before;
-      } finally {
-        c2.close();
-      }
-    } catch {
-      return false;
-    }
-  }, { what: 'the new image to serve', timeoutMs: 30_000 });
-  return answer;
-}
-
 /** A counter printing every 10 ms, `n` numbers. */
 const counter = (n: number) => `i=0; while [ $i -lt ${n} ]; do echo $i; i=$((i+1)); sleep 0.01; done`;
 
@@ -49,7 +29,7 @@ describe('a shell across a planned restart', () => {
       const shellPid = (await s.request('shell.list', {})).result.shells[0].pid;
       pids.add(shellPid);
       // Restarted while idle: the next command sees the state.
-      await restart(d, 0);
+      await restartAndWait(d, 0);
       const s2 = new Scoped(await d.client(), 'sh');
       const listed = (await s2.request('shell.list', {})).result.shells;
       expect(listed).toHaveLength(1);
@@ -62,7 +42,7 @@ describe('a shell across a planned restart', () => {
       const running = await s2.exec({ command: `${counter(n)}; exit_with() { return $1; }; exit_with 5`, shell: 'r', yieldMs: 300 });
       expect(running.status).toBe('running');
       await s2.waitOutput(running.sessionId, `${eol}20${eol}`);
-      await restart(d, 1);
+      await restartAndWait(d, 1);
       const s3 = new Scoped(await d.client(), 'sh');
       // The carried command's row still names its shell.
       expect((await s3.list()).find((x: any) => x.sessionId === running.sessionId).shell).toEqual({ name: 'r' });
