@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/daemon.js';
+import { packageCopy, removePackageCopies } from '../helpers/package-copy.js';
 
 /**
  * The daemon's image runs from one bundled file (scripts/bundle-daemon.mjs, docs/durability.md
@@ -12,19 +12,9 @@ import { ROOT } from '../helpers/daemon.js';
  * compiled module changed runs the compiled sources, and what that module now says is what runs.
  */
 
-const copies: string[] = [];
 afterAll(() => {
-  for (const dir of copies) rmSync(dir, { recursive: true, force: true });
+  removePackageCopies();
 });
-
-function packageCopy(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'procctl-pkg-'));
-  copies.push(dir);
-  // cpSync gives every file a new time: the stamp's hashes decide.
-  for (const part of ['bin', 'dist', 'build', 'package.json']) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  return dir;
-}
 
 function version(pkg: string): { stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [join(pkg, 'bin', 'procctld'), '--version'], { env: { ...process.env, PROCCTL_DAEMON_REPORT: '1' }, encoding: 'utf8' });

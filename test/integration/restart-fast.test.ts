@@ -1,8 +1,8 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { packageCopy, removePackageCopies } from '../helpers/package-copy.js';
 import { daemonStatus, operator, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
@@ -15,7 +15,6 @@ import { Scoped } from '../helpers/session.js';
  */
 
 const pids = new Set<number>();
-const copies: string[] = [];
 
 afterEach(async () => {
   await stopAllDaemons();
@@ -23,21 +22,13 @@ afterEach(async () => {
 });
 
 afterAll(() => {
-  for (const dir of copies) rmSync(dir, { recursive: true, force: true });
+  removePackageCopies();
 });
 
 const REMEMBERED = 'its answer is remembered';
 
 /** How many restarts found the pre-flight's answer remembered, by the daemon's log. */
 const rememberedCount = (d: TestDaemon) => (d.stdout() + d.stderr()).split(REMEMBERED).length - 1;
-
-function packageCopy(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'procctl-pkg-'));
-  copies.push(dir);
-  for (const part of ['bin', 'dist', 'build', 'package.json']) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  return dir;
-}
 
 const counter = (n: number) => `i=0; while [ $i -lt ${n} ]; do echo $i; i=$((i+1)); sleep 0.01; done`;
 

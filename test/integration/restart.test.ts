@@ -1,8 +1,8 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { alive, ROOT, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { packageCopy, removePackageCopies, setVersion } from '../helpers/package-copy.js';
 import { daemonStatus, operator, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
@@ -17,7 +17,6 @@ import { cliOn } from '../cli/run.js';
  */
 
 const pids = new Set<number>();
-const copies: string[] = [];
 
 afterEach(async () => {
   await stopAllDaemons();
@@ -25,7 +24,7 @@ afterEach(async () => {
 });
 
 afterAll(() => {
-  for (const dir of copies) rmSync(dir, { recursive: true, force: true });
+  removePackageCopies();
 });
 
 /** A counter printing every 10 ms, `n` numbers. */
@@ -42,21 +41,6 @@ function expectEveryNumberOnce(output: string, n: number): void {
   const lines = output.split('\n').filter((l) => l !== '');
   expect(lines.length).toBe(n);
   for (let i = 0; i < n; i++) if (lines[i] !== String(i)) throw new Error(`line ${i} is ${JSON.stringify(lines[i])}: a number was lost or doubled`);
-}
-
-/** A copy of the package (its build, its bin, its addon) whose version says `version`: another installed build. */
-function packageCopy(version: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'procctl-pkg-'));
-  copies.push(dir);
-  for (const part of ['bin', 'dist', 'build']) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  setVersion(dir, version);
-  return dir;
-}
-
-function setVersion(dir: string, version: string): void {
-  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ ...pkg, version }));
 }
 
 describe('planned restart (SPEC §19)', () => {
