@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { SessionCgroup } from '../cgroup/session.js';
 import { limitReason } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
@@ -37,13 +37,25 @@ export interface SpawnOptions {
 /** Where bwrap writes a sandboxed job's exit status, in its scratch directory (JSON lines; `exit-code` last). */
 export const EXIT_STATUS_FILE = '.procctl-exit-status.json';
 
+/** What of bwrap's status file is read, at most: its few JSON lines are far smaller. */
+const STATUS_MAX_BYTES = 64 * 1024;
+
 /** The exit code bwrap wrote into `file`, or undefined when it wrote none (yet) or the file is gone. */
 export function bwrapExitCode(file: string): number | undefined {
+  // The file is in the job's scratch directory, which the job can write: it may have put a FIFO
+  // (whose read would hold the daemon's thread), a symlink or a huge file there. Only a regular
+  // file, not followed through a link, opened without blocking, and its first 64 KiB are read.
   let text: string;
+  let fd: number | undefined;
   try {
-    text = readFileSync(file, 'utf8');
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    if (!fstatSync(fd).isFile()) return undefined;
+    const buf = Buffer.alloc(STATUS_MAX_BYTES);
+    text = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
   } catch {
     return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
   for (const line of text.split('\n').reverse()) {
     try {
