@@ -14,7 +14,17 @@ void procctl_exec_init(napi_env env, napi_value exports);
 void procctl_terminal_init(napi_env env, napi_value exports);
 void procctl_keep_init(napi_env env, napi_value exports);
 
+#ifndef PROCCTL_SOURCE_HASH
+#define PROCCTL_SOURCE_HASH "unknown"
+#endif
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  // Which sources this build was made from (native/source-hash.cjs): src/base/addon.ts says when
+  // the sources beside it have changed since.
+  napi_value hash;
+  if (napi_create_string_utf8(env, PROCCTL_SOURCE_HASH, NAPI_AUTO_LENGTH, &hash) == napi_ok) {
+    napi_set_named_property(env, exports, "sourceHash", hash);
+  }
   procctl_spawn_init(env, exports);
   procctl_peer_init(env, exports);
   procctl_notify_init(env, exports);

@@ -101,3 +101,26 @@ export function loadAddon<T>(names: readonly string[]): T | Error {
   if (missing.length > 0) return new Error(`${loaded.file} is an older build without ${missing.join(', ')}`);
   return exports as T;
 }
+
+/**
+ * Why the addon loaded is older than the native sources beside it (a checkout whose native/ moved
+ * on after `node scripts/build-addon.mjs` ran), or undefined when it matches, is not loaded, or
+ * there are no sources to compare with. Such a build loads and runs as if current, and fails in
+ * ways that name the symptom (a descriptor missing in a hand-over), not the cause.
+ */
+export function addonStale(): string | undefined {
+  if (loaded === undefined || loaded instanceof Error) return undefined;
+  const script = join(packageRoot(), 'native', 'source-hash.cjs');
+  if (!existsSync(script)) return undefined;
+  let sources: string;
+  try {
+    sources = (require(script) as { sourceHash(): string }).sourceHash();
+  } catch {
+    return undefined;
+  }
+  const built = loaded.exports.sourceHash;
+  if (built === sources) return undefined;
+  const from = typeof built === 'string' ? `sources ${built}` : 'sources older than the hash it carries';
+  return `${loaded.file} was built from ${from}, but native/ now holds ${sources}: run \`node scripts/build-addon.mjs\` in ${packageRoot()} and restart the daemon`;
+}
+

@@ -35,6 +35,7 @@ import { restoreChangesApprovals, settleChanges } from '../tools/approval/change
 import { nativeSpawner } from '../runner/native.js';
 import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
+import { addonStale } from '../base/addon.js';
 import { packageVersion } from '../base/version.js';
 import { adoptSessions, type Inherited } from './handover/in.js';
 import { crashHandover, guardianSocket, takeFromGuardian } from './handover/crash.js';
@@ -372,6 +373,8 @@ export class ProcctlDaemon implements Daemon {
     if (spawner instanceof Error && process.env.PROCCTL_SPAWN !== 'node') {
       this.log.warn({ reason: spawner.message }, `jobs start through fork, which costs more as the daemon grows: ${spawner.message}`);
     }
+    const stale = addonStale();
+    if (stale) this.log.warn({ reason: stale }, `the native addon is stale: ${stale}`);
   }
 
   /** The sessions a planned restart handed to this image, taken back (SPEC §19), counted and on record. */
