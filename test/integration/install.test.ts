@@ -39,7 +39,8 @@ beforeAll(() => {
   mkdirSync(src);
   for (const part of PACK_PARTS) cpSync(join(ROOT, part), join(src, part), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(src, 'node_modules'));
-  const r = npm(['pack', '--pack-destination', dir], src);
+  // Generous: the pack compiles the addon and the whole build, minutes on a loaded two-core machine.
+  const r = npm(['pack', '--pack-destination', dir], src, 570_000);
   expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
   tarball = join(dir, readdirSync(dir).find((f) => f.endsWith('.tgz'))!);
 }, 600_000);
