@@ -2,10 +2,12 @@ import { Agent, createServer as createHttpServer, request as httpRequest, type I
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ProxyCa } from './ca.js';
+import { PlaceholderWatch, PREJUDGED_BODY_BYTES, pumpBody, readSmallBody } from './body-watch.js';
 import {
   allowedAddress,
   answer,
   CONNECT_ERRORS,
+  CREDENTIAL_ELSEWHERE,
   CREDENTIAL_PLAIN,
   credentialsFor,
   Interceptor,
@@ -14,6 +16,7 @@ import {
   refuse,
   strayPlaceholder,
   type InterceptClient,
+  type ProxyCredential,
 } from './intercept.js';
 import type { ByName } from './policy.js';
 import { socks5 } from './socks5.js';
@@ -133,19 +136,55 @@ export class NetProxy {
     const port = Number(url.port || 80);
     const to = await this.allowed(url.hostname, client);
     if ('refused' in to) return answer(res, to.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${to.refused}\n`);
+    // The body is looked at for the credentials' placeholders (none of them is for this host: those were refused above).
+    const watch = new PlaceholderWatch(client.credentials ?? []);
+    const elsewhere = (c: ProxyCredential, what: string) =>
+      `${CREDENTIAL_ELSEWHERE}: the request's body carries $PROCCTL_CRED_${c.name}, which is sent only to ${c.hosts.join(', ')}; ${what}`;
+    let body: Buffer | undefined;
+    const length = Number(req.headers['content-length']);
+    if (!watch.empty && req.headers['transfer-encoding'] === undefined && Number.isInteger(length) && length <= PREJUDGED_BODY_BYTES) {
+      // A small body (an API call's) is judged whole before anything is sent.
+      try {
+        body = await readSmallBody(req);
+      } catch (err) {
+        return answer(res, 400, `procctl proxy: ${(err as Error).message}\n`);
+      }
+      const seen = watch.write(body);
+      if (!Buffer.isBuffer(seen)) return answer(res, 403, `procctl proxy: ${this.refuse(client, url.hostname, elsewhere(seen.found, `nothing was sent to ${url.hostname}`)).refused}\n`);
+    }
     const headers = { ...req.headers };
     for (const h of ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive']) delete headers[h];
+    let cut = false;
     const upstream = httpRequest({ agent: this.agentOf(client), host: to.address, port, method: req.method, path: `${url.pathname}${url.search}`, headers: { ...headers, host: url.host } }, (r) => {
+      if (cut) return;
       res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
+      r.pipe(res, { end: false });
+      r.once('end', () => {
+        // Trailers come after a chunked body; passed on as they came.
+        if (Object.keys(r.trailers).length > 0) res.addTrailers(r.trailers);
+        res.end();
+      });
     });
     upstream.on('error', (err) => {
+      if (cut) return;
       const code = (err as NodeJS.ErrnoException).code;
       const why = code && CONNECT_ERRORS.has(code) && !res.headersSent ? `cannot connect to ${to.name}:${port} (${code})` : `${url.host}: ${err.message}`;
       if (!res.headersSent) answer(res, 502, `procctl proxy: ${why}\n`);
       else res.destroy();
     });
-    req.pipe(upstream);
+    if (body !== undefined) return void upstream.end(body);
+    // A larger or chunked body is streamed; one carrying a placeholder is cut off before the placeholder leaves.
+    const strayInBody = (c: ProxyCredential) => {
+      cut = true;
+      upstream.destroy();
+      const why = this.refuse(client, url.hostname, elsewhere(c, `the request was cut off before it reached ${url.hostname}`)).refused;
+      if (!res.headersSent) answer(res, 403, `procctl proxy: ${why}\n`);
+      else res.destroy();
+    };
+    pumpBody(req, upstream, watch, strayInBody, () => {
+      if (Object.keys(req.trailers).length > 0) upstream.addTrailers(req.trailers);
+      upstream.end();
+    });
   }
 
   private async tunnel(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
