@@ -57,6 +57,7 @@ export class NetProxy {
   constructor(private readonly ca: () => ProxyCa | undefined = () => undefined) {
     this.http.on('request', (req, res) => void this.forward(req, res));
     this.http.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket as Socket, head));
+    this.http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket as Socket, head));
     this.http.on('clientError', (_err, socket) => socket.destroy());
   }
 
@@ -185,6 +186,41 @@ export class NetProxy {
       if (Object.keys(req.trailers).length > 0) upstream.addTrailers(req.trailers);
       upstream.end();
     });
+  }
+
+  /**
+   * An HTTP/1.1 Upgrade to a plain http:// URL (a ws:// WebSocket): judged as a plain request is
+   * (the placeholders in its line and headers, a credential's host refused, the policy), then
+   * sent to the host and the two sides joined as a tunnel's are, the host's 101 and all after it
+   * passed as they come.
+   */
+  private async upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    const client = (socket as Tagged)[CLIENT];
+    const plain = (status: string, text: string) => socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    let url: URL | undefined;
+    try {
+      url = new URL(req.url ?? '');
+    } catch {
+      url = undefined;
+    }
+    if (!client || url?.protocol !== 'http:') return void plain('400 Bad Request', 'procctl proxy: an Upgrade through the proxy takes an absolute http:// URL (ws://); wss:// goes through CONNECT\n');
+    const stray = strayPlaceholder(client, url.hostname, [req.url ?? '', ...req.rawHeaders]);
+    if (stray) return void plain('403 Forbidden', `procctl proxy: ${this.refuse(client, url.hostname, stray).refused}\n`);
+    const mine = credentialsFor(client, url.hostname);
+    if (mine.length > 0) {
+      const why = `${CREDENTIAL_PLAIN}: the proxy writes credential ${mine.map((c) => c.name).join(', ')} only into requests it sends over TLS it has verified; use wss://${url.host}${url.pathname}`;
+      return void plain('403 Forbidden', `procctl proxy: ${this.refuse(client, url.hostname, why).refused}\n`);
+    }
+    const up = await this.open(url.hostname, Number(url.port || 80), client);
+    if ('refused' in up) return void plain(up.refused.startsWith('blocked ') ? '403 Forbidden' : '502 Bad Gateway', `procctl proxy: ${up.refused}\n`);
+    let text = `${req.method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`;
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i].toLowerCase();
+      if (name !== 'host' && !name.startsWith('proxy-')) text += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
+    }
+    up.write(`${text}\r\n`);
+    if (head.length > 0) up.write(head);
+    splice(socket, up, client.hold);
   }
 
   private async tunnel(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {

@@ -83,6 +83,26 @@ function clientFrames(buf: Buffer): { texts: string[]; rest: Buffer } {
   return { texts, rest: buf.subarray(i) };
 }
 
+/** Take a WebSocket upgrade (kept in `seen.ws`): 101, a first frame saying the authorization it got, then each frame echoed. */
+function echoWs(q: IncomingMessage, socket: Socket): void {
+  const auth = q.headers.authorization;
+  const accept = createHash('sha1').update(`${String(q.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  const took = { auth, frames: [] as string[] };
+  seen.ws.push(took);
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+  socket.write(serverFrame(`auth=${auth}`));
+  let buf = Buffer.alloc(0);
+  socket.on('data', (c: Buffer) => {
+    const { texts, rest } = clientFrames(Buffer.concat([buf, c]));
+    buf = rest;
+    for (const t of texts) {
+      took.frames.push(t);
+      socket.write(serverFrame(`echo:${t}`));
+    }
+  });
+  socket.on('error', () => socket.destroy());
+}
+
 beforeAll(async () => {
   if (SKIP) return;
   const pki = testPki('streams test CA');
@@ -90,23 +110,8 @@ beforeAll(async () => {
   // A wss:// server that wants the credential: it answers the upgrade, says what authorization it got, and echoes each frame.
   const wss = createHttpsServer({ key: pki.keyPem, cert: pki.certPem });
   wss.on('upgrade', (q: IncomingMessage, socket: Socket) => {
-    const auth = q.headers.authorization;
-    if (auth !== VALUE) return void socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-length: 13\r\nconnection: close\r\n\r\nunauthorized\n');
-    const accept = createHash('sha1').update(`${String(q.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-    const took = { auth, frames: [] as string[] };
-    seen.ws.push(took);
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
-    socket.write(serverFrame(`auth=${auth}`));
-    let buf = Buffer.alloc(0);
-    socket.on('data', (c: Buffer) => {
-      const { texts, rest } = clientFrames(Buffer.concat([buf, c]));
-      buf = rest;
-      for (const t of texts) {
-        took.frames.push(t);
-        socket.write(serverFrame(`echo:${t}`));
-      }
-    });
-    socket.on('error', () => socket.destroy());
+    if (q.headers.authorization !== VALUE) return void socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-length: 13\r\nconnection: close\r\n\r\nunauthorized\n');
+    echoWs(q, socket);
   });
   wss.on('request', (_q, r) => r.writeHead(426).end('upgrade required\n'));
   ports.wss = await listen(wss, '127.0.0.1');
@@ -138,8 +143,7 @@ beforeAll(async () => {
     }),
     '127.0.0.1',
   );
-  ports.other = await listen(
-    createHttpServer((q, r) => {
+  const other = createHttpServer((q, r) => {
       void bodyOf(q).then((body) => {
         seen.other.push({ url: q.url!, body });
         // Chunked, with a trailer the plain forward passes on as it came.
@@ -147,9 +151,10 @@ beforeAll(async () => {
         r.addTrailers({ 'x-other': `${q.trailers['x-sum'] ?? 'none'}` });
         r.end();
       });
-    }),
-    '127.0.0.2',
-  );
+  });
+  // ws:// on the plain host: what the forward proxy relays as it came.
+  other.on('upgrade', (q: IncomingMessage, socket: Socket) => echoWs(q, socket));
+  ports.other = await listen(other, '127.0.0.2');
   d = await startDaemon({
     config: {
       sandbox: {
@@ -170,7 +175,7 @@ beforeAll(async () => {
   // What the job's scripts share: a tunnel through the proxy, and TLS over it trusting the bundle the job was given.
   writeFileSync(
     join(base, 'lib.mjs'),
-    `import http from 'node:http'; import tls from 'node:tls';
+    `import crypto from 'node:crypto'; import http from 'node:http'; import tls from 'node:tls';
      const proxy = new URL(process.env.HTTPS_PROXY);
      export function tunnel(target) {
        return new Promise((resolve, reject) => {
@@ -187,7 +192,40 @@ beforeAll(async () => {
          t.on('error', reject);
        });
      }
-     export const proxyAt = { host: proxy.hostname, port: Number(proxy.port) };`,
+     export const proxyAt = { host: proxy.hostname, port: Number(proxy.port) };
+     export const frame = (text) => {
+       const p = Buffer.from(text); const mask = crypto.randomBytes(4);
+       const out = Buffer.concat([Buffer.from([0x81, 0x80 | p.length]), mask, p]);
+       for (let i = 0; i < p.length; i++) out[6 + i] ^= mask[i % 4];
+       return out;
+     };
+     const frames = (buf) => {
+       const out = []; let i = 0;
+       while (i + 2 <= buf.length) { const len = buf[i + 1] & 0x7f; if (i + 2 + len > buf.length) break; out.push(buf.subarray(i + 2, i + 2 + len).toString()); i += 2 + len; }
+       return out;
+     };
+     /** A WebSocket handshake on t (GET target), two frames sent; what comes back printed as NAME status=..., NAME frames=[...] or NAME answer="...". */
+     export async function ws(t, name, target, hostHeader, extra) {
+       const key = crypto.randomBytes(16).toString('base64');
+       t.write('GET ' + target + ' HTTP/1.1\\r\\nHost: ' + hostHeader + '\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: ' + key + '\\r\\nSec-WebSocket-Version: 13\\r\\n' + extra + '\\r\\n');
+       let buf = Buffer.alloc(0); let sent = false;
+       await new Promise((resolve) => {
+         const done = () => { t.destroy(); resolve(); };
+         t.on('data', (c) => {
+           buf = Buffer.concat([buf, c]);
+           const end = buf.indexOf('\\r\\n\\r\\n');
+           if (end < 0) return;
+           const head = buf.subarray(0, end).toString();
+           if (!head.startsWith('HTTP/1.1 101')) return;
+           const accept = crypto.createHash('sha1').update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
+           if (!sent) { sent = true; console.log(name + ' status=101 accept=' + head.includes(accept)); t.write(frame('hello')); t.write(frame('again')); }
+           const got = frames(buf.subarray(end + 4));
+           if (got.length >= 3) { console.log(name + ' frames=' + JSON.stringify(got)); done(); }
+         });
+         t.on('end', () => { if (!sent) console.log(name + ' answer=' + JSON.stringify(buf.toString())); done(); });
+         t.on('error', (e) => { console.log(name + ' error ' + e.message); done(); });
+       });
+     }`,
   );
 }, 120_000);
 
@@ -216,42 +254,9 @@ describe.skipIf(SKIP)('WebSocket, trailers and bodies through the proxy that wri
     const before = seen.ws.length;
     const r = await run(
       'ws.mjs',
-      `import crypto from 'node:crypto'; import { tlsTo } from './lib.mjs';
-       const frame = (text) => {
-         const p = Buffer.from(text); const mask = crypto.randomBytes(4);
-         const out = Buffer.concat([Buffer.from([0x81, 0x80 | p.length]), mask, p]);
-         for (let i = 0; i < p.length; i++) out[6 + i] ^= mask[i % 4];
-         return out;
-       };
-       const frames = (buf) => {
-         const out = []; let i = 0;
-         while (i + 2 <= buf.length) { const len = buf[i + 1] & 0x7f; if (i + 2 + len > buf.length) break; out.push(buf.subarray(i + 2, i + 2 + len).toString()); i += 2 + len; }
-         return out;
-       };
-       async function ws(name, extra) {
-         const t = await tlsTo(${ports.wss}, 'http/1.1');
-         const key = crypto.randomBytes(16).toString('base64');
-         t.write('GET /chat HTTP/1.1\\r\\nHost: 127.0.0.1:${ports.wss}\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: ' + key + '\\r\\nSec-WebSocket-Version: 13\\r\\n' + extra + '\\r\\n');
-         let buf = Buffer.alloc(0); let sent = false;
-         await new Promise((resolve) => {
-           const done = () => { t.destroy(); resolve(); };
-           t.on('data', (c) => {
-             buf = Buffer.concat([buf, c]);
-             const end = buf.indexOf('\\r\\n\\r\\n');
-             if (end < 0) return;
-             const head = buf.subarray(0, end).toString();
-             if (!head.startsWith('HTTP/1.1 101')) return;
-             const accept = crypto.createHash('sha1').update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
-             if (!sent) { sent = true; console.log(name + ' status=101 accept=' + head.includes(accept)); t.write(frame('hello')); t.write(frame('again')); }
-             const got = frames(buf.subarray(end + 4));
-             if (got.length >= 3) { console.log(name + ' frames=' + JSON.stringify(got)); done(); }
-           });
-           t.on('end', () => { if (!sent) console.log(name + ' answer=' + JSON.stringify(buf.toString())); done(); });
-           t.on('error', (e) => { console.log(name + ' error ' + e.message); done(); });
-         });
-       }
-       await ws('one', '');
-       await ws('two', 'X-Else: ' + process.env.PROCCTL_CRED_ELSE + '\\r\\n');`,
+      `import { tlsTo, ws } from './lib.mjs';
+       await ws(await tlsTo(${ports.wss}, 'http/1.1'), 'one', '/chat', '127.0.0.1:${ports.wss}', '');
+       await ws(await tlsTo(${ports.wss}, 'http/1.1'), 'two', '/chat', '127.0.0.1:${ports.wss}', 'X-Else: ' + process.env.PROCCTL_CRED_ELSE + '\\r\\n');`,
     );
     expect(r.output).toContain('one status=101 accept=true\n');
     expect(r.output).toContain(`one frames=${JSON.stringify([`auth=${MASKED}`, 'echo:hello', 'echo:again'])}\n`);
@@ -263,6 +268,21 @@ describe.skipIf(SKIP)('WebSocket, trailers and bodies through the proxy that wri
     expect(denied[0].reason).toMatch(/^credential_elsewhere: the request carries \$PROCCTL_CRED_ELSE/);
     const history = (await s.request('history', { sessionId: r.sessionId })).result;
     expect(history.records.filter((x: any) => x.type === 'credential_used')).toHaveLength(1);
+  });
+
+  it('a ws:// WebSocket to a host that is no credential: relayed as it came; ws:// to a credential host is refused (plain HTTP)', async () => {
+    const before = seen.ws.length;
+    const r = await run(
+      'wsplain.mjs',
+      `import net from 'node:net'; import { proxyAt, ws } from './lib.mjs';
+       const to = () => new Promise((resolve) => { const t = net.connect(proxyAt.port, proxyAt.host, () => resolve(t)); });
+       await ws(await to(), 'plain', 'http://127.0.0.2:${ports.other}/chat', '127.0.0.2:${ports.other}', '');
+       await ws(await to(), 'cred', 'http://127.0.0.1:${ports.wss}/chat', '127.0.0.1:${ports.wss}', '');`,
+    );
+    expect(r.output).toContain('plain status=101 accept=true\n');
+    expect(r.output).toContain(`plain frames=${JSON.stringify(['auth=undefined', 'echo:hello', 'echo:again'])}\n`);
+    expect(seen.ws.slice(before)).toEqual([{ auth: undefined, frames: ['hello', 'again'] }]);
+    expect(r.output).toMatch(/cred answer="HTTP\/1\.1 403 Forbidden\\r\\n[^\n]*credential_plain_http: the proxy writes credential API only into requests it sends over TLS it has verified; use wss:\/\/127\.0\.0\.1/);
   });
 
   it("HTTP/2 trailers both ways (gRPC's shape): the job's trailers reach the upstream, grpc-status and grpc-message come back, the value masked in them", async () => {
