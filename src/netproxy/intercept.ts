@@ -1,18 +1,20 @@
 import { lookup } from 'node:dns/promises';
-import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { ServerResponse, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import {
+  constants as h2constants,
   connect as http2Connect,
   createSecureServer,
+  Http2ServerResponse,
   type ClientHttp2Session,
   type Http2SecureServer,
   type Http2ServerRequest,
-  type Http2ServerResponse,
 } from 'node:http2';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP, type Socket } from 'node:net';
-import type { Readable } from 'node:stream';
+import { Transform, type Duplex, type Readable } from 'node:stream';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { Scrubber } from '../base/scrub.js';
+import { PlaceholderWatch, pumpBody } from './body-watch.js';
 import { matches, refusedAddress, refusedName, type ByName } from './policy.js';
 import type { Hold } from './splice.js';
 
@@ -100,6 +102,14 @@ export class Interceptor {
     if (server) return server;
     server = createSecureServer({ key: leaf.key, cert: leaf.cert, allowHTTP1: true, ALPNProtocols: ['h2', 'http/1.1'] });
     server.on('request', (req: JobRequest, res: JobResponse) => void this.forward(req, res, client, host, port));
+    // HTTP/1.1 connections only (a WebSocket): HTTP/2 has no Upgrade.
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket, head, client, host, port));
+    // A CONNECT inside (RFC 8441's WebSocket over HTTP/2, or a tunnel in the tunnel): not offered (docs/credentials.md).
+    server.on('connect', (req: JobRequest, res: Http2ServerResponse | Duplex) => {
+      const text = `procctl proxy: CONNECT inside the TLS of a credential's host (a WebSocket over HTTP/2, RFC 8441, or a tunnel) is not supported; open the WebSocket over HTTP/1.1 (an Upgrade request), which is\n`;
+      if (res instanceof Http2ServerResponse) return answer(res, 501, text);
+      res.end(`HTTP/1.1 501 Not Implemented\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    });
     server.on('tlsClientError', (err: Error, tls: TLSSocket) => {
       const alert = /alert ([a-z ]+)/i.exec(err.message)?.[1] ?? (err as NodeJS.ErrnoException).code ?? err.message;
       refuse(
@@ -113,68 +123,106 @@ export class Interceptor {
     return server;
   }
 
-  /** One request inside the TLS the proxy ended: judged, the credential written in, sent upstream over verified TLS, the answer scrubbed. */
-  private async forward(req: JobRequest, res: JobResponse, client: InterceptClient, host: string, port: number): Promise<void> {
+  /**
+   * What every request inside the TLS the proxy ended goes through before anything is sent
+   * (a WebSocket upgrade as well): the placeholders of other credentials refused, a withdrawn
+   * credential refused, the host judged; then the headers for the upstream, the credential
+   * written in and the placeholder replaced, and the path with it replaced too.
+   */
+  private async judge(
+    req: JobRequest,
+    client: InterceptClient,
+    host: string,
+  ): Promise<{ status: number; text: string } | { address: string; mine: readonly ProxyCredential[]; headers: Record<string, string | string[]>; path: string }> {
     const stray = strayPlaceholder(client, host, [req.url ?? '', ...req.rawHeaders]);
-    if (stray) return answer(res, 403, `procctl proxy: ${refuse(client, host, stray).refused}\n`);
+    if (stray) return { status: 403, text: `procctl proxy: ${refuse(client, host, stray).refused}\n` };
     const withdrawn = credentialsFor(client, host).find((c) => c.withdrawn !== undefined);
-    if (withdrawn) return answer(res, 403, `procctl proxy: ${refuse(client, host, withdrawn.withdrawn!).refused}\n`);
+    if (withdrawn) return { status: 403, text: `procctl proxy: ${refuse(client, host, withdrawn.withdrawn!).refused}\n` };
     const to = await allowedAddress(host, client);
-    if ('refused' in to) return answer(res, to.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${to.refused}\n`);
+    if ('refused' in to) return { status: to.refused.startsWith('blocked ') ? 403 : 502, text: `procctl proxy: ${to.refused}\n` };
     const mine = credentialsFor(client, host);
     const headers: Record<string, string | string[]> = {};
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
       const name = req.rawHeaders[i].toLowerCase();
+      // `TE: trailers` says the client takes trailers (gRPC's servers require it): passed on, as HTTP/2 allows; any other TE is this hop's.
+      if (name === 'te') {
+        if (req.rawHeaders[i + 1].split(',').some((t) => t.trim().toLowerCase() === 'trailers')) headers.te = 'trailers';
+        continue;
+      }
       // HTTP/2's pseudo-headers are said anew for the upstream (method, path, the authority asked for).
       if (HOP.has(name) || name.startsWith(':')) continue;
-      let value = req.rawHeaders[i + 1];
-      for (const c of mine) if (value.includes(c.placeholder)) value = value.split(c.placeholder).join(c.value);
       const had = headers[name];
+      const value = withValues(req.rawHeaders[i + 1], mine);
       headers[name] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
     }
     for (const c of mine) headers[c.header] = c.value;
     let path = req.url ?? '/';
     for (const c of mine) if (path.includes(c.placeholder)) path = path.split(c.placeholder).join(encodeURIComponent(c.value));
+    return { address: to.address, mine, headers, path };
+  }
+
+  /** One request inside the TLS the proxy ended: judged, the credential written in, sent upstream over verified TLS, the answer scrubbed, trailers passed both ways. */
+  private async forward(req: JobRequest, res: JobResponse, client: InterceptClient, host: string, port: number): Promise<void> {
+    const judged = await this.judge(req, client, host);
+    if ('status' in judged) return answer(res, judged.status, judged.text);
+    const { mine, headers, path } = judged;
     const masks = mine.map((c) => ({ find: c.value, put: '*'.repeat(Buffer.byteLength(c.value)) }));
+    // Set when the job's body carried another credential's placeholder: the upstream was cut, and its failure is not the job's answer.
+    let cut = false;
     const failed = (err: Error) => {
-      const code = (err as NodeJS.ErrnoException).code ?? '';
-      let why: string;
-      if (UNTRUSTED.test(code) || /certificate|self.signed/i.test(err.message)) {
-        why = refuse(
-          client,
-          host,
-          `${CREDENTIAL_UPSTREAM}: ${host}'s certificate is not trusted (${code || err.message}); the proxy sends a credential only to a host it has verified against the system's roots${client.upstreamCa ? ' and sandbox.network.upstreamCa' : ', or sandbox.network.upstreamCa (a PEM file) when the host is yours'}`,
-        ).refused;
-      } else why = CONNECT_ERRORS.has(code) && !res.headersSent ? `cannot connect to ${host}:${port} (${code})` : `${host}: ${err.message}`;
+      if (cut) return;
+      const why = this.whyFailed(err, client, host, port, res.headersSent);
       if (!res.headersSent) answer(res, 502, `procctl proxy: ${why}\n`);
       else res.destroy();
     };
     // What the upstream says back never carries the value to the job: masked, at its own length (the body's length stays right).
-    const respond = (status: number, message: string | undefined, pairs: [string, string][], body: Readable) => {
+    const respond = (status: number, message: string | undefined, pairs: [string, string][], body: Readable, trailers: () => IncomingHttpHeaders | undefined) => {
+      if (cut) return;
       for (const c of mine) client.used?.(c.name, host);
       const scrub = new Scrubber(masks);
       const kept = pairs.filter(([name]) => !HOP.has(name.toLowerCase()) && !name.startsWith(':')).map(([name, value]): [string, string] => [name, scrub.text(value)]);
       if (res instanceof ServerResponse) res.writeHead(status, message, kept.flat());
       else res.writeHead(status, asHeaders(kept));
-      relayScrubbed(body, res, new Scrubber(masks));
+      relayScrubbed(body, res, new Scrubber(masks), () => trailersOf(trailers(), (v) => scrub.text(v)));
     };
+    // The job's body: other credentials' placeholders looked for as it passes (the upstream is cut before one would reach it).
+    const watch = new PlaceholderWatch(client.credentials?.filter((c) => !mine.includes(c)) ?? []);
+    const stray = (stop: () => void) => (c: ProxyCredential) => {
+      cut = true;
+      stop();
+      const why = refuse(client, host, `${CREDENTIAL_ELSEWHERE}: the request's body carries $PROCCTL_CRED_${c.name}, which is sent only to ${c.hosts.join(', ')}; the request was cut off before it reached ${host}`).refused;
+      if (!res.headersSent) answer(res, 403, `procctl proxy: ${why}\n`);
+      else res.destroy();
+    };
+    const jobTrailers = () => trailersOf(req.trailers, (v) => withValues(v, mine));
     let origin: Origin;
     try {
-      origin = await this.originOf(client, host, port, to.address);
+      origin = await this.originOf(client, host, port, judged.address);
     } catch (err) {
       return failed(err as Error);
     }
     if (origin.kind === 'h2') {
-      const stream = origin.session.request({ ...headers, ':method': req.method, ':path': path, ':authority': authority(host, port), ':scheme': 'https' });
-      stream.on('response', (h) => respond(Number(h[':status']) || 502, undefined, pairsOf(h), stream));
+      // waitForTrailers: the job's trailers (if it sends any) go as the stream's last HEADERS; none: an empty end.
+      const stream = origin.session.request({ ...headers, ':method': req.method, ':path': path, ':authority': authority(host, port), ':scheme': 'https' }, { waitForTrailers: true });
+      let got: IncomingHttpHeaders | undefined;
+      stream.on('trailers', (h) => (got = h));
+      stream.on('wantTrailers', () => {
+        try {
+          stream.sendTrailers(jobTrailers() ?? {});
+        } catch (err) {
+          // A field HTTP/2 does not allow in trailers: the call cannot be completed as the job sent it.
+          stream.destroy(err as Error);
+        }
+      });
+      stream.on('response', (h) => respond(Number(h[':status']) || 502, undefined, pairsOf(h), stream, () => got));
       stream.on('error', failed);
-      req.pipe(stream);
+      pumpBody(req, stream, watch, stray(() => stream.close(h2constants.NGHTTP2_CANCEL)), () => stream.end());
       return;
     }
     const upstream = httpsRequest(
       {
         agent: this.agentOf(client),
-        host: to.address,
+        host: judged.address,
         port,
         servername: isIP(host) ? undefined : host,
         method: req.method,
@@ -186,11 +234,99 @@ export class Interceptor {
       (r) => {
         const pairs: [string, string][] = [];
         for (let i = 0; i < r.rawHeaders.length; i += 2) pairs.push([r.rawHeaders[i], r.rawHeaders[i + 1]]);
-        respond(r.statusCode ?? 502, r.statusMessage, pairs, r);
+        respond(r.statusCode ?? 502, r.statusMessage, pairs, r, () => r.trailers);
       },
     );
     upstream.on('error', failed);
-    req.pipe(upstream);
+    pumpBody(
+      req,
+      upstream,
+      watch,
+      stray(() => upstream.destroy()),
+      () => {
+        // Trailers go only in a chunked body (Node sends one when the request has no Content-Length).
+        const t = jobTrailers();
+        if (t) upstream.addTrailers(t);
+        upstream.end();
+      },
+    );
+  }
+
+  /** What the job is told when the upstream failed: an untrusted certificate is a refusal of its own (counted). */
+  private whyFailed(err: Error, client: InterceptClient, host: string, port: number, answered: boolean): string {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    if (UNTRUSTED.test(code) || /certificate|self.signed/i.test(err.message)) {
+      return refuse(
+        client,
+        host,
+        `${CREDENTIAL_UPSTREAM}: ${host}'s certificate is not trusted (${code || err.message}); the proxy sends a credential only to a host it has verified against the system's roots${client.upstreamCa ? ' and sandbox.network.upstreamCa' : ', or sandbox.network.upstreamCa (a PEM file) when the host is yours'}`,
+      ).refused;
+    }
+    return CONNECT_ERRORS.has(code) && !answered ? `cannot connect to ${host}:${port} (${code})` : `${host}: ${err.message}`;
+  }
+
+  /**
+   * A WebSocket (or any HTTP/1.1 `Upgrade`) inside the TLS the proxy ended: judged and written
+   * as any request, sent on its own verified TLS connection speaking HTTP/1.1 (an upgrade is
+   * HTTP/1.1's), and once the upstream answers 101 the two sides are joined both ways, what
+   * the upstream sends masked as an answer's body is. Any other answer goes back as it came.
+   */
+  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, client: InterceptClient, host: string, port: number): Promise<void> {
+    socket.on('error', () => socket.destroy());
+    const plain = (status: number, text: string) => {
+      if (!socket.destroyed) socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    };
+    const judged = await this.judge(req, client, host);
+    if ('status' in judged) return plain(judged.status, judged.text);
+    const { mine, headers, path } = judged;
+    const masks = mine.map((c) => ({ find: c.value, put: '*'.repeat(Buffer.byteLength(c.value)) }));
+    // A connection of its own (it becomes the WebSocket's), verified as every upstream one is, asking for HTTP/1.1 by ALPN.
+    const connection = () =>
+      tlsConnect({ host: judged.address, port, servername: isIP(host) ? undefined : host, ALPNProtocols: ['http/1.1'], ...(client.upstreamCa ? { ca: client.upstreamCa } : {}) });
+    const upstream = httpsRequest({
+      createConnection: connection,
+      method: req.method,
+      path,
+      headers: { ...headers, host: authority(host, port), connection: 'Upgrade', upgrade: req.headers.upgrade ?? '' },
+    });
+    const said = (status: number, message: string, raw: string[], scrub: Scrubber) => {
+      let text = `HTTP/1.1 ${status} ${message}\r\n`;
+      for (let i = 0; i < raw.length; i += 2) text += `${raw[i]}: ${scrub.text(raw[i + 1])}\r\n`;
+      return `${text}\r\n`;
+    };
+    upstream.on('upgrade', (r: IncomingMessage, up: Socket, upHead: Buffer) => {
+      for (const c of mine) client.used?.(c.name, host);
+      const release = client.hold?.({ close: () => up.destroy() }) ?? (() => undefined);
+      const scrub = new Scrubber(masks);
+      socket.write(said(r.statusCode ?? 101, r.statusMessage ?? 'Switching Protocols', r.rawHeaders, scrub));
+      let closed = false;
+      const close = () => {
+        if (closed) return;
+        closed = true;
+        release();
+        up.destroy();
+        socket.destroy();
+      };
+      up.on('error', close).once('close', close);
+      socket.on('error', close).once('close', close);
+      if (head.length > 0) up.write(head);
+      if (upHead.length > 0) socket.write(scrub.write(upHead));
+      socket.pipe(up);
+      up.pipe(new Transform({ transform: (chunk: Buffer, _e, done) => done(null, scrub.write(chunk)), flush: (done) => done(null, scrub.end()) })).pipe(socket);
+    });
+    upstream.on('response', (r: IncomingMessage) => {
+      // Not upgraded (a refusal, a redirect): the answer as it came, masked, and the connection closed after it.
+      for (const c of mine) client.used?.(c.name, host);
+      const scrub = new Scrubber(masks);
+      const kept: string[] = [];
+      for (let i = 0; i < r.rawHeaders.length; i += 2) if (!HOP.has(r.rawHeaders[i].toLowerCase())) kept.push(r.rawHeaders[i], r.rawHeaders[i + 1]);
+      socket.write(said(r.statusCode ?? 502, r.statusMessage ?? '', [...kept, 'connection', 'close'], scrub));
+      r.on('data', (chunk: Buffer) => socket.write(scrub.write(chunk)));
+      r.once('end', () => socket.end(scrub.end()));
+      socket.once('close', () => r.destroy());
+    });
+    upstream.on('error', (err) => plain(502, `procctl proxy: ${this.whyFailed(err, client, host, port, false)}\n`));
+    upstream.end();
   }
 
   /**
@@ -269,6 +405,27 @@ function asHeaders(pairs: [string, string][]): OutgoingHttpHeaders {
   return out;
 }
 
+/** A header's value with the placeholders of `mine` (the credentials of the host it goes to) replaced by their values. */
+function withValues(value: string, mine: readonly ProxyCredential[]): string {
+  let out = value;
+  for (const c of mine) if (out.includes(c.placeholder)) out = out.split(c.placeholder).join(c.value);
+  return out;
+}
+
+/** Trailers to pass on (`grpc-status`, `grpc-message`, ...): each value through `map`, this hop's fields and pseudo-headers left out; undefined when none. */
+function trailersOf(trailers: IncomingHttpHeaders | NodeJS.Dict<string | string[]> | undefined, map: (value: string) => string): OutgoingHttpHeaders | undefined {
+  if (!trailers) return undefined;
+  const out: OutgoingHttpHeaders = {};
+  let any = false;
+  for (const [name, value] of Object.entries(trailers)) {
+    const n = name.toLowerCase();
+    if (value === undefined || HOP.has(n) || n.startsWith(':') || n === 'content-length') continue;
+    out[n] = Array.isArray(value) ? value.map((v) => map(String(v))) : map(String(value));
+    any = true;
+  }
+  return any ? out : undefined;
+}
+
 /** Count a refusal on the session and say it as the proxy answers it. */
 export function refuse(client: Pick<InterceptClient, 'denied'>, host: string, reason: string): { refused: string } {
   client.denied(host, reason);
@@ -337,7 +494,7 @@ const BATCH_BYTES = 256 * 1024;
  * stream bookkeeping and a system call per record. Backpressure as a pipe's: the upstream is
  * paused while the job's side is full. Either side failing ends the other.
  */
-function relayScrubbed(from: Readable, to: JobResponse, scrub: Scrubber): void {
+function relayScrubbed(from: Readable, to: JobResponse, scrub: Scrubber, trailers?: () => OutgoingHttpHeaders | undefined): void {
   let batch: Buffer[] = [];
   let size = 0;
   let scheduled = false;
@@ -366,7 +523,11 @@ function relayScrubbed(from: Readable, to: JobResponse, scrub: Scrubber): void {
   });
   from.once('end', () => {
     flush();
-    if (!to.destroyed) to.end(scrub.end());
+    if (to.destroyed) return;
+    // The upstream's trailers (gRPC's status) after the body; an HTTP/1.1 answer carries them when it is chunked.
+    const t = trailers?.();
+    if (t) to.addTrailers(t);
+    to.end(scrub.end());
   });
   from.once('error', () => to.destroy());
 }

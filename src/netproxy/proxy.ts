@@ -2,10 +2,12 @@ import { Agent, createServer as createHttpServer, request as httpRequest, type I
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ProxyCa } from './ca.js';
+import { PlaceholderWatch, PREJUDGED_BODY_BYTES, pumpBody, readSmallBody } from './body-watch.js';
 import {
   allowedAddress,
   answer,
   CONNECT_ERRORS,
+  CREDENTIAL_ELSEWHERE,
   CREDENTIAL_PLAIN,
   credentialsFor,
   Interceptor,
@@ -14,6 +16,7 @@ import {
   refuse,
   strayPlaceholder,
   type InterceptClient,
+  type ProxyCredential,
 } from './intercept.js';
 import type { ByName } from './policy.js';
 import { socks5 } from './socks5.js';
@@ -54,6 +57,7 @@ export class NetProxy {
   constructor(private readonly ca: () => ProxyCa | undefined = () => undefined) {
     this.http.on('request', (req, res) => void this.forward(req, res));
     this.http.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket as Socket, head));
+    this.http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket as Socket, head));
     this.http.on('clientError', (_err, socket) => socket.destroy());
   }
 
@@ -133,19 +137,90 @@ export class NetProxy {
     const port = Number(url.port || 80);
     const to = await this.allowed(url.hostname, client);
     if ('refused' in to) return answer(res, to.refused.startsWith('blocked ') ? 403 : 502, `procctl proxy: ${to.refused}\n`);
+    // The body is looked at for the credentials' placeholders (none of them is for this host: those were refused above).
+    const watch = new PlaceholderWatch(client.credentials ?? []);
+    const elsewhere = (c: ProxyCredential, what: string) =>
+      `${CREDENTIAL_ELSEWHERE}: the request's body carries $PROCCTL_CRED_${c.name}, which is sent only to ${c.hosts.join(', ')}; ${what}`;
+    let body: Buffer | undefined;
+    const length = Number(req.headers['content-length']);
+    if (!watch.empty && req.headers['transfer-encoding'] === undefined && Number.isInteger(length) && length <= PREJUDGED_BODY_BYTES) {
+      // A small body (an API call's) is judged whole before anything is sent.
+      try {
+        body = await readSmallBody(req);
+      } catch (err) {
+        return answer(res, 400, `procctl proxy: ${(err as Error).message}\n`);
+      }
+      const seen = watch.write(body);
+      if (!Buffer.isBuffer(seen)) return answer(res, 403, `procctl proxy: ${this.refuse(client, url.hostname, elsewhere(seen.found, `nothing was sent to ${url.hostname}`)).refused}\n`);
+    }
     const headers = { ...req.headers };
     for (const h of ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive']) delete headers[h];
+    let cut = false;
     const upstream = httpRequest({ agent: this.agentOf(client), host: to.address, port, method: req.method, path: `${url.pathname}${url.search}`, headers: { ...headers, host: url.host } }, (r) => {
+      if (cut) return;
       res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
+      r.pipe(res, { end: false });
+      r.once('end', () => {
+        // Trailers come after a chunked body; passed on as they came.
+        if (Object.keys(r.trailers).length > 0) res.addTrailers(r.trailers);
+        res.end();
+      });
     });
     upstream.on('error', (err) => {
+      if (cut) return;
       const code = (err as NodeJS.ErrnoException).code;
       const why = code && CONNECT_ERRORS.has(code) && !res.headersSent ? `cannot connect to ${to.name}:${port} (${code})` : `${url.host}: ${err.message}`;
       if (!res.headersSent) answer(res, 502, `procctl proxy: ${why}\n`);
       else res.destroy();
     });
-    req.pipe(upstream);
+    if (body !== undefined) return void upstream.end(body);
+    // A larger or chunked body is streamed; one carrying a placeholder is cut off before the placeholder leaves.
+    const strayInBody = (c: ProxyCredential) => {
+      cut = true;
+      upstream.destroy();
+      const why = this.refuse(client, url.hostname, elsewhere(c, `the request was cut off before it reached ${url.hostname}`)).refused;
+      if (!res.headersSent) answer(res, 403, `procctl proxy: ${why}\n`);
+      else res.destroy();
+    };
+    pumpBody(req, upstream, watch, strayInBody, () => {
+      if (Object.keys(req.trailers).length > 0) upstream.addTrailers(req.trailers);
+      upstream.end();
+    });
+  }
+
+  /**
+   * An HTTP/1.1 Upgrade to a plain http:// URL (a ws:// WebSocket): judged as a plain request is
+   * (the placeholders in its line and headers, a credential's host refused, the policy), then
+   * sent to the host and the two sides joined as a tunnel's are, the host's 101 and all after it
+   * passed as they come.
+   */
+  private async upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    const client = (socket as Tagged)[CLIENT];
+    const plain = (status: string, text: string) => socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    let url: URL | undefined;
+    try {
+      url = new URL(req.url ?? '');
+    } catch {
+      url = undefined;
+    }
+    if (!client || url?.protocol !== 'http:') return void plain('400 Bad Request', 'procctl proxy: an Upgrade through the proxy takes an absolute http:// URL (ws://); wss:// goes through CONNECT\n');
+    const stray = strayPlaceholder(client, url.hostname, [req.url ?? '', ...req.rawHeaders]);
+    if (stray) return void plain('403 Forbidden', `procctl proxy: ${this.refuse(client, url.hostname, stray).refused}\n`);
+    const mine = credentialsFor(client, url.hostname);
+    if (mine.length > 0) {
+      const why = `${CREDENTIAL_PLAIN}: the proxy writes credential ${mine.map((c) => c.name).join(', ')} only into requests it sends over TLS it has verified; use wss://${url.host}${url.pathname}`;
+      return void plain('403 Forbidden', `procctl proxy: ${this.refuse(client, url.hostname, why).refused}\n`);
+    }
+    const up = await this.open(url.hostname, Number(url.port || 80), client);
+    if ('refused' in up) return void plain(up.refused.startsWith('blocked ') ? '403 Forbidden' : '502 Bad Gateway', `procctl proxy: ${up.refused}\n`);
+    let text = `${req.method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`;
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i].toLowerCase();
+      if (name !== 'host' && !name.startsWith('proxy-')) text += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
+    }
+    up.write(`${text}\r\n`);
+    if (head.length > 0) up.write(head);
+    splice(socket, up, client.hold);
   }
 
   private async tunnel(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
