@@ -52,7 +52,7 @@ export async function credentialsCost(opts: BenchOptions): Promise<Metric[]> {
     if (q.url !== '/big') return r.end('small answer\n');
     const tls = q.socket as TLSSocket;
     const who = tls.localAddress === '127.0.0.2' ? 'tunnel' : q.headers.authorization === VALUE ? 'intercepted' : 'relay';
-    (upstreamTls[who] ??= new Set()).add(`${tls.getProtocol()} ${tls.getCipher().standardName}`);
+    (upstreamTls[who] ??= new Set()).add(`${tls.getProtocol()} ${tls.getCipher().standardName} HTTP/${q.httpVersion}`);
     r.writeHead(200, { 'content-length': String(BIG) });
     let sent = 0;
     const more = () => {
@@ -91,11 +91,13 @@ export async function credentialsCost(opts: BenchOptions): Promise<Metric[]> {
   const loop = (cmd: string, n: number) => `for i in $(seq ${n}); do ${cmd}; done`;
   // A download: curl's speed, then its CPU seconds (user and system) from /usr/bin/time.
   const timed = (extra: string, url: string) => `/usr/bin/time -f 'cpu %U %S' ${curl(extra, url, 'speed_download')} 2>&1`;
-  // The TLS version and cipher curl (the job's side) negotiated, from its verbose lines.
+  // The TLS version, cipher and protocol (ALPN) curl (the job's side) negotiated, from its verbose lines.
   const negotiated = async (extra: string, url: string): Promise<string> => {
-    const r = await c.call('exec', { command: `curl -sv --noproxy "" ${extra} -o /dev/null ${url} 2>&1 | grep -m1 'SSL connection using' || true`, yieldMs: 60_000, stdin: 'null' });
+    const r = await c.call('exec', { command: `curl -sv --noproxy "" ${extra} -o /dev/null ${url} 2>&1 | grep -E 'SSL connection using|ALPN: server' || true`, yieldMs: 60_000, stdin: 'null' });
     await c.call('process', { action: 'clear', sessionId: r.sessionId });
-    return String(r.output).replace(/.*SSL connection using\s*/s, '').trim();
+    const text = String(r.output);
+    const alpn = /ALPN: server accepted (\S+)/.exec(text)?.[1] ?? (/ALPN: server did not agree/.test(text) ? 'http/1.1 (no ALPN)' : '?');
+    return `${/SSL connection using\s*(.*)/.exec(text)?.[1]?.trim() ?? '?'} ${alpn}`;
   };
   // The intercepted way trusts the bundle the daemon gives (SSL_CERT_FILE); the tunnel reaches the server's own certificate.
   const via = {
