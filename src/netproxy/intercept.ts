@@ -55,6 +55,16 @@ export const CREDENTIAL_PLAIN = 'credential_plain_http';
 const CREDENTIAL_TLS = 'credential_tls_refused';
 const CREDENTIAL_UPSTREAM = 'credential_untrusted_upstream';
 
+/**
+ * The receive windows of the proxy's HTTP/2 sessions to an origin. HTTP/2 starts every stream and
+ * the connection at 64 KiB, so a download from an h2 origin stalls every 64 KiB until the proxy's
+ * WINDOW_UPDATE reaches the origin. 6 MiB a stream and 15 MiB the connection are Chrome's; what
+ * the proxy holds for a job that reads slowly is bounded by them (a paused stream is not
+ * consumed, so its window is not given back).
+ */
+const H2_STREAM_WINDOW = 6 * 1024 * 1024;
+const H2_SESSION_WINDOW = 15 * 1024 * 1024;
+
 /** Kept-alive connections a session may hold free per destination, and how long an idle one is kept. */
 export const POOLED_PER_DESTINATION = 4;
 export const POOLED_IDLE_MS = 15_000;
@@ -351,7 +361,9 @@ export class Interceptor {
           return resolve({ kind: 'h1' });
         }
         socket.removeListener('error', reject);
-        const session = http2Connect(`https://${authority(host, port)}`, { createConnection: () => socket });
+        const session = http2Connect(`https://${authority(host, port)}`, { createConnection: () => socket, settings: { initialWindowSize: H2_STREAM_WINDOW } });
+        // The whole connection's window too (HTTP/2's default is 64 KiB for it as for each stream).
+        session.setLocalWindowSize(H2_SESSION_WINDOW);
         const forget = () => {
           if (mine.get(key) === made) mine.delete(key);
         };
