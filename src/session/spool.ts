@@ -9,6 +9,22 @@ const MAX_BACKLOG = 8 * 1024 * 1024;
 /** Disk budget per session: 16 MiB/s after a first 8 MiB; a faster stream keeps only its newest part on disk. */
 const WRITE_BYTES_PER_MS = (16 * 1024 * 1024) / 1000;
 const WRITE_BURST = 8 * 1024 * 1024;
+/**
+ * Output waiting to be written, all spools together: when several sessions outrun the disk at
+ * once, each keeps an equal share of this (never less than MIN_BACKLOG), so the daemon's memory
+ * does not grow by MAX_BACKLOG for every fast session (4 at once held 32 MiB of reads, the most
+ * of what the daemon's RSS grew by in the capture bench).
+ */
+const TOTAL_BACKLOG = 16 * 1024 * 1024;
+const MIN_BACKLOG = 1024 * 1024;
+/** Bytes waiting in every spool, and how many spools have any. */
+const waiting = { bytes: 0, spools: 0 };
+
+/** Output waiting to be written in every spool of this daemon (diagnostics, tests). */
+export function backlogBytes(): number {
+  return waiting.bytes;
+}
+
 /** Buffers per writev call (IOV_MAX on Linux). */
 const MAX_IOV = 1024;
 /** After a write fails, output is counted as not spooled for this long; then writing is tried again. */
@@ -44,7 +60,19 @@ export interface SpoolCounts {
 export class Spool {
   private fd: number | undefined;
   private batch: Buffer[] = [];
-  private batchBytes = 0;
+  private waitingBytes = 0;
+
+  /** Bytes in the batch; the count of all spools follows. */
+  private get batchBytes(): number {
+    return this.waitingBytes;
+  }
+
+  private set batchBytes(n: number) {
+    waiting.bytes += n - this.waitingBytes;
+    if (this.waitingBytes === 0 && n > 0) waiting.spools++;
+    else if (this.waitingBytes > 0 && n === 0) waiting.spools--;
+    this.waitingBytes = n;
+  }
   private flushing = false;
   private segmentBytes = 0;
   private closed = false;
@@ -129,8 +157,9 @@ export class Spool {
     }
     this.batch.push(buf);
     this.batchBytes += buf.length;
-    // Bounded memory: a backlog past the limit drops its oldest bytes (counted) instead of growing.
-    const limit = Math.min(MAX_BACKLOG, this.maxBytes);
+    // Bounded memory: a backlog past the limit drops its oldest bytes (counted) instead of growing;
+    // while others wait too, the limit is this spool's share of what all may hold.
+    const limit = Math.min(MAX_BACKLOG, this.maxBytes, Math.max(MIN_BACKLOG, Math.floor(TOTAL_BACKLOG / waiting.spools)));
     if (this.batchBytes > limit) {
       let excess = this.batchBytes - limit;
       this.batchBytes = limit;
@@ -143,7 +172,11 @@ export class Spool {
   }
 
   private flush(): void {
-    if (this.removed || (this.closed && !this.ending)) this.batch = []; // nothing more is written
+    if (this.removed || (this.closed && !this.ending)) {
+      // nothing more is written
+      this.batch = [];
+      this.batchBytes = 0;
+    }
     if (this.batch.length === 0) {
       this.flushing = false;
       if (this.removed) this.closeFd();

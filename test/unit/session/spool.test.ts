@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiskHealth, type DiskState } from '../../../src/session/disk.js';
-import { Spool } from '../../../src/session/spool.js';
+import { backlogBytes, Spool } from '../../../src/session/spool.js';
 import { capPage, pageLines, pageText } from '../../../src/tools/process/log.js';
 import fc from 'fast-check';
 
@@ -53,6 +53,32 @@ describe('Spool', () => {
     const kept = spool.read();
     const expected = Array.from({ length: 30 }, (_, i) => String.fromCharCode(65 + (i % 26)).repeat(MiB)).join('');
     expect(kept === expected.slice(expected.length - kept.length)).toBe(true);
+  });
+
+  it('sessions outrunning the disk at once share one bound: each keeps its newest part, the rest counted as the budget', async () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const before = backlogBytes();
+    const spools = Array.from({ length: 4 }, (_, i) => new Spool(join(dir, `s${i}.log`), 64 * MiB));
+    // 16 MiB each in one turn of the loop: alone, each would hold a backlog of 8 MiB (32 MiB in all).
+    for (let j = 0; j < 16; j++) for (const [i, spool] of spools.entries()) spool.write(Buffer.alloc(MiB, 65 + ((i * 16 + j) % 26)));
+    expect(backlogBytes() - before).toBeLessThanOrEqual(16 * MiB);
+    // The same from what each says: its first MiB went to the disk at once, the rest waits or was dropped.
+    const budgetDrops = spools.reduce((n, s) => n + s.dropped.budget, 0);
+    expect(4 * 15 * MiB - budgetDrops).toBeLessThanOrEqual(16 * MiB);
+    await Promise.all(spools.map((s) => s.close()));
+    expect(backlogBytes()).toBe(before);
+    for (const [i, spool] of spools.entries()) {
+      const file = join(dir, `s${i}.log`);
+      expect(spool.totalBytes).toBe(16 * MiB);
+      expect(spool.dropped.budget).toBeGreaterThan(0);
+      expect(spool.dropped.budget + spool.dropped.rotated + onDisk(file)).toBe(16 * MiB);
+      // What is kept is its newest output, whole and in order.
+      const kept = spool.read();
+      const all = Array.from({ length: 16 }, (_, j) => String.fromCharCode(65 + ((i * 16 + j) % 26)).repeat(MiB)).join('');
+      expect(kept.length).toBeGreaterThanOrEqual(MiB);
+      expect(kept === all.slice(all.length - kept.length)).toBe(true);
+    }
   });
 
   it('a refused write is counted with its error, told once, and writing resumes by itself', async () => {
