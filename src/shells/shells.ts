@@ -22,6 +22,8 @@ import { ReviewShell, reviewScript } from './review.js';
 const MAX_STATE_CHARS = 100_000;
 /** How long a new shell has to show its first prompt. */
 const START_MS = 10_000;
+/** How long a command waits for a shell taken back after a crash to say it is idle (shell.ts settleAfterCrash). */
+const SETTLE_MS = 2_000;
 /** How often idle shells are looked for. */
 const SWEEP_MS = 5_000;
 
@@ -92,6 +94,8 @@ export class Shells {
       restarted = true;
     }
     const settings = settingsOf(c);
+    // Taken back after a crash: bash says in a moment whether it still runs a command nobody knows.
+    if (shell instanceof Shell && shell.unsettled) await shell.whenSettled(SETTLE_MS);
     if (shell) {
       checkSettings(shell, p, settings);
       const busy = shell.busy;
@@ -99,6 +103,12 @@ export class Shells {
         throw conflict(
           `shell "${shell.name}" is running session ${busy.id} (${busy.name}); wait for it (process wait {"sessionIds":["${busy.id}"]}) or stop it (process kill {"sessionId":"${busy.id}"}), then send the command again`,
           { sessionId: busy.id, shell: shell.name },
+        );
+      }
+      if (shell instanceof Shell && shell.unsettled) {
+        throw conflict(
+          `shell "${shell.name}" was taken back after the daemon's crash and may still run a command the crashed daemon started (younger than its first record, so not kept); send the command again in a moment, or close the shell (shell.close)`,
+          { shell: shell.name },
         );
       }
     } else {
@@ -172,7 +182,7 @@ export class Shells {
       checkpointKey,
       onTimeout: this.onTimeout(session),
     });
-    this.ctx.keeper.watch(session, { now: c.id !== undefined });
+    this.ctx.keeper.watch(session, { now: c.id !== undefined, shell: { box: shell.boxId, timeoutSec: p.timeout ?? cfg.timeoutSec } });
     session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: session.cwd, shell: shell.name });
     return { session, warnings: [] };
   }
@@ -251,7 +261,7 @@ export class Shells {
    * running command (adopted with the sessions) tracked again. Returns the ids of the commands
    * and of the shells' own processes taken back (their records and cgroups are theirs still). A shell that cannot be taken back is stopped, its command ended with it.
    */
-  adopt(entries: readonly CarriedShellEntry[], follow: (s: Session) => void, log: (msg: string, err: unknown) => void): string[] {
+  adopt(entries: readonly CarriedShellEntry[], follow: (s: Session) => void, log: (msg: string, err: unknown) => void, crash = false): string[] {
     const ids: string[] = [];
     const caps = this.ctx.config().tools.exec;
     for (const e of entries) {
@@ -290,10 +300,13 @@ export class Shells {
           command = resumeSession(e.command, this.ctx.registry.events, caps, this.ctx.state.disk, c.name);
           this.ctx.registry.add(command);
           this.attachCommand(shell, command, command.stdinMode, true);
-          this.ctx.keeper.watch(command, { now: true });
+          this.ctx.keeper.watch(command, { now: true, shell: { box: box.id, timeoutSec: c.running.timeoutSec } });
           ids.push(command.id);
         }
         shell.adopt(c, command, command ? this.onTimeout(command) : () => undefined);
+        // What the dead daemon knew of the shell and did not write down is asked of bash (shell.ts).
+        if (crash) shell.settleAfterCrash();
+        this.guard(shell);
         if (command) {
           follow(command);
           if (e.command?.record.status === 'waiting_input' && e.command.record.interrupt) command.raiseInterrupt(e.command.record.interrupt);
@@ -354,7 +367,21 @@ export class Shells {
       await stopSession(box, { reason: 'user', signal: 'SIGKILL', graceMs: 0 });
       throw unavailable(`shell "${p.shell}" could not be started: ${(err as Error).message}; nothing ran`);
     }
+    this.guard(shell);
     return shell;
+  }
+
+  /**
+   * The shell's own process, protected against the daemon's crash as a session is (SPEC §19): in
+   * the guardian's table, and with durability.onCrash "keep" its descriptors and what the shell
+   * was made as kept by the guardian, for the next daemon to take the shell back (docs/shells.md).
+   */
+  private guard(shell: Shell): void {
+    this.ctx.keeper.guard?.(shell.process, () => {
+      // What the shell was made as; what changes as it runs (cwd, count, the command, a cut) bash tells the next daemon.
+      const { running: _running, cut: _cut, settling: _settling, ...made } = shell.carry();
+      return { ...made, settings: { ...shell.settings, limits: shell.settings.limits ?? null }, pending: '' };
+    });
   }
 
   /** The shell a command's session runs in, if it is one (SPEC §20). */
