@@ -401,6 +401,7 @@ export class ProcctlDaemon implements Daemon {
     const { adopted, lost } = adoptSessions({ daemon: this, registry: this.registry, log: this.log, config: () => this.current, state: this.state, keeper: this.keeper, guardian: this.guardian, cgroups: this.cgroups }, h);
     // The persistent shells too (SPEC §20), with the command each ran (docs/shells.md).
     const commands = this.shells.adopt(h.shells, (s) => followSession(this, s, followOf(s)), (msg, err) => this.log.error({ err }, msg), true);
+    for (const l of h.lostShells) this.shells.noteLost(l.scope, l.name, l.why);
     const shells = new Set(h.shells.map((e) => e.box?.job.ends.pid).filter((p): p is number => p !== undefined));
     this.restarts = { ...this.restarts, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
     this.audit.emit({ type: 'restart', kind: 'crash', from: 'unknown', to: this.version, adopted: adopted.length, lost: lost.length, ms: 0 });

@@ -82,10 +82,16 @@ export class Shells {
   }
 
   /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
-  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell | ReviewShell; restarted: boolean }> {
+  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell | ReviewShell; restarted: boolean; why?: string }> {
     const { scope, params: p } = c;
     let shell = this.shells.get(keyOf(scope, p.shell));
     let restarted = false;
+    // A shell the last daemon had, which a crash could not keep: this command's is made anew, and says why.
+    const why = shell ? undefined : this.lostInCrash.get(keyOf(scope, p.shell));
+    if (why !== undefined) {
+      this.lostInCrash.delete(keyOf(scope, p.shell));
+      restarted = true;
+    }
     if (shell && !shell.alive) {
       this.forget(shell);
       // Made anew as it was (its workdir, env, terminal, limits, review mode), but for what this command names.
@@ -119,7 +125,15 @@ export class Shells {
       this.lostState.delete(shell);
       return { ...this.startReview(shell, c), shell, restarted: restarted || lost };
     }
-    return { ...this.start(shell, c), shell, restarted };
+    return { ...this.start(shell, c), shell, restarted, ...(why !== undefined ? { why } : {}) };
+  }
+
+  /** Shells a crash could not keep, by scope and name: the next command in one says it was made anew, and why. */
+  private readonly lostInCrash = new Map<string, string>();
+
+  /** A shell of the crashed daemon's that this one could not take back (handover/crash.ts). */
+  noteLost(scope: string, name: string, why: string): void {
+    this.lostInCrash.set(keyOf(scope, name), why);
   }
 
   /** Review shells whose last command ended the shell (`exit`): the next command says its state is gone. */
@@ -314,6 +328,7 @@ export class Shells {
         this.shells.set(key, shell);
       } catch (err) {
         log(`restart: shell "${c.name}" (scope ${c.scope}) could not be taken back; it is stopped`, err);
+        this.noteLost(c.scope, c.name, `the daemon was ${crash ? 'restarted after a crash' : 'restarted'} and could not take the shell back (${(err as Error).message}); its state is gone`);
         if (box) void stopSession(box, { reason: 'shutdown', signal: 'SIGKILL', graceMs: 0 });
       }
     }

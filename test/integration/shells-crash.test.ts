@@ -104,4 +104,27 @@ describe('a shell across a crash (durability.onCrash "keep")', () => {
       expect(alive(shellPid)).toBe(true);
     });
   }
+
+  it('a shell the next daemon cannot take back is stopped, and its next command says it was made anew and why', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env });
+    const s1 = new Scoped(await d1.client(), 'sh');
+    await s1.exec({ command: 'export GONE=1', shell: 'g' });
+    const shellPid = (await s1.request('shell.list', {})).result.shells[0].pid;
+    pids.add(shellPid);
+    const scratch = /(?:^|\0)PROCCTL_TMPDIR=([^\0]*)/.exec(readFileSync(`/proc/${shellPid}/environ`, 'utf8'))![1];
+    await crash(d1, state);
+    // The FIFO its end records come on is gone: the next daemon cannot wire the shell again.
+    rmSync(join(scratch, '.shell-status'));
+    const d2 = await startDaemon({ env });
+    const s2 = new Scoped(await d2.client(), 'sh');
+    await waitFor(() => !alive(shellPid), { what: 'the shell that could not be taken back to be stopped' });
+    const next = await s2.exec({ command: 'echo "[$GONE]"', shell: 'g' });
+    expect(next.output).toBe('[]\n');
+    expect(next.shell.restarted).toBe(true);
+    expect(next.shell.reason).toMatch(/could not take the shell back .*\.shell-status.*its state is gone/);
+    // Said once: the shell made anew goes on as any.
+    expect((await s2.exec({ command: 'echo again', shell: 'g' })).shell.restarted).toBeUndefined();
+  });
 });

@@ -203,11 +203,12 @@ export function takeFromGuardian(stateDir: string, log: Logger): Taken[] {
  * missing) is not: its descriptors are closed, recovery terminates what is left of it, and
  * `unfit` says why, for its record.
  */
-export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions' | 'shells'> & { unfit: Map<string, string> } {
+export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions' | 'shells'> & { unfit: Map<string, string>; lostShells: { scope: string; name: string; why: string }[] } {
   const caps = config.tools.exec;
   const sessions: Handover['sessions'] = [];
   const shells: CarriedShellEntry[] = [];
   const unfitOnes = new Map<string, string>();
+  const lostShells: { scope: string; name: string; why: string }[] = [];
   // A shell's command has no descriptors of its own: it goes with its shell (below), by the shell's process's id.
   const commandOf = new Map<string, Taken>();
   for (const t of taken) if (t.kept.command) commandOf.set(t.kept.command.box, t);
@@ -231,6 +232,7 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
       for (const fd of fds) closeQuietly(fd);
       log.warn({ sessionId: kept.id, why: unfit, kept: fds.length, shell: kept.shell?.state.name }, 'crash: a session the guardian kept cannot be taken; it is recovered as lost');
       if (unfit) unfitOnes.set(kept.id, `the guardian kept it through the crash, but this daemon could not take it: ${unfit}`);
+      if (kept.shell) lostShells.push({ scope: kept.shell.state.scope, name: kept.shell.state.name, why: `the daemon crashed and the guardian kept the shell, but the next daemon could not take it back (${unfit}); its state is gone` });
       continue;
     }
     const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, ...rest } = kept.job;
@@ -248,7 +250,7 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
     }
     sessions.push({ session: carriedFromRecord(r, kept, state, caps), job });
   }
-  return { sessions, shells, unfit: unfitOnes };
+  return { sessions, shells, unfit: unfitOnes, lostShells };
 }
 
 /** A running session as the last run's record and spool say, for the planned restart's adoption (`adopted: "crash"`). */
