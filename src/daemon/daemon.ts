@@ -307,7 +307,7 @@ export class ProcctlDaemon implements Daemon {
     mark('adopt');
     // A record that says it ran, with no hand-over: its daemon crashed, and nothing kept it for this one.
     const crashWhy = this.inherited ? undefined : (id: string) => crashed?.unfit.get(id) ?? CRASH_LOST;
-    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy: lostWhy ?? crashWhy });
+    const ending = this.keeper.recover(this.current, (s) => restorePending(this, s), { adopted: handed, lostWhy: lostWhy ?? crashWhy, spare: crashed?.shells });
     // Changes held for review survive a restart: a job the restart ended is settled like any other;
     // one a planned restart handed over is still running, its overlay still the job's.
     this.held.load((id, summary) => {
@@ -399,13 +399,17 @@ export class ProcctlDaemon implements Daemon {
    * The sessions a crashed run's guardian kept (SPEC §19), taken back through the planned
    * restart's adoption; each record says `adopted: "crash"`.
    */
-  private adoptCrashed(taken: ReturnType<typeof takeFromGuardian>): { adopted: Set<string>; unfit: Map<string, string> } {
+  private adoptCrashed(taken: ReturnType<typeof takeFromGuardian>): { adopted: Set<string>; unfit: Map<string, string>; shells: Set<number> } {
     const h = crashHandover(taken, this.state, this.current, this.log);
     const { adopted, lost } = adoptSessions({ daemon: this, registry: this.registry, log: this.log, config: () => this.current, state: this.state, keeper: this.keeper, guardian: this.guardian, cgroups: this.cgroups }, h);
+    // The persistent shells too (SPEC §20), with the command each ran (docs/shells.md).
+    const commands = this.shells.adopt(h.shells, (s) => followSession(this, s, followOf(s)), (msg, err) => this.log.error({ err }, msg), true);
+    for (const l of h.lostShells) this.shells.noteLost(l.scope, l.name, l.why);
+    const shells = new Set(h.shells.map((e) => e.box?.job.ends.pid).filter((p): p is number => p !== undefined));
     this.restarts = { ...this.restarts, adopted: this.restarts.adopted + adopted.length, lost: this.restarts.lost + lost.length };
     this.audit.emit({ type: 'restart', kind: 'crash', from: 'unknown', to: this.version, adopted: adopted.length, lost: lost.length, ms: 0 });
-    this.log.warn({ adopted: adopted.length, lost: lost.length }, 'crash: this daemon took over the sessions the last one left running');
-    return { adopted: new Set(adopted.map((s) => s.id)), unfit: h.unfit };
+    this.log.warn({ adopted: adopted.length, lost: lost.length, shells: this.shells.size }, 'crash: this daemon took over the sessions the last one left running');
+    return { adopted: new Set([...adopted.map((s) => s.id), ...commands]), unfit: h.unfit, shells };
   }
 
   /**

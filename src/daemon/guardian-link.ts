@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { loadAddon } from '../base/addon.js';
 import { bridgeSignals } from '../base/signal-bridge.js';
 import type { Session } from '../session/session.js';
-import { keptChanges, keptMessage } from './handover/crash.js';
+import { keptChanges, keptMessage, type KeptExtra } from './handover/crash.js';
 import { SLOT_BYTES, slotLine } from './guardian-slots.js';
 
 /** What a crash does to running sessions (config `durability`, SPEC §19), told to the guardian at its start. */
@@ -37,6 +37,8 @@ export class GuardianLink {
   private keepAddon: KeepAddon | undefined;
   /** Sessions whose descriptors the guardian's queue had no room for yet: sent again shortly. */
   private readonly unsent = new Map<string, Session>();
+  /** What a session's message says besides its job (a persistent shell, a shell's command), for each sending of it. */
+  private readonly extras = new Map<string, KeptExtra>();
   private retry: NodeJS.Timeout | undefined;
 
   private child: ChildProcess | undefined;
@@ -161,9 +163,10 @@ export class GuardianLink {
    * keep it through a crash (durability.onCrash "keep"). They wait unread in the guardian's queue,
    * which it drains once a second (dropping those of ended sessions): sending wakes nobody.
    */
-  keep(s: Session): void {
+  keep(s: Session, extra?: KeptExtra): void {
     if (this.keepFd === undefined || !this.keepAddon) return;
-    const msg = keptMessage(s);
+    if (extra) this.extras.set(s.id, extra);
+    const msg = keptMessage(s, this.extras.get(s.id));
     if (!msg) return;
     // A proxy's listening sockets still to come: sent again once they are in (the guardian keeps the newest).
     void keptChanges(s)?.then(() => {
@@ -210,6 +213,7 @@ export class GuardianLink {
 
   remove(sessionId: string): void {
     this.unsent.delete(sessionId);
+    this.extras.delete(sessionId);
     const slot = this.slotOf.get(sessionId);
     if (slot === undefined) return;
     this.slotOf.delete(sessionId);

@@ -115,7 +115,9 @@ function crashed(): void {
   if (!keeper) return killAll();
   const sessions = readSlots(readTable());
   keeper.drain(() => new Set(sessions.map((s) => s.id)));
-  killSessions(sessions.filter((s) => !keeper.has(s.id)), false);
+  // A session in a group a kept one leads (a persistent shell's command, in its shell's group) is kept with it.
+  const keptGroups = new Set(sessions.filter((s) => keeper.has(s.id)).map((s) => s.pgid));
+  killSessions(sessions.filter((s) => !keeper.has(s.id) && !keptGroups.has(s.pgid)), false);
   if (keeper.size === 0) {
     keeper.unlisten();
     return killAll();

@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js';
 import { terminate } from '../runner/group.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
-import type { RecordKeeper } from '../session/keeper.js';
+import type { RecordKeeper, ShellCommandKept } from '../session/keeper.js';
 import { isEnded, isPendingApproval, restoreSession, toRecord } from '../session/persist.js';
 import type { Registry } from '../session/registry.js';
 import type { Session } from '../session/session.js';
@@ -27,7 +27,7 @@ export class Records implements RecordKeeper {
     private readonly log: Logger,
   ) {}
 
-  watch(session: Session, opts: { now?: boolean } = {}): void {
+  watch(session: Session, opts: { now?: boolean; shell?: ShellCommandKept } = {}): void {
     if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
     // The leader's start time (to tell it from a reused pid at recovery) matters only in the record
     // of a session that runs on: read when that is first written, not at the spawn, where reading
@@ -40,7 +40,7 @@ export class Records implements RecordKeeper {
         startTime = readStat(session.pid)?.startTime;
         if (startTime !== undefined) {
           this.guardian.started(session.id, session.pid, startTime);
-          this.guardian.keep(session);
+          this.guardian.keep(session, opts.shell ? { command: opts.shell } : undefined);
         }
       }
       return startTime;
@@ -74,6 +74,18 @@ export class Records implements RecordKeeper {
     });
   }
 
+  guard(session: Session, describe: () => unknown): void {
+    const pid = session.pid;
+    if (pid === undefined || !session.running) return;
+    this.guardian.add(session.id, pid);
+    const startTime = readStat(pid)?.startTime;
+    if (startTime !== undefined) {
+      this.guardian.started(session.id, pid, startTime);
+      this.guardian.keep(session, { shell: { state: describe(), record: toRecord(session, startTime) } });
+    }
+    void session.finished.then(() => setImmediate(() => this.guardian.remove(session.id)));
+  }
+
   hold(session: Session): void {
     const save = () => (session.endedAt === undefined ? this.state.save(toRecord(session)) : this.state.saveLater(session.id, () => toRecord(session)));
     session.recordWith(save);
@@ -86,7 +98,7 @@ export class Records implements RecordKeeper {
    * marked failed with reason "lost". Sessions waiting for their approval still wait (their
    * expiry counts on from when they were asked): `pending` is told of each.
    */
-  recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string | ((id: string) => string) } = {}): Map<string, Promise<unknown>> {
+  recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string | ((id: string) => string); spare?: ReadonlySet<number> } = {}): Map<string, Promise<unknown>> {
     const { records: all, corrupt } = this.state.loadAll();
     // Sessions a planned restart handed to this image run on: their records are theirs (SPEC §19).
     const records = opts.adopted?.size ? all.filter((r) => !opts.adopted!.has(r.id)) : all;
@@ -109,6 +121,11 @@ export class Records implements RecordKeeper {
       this.registry.add(s);
       if (isPendingApproval(r)) pending(s);
       else if (!isEnded(r)) {
+        // A persistent shell's command whose shell a crash kept (its pid is the shell's): what it left runs in the shell, which stays.
+        if (r.pid !== undefined && opts.spare?.has(r.pid)) {
+          this.state.save(toRecord(s));
+          continue;
+        }
         lost.push(s);
         if (r.pid !== undefined && r.pidStartTime !== undefined && readStat(r.pid)?.startTime === r.pidStartTime) {
           ending.set(r.id, terminate({ pgid: r.pid, pids: [] }, 'SIGTERM', caps.killGraceMs));

@@ -13,6 +13,12 @@ export interface SessionFiles {
   status(): DiskState;
 }
 
+/** A persistent shell's command as a crash keeps it: the shell it runs in (that shell's own process's session id) and what its record does not say. */
+export interface ShellCommandKept {
+  box: string;
+  timeoutSec: number;
+}
+
 /**
  * Who keeps sessions' records on disk and their processes known to the guardian (the daemon,
  * daemon/records.ts). The runner tells it of each session it starts; tools of each session that
@@ -24,7 +30,13 @@ export interface RecordKeeper {
    * group, and by its `cgroup` directories where it has them) and keep its record (soon if it
    * runs on, at once with `now`, and whenever it changes).
    */
-  watch(session: Session, opts?: { now?: boolean; cgroup?: string[] }): void;
+  watch(session: Session, opts?: { now?: boolean; cgroup?: string[]; shell?: ShellCommandKept }): void;
+  /**
+   * A persistent shell's own process (SPEC §20), which has no record: protect it against the
+   * daemon's crash as a session, and (durability.onCrash "keep") let the guardian keep its
+   * descriptors with `describe()` (the shell as a crash's next daemon rebuilds it).
+   */
+  guard?(session: Session, describe: () => unknown): void;
   /**
    * Keep the record of a session that has no process (one waiting for its approval, or denied):
    * written now and whenever it changes; a pending one before this returns.

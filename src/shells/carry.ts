@@ -26,9 +26,11 @@ export const CarriedShellSchema = z.object({
   /** A persistent shell: what it had read of its end records (fd 61), not yet a whole one. */
   pending: z.string().default(''),
   /** A terminal shell: the cut sent and not yet seen on the terminal, what was held of the output meanwhile, and the end it follows. */
-  cut: z.object({ text: z.string(), held: z.string(), status: z.tuple([z.string(), z.string()]) }).optional(),
+  cut: z.object({ text: z.string(), held: z.string(), status: z.tuple([z.string(), z.string()]), /** the spare cut a crash's adoption sent (shell.ts settleAfterCrash) */ spare: z.boolean().optional() }).optional(),
   /** The command running in it: its session (carried beside, by id), whether it was interrupted, its timeout. */
   running: z.object({ sessionId: z.string(), interrupted: z.boolean(), timeoutSec: z.number().min(0) }).optional(),
+  /** Taken back after a crash and not yet answered its probe (shell.ts settleAfterCrash): the probe, and the command taken back with it. */
+  settling: z.object({ probe: z.string(), command: z.string().optional() }).optional(),
   /** A review shell: bash's state after its last command (shells/review.ts), and whether the last one ended it. */
   review: z.object({ state: z.string(), lost: z.boolean(), runningId: z.string().optional() }).optional(),
 });

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, constants, openSync, statSync } from 'node:fs';
+import { chownSync, constants, openSync, readSync, statSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { join } from 'node:path';
 import type { ExecParams } from '../schema/exec.js';
@@ -84,8 +84,9 @@ export interface CarriedShellState {
   lastUsedAt: number;
   /** Read of the end records, not yet a whole one. */
   pending: string;
-  cut?: { text: string; held: string; status: [string, string] };
+  cut?: { text: string; held: string; status: [string, string]; spare?: boolean };
   running?: { sessionId: string; interrupted: boolean; timeoutSec: number };
+  settling?: { probe: string; command?: string };
 }
 
 /** A terminal shell's output after a command ended: passed on up to the cut, which ends the command. */
@@ -94,8 +95,13 @@ interface Cut {
   held: string;
   /** The end record it follows (id, status), for a restart to hand on. */
   status: [string, string];
-  timer: NodeJS.Timeout;
+  timer: NodeJS.Timeout | undefined;
   then: () => void;
+  /**
+   * Sent after a crash for whichever end comes next (docs/shells.md): the next end record takes it
+   * instead of a fresh cut, or bash prints it at once for an end the dead daemon had read.
+   */
+  spare?: boolean;
 }
 
 /** How a command's session is told of its end. */
@@ -125,13 +131,23 @@ export class Shell {
   private isReady = false;
   private readonly readyWaiters: (() => void)[] = [];
   private status: Socket | undefined;
+  private statusFd: number | undefined;
   private input: Socket | undefined;
   /** A terminal shell's command lines (bash's fd 0) and the cuts it prints after each command. */
   private lines: Socket | undefined;
   private cutter: Socket | undefined;
   private cut: Cut | undefined;
+  /** Cuts sent for later ends while one is under way (after a crash, the probe's end can follow a command's at once): bash prints them in order. */
+  private readonly nextCuts: Cut[] = [];
   private pending = '';
   private gone = false;
+  /**
+   * After a crash (SPEC §19): the probe sent to the shell, whose end record says which command it
+   * ran last, with what status, and how many it ran; `command`: the command taken back with it, if
+   * any (one younger than its first record was not, and may still run).
+   */
+  private settling: { probe: string; command?: string } | undefined;
+  private readonly settleWaiters: (() => void)[] = [];
   /** The FIFO the commands read as stdin: what a command blocked on its input reads (SPEC §7's look). */
   inputPath: string | undefined;
 
@@ -209,7 +225,8 @@ export class Shell {
   private wire(dir: string): void {
     const { statusPath, others } = this.fifos(dir);
     // Opened read-write: a FIFO with no writer would read as its end; the daemon's own writer keeps it open.
-    this.status = new Socket({ fd: openSync(statusPath, constants.O_RDWR | constants.O_NONBLOCK), readable: true, writable: false });
+    this.statusFd = openSync(statusPath, constants.O_RDWR | constants.O_NONBLOCK);
+    this.status = new Socket({ fd: this.statusFd, readable: true, writable: false });
     this.status.on('data', (b: Buffer) => this.onStatus(b.toString('utf8')));
     this.status.on('error', () => undefined);
     const writer = (path: string) => {
@@ -256,8 +273,9 @@ export class Shell {
       createdAt: this.createdAt,
       lastUsedAt: this.lastUsedAt,
       pending: this.pending,
-      ...(this.cut ? { cut: { text: this.cut.text, held: this.cut.held, status: this.cut.status } } : {}),
+      ...(this.cut ? { cut: { text: this.cut.text, held: this.cut.held, status: this.cut.status, ...(this.cut.spare ? { spare: true } : {}) } } : {}),
       ...(r ? { running: { sessionId: r.session.id, interrupted: r.interrupted, timeoutSec: r.timeoutSec } } : {}),
+      ...(this.settling ? { settling: { ...this.settling } } : {}),
     };
   }
 
@@ -278,13 +296,60 @@ export class Shell {
       this.running = r;
       this.armTimeout(r);
     }
+    this.settling = c.settling && { ...c.settling };
     this.wire(this.box.tmpdir!);
-    if (c.cut) {
+    if (c.cut?.spare) this.cut = { text: c.cut.text, held: c.cut.held, status: c.cut.status, timer: undefined, then: () => undefined, spare: true };
+    else if (c.cut) {
       const [id, code] = c.cut.status;
       this.awaitCut(this.endOf(id, code, this.running), c.cut.text, c.cut.held, c.cut.status);
     }
     // What was read of the end records and not yet acted on is acted on now.
     this.onStatus('');
+  }
+
+  /**
+   * The shell as a crashed daemon left it (SPEC §19), adopted already: what the dead daemon knew
+   * and did not write down (an end record it read, a cut it was to send, the commands it counted)
+   * is asked of bash itself. A probe line, queued behind whatever bash runs, makes bash write one
+   * more end record naming the last command it ran, its status and its count. On a terminal, one
+   * spare cut goes to fd 60: bash takes it for the next end it writes, or prints it at once if it
+   * was waiting for the cut of an end the dead daemon had read (docs/shells.md).
+   */
+  settleAfterCrash(): void {
+    const dir = this.box.tmpdir!;
+    try {
+      // bash writes its status FIFO at each end: when it last did is when the shell was last used.
+      this.lastUsedAt = Math.max(this.lastUsedAt, Math.round(statSync(join(dir, '.shell-status')).mtimeMs));
+    } catch {
+      // kept as the shell said when it was made
+    }
+    const probe = `probe-${randomBytes(6).toString('hex')}`;
+    this.settling = { probe, ...(this.running ? { command: this.running.session.id } : {}) };
+    if (this.pty && !this.cut) {
+      const text = `procctl-${randomBytes(12).toString('hex')}`;
+      this.cut = { text, held: '', status: ['', ''], timer: undefined, then: () => undefined, spare: true };
+      this.cutter!.write(`${text}\n`);
+    }
+    const line = `__procctl_id="${probe}:$__procctl_id:$__procctl_s:$__procctl_c"\n`;
+    if (this.pty) this.lines!.write(line);
+    else this.box.input!.write(line);
+  }
+
+  /** Taken back after a crash and not yet told by bash what it ran last, nor running a command taken back with it: a new command would share bash with one nobody knows. */
+  get unsettled(): boolean {
+    return this.settling !== undefined && this.settling.command === undefined && this.alive;
+  }
+
+  /** Resolves once bash answered the probe (or the shell ended), or after `ms`. */
+  whenSettled(ms: number): Promise<void> {
+    if (!this.unsettled) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.settleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   /** Run one command in the shell as `session` (already made, registered and attached). */
@@ -297,11 +362,11 @@ export class Shell {
     const exports = [`PROCCTL_SESSION_ID=${session.id}`, ...(o.checkpointKey ? [`PROCCTL_CHECKPOINT_KEY=${o.checkpointKey}`] : [])];
     if (this.pty) {
       const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${TERMINAL_FD}`;
-      this.lines!.write(`__procctl_id=${session.id}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${CUT_FD}<&- ${TERMINAL_FD}<&-\n`);
+      this.lines!.write(`__procctl_id=${session.id}; __procctl_c=${this.commands}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${CUT_FD}<&- ${TERMINAL_FD}<&-\n`);
       return;
     }
     const stdin = o.stdin === 'null' ? '0</dev/null' : `0<&${INPUT_FD}`;
-    this.box.input!.write(`__procctl_id=${session.id}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${INPUT_FD}<&-\n`);
+    this.box.input!.write(`__procctl_id=${session.id}; __procctl_c=${this.commands}; export ${exports.join(' ')}; eval ${ansiQuote(command)} ${stdin} ${STATUS_FD}>&- ${INPUT_FD}<&-\n`);
   }
 
   /** The command's timeout, counted from its session's start; time spent paused does not count (SPEC §15): at the deadline, a paused command waits on. */
@@ -340,15 +405,48 @@ export class Shell {
       }
       return;
     }
+    // The spare cut a crash's adoption sent came back: bash wrote an end record before it read it,
+    // which is in the FIFO already (written before the cut was read) unless the dead daemon read it.
+    if (cut.spare) this.readStatusNow();
     this.deliver(stream, cut.held.slice(0, at));
-    this.endCut(cut);
+    this.endCut(cut, stream, cut.held.slice(at + cut.text.length));
   }
 
-  private endCut(cut: Cut): void {
+  /** What waits in the end records' FIFO, read now rather than on the loop's next turn. */
+  private readStatusNow(): void {
+    if (this.statusFd === undefined) return;
+    const buf = Buffer.alloc(4096);
+    for (;;) {
+      let n = 0;
+      try {
+        n = readSync(this.statusFd, buf, 0, buf.length, null);
+      } catch {
+        return;
+      }
+      if (n <= 0) return;
+      this.onStatus(buf.subarray(0, n).toString('utf8'));
+    }
+  }
+
+  /** The cut came (or its wait ended): its end goes on; what followed it is the next cut's to look through, if one was sent. */
+  private endCut(cut: Cut, stream: 'stdout' | 'stderr' = 'stdout', rest = ''): void {
     if (this.cut !== cut) return;
     this.cut = undefined;
     clearTimeout(cut.timer);
     cut.then();
+    const next = this.nextCuts.shift();
+    if (!next) return;
+    this.cut = next;
+    next.timer = this.armCut(next);
+    if (rest) this.onTerminal(stream, rest);
+  }
+
+  private armCut(cut: Cut): NodeJS.Timeout {
+    return setTimeout(() => {
+      // The shell's terminal output did not come (its output stopped, fd 63 closed by a command): what came is the command's.
+      this.deliver('stdout', cut.held);
+      this.endCut(cut);
+    }, CUT_MS);
   }
 
   /**
@@ -356,14 +454,22 @@ export class Shell {
    * the cut came through the terminal. A restart hands on a cut sent already (`text`, what was held).
    */
   private awaitCut(then: () => void, sent?: string, held = '', status: [string, string] = ['', '']): void {
+    // The spare cut a crash's adoption sent is this end's: bash reads it as it would a fresh one.
+    const spare = this.cut?.spare && sent === undefined ? this.cut : undefined;
+    if (spare) {
+      Object.assign(spare, { spare: false, then, status });
+      spare.timer = this.armCut(spare);
+      return;
+    }
     const text = sent ?? `procctl-${randomBytes(12).toString('hex')}`;
-    const cut: Cut = { text, held, then, status, timer: setTimeout(() => {
-      // The shell's terminal output did not come (its output stopped, fd 63 closed by a command): what came is the command's.
-      this.deliver('stdout', cut.held);
-      this.endCut(cut);
-    }, CUT_MS) };
-    this.cut = cut;
+    const cut: Cut = { text, held, then, status, timer: undefined };
     if (sent === undefined) this.cutter!.write(`${text}\n`);
+    if (this.cut) {
+      this.nextCuts.push(cut);
+      return;
+    }
+    cut.timer = this.armCut(cut);
+    this.cut = cut;
   }
 
   /** What a command's `write` goes to: the FIFO the command reads as its stdin. */
@@ -391,7 +497,7 @@ export class Shell {
       const [id, code, ...rest] = line.split(' ');
       const cwd = rest.join(' ');
       if (cwd) this.cwd = cwd;
-      const then = this.endOf(id, code, this.running);
+      const then = this.settling && id.startsWith(`${this.settling.probe}:`) ? this.settled(id) : this.endOf(id, code, this.running);
       // Every end the shell writes waits for its cut (bash reads one before its next command).
       if (this.pty) this.awaitCut(then, undefined, '', [id, code]);
       // The status came after the command's output was written to the pipe; what the loop reads
@@ -410,6 +516,30 @@ export class Shell {
     };
   }
 
+  /**
+   * bash's answer to the probe (`probe:LASTID:STATUS:COUNT`): a command taken back that is still
+   * running here ended while the dead daemon read its end, with that status; one bash never ran
+   * last ended without one (its line was lost with the daemon).
+   */
+  private settled(id: string): () => void {
+    return () => {
+      const { last, status, count } = probeAnswer(id);
+      const taken = this.settling?.command;
+      this.settling = undefined;
+      for (const w of this.settleWaiters.splice(0)) w();
+      if (count > this.commands) this.commands = count;
+      const running = this.running;
+      // Only the command taken back with the shell: one sent since waits behind the probe, and ends by its own record.
+      if (!running || running.session.id !== taken) return;
+      if (last === taken && status !== undefined) this.complete(running, status);
+      else {
+        this.running = undefined;
+        clearTimeout(running.timer);
+        running.session.finish({ exitCode: null, signal: null });
+      }
+    };
+  }
+
   private complete(running: Running, code: number): void {
     if (this.running !== running) return;
     this.running = undefined;
@@ -422,8 +552,10 @@ export class Shell {
   /** The shell's process ended (`exit`, killed, closed): a running command ends with it. */
   private ended(): void {
     this.gone = true;
+    for (const w of this.settleWaiters.splice(0)) w();
     if (this.cut) clearTimeout(this.cut.timer);
     this.cut = undefined;
+    this.nextCuts.length = 0;
     for (const socket of [this.status, this.input, this.lines, this.cutter]) socket?.destroy();
     const running = this.running;
     this.running = undefined;
@@ -556,6 +688,18 @@ export class Shell {
   get ready(): boolean {
     return this.isReady;
   }
+}
+
+/** The last command, its status and the count in a probe's end record; a probe bash ran last (a second crash) is looked through. */
+export function probeAnswer(id: string): { last: string; status: number | undefined; count: number } {
+  const m = /^probe-[0-9a-f]{12}:(.*):([^:]*):([^:]*)$/.exec(id);
+  if (!m) return { last: '', status: undefined, count: 0 };
+  const count = /^\d+$/.test(m[3]) ? Number(m[3]) : 0;
+  if (/^probe-[0-9a-f]{12}:/.test(m[1])) {
+    const inner = probeAnswer(m[1]);
+    return { ...inner, count: Math.max(count, inner.count) };
+  }
+  return { last: m[1], status: /^\d+$/.test(m[2]) ? Number(m[2]) : undefined, count };
 }
 
 async function endsWithin(session: Session, ms: number): Promise<boolean> {

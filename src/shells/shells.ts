@@ -22,6 +22,8 @@ import { ReviewShell, reviewScript } from './review.js';
 const MAX_STATE_CHARS = 100_000;
 /** How long a new shell has to show its first prompt. */
 const START_MS = 10_000;
+/** How long a command waits for a shell taken back after a crash to say it is idle (shell.ts settleAfterCrash). */
+const SETTLE_MS = 2_000;
 /** How often idle shells are looked for. */
 const SWEEP_MS = 5_000;
 
@@ -80,10 +82,16 @@ export class Shells {
   }
 
   /** Start a command in its shell; the answer says the shell's name, its cwd, and whether it was made anew after its end. */
-  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell | ReviewShell; restarted: boolean }> {
+  async run(c: ShellCommand): Promise<{ session: Session; warnings: string[]; shell: Shell | ReviewShell; restarted: boolean; why?: string }> {
     const { scope, params: p } = c;
     let shell = this.shells.get(keyOf(scope, p.shell));
     let restarted = false;
+    // A shell the last daemon had, which a crash could not keep: this command's is made anew, and says why.
+    const why = shell ? undefined : this.lostInCrash.get(keyOf(scope, p.shell));
+    if (why !== undefined) {
+      this.lostInCrash.delete(keyOf(scope, p.shell));
+      restarted = true;
+    }
     if (shell && !shell.alive) {
       this.forget(shell);
       // Made anew as it was (its workdir, env, terminal, limits, review mode), but for what this command names.
@@ -92,6 +100,8 @@ export class Shells {
       restarted = true;
     }
     const settings = settingsOf(c);
+    // Taken back after a crash: bash says in a moment whether it still runs a command nobody knows.
+    if (shell instanceof Shell && shell.unsettled) await shell.whenSettled(SETTLE_MS);
     if (shell) {
       checkSettings(shell, p, settings);
       const busy = shell.busy;
@@ -99,6 +109,12 @@ export class Shells {
         throw conflict(
           `shell "${shell.name}" is running session ${busy.id} (${busy.name}); wait for it (process wait {"sessionIds":["${busy.id}"]}) or stop it (process kill {"sessionId":"${busy.id}"}), then send the command again`,
           { sessionId: busy.id, shell: shell.name },
+        );
+      }
+      if (shell instanceof Shell && shell.unsettled) {
+        throw conflict(
+          `shell "${shell.name}" was taken back after the daemon's crash and may still run a command the crashed daemon started (younger than its first record, so not kept); send the command again in a moment, or close the shell (shell.close)`,
+          { shell: shell.name },
         );
       }
     } else {
@@ -109,7 +125,15 @@ export class Shells {
       this.lostState.delete(shell);
       return { ...this.startReview(shell, c), shell, restarted: restarted || lost };
     }
-    return { ...this.start(shell, c), shell, restarted };
+    return { ...this.start(shell, c), shell, restarted, ...(why !== undefined ? { why } : {}) };
+  }
+
+  /** Shells a crash could not keep, by scope and name: the next command in one says it was made anew, and why. */
+  private readonly lostInCrash = new Map<string, string>();
+
+  /** A shell of the crashed daemon's that this one could not take back (handover/crash.ts). */
+  noteLost(scope: string, name: string, why: string): void {
+    this.lostInCrash.set(keyOf(scope, name), why);
   }
 
   /** Review shells whose last command ended the shell (`exit`): the next command says its state is gone. */
@@ -172,7 +196,7 @@ export class Shells {
       checkpointKey,
       onTimeout: this.onTimeout(session),
     });
-    this.ctx.keeper.watch(session, { now: c.id !== undefined });
+    this.ctx.keeper.watch(session, { now: c.id !== undefined, shell: { box: shell.boxId, timeoutSec: p.timeout ?? cfg.timeoutSec } });
     session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: session.cwd, shell: shell.name });
     return { session, warnings: [] };
   }
@@ -251,7 +275,7 @@ export class Shells {
    * running command (adopted with the sessions) tracked again. Returns the ids of the commands
    * and of the shells' own processes taken back (their records and cgroups are theirs still). A shell that cannot be taken back is stopped, its command ended with it.
    */
-  adopt(entries: readonly CarriedShellEntry[], follow: (s: Session) => void, log: (msg: string, err: unknown) => void): string[] {
+  adopt(entries: readonly CarriedShellEntry[], follow: (s: Session) => void, log: (msg: string, err: unknown) => void, crash = false): string[] {
     const ids: string[] = [];
     const caps = this.ctx.config().tools.exec;
     for (const e of entries) {
@@ -290,10 +314,13 @@ export class Shells {
           command = resumeSession(e.command, this.ctx.registry.events, caps, this.ctx.state.disk, c.name);
           this.ctx.registry.add(command);
           this.attachCommand(shell, command, command.stdinMode, true);
-          this.ctx.keeper.watch(command, { now: true });
+          this.ctx.keeper.watch(command, { now: true, shell: { box: box.id, timeoutSec: c.running.timeoutSec } });
           ids.push(command.id);
         }
         shell.adopt(c, command, command ? this.onTimeout(command) : () => undefined);
+        // What the dead daemon knew of the shell and did not write down is asked of bash (shell.ts).
+        if (crash) shell.settleAfterCrash();
+        this.guard(shell);
         if (command) {
           follow(command);
           if (e.command?.record.status === 'waiting_input' && e.command.record.interrupt) command.raiseInterrupt(e.command.record.interrupt);
@@ -301,6 +328,7 @@ export class Shells {
         this.shells.set(key, shell);
       } catch (err) {
         log(`restart: shell "${c.name}" (scope ${c.scope}) could not be taken back; it is stopped`, err);
+        this.noteLost(c.scope, c.name, `the daemon was ${crash ? 'restarted after a crash' : 'restarted'} and could not take the shell back (${(err as Error).message}); its state is gone`);
         if (box) void stopSession(box, { reason: 'shutdown', signal: 'SIGKILL', graceMs: 0 });
       }
     }
@@ -354,7 +382,21 @@ export class Shells {
       await stopSession(box, { reason: 'user', signal: 'SIGKILL', graceMs: 0 });
       throw unavailable(`shell "${p.shell}" could not be started: ${(err as Error).message}; nothing ran`);
     }
+    this.guard(shell);
     return shell;
+  }
+
+  /**
+   * The shell's own process, protected against the daemon's crash as a session is (SPEC §19): in
+   * the guardian's table, and with durability.onCrash "keep" its descriptors and what the shell
+   * was made as kept by the guardian, for the next daemon to take the shell back (docs/shells.md).
+   */
+  private guard(shell: Shell): void {
+    this.ctx.keeper.guard?.(shell.process, () => {
+      // What the shell was made as; what changes as it runs (cwd, count, the command, a cut) bash tells the next daemon.
+      const { running: _running, cut: _cut, settling: _settling, ...made } = shell.carry();
+      return { ...made, settings: { ...shell.settings, limits: shell.settings.limits ?? null }, pending: '' };
+    });
   }
 
   /** The shell a command's session runs in, if it is one (SPEC §20). */

@@ -155,8 +155,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
 
 /** A command for a persistent shell (SPEC §20), a review shell's too. */
 async function inShell(d: Daemon, c: ShellCommand) {
-  const { session, warnings, shell, restarted } = await d.shells.run(c);
-  return { session, warnings, shell: { view: () => ({ name: shell.name, cwd: shell.cwd, ...(restarted ? { restarted: true } : {}) }) } };
+  const { session, warnings, shell, restarted, why } = await d.shells.run(c);
+  return { session, warnings, shell: { view: () => ({ name: shell.name, cwd: shell.cwd, ...(restarted ? { restarted: true } : {}), ...(why ? { reason: why } : {}) }) } };
 }
 
 /** RE2 patterns in the params compile, or the call is refused naming the field and the engine's reason. */

@@ -8,8 +8,12 @@ import { cannotHandOver, carryNeeds, handOver, type HandedJob } from '../../runn
 import { channelsOf } from '../../runner/start.js';
 import { NotifySchema, WaitForSchema } from '../../schema/exec.js';
 import { followOf, type CarriedSession } from '../../session/carry.js';
+import type { ShellCommandKept } from '../../session/keeper.js';
 import type { SessionRecord } from '../../session/persist.js';
+import { SessionRecordSchema } from '../../session/record.js';
 import type { Session } from '../../session/session.js';
+import { CarriedShellSchema } from '../../shells/carry.js';
+import type { CarriedShellEntry } from '../../shells/shells.js';
 import type { StateStore } from '../state.js';
 import { HandedJobSchema, type Handover } from './schema.js';
 
@@ -24,6 +28,7 @@ import { HandedJobSchema, type Handover } from './schema.js';
 /** What the guardian keeps of a session besides its descriptors: one datagram's text. */
 export const KeptSchema = z.object({
   id: z.string().min(1),
+  /** Every session's but a shell's command's, which has no descriptors of its own (they are its shell's). */
   job: HandedJobSchema.omit({ ends: true, stdinQueued: true }).extend({
     pid: z.number().int().positive(),
     stdinId: z.string().optional(),
@@ -31,13 +36,23 @@ export const KeptSchema = z.object({
     stdin: z.boolean(),
     /** A job on a terminal: its side's name (`/dev/pts/N`); the one descriptor is the terminal's master. */
     pts: z.string().min(1).optional(),
-  }),
+  }).optional(),
   scratch: z.object({ dir: z.string(), stopFile: z.string() }).optional(),
   checkpointKey: z.string().optional(),
   waitFor: WaitForSchema.optional(),
   notify: NotifySchema.optional(),
+  /** A persistent shell's own process (SPEC §20): the shell as it was made, and its process's record (it has no record file). */
+  shell: z.object({ state: CarriedShellSchema, record: SessionRecordSchema }).optional(),
+  /** A persistent shell's command: the shell it runs in (that shell's process's session id) and its timeout. */
+  command: z.object({ box: z.string().min(1), timeoutSec: z.number().min(0) }).optional(),
 });
 export type Kept = z.infer<typeof KeptSchema>;
+
+/** What a session's message says besides its job: a persistent shell's own process, or a shell's command. */
+export interface KeptExtra {
+  shell?: { state: unknown; record: SessionRecord };
+  command?: ShellCommandKept;
+}
 
 /**
  * Where a crashed run's guardian waits for the next daemon: in the state directory (0700), since
@@ -66,7 +81,12 @@ const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review
  * undefined for a session a crash cannot keep (see CRASH_KEEPS), which the guardian kills when
  * the daemon dies.
  */
-export function keptMessage(s: Session): { text: string; fds: number[] } | undefined {
+export function keptMessage(s: Session, extra?: KeptExtra): { text: string; fds: number[] } | undefined {
+  // A shell's command: its processes are its shell's, whose descriptors the shell's own message holds.
+  if (extra?.command) {
+    const kept: Kept = { id: s.id, command: extra.command, ...(s.checkpointKey ? { checkpointKey: s.checkpointKey } : {}), ...followOf(s) };
+    return { text: JSON.stringify(kept), fds: [] };
+  }
   if (cannotHandOver(s) !== undefined || carryNeeds(s).some((k) => !CRASH_KEEPS.has(k))) return undefined;
   const job = handOver(s);
   const ends = job.ends;
@@ -80,11 +100,12 @@ export function keptMessage(s: Session): { text: string; fds: number[] } | undef
     ...(s.tmpdir && s.stopFile ? { scratch: { dir: s.tmpdir, stopFile: s.stopFile } } : {}),
     ...(s.checkpointKey ? { checkpointKey: s.checkpointKey } : {}),
     ...followOf(s),
+    ...(extra?.shell ? { shell: extra.shell as Kept['shell'] } : {}),
   };
   const fds = terminal ? [ends.terminal] : [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])];
-  if (job.sandboxed) kept.job.sandboxed = true;
+  if (job.sandboxed) kept.job!.sandboxed = true;
   // A confined job's channels: their descriptors follow the job's ends, named in the text by their place among them.
-  if (job.channels) kept.job.channels = mapChannels(job.channels, (fd) => fds.push(fd) - 1);
+  if (job.channels) kept.job!.channels = mapChannels(job.channels, (fd) => fds.push(fd) - 1);
   return { text: JSON.stringify(kept), fds };
 }
 
@@ -114,7 +135,7 @@ export function keptChanges(s: Session): Promise<void> | undefined {
 }
 
 /** The job's ends from what the guardian kept: a terminal's master, or its pipes; undefined when a descriptor is missing. */
-function keptEnds(job: Kept['job'], fds: number[]): HandedJob['ends'] | undefined {
+function keptEnds(job: NonNullable<Kept['job']>, fds: number[]): HandedJob['ends'] | undefined {
   if (job.pts !== undefined) return fds[0] !== undefined ? { pid: job.pid, terminal: fds[0], pts: job.pts } : undefined;
   const [stdout, stderr, stdin] = fds;
   if (stdout === undefined || stderr === undefined || (job.stdin && stdin === undefined)) return undefined;
@@ -182,55 +203,79 @@ export function takeFromGuardian(stateDir: string, log: Logger): Taken[] {
  * missing) is not: its descriptors are closed, recovery terminates what is left of it, and
  * `unfit` says why, for its record.
  */
-export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions'> & { unfit: Map<string, string> } {
+export function crashHandover(taken: Taken[], state: StateStore, config: Config, log: Logger): Pick<Handover, 'sessions' | 'shells'> & { unfit: Map<string, string>; lostShells: { scope: string; name: string; why: string }[] } {
   const caps = config.tools.exec;
   const sessions: Handover['sessions'] = [];
+  const shells: CarriedShellEntry[] = [];
   const unfitOnes = new Map<string, string>();
+  const lostShells: { scope: string; name: string; why: string }[] = [];
+  // A shell's command has no descriptors of its own: it goes with its shell (below), by the shell's process's id.
+  const commandOf = new Map<string, Taken>();
+  for (const t of taken) if (t.kept.command) commandOf.set(t.kept.command.box, t);
   for (const { kept, fds } of taken) {
-    const r = state.readRunning(kept.id);
-    const ends = keptEnds(kept.job, fds);
-    const channels = kept.job.channels && mapChannels(kept.job.channels, (at) => fds[at]);
+    if (kept.command) continue;
+    const r = kept.shell ? kept.shell.record : state.readRunning(kept.id);
+    const ends = kept.job && keptEnds(kept.job, fds);
+    const channels = kept.job?.channels && mapChannels(kept.job.channels, (at) => fds[at]);
     const unfit = !r
       ? 'no running record of it here'
-      : r.pid !== kept.job.pid
-        ? `its record names pid ${r.pid}, the guardian kept pid ${kept.job.pid}`
-        : !ends
-          ? 'the guardian did not keep all of its output descriptors'
-          : kept.job.channels && !channels
-            ? 'the guardian did not keep all of its channel descriptors'
-            : undefined;
-    if (unfit || !r || !ends) {
+      : !kept.job
+        ? 'the guardian kept no process of it'
+        : r.pid !== kept.job.pid
+          ? `its record names pid ${r.pid}, the guardian kept pid ${kept.job.pid}`
+          : !ends
+            ? 'the guardian did not keep all of its output descriptors'
+            : kept.job.channels && !channels
+              ? 'the guardian did not keep all of its channel descriptors'
+              : undefined;
+    if (unfit || !r || !ends || !kept.job) {
       for (const fd of fds) closeQuietly(fd);
-      log.warn({ sessionId: kept.id, why: unfit, kept: fds.length }, 'crash: a session the guardian kept cannot be taken; it is recovered as lost');
+      log.warn({ sessionId: kept.id, why: unfit, kept: fds.length, shell: kept.shell?.state.name }, 'crash: a session the guardian kept cannot be taken; it is recovered as lost');
       if (unfit) unfitOnes.set(kept.id, `the guardian kept it through the crash, but this daemon could not take it: ${unfit}`);
+      if (kept.shell) lostShells.push({ scope: kept.shell.state.scope, name: kept.shell.state.name, why: `the daemon crashed and the guardian kept the shell, but the next daemon could not take it back (${unfit}); its state is gone` });
       continue;
     }
-    const spoolFile = state.spoolPath(kept.id);
-    const onDisk = spoolBytes(spoolFile);
-    const dropped = r.spool?.droppedBytes ?? 0;
-    const counts = { ...(r.spool ?? { droppedBytes: 0 }), totalBytes: Math.max(r.spool?.totalBytes ?? 0, onDisk + dropped) };
-    const text = readSpool(spoolFile);
-    const record: SessionRecord = {
-      ...r,
-      adopted: 'crash',
-      spool: counts,
-      output: { retained: tail(text, caps.maxOutputChars), dropped: Math.max(0, text.length - caps.maxOutputChars), total: text.length, pending: tail(text, caps.pendingMaxOutputChars) },
-    };
-    const session: CarriedSession = {
-      record,
-      held: {},
-      ...(kept.scratch ? { scratch: kept.scratch } : {}),
-      ...(kept.checkpointKey ? { checkpointKey: kept.checkpointKey } : {}),
-      ...(kept.waitFor ? { waitFor: kept.waitFor } : {}),
-      ...(kept.notify ? { notify: kept.notify } : {}),
-      paused: { before: 0 },
-      ...(caps.maxLogBytes > 0 ? { spool: { file: spoolFile, maxBytes: caps.maxLogBytes } } : {}),
-    };
     const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, ...rest } = kept.job;
     const job: HandedJob = { ...rest, stdinQueued: 0, ends, ...(channels ? { channels } : {}) };
-    sessions.push({ session, job });
+    if (kept.shell) {
+      // A persistent shell (SPEC §20): its own process, never recorded nor spooled, and the command it ran, if any.
+      const box: CarriedSession = { record: { ...r, adopted: 'crash' }, held: {}, ...(kept.scratch ? { scratch: kept.scratch } : {}), paused: { before: 0 } };
+      const c = commandOf.get(kept.id);
+      const cr = c && state.readRunning(c.kept.id);
+      const command = c && cr && cr.pid === r.pid ? carriedFromRecord(cr, c.kept, state, caps) : undefined;
+      const running = command && c?.kept.command ? { sessionId: c.kept.id, interrupted: false, timeoutSec: c.kept.command.timeoutSec } : undefined;
+      const { running: _running, cut: _cut, settling: _settling, ...shell } = kept.shell.state;
+      shells.push({ shell: { ...shell, pending: '', ...(running ? { running } : {}) }, box: { session: box, job }, ...(command ? { command } : {}) });
+      continue;
+    }
+    sessions.push({ session: carriedFromRecord(r, kept, state, caps), job });
   }
-  return { sessions, unfit: unfitOnes };
+  return { sessions, shells, unfit: unfitOnes, lostShells };
+}
+
+/** A running session as the last run's record and spool say, for the planned restart's adoption (`adopted: "crash"`). */
+function carriedFromRecord(r: SessionRecord, kept: Kept, state: StateStore, caps: Config['tools']['exec']): CarriedSession {
+  const spoolFile = state.spoolPath(kept.id);
+  const onDisk = spoolBytes(spoolFile);
+  const dropped = r.spool?.droppedBytes ?? 0;
+  const counts = { ...(r.spool ?? { droppedBytes: 0 }), totalBytes: Math.max(r.spool?.totalBytes ?? 0, onDisk + dropped) };
+  const text = readSpool(spoolFile);
+  const record: SessionRecord = {
+    ...r,
+    adopted: 'crash',
+    spool: counts,
+    output: { retained: tail(text, caps.maxOutputChars), dropped: Math.max(0, text.length - caps.maxOutputChars), total: text.length, pending: tail(text, caps.pendingMaxOutputChars) },
+  };
+  return {
+    record,
+    held: {},
+    ...(kept.scratch ? { scratch: kept.scratch } : {}),
+    ...(kept.checkpointKey ? { checkpointKey: kept.checkpointKey } : {}),
+    ...(kept.waitFor ? { waitFor: kept.waitFor } : {}),
+    ...(kept.notify ? { notify: kept.notify } : {}),
+    paused: { before: 0 },
+    ...(caps.maxLogBytes > 0 ? { spool: { file: spoolFile, maxBytes: caps.maxLogBytes } } : {}),
+  };
 }
 
 function spoolBytes(file: string): number {
