@@ -22,9 +22,12 @@ export interface RecordKeeper {
   /**
    * A session's processes exist: protect them against the daemon's own crash (by its process
    * group, and by its `cgroup` directories where it has them) and keep its record (soon if it
-   * runs on, at once with `now`, and whenever it changes).
+   * runs on, at once with `now`, and whenever it changes). `handedOver`: a session a planned
+   * restart handed to this image, whose record the old image has just written and whose
+   * descriptors the guardian that never stopped already holds: both are given again only once
+   * this image serves (`afterServing`), or at its first change if that comes sooner.
    */
-  watch(session: Session, opts?: { now?: boolean; cgroup?: string[] }): void;
+  watch(session: Session, opts?: { now?: boolean; cgroup?: string[]; handedOver?: { startTime?: number } }): void;
   /**
    * Keep the record of a session that has no process (one waiting for its approval, or denied):
    * written now and whenever it changes; a pending one before this returns.
