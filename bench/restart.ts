@@ -118,12 +118,12 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
     const imageFloor = median(floors.image);
     opts.log(`  restart ${round(median(took))} ms median (${took.map((t) => round(t)).join(', ')}); floor: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms; lost ${lost}, doubled ${doubled}, largest gap ${round(maxGap)} ms`);
     const steps = medianSteps(timelines);
-    opts.log(`  where the time went, median of each step (ms): ${Object.entries(steps.steps).map(([k, v]) => `${k} ${v}`).join(', ')}; the new image's CPU until it served ${steps.imageCpuMs} ms`);
+    opts.log(`  where the time went, median of each step (ms): ${Object.entries(steps.steps).map(([k, v]) => `${k} ${v}`).join(', ')}; the new image's CPU until it served ${steps.imageCpuMs} ms (by step: ${Object.entries(steps.cpu).map(([k, v]) => `${k} ${v}`).join(', ')})`);
     opts.log(`  after 1 restart: RSS ${after1?.rss} kB, ${after1?.fds} fds; after ${rounds}: RSS ${end.rss} kB, ${end.fds} fds`);
     return [
       { bench: 'restart', name: `planned restart with ${count} sessions (half on terminals, sandboxed, review): request to answered again, median`, value: round(median(took)), unit: 'ms', target: { op: '<=', value: 1000 }, rounds: took.map((t) => round(t)), detail: `floor in the same run: node -e 0 ${round(nodeFloor)} ms, procctld --version ${round(imageFloor)} ms` },
       { bench: 'restart', name: 'planned restart / starting the daemon image alone (procctld --version)', value: round(median(took) / imageFloor), unit: 'x' },
-      { bench: 'restart', name: 'planned restart: CPU the new image used from the exec until it served, median', value: steps.imageCpuMs, unit: 'ms', detail: `steps (ms, median): ${JSON.stringify(steps.steps)}` },
+      { bench: 'restart', name: 'planned restart: CPU the new image used from the exec until it served, median', value: steps.imageCpuMs, unit: 'ms', detail: `steps (ms, median): ${JSON.stringify(steps.steps)}; CPU by step (ms, median): ${JSON.stringify(steps.cpu)}` },
       { bench: 'restart', name: 'lines lost or doubled across all restarts', value: lost + doubled, unit: 'lines', target: { op: '<=', value: 0 } },
       { bench: 'restart', name: 'largest gap between two lines a job printed', value: round(maxGap), unit: 'ms', target: { op: '<=', value: 1000 } },
       { bench: 'restart', name: `daemon RSS after ${rounds} restarts / after 1`, value: round(end.rss / (after1?.rss ?? end.rss)), unit: 'x', target: { op: '<=', value: 1.25 } },
@@ -240,6 +240,8 @@ async function crashCost(opts: BenchOptions, count: number, printer: string): Pr
 interface Timeline {
   steps: Record<string, number>;
   imageCpuMs?: number;
+  /** The new image's CPU by step (from the exec). */
+  cpu?: Record<string, number>;
 }
 
 /** The timeline the daemon logged for the restart asked at `since` ("restart: serving again", docs/durability.md); waits for it a while. */
@@ -257,10 +259,12 @@ async function lastTimeline(daemon: BenchDaemon, since: number): Promise<Timelin
 }
 
 /** Each step's median over the restarts, in the order the steps came. */
-function medianSteps(all: Timeline[]): { steps: Record<string, number>; imageCpuMs: number } {
+function medianSteps(all: Timeline[]): { steps: Record<string, number>; imageCpuMs: number; cpu: Record<string, number> } {
   const steps: Record<string, number> = {};
   for (const name of Object.keys(all[0]?.steps ?? {})) steps[name] = round(median(all.map((t) => t.steps[name] ?? 0)));
-  return { steps, imageCpuMs: round(median(all.map((t) => t.imageCpuMs ?? 0))) };
+  const cpu: Record<string, number> = {};
+  for (const name of Object.keys(all[0]?.cpu ?? {})) cpu[name] = round(median(all.map((t) => t.cpu?.[name] ?? 0)));
+  return { steps, imageCpuMs: round(median(all.map((t) => t.imageCpuMs ?? 0))), cpu };
 }
 
 function timeStart(argv: string[]): number {

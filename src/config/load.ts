@@ -90,7 +90,8 @@ export function parseConfig(raw: unknown, sources: Map<string, string> = new Map
       throw new ConfigError(`config key ${old} ${file ? `in ${file} ` : ''}was replaced: ${now}`);
     }
   }
-  const result = ConfigSchema.safeParse(raw);
+  // Read once per start or reload: checked without compiling a parser for it first (zod's JIT, worth it only for a schema parsed many times).
+  const result = ConfigSchema.safeParse(raw, { jitless: true });
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => {
     const key = issue.path.join('.');

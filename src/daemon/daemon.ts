@@ -45,7 +45,7 @@ import { mark, restartTimeline } from './handover/timeline.js';
 import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
-import { requireSandbox } from '../sandbox/host.js';
+import { requireSandbox, trustProbe } from '../sandbox/host.js';
 import { credentialProblem } from '../sandbox/credentials.js';
 import { ProxyCa } from '../netproxy/ca.js';
 import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
@@ -264,6 +264,9 @@ export class ProcctlDaemon implements Daemon {
   }
 
   async start(): Promise<void> {
+    // A planned restart: the old image has just checked this config's sandbox; bwrap is not run again for it.
+    const checked = this.inherited && 'handover' in this.inherited ? this.inherited.handover.checked?.sandbox : undefined;
+    if (checked !== undefined) trustProbe(checked);
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
     requireCredentials(this.current);
@@ -348,6 +351,8 @@ export class ProcctlDaemon implements Daemon {
     // Clients that connected while the last image handed over: their requests are answered here.
     for (const fd of handover?.clients ?? []) this.server.emit('connection', new Socket({ fd, readable: true, writable: true, allowHalfOpen: true }));
     mark('listen');
+    // Serving: the sessions a planned restart handed over get their records and the guardian's copies again.
+    setImmediate(() => this.keeper.afterServing());
     // Where the restart's time went, step by step (docs/durability.md "Where a restart's time goes").
     if (handover) this.log.info(restartTimeline(handover.from), 'restart: serving again');
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, ftruncateSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -7,7 +7,7 @@ import { loadAddon } from '../base/addon.js';
 import { bridgeSignals } from '../base/signal-bridge.js';
 import type { Session } from '../session/session.js';
 import { keptChanges, keptMessage, type KeptExtra } from './handover/crash.js';
-import { SLOT_BYTES, slotLine } from './guardian-slots.js';
+import { readSlots, SLOT_BYTES, slotLine } from './guardian-slots.js';
 
 /** What a crash does to running sessions (config `durability`, SPEC §19), told to the guardian at its start. */
 export interface CrashPolicy {
@@ -49,6 +49,8 @@ export class GuardianLink {
   private failed = false;
   /** A guardian the last image started (a planned restart): its pid and our end of its pipe. */
   private adopted: { pid: number; pipe: number } | undefined;
+  /** The slots of the sessions a planned restart handed over, until each is adopted (`add`) or `settled()`. */
+  private readonly carried = new Map<string, { slot: number; pgid: number }>();
 
   constructor(private readonly log: Logger) {}
 
@@ -100,11 +102,34 @@ export class GuardianLink {
 
   /**
    * The guardian a planned restart kept (SPEC §19): its table and our end of its pipe came through
-   * the exec. The table still lists every session handed over; they are written again as they are
-   * adopted (from slot 0), and `adopted()` cuts off what is left of the old layout.
+   * the exec. The table still lists every session handed over, each in its slot: a session adopted
+   * keeps its slot as it is (nothing is written, so the guardian, which may read the table at any
+   * moment, never sees a carried session missing and never lets go of the descriptors it holds for
+   * it), and `settled()` frees the slots of those not taken back.
    */
   adopt(g: { pid: number; pipe: number; table: number; keep?: number }): void {
     this.table = g.table;
+    this.carried.clear();
+    try {
+      const size = fstatSync(g.table).size;
+      const text = Buffer.alloc(size);
+      readSync(g.table, text, 0, size, 0);
+      const slots = Math.floor(size / SLOT_BYTES);
+      for (let slot = 0; slot < slots; slot++) {
+        const [s] = readSlots(text.toString('latin1', slot * SLOT_BYTES, (slot + 1) * SLOT_BYTES));
+        if (s) this.carried.set(s.id, { slot, pgid: s.pgid });
+        else this.free.push(slot);
+      }
+      this.slots = slots;
+      // The lowest free slot is taken first (free is a stack).
+      this.free.reverse();
+    } catch (err) {
+      // Unreadable: every session is written again from slot 0, as a new table.
+      this.log.warn({ err }, 'cannot read the guardian its table carried over; it is written again');
+      this.carried.clear();
+      this.free.length = 0;
+      this.slots = 0;
+    }
     if (g.keep !== undefined) {
       const addon = loadAddon<KeepAddon>(['keepPair', 'keepSend']);
       if (!(addon instanceof Error)) {
@@ -115,9 +140,18 @@ export class GuardianLink {
     this.adopted = { pid: g.pid, pipe: g.pipe };
   }
 
-  /** Every session handed over is in the table again: the rest of the old layout goes. */
+  /** Every session handed over is adopted or lost: the slots of those not taken back are freed, the table's free tail cut. */
   settled(): void {
     if (this.table === undefined) return;
+    for (const { slot } of this.carried.values()) {
+      this.write(slot, slotLine(undefined));
+      this.free.push(slot);
+    }
+    this.carried.clear();
+    const used = new Set(this.slotOf.values());
+    while (this.slots > 0 && !used.has(this.slots - 1)) this.slots--;
+    for (let i = this.free.length - 1; i >= 0; i--) if (this.free[i] >= this.slots) this.free.splice(i, 1);
+    this.free.sort((a, b) => b - a);
     try {
       ftruncateSync(this.table, this.slots * SLOT_BYTES);
     } catch (err) {
@@ -145,8 +179,15 @@ export class GuardianLink {
     }
   }
 
-  /** A session runs: its process group, led by `pgid`, started about now. */
+  /** A session runs: its process group, led by `pgid`, started about now (or carried over in its slot). */
   add(sessionId: string, pgid: number): void {
+    const carried = this.carried.get(sessionId);
+    this.carried.delete(sessionId);
+    if (carried && carried.pgid === pgid) {
+      this.slotOf.set(sessionId, carried.slot);
+      return;
+    }
+    if (carried) this.free.push(carried.slot);
     const slot = this.free.pop() ?? this.slots++;
     this.slotOf.set(sessionId, slot);
     this.write(slot, slotLine({ id: sessionId, pgid, spawnedAt: Date.now() }));

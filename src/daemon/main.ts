@@ -33,6 +33,7 @@ export async function runDaemon(argv: string[]): Promise<void> {
     const addon = loadAddon<{ setInheritable(fd: number, on: boolean): void }>(['setInheritable']);
     if (!(addon instanceof Error)) for (const fd of keep) addon.setInheritable(fd, false);
   }
+  mark('handover');
   const program = new Command('procctld')
     .description('Run the procctl daemon in the foreground.')
     .option('--socket <path>', 'Unix socket to listen on')

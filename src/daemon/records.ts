@@ -27,17 +27,20 @@ export class Records implements RecordKeeper {
     private readonly log: Logger,
   ) {}
 
-  watch(session: Session, opts: { now?: boolean; shell?: ShellCommandKept } = {}): void {
+  /** The sessions a planned restart handed over, whose record and guardian's copy are given again once this image serves. */
+  private handedOver: (() => void)[] = [];
+
+  watch(session: Session, opts: { now?: boolean; shell?: ShellCommandKept; handedOver?: { startTime?: number } } = {}): void {
     if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
     // The leader's start time (to tell it from a reused pid at recovery) matters only in the record
     // of a session that runs on: read when that is first written, not at the spawn, where reading
-    // a process's stat waits for its exec to finish.
+    // a process's stat waits for its exec to finish. A session handed over carries it in its record.
     let startTime: number | undefined;
     let looked = false;
     const leaderStart = (): number | undefined => {
       if (!looked && session.pid !== undefined && session.running) {
         looked = true;
-        startTime = readStat(session.pid)?.startTime;
+        startTime = opts.handedOver?.startTime ?? readStat(session.pid)?.startTime;
         if (startTime !== undefined) {
           this.guardian.started(session.id, session.pid, startTime);
           this.guardian.keep(session, opts.shell ? { command: opts.shell } : undefined);
@@ -54,7 +57,14 @@ export class Records implements RecordKeeper {
     };
     session.recordWith(save);
     if (opts.now) save();
-    else {
+    else if (opts.handedOver) {
+      // Its record is on disk as the old image wrote it at the hand-over, the guardian's slot and
+      // descriptors are the old image's: the same as what would be written now. Written again
+      // once this image serves (or at the session's first change), not while no client is answered.
+      this.handedOver.push(() => {
+        if (session.running && !looked) save();
+      });
+    } else {
       early = setTimeout(save, FIRST_RECORD_MS);
       early.unref();
     }
@@ -84,6 +94,16 @@ export class Records implements RecordKeeper {
       this.guardian.keep(session, { shell: { state: describe(), record: toRecord(session, startTime) } });
     }
     void session.finished.then(() => setImmediate(() => this.guardian.remove(session.id)));
+  }
+
+  /**
+   * This image serves: the sessions handed to it get their record written and their descriptors
+   * sent to the guardian again, as any session's first record does (watch `handedOver`).
+   */
+  afterServing(): void {
+    const pending = this.handedOver;
+    this.handedOver = [];
+    for (const write of pending) write();
   }
 
   hold(session: Session): void {

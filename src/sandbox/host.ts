@@ -157,6 +157,23 @@ function configProblem(c: SandboxConfig): string | undefined {
   return undefined;
 }
 
+/** What a sandbox check depends on: the config's sandbox and limits, and the PATH its programs are found on. */
+export function sandboxCheckKey(c: SandboxConfig, path = process.env.PATH): string {
+  return JSON.stringify([c.sandbox, c.limits, path]);
+}
+
+/** Keys whose bwrap probe another image of this daemon ran and passed moments ago (a planned restart's, SPEC §19). */
+const probedElsewhere = new Set<string>();
+
+/**
+ * A planned restart's old image checked this very config's sandbox on this host just before the
+ * exec (the pre-flight, or its own check): the new image does not run bwrap again for it. Only
+ * the probe is skipped; what the config itself asks (paths, the user, prlimit) is checked as ever.
+ */
+export function trustProbe(key: string): void {
+  probedElsewhere.add(key);
+}
+
 function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
   const host: SandboxHost = {
     bwrap: which('bwrap', path),
@@ -169,7 +186,8 @@ function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
   };
   const mode = c.sandbox.mode;
   const who = userProblem(c, host, path);
-  const why = mode === 'off' ? (limitsProblem(c, host) ?? who) : (configProblem(c) ?? who ?? probe(host, c) ?? limitsProblem(c, host));
+  const probed = () => (probedElsewhere.has(sandboxCheckKey(c, path)) ? undefined : probe(host, c));
+  const why = mode === 'off' ? (limitsProblem(c, host) ?? who) : (configProblem(c) ?? who ?? probed() ?? limitsProblem(c, host));
   return { host, status: { mode, available: why === undefined, ...(why ? { reason: why } : {}) }, refused: why };
 }
 
@@ -194,7 +212,7 @@ const checks = new Map<string, SandboxCheck>();
 
 /** The check of this config on this host, made once per distinct config (and PATH). */
 export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
-  const key = JSON.stringify([c.sandbox, c.limits, path]);
+  const key = sandboxCheckKey(c, path);
   let found = checks.get(key);
   if (!found) {
     found = check(c, path);

@@ -28,9 +28,12 @@ export interface RecordKeeper {
   /**
    * A session's processes exist: protect them against the daemon's own crash (by its process
    * group, and by its `cgroup` directories where it has them) and keep its record (soon if it
-   * runs on, at once with `now`, and whenever it changes).
+   * runs on, at once with `now`, and whenever it changes). `handedOver`: a session a planned
+   * restart handed to this image, whose record the old image has just written and whose
+   * descriptors the guardian that never stopped already holds: both are given again only once
+   * this image serves (`afterServing`), or at its first change if that comes sooner.
    */
-  watch(session: Session, opts?: { now?: boolean; cgroup?: string[]; shell?: ShellCommandKept }): void;
+  watch(session: Session, opts?: { now?: boolean; cgroup?: string[]; shell?: ShellCommandKept; handedOver?: { startTime?: number } }): void;
   /**
    * A persistent shell's own process (SPEC §20), which has no record: protect it against the
    * daemon's crash as a session, and (durability.onCrash "keep") let the guardian keep its

@@ -1,10 +1,10 @@
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { daemonStatus } from '../helpers/restart.js';
+import { daemonStatus, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers, leftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
@@ -170,6 +170,45 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     await s2.process({ action: 'write', sessionId: cat.sessionId, data: 'two\n' });
     await s2.waitOutput(cat.sessionId, 'two');
     expect((await s2.list()).find((x: any) => x.sessionId === cat.sessionId).tail).toBe('one\ntwo\n');
+  });
+
+  it('the records a planned restart writes again once the new image serves are right: two restarts, then a SIGKILL at once, and every session is adopted, a terminal among them', async () => {
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env });
+    const s1 = new Scoped(await d1.client(), 'twice');
+    const cat = await s1.exec({ command: 'cat', background: true });
+    const tty = await s1.exec({ command: 'cat', background: true, pty: true });
+    for (const s of [cat, tty]) {
+      pids.add(s.pid);
+      await kept(state, s.sessionId);
+    }
+    const before = new Map([cat, tty].map((s) => [s.sessionId, readRecords(state).get(s.sessionId)]));
+    const file = (id: string) => join(sessionsDir(state), `${id}.json`);
+    for (const round of [0, 1]) {
+      const written = new Map([cat, tty].map((s) => [s.sessionId, readFileSync(file(s.sessionId), 'utf8')]));
+      // Told apart from the record the old image wrote at the hand-over by a byte that only it has.
+      for (const s of [cat, tty]) writeFileSync(file(s.sessionId), written.get(s.sessionId)!.replace(/}\s*$/, ', "x": 1}'));
+      await restartAndWait(d1, round);
+      // The new image writes each record again once it serves (not before), nothing having changed in the session.
+      for (const s of [cat, tty]) await waitFor(() => !readFileSync(file(s.sessionId), 'utf8').includes('"x"'), { what: `the record of ${s.sessionId} written again after restart ${round + 1}` });
+    }
+    for (const s of [cat, tty]) {
+      const rec = readRecords(state).get(s.sessionId);
+      // cat waits for input: running, or said waiting for it (SPEC §7) once quiet that long.
+      expect(['running', 'waiting_input']).toContain(rec.status);
+      expect(rec).toMatchObject({ pid: s.pid, pidStartTime: before.get(s.sessionId).pidStartTime });
+    }
+    // Nothing written to the sessions since: what keeps them through the crash is what the guardian held all along.
+    d1.proc.kill('SIGKILL');
+    await exited(d1);
+    const d2 = await startDaemon({ env });
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
+    const s2 = new Scoped(await d2.client(), 'twice');
+    for (const s of [cat, tty]) {
+      await s2.process({ action: 'write', sessionId: s.sessionId, data: 'after\n' });
+      await s2.waitOutput(s.sessionId, 'after');
+    }
   });
 
   it('no daemon within crashGraceMs: every process of every session is killed, as a crash with "kill" does', async () => {

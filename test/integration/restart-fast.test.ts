@@ -1,4 +1,6 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -6,6 +8,7 @@ import { packageCopy, removePackageCopies } from '../helpers/package-copy.js';
 import { daemonStatus, operator, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
+import { SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * A planned restart answered again sooner (issue 35 point 6, docs/durability.md "The pre-flight,
@@ -21,8 +24,11 @@ afterEach(async () => {
   killLeftovers(pids);
 });
 
+const dirs: string[] = [];
+
 afterAll(() => {
   removePackageCopies();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 const REMEMBERED = 'its answer is remembered';
@@ -31,6 +37,31 @@ const REMEMBERED = 'its answer is remembered';
 const rememberedCount = (d: TestDaemon) => (d.stdout() + d.stderr()).split(REMEMBERED).length - 1;
 
 const counter = (n: number) => `i=0; while [ $i -lt ${n} ]; do echo $i; i=$((i+1)); sleep 0.01; done`;
+
+describe('the sandbox probe, not run again by the new image (SPEC §19)', () => {
+  it.skipIf(SKIP_SANDBOX)('the new image trusts the check the old one made just before the exec: bwrap probes at the start and in the first pre-flight only, and a confined session runs after', async () => {
+    // bwrap on PATH is a wrapper that notes each probe (bwrap ... -- env --default-signal true) and runs the real one.
+    const bin = mkdtempSync(join(tmpdir(), 'procctl-probe-bin-'));
+    dirs.push(bin);
+    const probes = join(bin, 'probes');
+    const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
+    writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\ncase "$*" in *'--default-signal true') echo probe >> '${probes}';; esac\nexec '${real}' "$@"\n`, { mode: 0o755 });
+    const ws = mkdtempSync(join(tmpdir(), 'procctl-probe-ws-'));
+    dirs.push(ws);
+    const d = await startDaemon({ env: { PATH: `${bin}:${process.env.PATH}` }, config: { sandbox: { mode: 'workspace-write', workspaces: [ws] } } });
+    const count = () => (existsSync(probes) ? readFileSync(probes, 'utf8').split('\n').filter((l) => l !== '').length : 0);
+    expect(count()).toBe(1);
+    await restartAndWait(d, 0);
+    // The pre-flight's probe; none by the new image.
+    expect(count()).toBe(2);
+    await restartAndWait(d, 1);
+    // Remembered: the old image's own check (made at its start) stands, and the new image trusts it.
+    expect(count()).toBe(2);
+    const s = new Scoped(await d.client(), 'probe');
+    const r = await s.exec({ command: 'echo confined', workdir: ws });
+    expect(r.output).toContain('confined');
+  });
+});
 
 describe('the pre-flight, remembered (SPEC §19)', () => {
   it('a second restart into the same image does not start its pre-flight again, and keeps every number of a counter', async () => {

@@ -78,7 +78,10 @@ export function adoptSessions(host: AdoptionHost, h: Pick<Handover, 'guardian' |
       const id = carried.record.id;
       if (job.channels) adoptChannels(host.daemon, s, job.channels, (credential, why) => host.log.warn({ sessionId: id, credential }, `a session carried over: ${why}`));
       adoptJob(s, job as HandedJob, host.cgroups, (dirs) => host.log.error({ sessionId: carried.record.id, dirs }, 'a session cgroup could not be removed after its end'));
-      host.keeper.watch(s, { now: true });
+      // Handed over by a planned restart whose guardian goes on: its record is on disk as the old
+      // image wrote it, the guardian holds its slot and descriptors; given again once this image
+      // serves (Records.afterServing). After a crash (no guardian carried), written at once.
+      host.keeper.watch(s, h.guardian ? { handedOver: { startTime: carried.record.pidStartTime } } : { now: true });
       followSession(host.daemon, s, followOf(s));
       if (carried.record.status === 'waiting_input' && carried.record.interrupt) s.raiseInterrupt(carried.record.interrupt);
       adopted.push(s);

@@ -15,7 +15,7 @@ import { HANDOVER_ENV, HANDOVER_FORMAT, type Handover, type Restarts } from './s
 import { cpuMs } from './timeline.js';
 import { imageKey, rememberAnswer, rememberedAnswer } from './check-memo.js';
 import { loadConfig } from '../../config/load.js';
-import { requireSandbox } from '../../sandbox/host.js';
+import { requireSandbox, sandboxCheckKey } from '../../sandbox/host.js';
 
 /** What the daemon lends a restart: its sessions, its socket, its guardian, its clients. */
 export interface HandoverHost {
@@ -81,6 +81,8 @@ export interface Prepared {
   at: number;
   /** When each step so far ended (ms since the epoch): the new image logs the restart's timeline. */
   steps: Record<string, number>;
+  /** The key of the sandbox check the pre-flight (or this image) just passed for the config as it reads now. */
+  sandboxChecked?: string;
   undo: () => void;
 }
 
@@ -119,7 +121,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
   if (addon instanceof Error) throw unavailable(`a planned restart needs the daemon's addon, which replaces the image in place: ${addon.message}`);
   const steps: Record<string, number> = {};
   const step = (name: string) => (steps[name] = Date.now());
-  const { version: to, carries } = await nextImage(host);
+  const { version: to, carries, sandboxChecked } = await nextImage(host);
   fault('check');
   step('check');
   // 2. sessions
@@ -186,6 +188,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
     to,
     at,
     steps,
+    ...(sandboxChecked !== undefined ? { sandboxChecked } : {}),
     clients: held.clients,
     undo: () => {
       undoAbandon();
@@ -268,6 +271,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       ...(guardian ? { guardian } : {}),
       ...(host.approverMade !== undefined ? { approver: host.approverMade } : {}),
       restarts: host.restarts,
+      ...(p.sandboxChecked !== undefined ? { checked: { sandbox: p.sandboxChecked } } : {}),
       sessions: carried,
       shells,
     };
@@ -336,7 +340,7 @@ function fault(step: string): void {
  * (check-memo.ts), else asked. A remembered answer still has this image check the sandbox the
  * config asks for, which the host may have lost meanwhile; if it cannot, the image is asked.
  */
-async function nextImage(host: HandoverHost): Promise<{ version: string; carries: string[] }> {
+async function nextImage(host: HandoverHost): Promise<{ version: string; carries: string[]; sandboxChecked?: string }> {
   const memo = join(host.stateDir, 'handover-check.json');
   let key: string | undefined;
   try {
@@ -345,12 +349,17 @@ async function nextImage(host: HandoverHost): Promise<{ version: string; carries
     host.log.warn({ err: (err as Error).message }, 'restart: the installed image could not be fingerprinted; its pre-flight is run every time');
   }
   const remembered = key === undefined ? undefined : rememberedAnswer(memo, key);
-  if (remembered !== undefined && hostStillFits(host)) {
+  const fits = remembered !== undefined ? hostStillFits(host) : undefined;
+  if (remembered !== undefined && fits !== undefined) {
     host.log.info({ answer: remembered }, 'restart: the pre-flight of this very image, config and environment was run before; its answer is remembered');
-    return readAnswer(remembered);
+    return { ...readAnswer(remembered), sandboxChecked: fits };
   }
+  const before = configKey(host);
   const answer = await nextImageFormat(host.args);
-  const read = readAnswer(answer);
+  const read: { version: string; carries: string[]; sandboxChecked?: string } = readAnswer(answer);
+  // The pre-flight checked the sandbox of the config as it reads now, with this environment: the
+  // key the new image will find. A config edited meanwhile is checked by the new image itself.
+  if (before !== undefined && before === configKey(host)) read.sandboxChecked = before;
   if (key !== undefined) {
     try {
       rememberAnswer(memo, key, answer);
@@ -361,13 +370,23 @@ async function nextImage(host: HandoverHost): Promise<{ version: string; carries
   return read;
 }
 
-/** The config as the daemon would load it now, and the sandbox it asks for, still there. */
-function hostStillFits(host: HandoverHost): boolean {
+/** The key of the sandbox check of the config as the daemon would load it now; undefined if it does not load. */
+function configKey(host: HandoverHost): string | undefined {
   try {
-    requireSandbox(loadConfig(host.configFile).config);
-    return true;
+    return sandboxCheckKey(loadConfig(host.configFile).config);
   } catch {
-    return false;
+    return undefined;
+  }
+}
+
+/** The config as the daemon would load it now, and the sandbox it asks for, still there: the key of that check, else undefined. */
+function hostStillFits(host: HandoverHost): string | undefined {
+  try {
+    const config = loadConfig(host.configFile).config;
+    requireSandbox(config);
+    return sandboxCheckKey(config);
+  } catch {
+    return undefined;
   }
 }
 

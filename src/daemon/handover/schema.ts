@@ -66,6 +66,8 @@ export const HandoverSchema = z.object({
   /** The approver credential the daemon made beside its socket (SPEC §8): clients that read it keep it. */
   approver: z.string().optional(),
   restarts: RestartsSchema,
+  /** What the old image checked just before the exec, for the config as it reads now: the sandbox's probe (sandbox/host.ts sandboxCheckKey), not run again. */
+  checked: z.object({ sandbox: z.string().optional() }).optional(),
   sessions: z.array(z.object({ session: CarriedSessionSchema, job: HandedJobSchema })),
   /** The persistent shells (SPEC §20): a shell's own process as a job, its running command as a session; a review shell as its state. */
   shells: z.array(z.object({ shell: CarriedShellSchema, box: z.object({ session: CarriedSessionSchema, job: HandedJobSchema }).optional(), command: CarriedSessionSchema.optional() })).default([]),
@@ -111,7 +113,8 @@ export function parseHandover(raw: unknown): { handover: Handover } | { problem:
   if (format !== HANDOVER_FORMAT) {
     return { problem: `the hand-over is in format ${JSON.stringify(format)} and this image reads format ${HANDOVER_FORMAT}` };
   }
-  const r = HandoverSchema.safeParse(raw);
+  // Read once per image: checked without compiling a parser for it first (zod's JIT, worth it only for a schema parsed many times).
+  const r = HandoverSchema.safeParse(raw, { jitless: true });
   if (r.success) return { handover: r.data };
   const issue = r.error.issues[0];
   return { problem: `the hand-over is not readable: ${issue.path.join('.') || 'the hand-over'}: ${issue.message}` };
