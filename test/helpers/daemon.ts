@@ -138,7 +138,8 @@ export async function untilListening(socket: string, proc: ChildProcess, said: (
         return false;
       }
     },
-    { what: 'procctld to listen' },
+    // A daemon's start is a Node start and its module graph: seconds, not milliseconds, at load 20 on two cores.
+    { what: 'procctld to listen', timeoutMs: 45_000 },
   );
 }
 

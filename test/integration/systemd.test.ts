@@ -71,10 +71,10 @@ function activate(sock: string, dir: string, extra: string[], env: string[] = []
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
   const exited = new Promise<number | string | null>((r) => child.on('exit', (code, signal) => r(code ?? signal)));
-  /** SIGTERM, and how it exited (a string when it did not within 15 s). */
+  /** SIGTERM, and how it exited (a string when it did not within 40 s: a loaded machine's stop takes seconds). */
   const stop = () => {
     child.kill('SIGTERM');
-    return Promise.race([exited, new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000))]);
+    return Promise.race([exited, new Promise((r) => setTimeout(() => r('still running after 40 s'), 40_000))]);
   };
   return { child, out: () => out, exited, stop };
 }
