@@ -18,10 +18,20 @@ export function cgroupOf(session: Session): SessionCgroup | undefined {
   return cgroups.get(session);
 }
 
-/** Running sessions' figures, one held sample each while they are asked for (runner/usage.ts). */
+/** Two samples with the same figures. */
+export const sameResources = (a: Resources, b: Resources): boolean =>
+  a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
+
+/**
+ * Running sessions' figures, one held sample each while they are asked for (runner/usage.ts). A
+ * sample read again with the same figures stays the object it was, so a list made from it is
+ * not made again (tools/process/list.ts).
+ */
 const usage = new UsageSampler<Session>(
   (s) => cgroups.get(s)!.resources(),
   (s) => s.running,
+  undefined,
+  sameResources,
 );
 
 /** What a session has used: its held sample while it runs, its final figures (read at its end) once it ended. */

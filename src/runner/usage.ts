@@ -50,6 +50,13 @@ export class UsageSampler<K, V = Resources> {
     /** Whether a key is still worth sampling (its session runs). */
     private readonly live: (key: K) => boolean,
     private readonly timing: UsageTiming = TIMING,
+    /**
+     * Whether a new read says the same as the held sample: then the held one stays, the same
+     * object. Readers that keep what they made from a sample (process list keeps its answer
+     * while every sample of it is the one it was made from) then make nothing again for a
+     * session whose figures did not move, which is most of a thousand quiet sessions.
+     */
+    private readonly same?: (held: V, read: V) => boolean,
   ) {}
 
   /** The held sample of `key` (read now when none is held), at most about `everyMs` old. */
@@ -134,7 +141,7 @@ export class UsageSampler<K, V = Resources> {
       for (let i = 0; i < next; i++) {
         const h = this.held.get(keys[i]);
         const value = read[i];
-        if (h !== undefined && value !== undefined) h.value = value;
+        if (h !== undefined && value !== undefined && !this.same?.(h.value, value)) h.value = value;
       }
     };
     turn();

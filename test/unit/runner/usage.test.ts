@@ -79,6 +79,29 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
     }
   });
 
+  it('keeps the held sample, the same object, when a refresh reads the same figures; a new one when they moved', async () => {
+    // Figures that stay put for even keys and grow with each read for odd ones.
+    const reads = new Map<number, number>();
+    const read = (key: number): Resources => {
+      const n = (reads.get(key) ?? 0) + 1;
+      reads.set(key, n);
+      return { cpuMs: key % 2 ? n : 0, memoryBytes: key, memoryPeakBytes: key, processes: 1 };
+    };
+    const same = (a: Resources, b: Resources) => a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
+    const sampler = new UsageSampler(read, () => true, FAST, same);
+    try {
+      const first = keys.map((k) => sampler.of(k));
+      await waitFor(() => keys.every((k) => (reads.get(k) ?? 0) >= 3), { what: 'two refreshes of every held sample' });
+      for (const k of keys) {
+        if (k % 2) expect(sampler.of(k)).not.toBe(first[k]);
+        else expect(sampler.of(k)).toBe(first[k]);
+      }
+      expect(sampler.of(1).cpuMs).toBeGreaterThanOrEqual(3);
+    } finally {
+      sampler.close();
+    }
+  });
+
   it('keeps its refreshes to its budget of the thread: slow reads make the next refresh wait', async () => {
     // Each read costs 2 ms of this thread: 50 keys are ~100 ms a refresh.
     const slowRead = (c: ReturnType<typeof counter>) => (key: number) => {
