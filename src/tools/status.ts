@@ -10,7 +10,7 @@ import { lastVerifyOf } from './audit.js';
 /** `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here. */
 export async function daemonStatus(d: Daemon, startedAt: number, version: string) {
   // Asked before `state` is read: a review probe the state directory refuses is in its health.
-  const changes = { ...d.reviewSupport(), ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
+  const changes = { ...(await d.reviewSupport()), ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
   return {
     version,
     pid: process.pid,
