@@ -34,6 +34,15 @@ const usage = new UsageSampler<Session>(
   sameResources,
 );
 
+/**
+ * Hold a usage sample of each running session of `sessions` that has a cgroup, reading the ones
+ * not held a few per turn (UsageSampler.hold): undefined when all were at hand, else a promise
+ * to wait for before asking sessionResources.
+ */
+export function holdResources(sessions: Iterable<Session>): Promise<void> | undefined {
+  return usage.hold(sessions, (s) => s.running && cgroups.has(s));
+}
+
 /** What a session has used: its held sample while it runs, its final figures (read at its end) once it ended. */
 export function sessionResources(session: Session): Resources | undefined {
   if (!session.running) return session.resources;

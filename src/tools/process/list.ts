@@ -2,8 +2,8 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { JsonText } from '../json-text.js';
 import { sessionRecord } from '../render.js';
-import { sessionResources } from '../../runner/cgroup.js';
-import { askPorts } from '../../runner/ports.js';
+import { holdResources, sessionResources } from '../../runner/cgroup.js';
+import { askPorts, askPortsOf } from '../../runner/ports.js';
 import { ALL_SCOPES } from '../../session/registry.js';
 import type { Resources, Session } from '../../session/session.js';
 
@@ -13,10 +13,20 @@ import type { Resources, Session } from '../../session/session.js';
  * thousand sessions neither builds a thousand records nor serializes and encodes them on every
  * call, and leaves no large string behind for the collector.
  */
-export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText {
+export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText | Promise<JsonText> {
   const offset = p.offset ?? 0;
   const page = d.registry.page(ctx.scope, offset, p.limit);
-  // Keeps each running session's ports looked at while lists ask (runner/ports.ts); a change bumps its revision.
+  // Keeps each running session's ports and usage looked at while lists ask (runner/ports.ts,
+  // runner/usage.ts). Sessions not looked at yet (the first list after a quiet spell) are read a
+  // few per turn, and this answer waits for them, not every other client's request behind it.
+  const looks = askPortsOf(page.sessions);
+  const samples = holdResources(page.sessions);
+  if (looks || samples) return Promise.all([looks, samples]).then(() => answer(d, ctx, p, offset, d.registry.page(ctx.scope, offset, p.limit)));
+  return answer(d, ctx, p, offset, page);
+}
+
+function answer(d: Daemon, ctx: CallContext, p: ProcessParams, offset: number, page: Page): JsonText {
+  // The page as it is once the looks are in: a session new to it since is looked at now.
   for (const s of page.sessions) askPorts(s);
   const resources = page.sessions.map(sessionResources);
   const entries = page.sessions.map((s, i) => listEntry(s, resources[i] !== undefined));
