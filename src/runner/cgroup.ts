@@ -40,8 +40,10 @@ const usage = new UsageSampler<Session>(
  * to wait for before asking sessionResources.
  */
 export function holdResources(sessions: Iterable<Session>): Promise<void> | undefined {
-  return usage.hold(sessions, (s) => s.running && cgroups.has(s));
+  return usage.hold(sessions, measured);
 }
+
+const measured = (s: Session) => s.running && cgroups.has(s);
 
 /** What a session has used: its held sample while it runs, its final figures (read at its end) once it ended. */
 export function sessionResources(session: Session): Resources | undefined {
