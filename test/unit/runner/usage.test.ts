@@ -117,7 +117,8 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
       return { cpuMs: key % 2 ? n : 0, memoryBytes: key, memoryPeakBytes: key, processes: 1 };
     };
     const same = (a: Resources, b: Resources) => a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
-    const sampler = new UsageSampler(read, () => true, FAST, same);
+    // Nothing let go for want of asks while the test waits (a sample let go is read afresh: a new object).
+    const sampler = new UsageSampler(read, () => true, { ...FAST, idleRefreshes: 1_000_000 }, same);
     try {
       const first = keys.map((k) => sampler.of(k));
       await waitFor(() => keys.every((k) => (reads.get(k) ?? 0) >= 3), { what: 'two refreshes of every held sample' });
