@@ -213,23 +213,28 @@ export class ProcctlDaemon implements Daemon {
   }
 
   private review: ReviewSupport | undefined;
+  private reviewProbe: Promise<ReviewSupport> | undefined;
 
   /**
    * Whether review mode can run here: tried for real the first time it is asked, on the state
-   * directory's file system. A state directory that refuses the probe's directory says review is
-   * unavailable and why (it is where held changes go), is told to the state's health like any
-   * write there, and the probe is tried again at the next ask: `daemon.status` always answers.
+   * directory's file system, off the daemon's thread (asks meanwhile wait for the same probe). A
+   * state directory that refuses the probe's directory says review is unavailable and why (it is
+   * where held changes go), is told to the state's health like any write there, and the probe is
+   * tried again at the next ask: `daemon.status` always answers.
    */
-  reviewSupport(): ReviewSupport {
-    if (this.review) return this.review;
-    const found = probeReview(this.state.dir);
-    if (found.stateRefused) {
-      this.state.disk.failed('dir', found.stateRefused, 'the review probe\'s directory');
-      return { review: false, reason: found.reason };
-    }
-    this.state.disk.succeeded('dir');
-    this.review = found;
-    return found;
+  reviewSupport(): Promise<ReviewSupport> {
+    if (this.review) return Promise.resolve(this.review);
+    this.reviewProbe ??= probeReview(this.state.dir).then((found) => {
+      this.reviewProbe = undefined;
+      if (found.stateRefused) {
+        this.state.disk.failed('dir', found.stateRefused, 'the review probe\'s directory');
+        return { review: false, reason: found.reason };
+      }
+      this.state.disk.succeeded('dir');
+      this.review = found;
+      return found;
+    });
+    return this.reviewProbe;
   }
 
   /** The daemon's own paths, hidden from a sandboxed job (SPEC §12): its socket and runtime directory, the log a detached start writes beside them, its approver credential, state directory, config file, and the files behind its stdout and stderr. */

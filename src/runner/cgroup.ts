@@ -18,11 +18,32 @@ export function cgroupOf(session: Session): SessionCgroup | undefined {
   return cgroups.get(session);
 }
 
-/** Running sessions' figures, one held sample each while they are asked for (runner/usage.ts). */
+/** Two samples with the same figures. */
+export const sameResources = (a: Resources, b: Resources): boolean =>
+  a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
+
+/**
+ * Running sessions' figures, one held sample each while they are asked for (runner/usage.ts). A
+ * sample read again with the same figures stays the object it was, so a list made from it is
+ * not made again (tools/process/list.ts).
+ */
 const usage = new UsageSampler<Session>(
   (s) => cgroups.get(s)!.resources(),
   (s) => s.running,
+  undefined,
+  sameResources,
 );
+
+/**
+ * Hold a usage sample of each running session of `sessions` that has a cgroup, reading the ones
+ * not held a few per turn (UsageSampler.hold): undefined when all were at hand, else a promise
+ * to wait for before asking sessionResources.
+ */
+export function holdResources(sessions: Iterable<Session>): Promise<void> | undefined {
+  return usage.hold(sessions, measured);
+}
+
+const measured = (s: Session) => s.running && cgroups.has(s);
 
 /** What a session has used: its held sample while it runs, its final figures (read at its end) once it ended. */
 export function sessionResources(session: Session): Resources | undefined {

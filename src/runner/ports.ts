@@ -221,6 +221,13 @@ export function askPorts(s: Session): void {
   if (s.running && s.pid !== undefined) sampler.of(s);
 }
 
+/** askPorts for many sessions: the first looks a few per turn (UsageSampler.hold); a promise when some must wait. */
+export function askPortsOf(sessions: Iterable<Session>): Promise<void> | undefined {
+  return sampler.hold(sessions, looked);
+}
+
+const looked = (s: Session) => s.running && s.pid !== undefined;
+
 /** Look at a running session's ports now, its namespaces' tables read anew (an exec's answer after its wait), and keep them looked at. */
 export function askPortsNow(s: Session): void {
   if (!s.running || s.pid === undefined) return;

@@ -17,6 +17,9 @@ export interface UsageTiming {
 
 const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 4, budget: 0.05 };
 
+/** First reads `hold` makes in one turn of the event loop (a session's usage is a few files, its ports a few more). */
+const FIRST_AT_ONCE = 16;
+
 interface Held<V> {
   value: V;
   /** The refresh count when it was last asked for. */
@@ -50,6 +53,13 @@ export class UsageSampler<K, V = Resources> {
     /** Whether a key is still worth sampling (its session runs). */
     private readonly live: (key: K) => boolean,
     private readonly timing: UsageTiming = TIMING,
+    /**
+     * Whether a new read says the same as the held sample: then the held one stays, the same
+     * object. Readers that keep what they made from a sample (process list keeps its answer
+     * while every sample of it is the one it was made from) then make nothing again for a
+     * session whose figures did not move, which is most of a thousand quiet sessions.
+     */
+    private readonly same?: (held: V, read: V) => boolean,
   ) {}
 
   /** The held sample of `key` (read now when none is held), at most about `everyMs` old. */
@@ -61,6 +71,41 @@ export class UsageSampler<K, V = Resources> {
       this.start();
     } else h.asked = this.refreshes;
     return h.value;
+  }
+
+  /**
+   * Hold a sample of each of `keys` that `want`s one, reading those not held yet: up to
+   * `FIRST_AT_ONCE` now, more a few per turn of the event loop (undefined when none had to wait,
+   * else a promise that resolves once all are read). A list of a thousand sessions asked for
+   * after a quiet spell (every sample let go) read them all at once, ~1,600 files in one turn,
+   * holding every other client's request behind it; this way its answer waits, not theirs.
+   */
+  hold(keys: Iterable<K>, want: (key: K) => boolean = () => true): Promise<void> | undefined {
+    let missing: K[] | undefined;
+    for (const key of keys) {
+      if (!want(key)) continue;
+      const h = this.held.get(key);
+      if (h !== undefined) h.asked = this.refreshes;
+      else (missing ??= []).push(key);
+    }
+    if (missing === undefined) return undefined;
+    if (missing.length <= FIRST_AT_ONCE) {
+      for (const key of missing) this.of(key);
+      return undefined;
+    }
+    const list = missing;
+    return new Promise((resolve) => {
+      let next = 0;
+      const turn = () => {
+        for (const end = Math.min(next + FIRST_AT_ONCE, list.length); next < end; next++) {
+          // One found ended meanwhile is read no more (its final figures are the session's).
+          if (this.live(list[next])) this.of(list[next]);
+        }
+        if (next < list.length) setImmediate(turn);
+        else resolve();
+      };
+      turn();
+    });
   }
 
   /** Whether its refresh timer runs (only while samples are held). */
@@ -134,7 +179,7 @@ export class UsageSampler<K, V = Resources> {
       for (let i = 0; i < next; i++) {
         const h = this.held.get(keys[i]);
         const value = read[i];
-        if (h !== undefined && value !== undefined) h.value = value;
+        if (h !== undefined && value !== undefined && !this.same?.(h.value, value)) h.value = value;
       }
     };
     turn();

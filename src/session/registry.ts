@@ -89,16 +89,18 @@ export class Registry {
     // Newest first is insertion order backwards, so the page is insertion positions [first, end).
     const end = Math.max(0, total - offset);
     const first = Math.max(0, end - limit);
-    const sessions: Session[] = [];
+    // Made at its size and filled from the back (newest first): no growing, no reversing.
+    const sessions: Session[] = new Array<Session>(Math.max(0, end - first));
     if (first < end) {
       let i = 0;
+      let at = sessions.length;
       for (const s of this.sessions.values()) {
         if (!inScope(s, scope)) continue;
-        if (i >= first) sessions.push(s);
+        if (i >= first) sessions[--at] = s;
         if (++i === end) break;
       }
     }
-    return { sessions: sessions.reverse(), total, running };
+    return { sessions, total, running };
   }
 
   all(): IterableIterator<Session> {

@@ -95,7 +95,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   const judgement = approved ? undefined : judgeCommand(d.config().approvals, p.command, ctx.scope, d.remembered.list());
   // A rule's "review" makes it a review exec whatever the params say; a deny wins over review's refusals.
   const byRule = approved ? approved.review : judgement?.review && decidedBy(judgement.review);
-  const review = judgement?.decision === 'deny' ? false : reviewed(d, ctx.scope, p, byRule);
+  const review = judgement?.decision === 'deny' ? false : await reviewed(d, ctx.scope, p, byRule);
   if (p.env) checkEnvOverrides(p.env);
   checkPatterns(p);
   checkQuiet(p);

@@ -3,14 +3,14 @@ import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import { sandboxStatus } from '../sandbox/host.js';
 import type { Config } from '../config/schema.js';
 import { cgroupStatus } from '../cgroup/host.js';
-import { sessionResources } from '../runner/cgroup.js';
+import { holdResources, sessionResources } from '../runner/cgroup.js';
 import type { Daemon } from './context.js';
 import { lastVerifyOf } from './audit.js';
 
 /** `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here. */
 export async function daemonStatus(d: Daemon, startedAt: number, version: string) {
   // Asked before `state` is read: a review probe the state directory refuses is in its health.
-  const changes = { ...d.reviewSupport(), ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
+  const changes = { ...(await d.reviewSupport()), ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
   return {
     version,
     pid: process.pid,
@@ -26,7 +26,7 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     config: d.configStatus(),
     sandbox: { ...(await sandboxStatus(d.config())), ...withCredentials(d.config()) },
     changes,
-    cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: runningTotals(d) }) },
+    cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: await runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
     telemetry: d.telemetryStatus(),
     restarts: { ...d.restarts, lastAt: d.restarts.lastAt === null ? null : new Date(d.restarts.lastAt).toISOString() },
@@ -37,7 +37,13 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
  * What the running sessions use together, from the samples held while they are asked for
  * (runner/usage.ts): CPU time, memory now, processes, and how many sessions that covers.
  */
-function runningTotals(d: Daemon) {
+function runningTotals(d: Daemon): ReturnType<typeof sumRunning> | Promise<ReturnType<typeof sumRunning>> {
+  // Samples not held yet (the first status after a quiet spell) are read a few per turn, not all in this one.
+  const reading = holdResources(d.registry.all());
+  return reading ? reading.then(() => sumRunning(d)) : sumRunning(d);
+}
+
+function sumRunning(d: Daemon) {
   const total = { sessions: 0, cpuMs: 0, memoryBytes: 0, processes: 0 };
   // Over the registry itself, not a copy of its running sessions: this runs on every status request.
   for (const s of d.registry.all()) {

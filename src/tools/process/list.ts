@@ -2,8 +2,8 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { JsonText } from '../json-text.js';
 import { sessionRecord } from '../render.js';
-import { sessionResources } from '../../runner/cgroup.js';
-import { askPorts } from '../../runner/ports.js';
+import { holdResources, sessionResources } from '../../runner/cgroup.js';
+import { askPorts, askPortsOf } from '../../runner/ports.js';
 import { ALL_SCOPES } from '../../session/registry.js';
 import type { Resources, Session } from '../../session/session.js';
 
@@ -13,20 +13,32 @@ import type { Resources, Session } from '../../session/session.js';
  * thousand sessions neither builds a thousand records nor serializes and encodes them on every
  * call, and leaves no large string behind for the collector.
  */
-export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText {
+export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText | Promise<JsonText> {
   const offset = p.offset ?? 0;
   const page = d.registry.page(ctx.scope, offset, p.limit);
-  // Keeps each running session's ports looked at while lists ask (runner/ports.ts); a change bumps its revision.
+  // Keeps each running session's ports and usage looked at while lists ask (runner/ports.ts,
+  // runner/usage.ts). Sessions not looked at yet (the first list after a quiet spell) are read a
+  // few per turn, and this answer waits for them, not every other client's request behind it.
+  const looks = askPortsOf(page.sessions);
+  const samples = holdResources(page.sessions);
+  if (looks || samples) return Promise.all([looks, samples]).then(() => answer(d, ctx, p, offset, d.registry.page(ctx.scope, offset, p.limit)));
+  return answer(d, ctx, p, offset, page);
+}
+
+function answer(d: Daemon, ctx: CallContext, p: ProcessParams, offset: number, page: Page): JsonText {
+  // The page as it is once the looks are in: a session new to it since is looked at now.
   for (const s of page.sessions) askPorts(s);
-  const resources = page.sessions.map(sessionResources);
-  const entries = page.sessions.map((s, i) => listEntry(s, resources[i] !== undefined));
   const key = `${ctx.scope}\0${offset}\0${p.limit ?? ''}`;
   const pages = keptPages(d);
   const last = pages.get(key);
-  if (last && samePage(last, page, entries, resources)) {
+  // The kept page is checked session by session, with nothing allocated: a page of 50 asked over
+  // and over leaves only its answer's copy behind for the collector.
+  if (last && samePage(last, page)) {
     const bytes = withRuntimes(last, page.sessions);
     if (bytes) return new JsonText(bytes, () => giveBack(last, bytes));
   }
+  const resources = page.sessions.map(sessionResources);
+  const entries = page.sessions.map((s, i) => listEntry(s, resources[i] !== undefined));
   const made = makePage(ctx.scope === ALL_SCOPES, page, entries, resources, offset, p.limit);
   pages.delete(key);
   pages.set(key, made);
@@ -78,10 +90,13 @@ function keptPages(d: Daemon): Map<string, KeptPage> {
   return pages;
 }
 
-function samePage(kept: KeptPage, page: Page, entries: Entry[], resources: (Resources | undefined)[]): boolean {
-  if (kept.total !== page.total || kept.running !== page.running || kept.entries.length !== entries.length) return false;
-  for (let i = 0; i < entries.length; i++) {
-    if (kept.entries[i] !== entries[i] || kept.resources[i] !== resources[i]) return false;
+/** Whether the kept page is this one: the same sessions, each with the entry and the usage sample it was made from. */
+function samePage(kept: KeptPage, page: Page): boolean {
+  if (kept.total !== page.total || kept.running !== page.running || kept.entries.length !== page.sessions.length) return false;
+  for (let i = 0; i < page.sessions.length; i++) {
+    const s = page.sessions[i];
+    const r = sessionResources(s);
+    if (kept.resources[i] !== r || kept.entries[i] !== listEntry(s, r !== undefined)) return false;
   }
   return true;
 }
@@ -98,11 +113,21 @@ function withRuntimes(kept: KeptPage, sessions: Session[]): Buffer | undefined {
   const spare = kept.spare.pop();
   const out = spare ? (kept.bytes.copy(spare), spare) : Buffer.from(kept.bytes);
   for (let i = 0; i < sessions.length; i++) {
-    const ms = String(sessions[i].runtimeMs);
-    if (ms.length !== kept.width[i]) return undefined;
-    out.write(ms, kept.at[i], 'latin1');
+    if (!writeDigits(out, kept.at[i], kept.width[i], sessions[i].runtimeMs)) return undefined;
   }
   return out;
+}
+
+/** Write the integer `n` (>= 0) as exactly `width` ASCII digits at `at`, with no string made; false when it has another number of digits. */
+function writeDigits(out: Buffer, at: number, width: number, n: number): boolean {
+  if (!Number.isSafeInteger(n) || n < 0) return false;
+  for (let i = at + width - 1; i >= at; i--) {
+    out[i] = 48 + (n % 10);
+    n = Math.floor(n / 10);
+    // A leading zero would be a number of fewer digits.
+    if (n === 0 && i > at) return false;
+  }
+  return n === 0;
 }
 
 function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resources | undefined)[], offset: number, limit?: number): KeptPage {

@@ -79,6 +79,59 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
     }
   });
 
+  it('holds many keys a few first reads per turn, so whatever else is waiting runs between them', async () => {
+    const c = counter();
+    const sampler = new UsageSampler(c.read, () => true, { everyMs: 3_600_000, idleRefreshes: 1, perTurn: 4 });
+    try {
+      const many = Array.from({ length: 100 }, (_, i) => i);
+      const readsSeenBetween: number[] = [];
+      const watch = () => {
+        readsSeenBetween.push(c.total());
+        if (c.total() < many.length) setImmediate(watch);
+      };
+      const reading = sampler.hold(many);
+      setImmediate(watch);
+      expect(reading).toBeInstanceOf(Promise);
+      await reading;
+      // Something else ran while some were read and others were not yet.
+      expect(readsSeenBetween.some((n) => n > 0 && n < many.length)).toBe(true);
+      // Each read once, and held: asked again, nothing waits and nothing is read.
+      expect(c.total()).toBe(many.length);
+      expect(sampler.hold(many)).toBeUndefined();
+      for (const k of many) expect(sampler.of(k).memoryBytes).toBe(k);
+      expect(c.total()).toBe(many.length);
+      // A handful not held is read at once, with nothing to wait for; keys not wanted are not read.
+      expect(sampler.hold([200, 201, 202, 203], (k) => k !== 203)).toBeUndefined();
+      expect([c.reads.get(200), c.reads.get(203)]).toEqual([1, undefined]);
+    } finally {
+      sampler.close();
+    }
+  });
+
+  it('keeps the held sample, the same object, when a refresh reads the same figures; a new one when they moved', async () => {
+    // Figures that stay put for even keys and grow with each read for odd ones.
+    const reads = new Map<number, number>();
+    const read = (key: number): Resources => {
+      const n = (reads.get(key) ?? 0) + 1;
+      reads.set(key, n);
+      return { cpuMs: key % 2 ? n : 0, memoryBytes: key, memoryPeakBytes: key, processes: 1 };
+    };
+    const same = (a: Resources, b: Resources) => a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
+    // Nothing let go for want of asks while the test waits (a sample let go is read afresh: a new object).
+    const sampler = new UsageSampler(read, () => true, { ...FAST, idleRefreshes: 1_000_000 }, same);
+    try {
+      const first = keys.map((k) => sampler.of(k));
+      await waitFor(() => keys.every((k) => (reads.get(k) ?? 0) >= 3), { what: 'two refreshes of every held sample' });
+      for (const k of keys) {
+        if (k % 2) expect(sampler.of(k)).not.toBe(first[k]);
+        else expect(sampler.of(k)).toBe(first[k]);
+      }
+      expect(sampler.of(1).cpuMs).toBeGreaterThanOrEqual(3);
+    } finally {
+      sampler.close();
+    }
+  });
+
   it('keeps its refreshes to its budget of the thread: slow reads make the next refresh wait', async () => {
     // Each read costs 2 ms of this thread: 50 keys are ~100 ms a refresh.
     const slowRead = (c: ReturnType<typeof counter>) => (key: number) => {

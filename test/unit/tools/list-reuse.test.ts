@@ -5,6 +5,7 @@ import { Registry } from '../../../src/session/registry.js';
 import { Session } from '../../../src/session/session.js';
 import type { CallContext, Daemon } from '../../../src/tools/context.js';
 import { listAction } from '../../../src/tools/process/list.js';
+import type { JsonText } from '../../../src/tools/json-text.js';
 
 function daemonWith(n: number) {
   const registry = new Registry();
@@ -45,3 +46,45 @@ describe('process list answers the same page from buffers it has written before'
     expect([a.bytes, b.bytes]).toEqual(expect.arrayContaining([third.bytes, second.bytes]));
   });
 });
+
+describe('process list pages, kept and written again', () => {
+  it('answers each page in order, newest first, as sessions come and their running times move', () => {
+    let clock = 0;
+    const registry = new Registry();
+    const add = (i: number) =>
+      registry.add(new Session({ id: `s${i}`, scope: 'default', command: `echo ${i}`, name: `echo-${i}`, cwd: '/', stdin: 'pipe', maxOutputChars: 1000, pendingMaxOutputChars: 1000, events: new EventBus(), now: () => clock }));
+    for (let i = 0; i < 7; i++) add(i);
+    const d = { registry } as unknown as Daemon;
+    const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
+    const page = (offset: number, limit: number) => {
+      const r = listAction(d, ctx, { action: 'list', offset, limit }) as JsonText;
+      const v = r.value as { sessions: { sessionId: string; runtimeMs: number }[]; total: number };
+      // Written out: its copy may carry the next answer.
+      r.written?.();
+      return v;
+    };
+    const ids = (v: { sessions: { sessionId: string }[] }) => v.sessions.map((x) => x.sessionId);
+    expect(ids(page(0, 3))).toEqual(['s6', 's5', 's4']);
+    expect(ids(page(3, 3))).toEqual(['s3', 's2', 's1']);
+    expect(ids(page(6, 3))).toEqual(['s0']);
+    // Asked again and again (from the kept page), then with the times moved: one digit, then more digits than kept.
+    for (const [now, want] of [[0, 0], [0, 0], [7, 7], [9, 9], [12, 12], [12, 12], [100_000, 100_000]] as const) {
+      clock = now;
+      const v = page(0, 3);
+      expect(ids(v)).toEqual(['s6', 's5', 's4']);
+      expect(v.sessions.map((x) => x.runtimeMs)).toEqual([want, want, want]);
+    }
+    // A new session is first; the rest move down a place.
+    add(7);
+    const after = page(0, 3);
+    expect(ids(after)).toEqual(['s7', 's6', 's5']);
+    expect(after.total).toBe(8);
+    expect(after.sessions.map((x) => x.runtimeMs)).toEqual([0, 100_000, 100_000]);
+    expect(ids(page(3, 3))).toEqual(['s4', 's3', 's2']);
+    // One forgotten: the pages close up.
+    registry.delete('s5');
+    expect(ids(page(0, 3))).toEqual(['s7', 's6', 's4']);
+    expect(ids(page(3, 10))).toEqual(['s3', 's2', 's1', 's0']);
+  });
+});
+
