@@ -181,7 +181,7 @@ export class ProcctlDaemon implements Daemon {
     this.channels = new Channels(this, this.log, () => this.proxyCa());
     this.remembered = new RememberedStore(this.state.dir, this.log);
     this.interrupts = new InterruptWatcher(this.registry, () => this.current, this.log);
-    this.shells = new Shells(this);
+    this.shells = new Shells(this, (msg, err) => this.log.warn({ err }, msg));
     this.cgroups = openCgroups({ mode: 'off' }, this.state.dir);
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
@@ -310,6 +310,11 @@ export class ProcctlDaemon implements Daemon {
     if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
     const crashed = taken.length > 0 ? this.adoptCrashed(taken) : undefined;
     const handed = handover ? this.adopt(handover) : (crashed?.adopted ?? new Set<string>());
+    // Review shells have no process for the guardian to keep: after a crash they come back from where they were written down (docs/shells.md).
+    if (!this.inherited) {
+      const keep = this.current.durability.onCrash === 'keep';
+      for (const id of this.shells.takeBackReview(keep, (s) => followSession(this, s, followOf(s)), (msg, err) => this.log.warn({ err }, msg))) handed.add(id);
+    }
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
     mark('adopt');

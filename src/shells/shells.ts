@@ -1,5 +1,6 @@
 import { conflict, limit, unavailable } from '../base/errors.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { removeDir } from '../runner/scratch.js';
 import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
 import { readStat } from '../runner/procfs.js';
@@ -76,7 +77,10 @@ export class Shells {
   private readonly commandsOf = new WeakMap<Session, Shell>();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly ctx: LaunchContext) {
+  constructor(
+    private readonly ctx: LaunchContext,
+    private readonly warn: (msg: string, err: unknown) => void = () => undefined,
+  ) {
     this.timer = setInterval(() => this.closeIdle(), SWEEP_MS);
     this.timer.unref();
   }
@@ -160,7 +164,9 @@ export class Shells {
     });
     void shell.track(started.session).then((lost) => {
       if (lost) this.lostState.add(shell);
+      this.saveReview();
     });
+    this.saveReview();
     return started;
   }
 
@@ -246,14 +252,56 @@ export class Shells {
     };
   }
 
+  /** A review shell as the next image takes it: what it was made as, and its state. */
+  private reviewEntry(s: ReviewShell): CarriedShellEntry {
+    const base = { name: s.name, scope: s.scope, settings: { ...s.settings, limits: s.settings.limits ?? null }, cwd: s.cwd, commands: s.commands, createdAt: s.createdAt, lastUsedAt: s.lastUsedAt, pending: '' };
+    return { shell: { ...base, review: { state: s.state, lost: this.lostState.has(s), ...(s.busy ? { runningId: s.busy.id } : {}) } } };
+  }
+
+  /**
+   * The review shells, written down whenever one changes (made, a command started or ended,
+   * closed): they have no process for the guardian to keep, so after a crash the next daemon
+   * takes them back from this file (`reviewShellsLeft`). No review shell, no file.
+   */
+  private saveReview(): void {
+    const entries = [...this.shells.values()].filter((s): s is ReviewShell => s instanceof ReviewShell && s.alive).map((s) => this.reviewEntry(s));
+    if (entries.length === 0 && !this.reviewSaved) return;
+    const file = reviewShellsFile(this.ctx.state.dir);
+    try {
+      if (entries.length === 0) rmSync(file, { force: true });
+      else {
+        writeFileSync(`${file}.new`, JSON.stringify(entries), { mode: 0o600 });
+        renameSync(`${file}.new`, file);
+      }
+      this.reviewSaved = entries.length > 0;
+    } catch (err) {
+      this.warn('cannot write the review shells down: a crash would lose their state (cd, variables)', err);
+    }
+  }
+
+  /** Whether the file may hold shells: at start it may (the last run's), so the first save with none removes it. */
+  private reviewSaved = true;
+
+  /**
+   * At a start that is not a planned restart's (which carries them): the review shells the last
+   * run wrote down, taken back when it crashed and `keep` (durability.onCrash "keep"), each
+   * command of theirs still running (adopted with the sessions) tracked again. The file is then
+   * written anew from what is here (removed when nothing is). Returns the commands' ids.
+   */
+  takeBackReview(keep: boolean, follow: (s: Session) => void, log: (msg: string, err: unknown) => void): string[] {
+    const entries = keep ? reviewShellsLeft(this.ctx.state.dir, log) : [];
+    const ids = entries.length > 0 ? this.adopt(entries, follow, log, true) : [];
+    this.saveReview();
+    return ids;
+  }
+
   /** Every shell as the next image takes it: a persistent one with its process (handed on as any job) and its running command; a review one as its state. */
   carry(): CarriedShellEntry[] {
     const out: CarriedShellEntry[] = [];
     for (const s of this.shells.values()) {
       if (!s.alive) continue;
       if (s instanceof ReviewShell) {
-        const base = { name: s.name, scope: s.scope, settings: { ...s.settings, limits: s.settings.limits ?? null }, cwd: s.cwd, commands: s.commands, createdAt: s.createdAt, lastUsedAt: s.lastUsedAt, pending: '' };
-        out.push({ shell: { ...base, review: { state: s.state, lost: this.lostState.has(s), ...(s.busy ? { runningId: s.busy.id } : {}) } } });
+        out.push(this.reviewEntry(s));
         continue;
       }
       const box = s.process;
@@ -293,9 +341,11 @@ export class Shells {
         if (running?.running) {
           void shell.track(running, false).then((lost) => {
             if (lost) this.lostState.add(shell);
+            this.saveReview();
           });
         }
         this.shells.set(key, shell);
+        this.reviewSaved = true;
         continue;
       }
       if (!e.box) continue;
@@ -354,6 +404,7 @@ export class Shells {
     try {
       const shell = await promise;
       this.shells.set(key, shell);
+      if (shell instanceof ReviewShell) this.saveReview();
       return shell;
     } finally {
       this.opening.delete(key);
@@ -429,6 +480,8 @@ export class Shells {
     clearInterval(this.timer);
     const all = [...this.shells.values()];
     this.shells.clear();
+    // A stop ends every shell: nothing is left for the next daemon to take back.
+    this.saveReview();
     await Promise.all(all.map((s) => s.close('shutdown', 500)));
   }
 
@@ -439,6 +492,7 @@ export class Shells {
 
   private forget(shell: Shell | ReviewShell): void {
     if (this.shells.get(keyOf(shell.scope, shell.name)) === shell) this.shells.delete(keyOf(shell.scope, shell.name));
+    if (shell instanceof ReviewShell) this.saveReview();
   }
 
   private closeIdle(): void {
@@ -508,3 +562,31 @@ function checkSettings(shell: Shell | ReviewShell, p: ExecParams, asked: ShellSe
 function sorted(o: Record<string, string>): [string, string][] {
   return Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
+
+/** Where the review shells are written down (`Shells.saveReview`), in the state directory. */
+function reviewShellsFile(stateDir: string): string {
+  return join(stateDir, 'review-shells.json');
+}
+
+/**
+ * The review shells a daemon that died without a goodbye had (SPEC §20), to take back after a
+ * crash: none when it stopped (a stop removes the file) or wrote none. An unreadable file is
+ * said by `warn` and taken as none.
+ */
+function reviewShellsLeft(stateDir: string, warn: (msg: string, err: unknown) => void): CarriedShellEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(reviewShellsFile(stateDir), 'utf8');
+  } catch {
+    return [];
+  }
+  try {
+    const entries = JSON.parse(text) as CarriedShellEntry[];
+    if (!Array.isArray(entries)) throw new Error('not a list of shells');
+    return entries.filter((e) => e?.shell?.review !== undefined);
+  } catch (err) {
+    warn(`${reviewShellsFile(stateDir)} cannot be read; the review shells of the last run are not taken back`, err);
+    return [];
+  }
+}
+

@@ -7,6 +7,7 @@ import { daemonStatus } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
 import { makeStateDir, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
+import { killMarked, scratchRoot, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * Shells across a crash (SPEC §19, §20, durability.onCrash "keep"): the daemon is SIGKILLed, the
@@ -128,3 +129,62 @@ describe('a shell across a crash (durability.onCrash "keep")', () => {
     expect((await s2.exec({ command: 'echo again', shell: 'g' })).shell.restarted).toBeUndefined();
   });
 });
+
+/**
+ * A review shell has no process for the guardian to keep: its state is written down as it
+ * changes, and a daemon started after a crash takes it back from there, with a command that ran
+ * across the crash leaving the state it made. A stop removes what was written.
+ */
+describe.skipIf(SKIP_SANDBOX)('a review shell across a crash', () => {
+  it('keeps its directory, variables and functions, idle and across a command that ran through the crash', async () => {
+    const fs = scratchRoot('procctl-review-shell-crash-');
+    dirs.push(fs.root);
+    const ws = fs.dir('ws');
+    const sub = fs.dir('ws/sub');
+    const state = join(fs.root, 'state');
+    const ids = new Set<string>();
+    const config = { sandbox: { mode: 'workspace-write', workspaces: [ws] } };
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const run = async (s: Scoped, command: string, extra: Record<string, unknown> = {}) => {
+      const r = await s.exec({ command, shell: 'rv', yieldMs: 60_000, ...extra });
+      ids.add(r.sessionId);
+      return r;
+    };
+    try {
+      const d1 = await startDaemon({ config, env });
+      const s1 = new Scoped(await d1.client(), 'review');
+      const first = await run(s1, 'cd sub && export V=one; x=two; f() { echo "fn $1"; }', { workdir: ws, changes: 'review' });
+      expect(first.status, first.text).toBe('completed');
+      expect(first.shell).toEqual({ name: 'rv', cwd: sub });
+
+      // Crashed idle: nothing runs, nothing for the guardian to keep; the shell comes back from its file.
+      d1.proc.kill('SIGKILL');
+      await exited(d1);
+      const d2 = await startDaemon({ config, env });
+      const s2 = new Scoped(await d2.client(), 'review');
+      expect((await s2.request('shell.list', {})).result.shells).toMatchObject([{ name: 'rv', cwd: sub, commands: 1, settings: { review: true } }]);
+      const second = await run(s2, 'echo "$V $x"; f a; pwd');
+      expect(second.output).toBe(`one two\nfn a\n${sub}\n`);
+      expect(second.shell).toEqual({ name: 'rv', cwd: sub });
+
+      // Crashed while a command runs: that command's session is kept as any review session, and the state it leaves is the shell's.
+      const third = await run(s2, 'export W=three; sleep 3', { yieldMs: 200 });
+      expect(third.status).toBe('running');
+      await waitFor(() => readRecords(state).get(third.sessionId)?.pidStartTime !== undefined, { what: "the command's first record" });
+      d2.proc.kill('SIGKILL');
+      await exited(d2);
+      const d3 = await startDaemon({ config, env });
+      const s3 = new Scoped(await d3.client(), 'review');
+      await waitFor(async () => (await s3.process({ action: 'poll', sessionId: third.sessionId })).status === 'completed', { timeoutMs: 30_000, what: 'the command to end after the crash' });
+      const fourth = await run(s3, 'echo "$V $x $W"');
+      expect(fourth.output).toBe('one two three\n');
+
+      // A stop ends the shells: nothing is left to take back.
+      await d3.stop();
+      expect(existsSync(join(state, 'review-shells.json'))).toBe(false);
+    } finally {
+      killMarked(ids);
+    }
+  });
+});
+
