@@ -64,19 +64,27 @@ export class Scrubber {
 
   /** How many bytes at the end of `data` are a proper start of some value (the longest such). */
   private partialTail(data: Buffer): number {
-    let keep = 0;
-    for (const { find } of this.pairs) {
-      // Only where the value's first byte is, in its length less one from the end: mostly nowhere.
-      let at = data.indexOf(find[0], Math.max(0, data.length - find.length + 1));
-      while (at >= 0 && data.length - at > keep) {
-        const n = data.length - at;
-        if (find.compare(data, at, data.length, 0, n) === 0) {
-          keep = n;
-          break;
-        }
-        at = data.indexOf(find[0], at + 1);
-      }
-    }
-    return keep;
+    return partialTail(data, this.pairs);
   }
+}
+
+/**
+ * How many bytes at the end of `data` are a proper start of one of the `find`s (the longest such):
+ * what a stream that looks for them must keep back until the next chunk says whether the rest follows.
+ */
+export function partialTail(data: Buffer, finds: Iterable<{ find: Buffer }>): number {
+  let keep = 0;
+  for (const { find } of finds) {
+    // Only where the needle's first byte is, in its length less one from the end: mostly nowhere.
+    let at = data.indexOf(find[0], Math.max(0, data.length - find.length + 1));
+    while (at >= 0 && data.length - at > keep) {
+      const n = data.length - at;
+      if (find.compare(data, at, data.length, 0, n) === 0) {
+        keep = n;
+        break;
+      }
+      at = data.indexOf(find[0], at + 1);
+    }
+  }
+  return keep;
 }

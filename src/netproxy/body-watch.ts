@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
+import { partialTail } from '../base/scrub.js';
 
 /** A plain HTTP request body of at most this many bytes (by its Content-Length) is read whole and judged before anything is sent. */
 export const PREJUDGED_BODY_BYTES = 64 * 1024;
@@ -30,7 +31,7 @@ export class PlaceholderWatch<C extends { placeholder: string }> {
     const data = this.held ? Buffer.concat([this.held, chunk]) : chunk;
     this.held = undefined;
     for (const w of this.watched) if (data.includes(w.find)) return { found: w.credential };
-    const keep = this.partialTail(data);
+    const keep = partialTail(data, this.watched);
     if (keep === 0) return data;
     this.held = Buffer.from(data.subarray(data.length - keep));
     return data.subarray(0, data.length - keep);
@@ -41,23 +42,6 @@ export class PlaceholderWatch<C extends { placeholder: string }> {
     const rest = this.held ?? Buffer.alloc(0);
     this.held = undefined;
     return rest;
-  }
-
-  /** How many bytes at the end of `data` are a proper start of some placeholder (the longest such). */
-  private partialTail(data: Buffer): number {
-    let keep = 0;
-    for (const { find } of this.watched) {
-      let at = data.indexOf(find[0], Math.max(0, data.length - find.length + 1));
-      while (at >= 0 && data.length - at > keep) {
-        const n = data.length - at;
-        if (find.compare(data, at, data.length, 0, n) === 0) {
-          keep = n;
-          break;
-        }
-        at = data.indexOf(find[0], at + 1);
-      }
-    }
-    return keep;
   }
 }
 
