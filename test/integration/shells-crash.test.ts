@@ -93,7 +93,9 @@ describe('a shell across a crash (durability.onCrash "keep")', () => {
       const out = (await s3.log(running.sessionId, { offset: 0, limit: 1000 })).output as string;
       const lines = out.replaceAll('\r\n', '\n').replace(/\r$/, '').split('\n').filter((l) => l !== '');
       expect(lines).toEqual(Array.from({ length: n }, (_, i) => String(i)));
-      expect(readRecords(state).get(running.sessionId)).toMatchObject({ adopted: 'crash', exitCode: 7 });
+      // The final record is written after the turn that ended the session (an answer never waits for it).
+      await waitFor(() => readRecords(state).get(running.sessionId)?.status === 'completed', { what: "the command's final record" });
+      expect(readRecords(state).get(running.sessionId)).toMatchObject({ adopted: 'crash', status: 'completed', exitCode: 7 });
 
       // And the shell goes on: the same bash, its state, its count, a kill that keeps it.
       const again = await s3.exec({ command: 'echo "$A $PWD"', shell: 'c' });
