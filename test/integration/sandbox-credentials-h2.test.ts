@@ -1,14 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpServer, type Server } from 'node:http';
-import { createSecureServer, type Http2SecureServer } from 'node:http2';
+import { writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
+import { createSecureServer } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { testPki } from '../helpers/pki.js';
 import { Scoped } from '../helpers/session.js';
-import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { NetFixture, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * HTTP/2 through the TLS the proxy ends for a credential's host (SPEC §21, issue 37 point 3):
@@ -24,27 +24,20 @@ const SKIP = SKIP_SANDBOX || NO_CURL_H2;
 
 const VALUE = 'Bearer h2-value-4e1f0c9a7d';
 const ELSE_VALUE = 'Bearer else-value-8a2b6c';
-const base = hostScratch('procctl-cred-h2-');
-const sessions = new Set<string>();
-const servers: (Server | Http2SecureServer)[] = [];
+const net = new NetFixture('procctl-cred-h2-');
+const { base } = net;
 const ports: Record<string, number> = {};
 /** What each upstream was sent: HTTP version, path, authorization. */
 const seen: { h2: { version: string; url: string; auth?: string }[]; h1: { version: string; url: string; auth?: string }[]; other: string[] } = { h2: [], h1: [], other: [] };
 let d: TestDaemon;
 let s: Scoped;
 
-async function listen(server: Server | Http2SecureServer, host: string): Promise<number> {
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, host, r));
-  return (server.address() as { port: number }).port;
-}
-
 beforeAll(async () => {
   if (SKIP) return;
   const pki = testPki('h2 test CA');
   writeFileSync(join(base, 'upstream-ca.pem'), pki.caPem);
   // Speaks HTTP/2 only: a request the proxy sent as HTTP/1.1 would fail its handshake.
-  ports.h2 = await listen(
+  ports.h2 = await net.listen(
     createSecureServer({ key: pki.keyPem, cert: pki.certPem, allowHTTP1: false }, (q, r) => {
       seen.h2.push({ version: q.httpVersion, url: q.url, auth: q.headers.authorization });
       r.setHeader('x-echo', String(q.headers.authorization));
@@ -53,14 +46,14 @@ beforeAll(async () => {
     '127.0.0.1',
   );
   // Speaks HTTP/1.1 only (Node's https server offers no ALPN).
-  ports.h1 = await listen(
+  ports.h1 = await net.listen(
     createHttpsServer({ key: pki.keyPem, cert: pki.certPem }, (q, r) => {
       seen.h1.push({ version: q.httpVersion, url: q.url!, auth: q.headers.authorization });
       r.end(`h1 upstream: you sent ${q.headers.authorization}\n`);
     }),
     '127.0.0.1',
   );
-  ports.other = await listen(
+  ports.other = await net.listen(
     createHttpServer((q, r) => {
       seen.other.push(q.url!);
       r.end('the other host answered\n');
@@ -86,18 +79,9 @@ beforeAll(async () => {
   s = new Scoped(await d.client(), 'credh2');
 }, 120_000);
 
-afterAll(async () => {
-  await d?.stop();
-  killMarked(sessions);
-  for (const srv of servers) srv.close();
-  rmSync(base, { recursive: true, force: true });
-});
+afterAll(() => net.close(d));
 
-const run = async (command: string) => {
-  const r = await s.exec({ command, yieldMs: 60_000, stdin: 'null', workdir: base });
-  sessions.add(r.sessionId);
-  return r;
-};
+const run = (command: string) => net.run(s, command);
 
 const CURL = 'curl -sS -m 20 --noproxy "" --http2';
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
-import { createSecureServer, type Http2SecureServer } from 'node:http2';
+import { writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
+import { createSecureServer } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { testPki } from '../helpers/pki.js';
 import { Scoped } from '../helpers/session.js';
-import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
+import { NetFixture, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * What goes through a credential's host besides one request and its answer (SPEC §21, issue 37):
@@ -24,9 +24,8 @@ const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
 
 const VALUE = 'Bearer streams-value-6d2a9c41e7';
 const MASKED = '*'.repeat(VALUE.length);
-const base = hostScratch('procctl-cred-streams-');
-const sessions = new Set<string>();
-const servers: (Server | Http2SecureServer)[] = [];
+const net = new NetFixture('procctl-cred-streams-');
+const { base } = net;
 const ports: Record<string, number> = {};
 const seen = {
   /** Each WebSocket upgrade the upstream took: the authorization it carried and the frames it got. */
@@ -41,12 +40,6 @@ const seen = {
 };
 let d: TestDaemon;
 let s: Scoped;
-
-async function listen(server: Server | Http2SecureServer, host: string): Promise<number> {
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, host, r));
-  return (server.address() as { port: number }).port;
-}
 
 /** A request's body as it comes, every byte kept in `seen.bodies` at once (a request that is cut off never ends). */
 function bodyOf(q: IncomingMessage | NodeJS.ReadableStream): Promise<string> {
@@ -114,9 +107,9 @@ beforeAll(async () => {
     echoWs(q, socket);
   });
   wss.on('request', (_q, r) => r.writeHead(426).end('upgrade required\n'));
-  ports.wss = await listen(wss, '127.0.0.1');
+  ports.wss = await net.listen(wss, '127.0.0.1');
   // HTTP/2 only, as a gRPC server: takes the request's trailers, ends its answer with grpc-status and grpc-message.
-  ports.h2 = await listen(
+  ports.h2 = await net.listen(
     createSecureServer({ key: pki.keyPem, cert: pki.certPem, allowHTTP1: false }, (q, r) => {
       void bodyOf(q).then((body) => {
         // A stream the proxy cut (reset) ends here too: not a request the upstream took.
@@ -131,7 +124,7 @@ beforeAll(async () => {
     '127.0.0.1',
   );
   // HTTP/1.1 only, answering with a chunked body and trailers.
-  ports.h1 = await listen(
+  ports.h1 = await net.listen(
     createHttpsServer({ key: pki.keyPem, cert: pki.certPem }, (q, r) => {
       void bodyOf(q).then((body) => {
         seen.h1.push({ auth: q.headers.authorization, body, trailers: { ...q.trailers } as Record<string, string> });
@@ -154,7 +147,7 @@ beforeAll(async () => {
   });
   // ws:// on the plain host: what the forward proxy relays as it came.
   other.on('upgrade', (q: IncomingMessage, socket: Socket) => echoWs(q, socket));
-  ports.other = await listen(other, '127.0.0.2');
+  ports.other = await net.listen(other, '127.0.0.2');
   d = await startDaemon({
     config: {
       sandbox: {
@@ -229,18 +222,11 @@ beforeAll(async () => {
   );
 }, 120_000);
 
-afterAll(async () => {
-  await d?.stop();
-  killMarked(sessions);
-  for (const srv of servers) srv.close();
-  rmSync(base, { recursive: true, force: true });
-});
+afterAll(() => net.close(d));
 
-const run = async (name: string, script: string) => {
+const run = (name: string, script: string) => {
   writeFileSync(join(base, name), script);
-  const r = await s.exec({ command: `${JSON.stringify(process.execPath)} ${JSON.stringify(join(base, name))}`, yieldMs: 60_000, stdin: 'null', workdir: base });
-  sessions.add(r.sessionId);
-  return r;
+  return net.run(s, `${JSON.stringify(process.execPath)} ${JSON.stringify(join(base, name))}`);
 };
 
 /** The session's refusals, once there is one. */

@@ -1,14 +1,14 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpServer, type Server } from 'node:http';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
+import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { testPki } from '../helpers/pki.js';
 import { Scoped } from '../helpers/session.js';
-import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
+import { NetFixture, servedRepo, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * Credentials a job uses but never sees (SPEC §21), with real clients inside a real sandbox:
@@ -35,20 +35,13 @@ const VALUE = `Basic ${Buffer.from(`${USER}:${PASS}`).toString('base64')}`;
 /** A second credential, read from a variable of the daemon's that env.exclude does not withhold by name. */
 const ENV_VALUE = 'Bearer env-9d2be0c4a7f1e3';
 
-const base = hostScratch('procctl-cred-');
-const sessions = new Set<string>();
-const servers: (Server | TcpServer)[] = [];
+const net = new NetFixture('procctl-cred-');
+const { base } = net;
 const ports: Record<string, number> = {};
 /** Requests each server was sent (path and authorization), and connections the tunnel server got. */
 const seen: { good: { url: string; auth?: string }[]; other: string[]; otherTls: number; untrusted: string[] } = { good: [], other: [], otherTls: 0, untrusted: [] };
 let d: TestDaemon;
 let s: Scoped;
-
-async function listen(server: Server | TcpServer, host: string): Promise<number> {
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, host, r));
-  return (server.address() as { port: number }).port;
-}
 
 beforeAll(async () => {
   if (SKIP) return;
@@ -56,17 +49,9 @@ beforeAll(async () => {
   const bad = testPki('127.0.0.3 test CA', '127.0.0.3');
   writeFileSync(join(base, 'upstream-ca.pem'), good.caPem);
   // A bare repository served as static files (git's dumb HTTP) behind basic auth.
-  const repo = join(base, 'src-repo');
-  mkdirSync(repo);
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' } });
-  git('init', '-q', '-b', 'main');
-  writeFileSync(join(repo, 'README'), 'cloned with a credential the job never saw\n');
-  git('add', 'README');
-  git('commit', '-q', '-m', 'one');
-  execFileSync('git', ['clone', '-q', '--bare', repo, join(base, 'served', 'repo.git')]);
-  execFileSync('git', ['update-server-info'], { cwd: join(base, 'served', 'repo.git') });
+  servedRepo(join(base, 'src-repo'), join(base, 'served', 'repo.git'), 'README', 'cloned with a credential the job never saw\n');
 
-  ports.good = await listen(
+  ports.good = await net.listen(
     createHttpsServer({ key: good.keyPem, cert: good.certPem }, (q, r) => {
       seen.good.push({ url: q.url!, auth: q.headers.authorization });
       const auth = q.headers.authorization;
@@ -89,21 +74,21 @@ beforeAll(async () => {
     }),
     '127.0.0.1',
   );
-  ports.other = await listen(
+  ports.other = await net.listen(
     createHttpServer((q, r) => {
       seen.other.push(q.url!);
       r.end('the other host answered\n');
     }),
     '127.0.0.2',
   );
-  ports.otherTls = await listen(
+  ports.otherTls = await net.listen(
     createTcpServer((c) => {
       seen.otherTls++;
       c.destroy();
     }),
     '127.0.0.2',
   );
-  ports.untrusted = await listen(
+  ports.untrusted = await net.listen(
     createHttpsServer({ key: bad.keyPem, cert: bad.certPem }, (q, r) => {
       seen.untrusted.push(q.url!);
       r.end('should never be read\n');
@@ -131,18 +116,9 @@ beforeAll(async () => {
   s = new Scoped(await d.client(), 'cred');
 }, 120_000);
 
-afterAll(async () => {
-  await d?.stop();
-  killMarked(sessions);
-  for (const srv of servers) srv.close();
-  rmSync(base, { recursive: true, force: true });
-});
+afterAll(() => net.close(d));
 
-const run = async (command: string, scoped = s) => {
-  const r = await scoped.exec({ command, yieldMs: 60_000, stdin: 'null', workdir: base });
-  sessions.add(r.sessionId);
-  return r;
-};
+const run = (command: string, scoped = s) => net.run(scoped, command);
 
 // curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
 const CURL = 'curl -sS -m 20 --noproxy ""';

@@ -1,13 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
-import { existsSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
-import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
+import { NetFixture, servedRepo, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
  * Network by name (SPEC §12), from inside a real sandbox: the job's namespace has only loopback
@@ -18,11 +17,10 @@ import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-suppor
 if (NO_CURL && !SKIP_SANDBOX) console.warn(`skipping the network-by-name tests: ${NO_CURL}`);
 const SKIP = SKIP_SANDBOX || NO_CURL !== undefined;
 
-const base = hostScratch('procctl-net-');
-const sessions = new Set<string>();
+const net = new NetFixture('procctl-net-');
+const { base } = net;
 let d: TestDaemon;
 let s: Scoped;
-const servers: (Server | TcpServer)[] = [];
 const ports: Record<string, number> = {};
 /** Connections the counting server was made and has open: the proxy's kept-alive pool, seen from the server. */
 const counted = { total: 0, open: new Set<import('node:net').Socket>() };
@@ -31,16 +29,10 @@ const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 /** Connections the holding server has open now: each is one tunnel a job holds through the proxy. */
 const held = new Set<import('node:net').Socket>();
 
-async function listen(server: Server | TcpServer, host: string): Promise<number> {
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, host, r));
-  return (server.address() as { port: number }).port;
-}
-
 beforeAll(async () => {
   if (SKIP) return;
-  ports.allowed = await listen(createHttpServer((_q, r) => r.end('hello from the allowed host\n')), '127.0.0.1');
-  ports.refused = await listen(createHttpServer((_q, r) => r.end('should never be read\n')), '127.0.0.2');
+  ports.allowed = await net.listen(createHttpServer((_q, r) => r.end('hello from the allowed host\n')), '127.0.0.1');
+  ports.refused = await net.listen(createHttpServer((_q, r) => r.end('should never be read\n')), '127.0.0.2');
   const countedServer = createHttpServer((_q, r) => r.end('counted\n')).on('connection', (c) => {
     counted.total++;
     counted.open.add(c);
@@ -48,9 +40,9 @@ beforeAll(async () => {
   });
   // This server would keep an idle connection for two minutes: only the proxy closes them sooner.
   countedServer.keepAliveTimeout = 120_000;
-  ports.counted = await listen(countedServer, '127.0.0.1');
-  ports.echo = await listen(createTcpServer((c) => c.pipe(c)), '127.0.0.1');
-  ports.hold = await listen(
+  ports.counted = await net.listen(countedServer, '127.0.0.1');
+  ports.echo = await net.listen(createTcpServer((c) => c.pipe(c)), '127.0.0.1');
+  ports.hold = await net.listen(
     // Half-open allowed and nothing ever written: a tunnel here stays open until someone closes it.
     createTcpServer({ allowHalfOpen: true }, (c) => {
       held.add(c);
@@ -59,16 +51,8 @@ beforeAll(async () => {
     '127.0.0.1',
   );
   // A git repository served over plain http (git's dumb protocol: static files).
-  const repo = join(base, 'repo');
-  mkdirSync(repo);
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' } });
-  git('init', '-q', '-b', 'main');
-  writeFileSync(join(repo, 'README'), 'cloned through the proxy\n');
-  git('add', 'README');
-  git('commit', '-q', '-m', 'one');
-  execFileSync('git', ['clone', '-q', '--bare', repo, join(base, 'repo.git')]);
-  execFileSync('git', ['update-server-info'], { cwd: join(base, 'repo.git') });
-  ports.git = await listen(
+  servedRepo(join(base, 'repo'), join(base, 'repo.git'), 'README', 'cloned through the proxy\n');
+  ports.git = await net.listen(
     createHttpServer((q, r) => {
       try {
         r.end(execFileSync('cat', [join(base, decodeURIComponent(new URL(q.url!, 'http://x').pathname))]));
@@ -85,18 +69,9 @@ beforeAll(async () => {
   s = new Scoped(await d.client(), 'net');
 });
 
-afterAll(async () => {
-  await d?.stop();
-  killMarked(sessions);
-  for (const srv of servers) srv.close();
-  rmSync(base, { recursive: true, force: true });
-});
+afterAll(() => net.close(d));
 
-const run = async (command: string) => {
-  const r = await s.exec({ command, yieldMs: 60_000, stdin: 'null', workdir: base });
-  sessions.add(r.sessionId);
-  return r;
-};
+const run = (command: string) => net.run(s, command);
 
 // curl goes to 127.0.0.1 directly when NO_PROXY names it (the job's own loopback); these ask the proxy.
 const CURL = 'curl -sS -m 20 --noproxy ""';
@@ -124,7 +99,7 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
       stdin: 'null',
       workdir: base,
     });
-    sessions.add(bg.sessionId);
+    net.sessions.add(bg.sessionId);
     await s.waitOutput(bg.sessionId, 'refused-twice', 60_000);
     const history = async () => (await s.request('history', { sessionId: bg.sessionId })).result;
     // While it runs: one line for the host, written at the first refusal; the retry is counted, not written.
@@ -202,7 +177,7 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
     );
     const before = descriptors(d.proc.pid!);
     const r = await s.exec({ command: `${JSON.stringify(process.execPath)} ${JSON.stringify(script)}`, background: true, stdin: 'null', workdir: base });
-    sessions.add(r.sessionId);
+    net.sessions.add(r.sessionId);
     await s.waitOutput(r.sessionId, 'settled', 60_000);
     const out: string = (await s.log(r.sessionId, { offset: 0 })).output;
     const [, ok, closed] = /settled ok=(\d+) closed=(\d+)/.exec(out)!.map(Number);
@@ -239,7 +214,7 @@ describe.skipIf(SKIP)('network by name, inside a real sandbox', () => {
   it("scopes.NAME.network replaces sandbox.network for that scope: here the host's network, no proxy", async () => {
     const open = new Scoped(s.c, 'open');
     const r = await open.exec({ command: `env | grep -ci '^https\\?_proxy=' ; curl -sS -m 20 --noproxy '*' http://127.0.0.2:${ports.refused}/`, yieldMs: 60_000, stdin: 'null', workdir: base });
-    sessions.add(r.sessionId);
+    net.sessions.add(r.sessionId);
     expect(r.output).toBe('0\nshould never be read\n');
     expect(r.network).toBeUndefined();
   });
@@ -278,7 +253,7 @@ describe.skipIf(SKIP || 'missing' in reg)('npm through the proxy, with only the 
       execFileSync('npm', ['install', '--package-lock-only', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: project, timeout: 120_000, stdio: 'ignore' });
       const exec = async (command: string) => {
         const r = await ns.exec({ command, yieldMs: 120_000, stdin: 'null', workdir: project });
-        sessions.add(r.sessionId);
+        net.sessions.add(r.sessionId);
         return r;
       };
       const view = await exec('npm view is-number@7.0.0 version --cache "$PROCCTL_TMPDIR/npm-cache"');

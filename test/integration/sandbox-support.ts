@@ -1,10 +1,13 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { filterProblem } from '../../src/sandbox/seccomp.js';
 import { markedProcesses } from '../helpers/state.js';
 import { killLeftovers } from '../helpers/procs.js';
+import type { TestDaemon } from '../helpers/daemon.js';
+import type { Scoped } from '../helpers/session.js';
 
 /**
  * Whether bubblewrap can make a sandbox here, and if not why: the sandbox tests need it (CI
@@ -56,4 +59,57 @@ export function killMarked(ids: Iterable<string>): number[] {
   const pids = markedProcesses(ids).map((m) => m.pid);
   killLeftovers(pids);
   return pids;
+}
+
+/**
+ * What a network test file holds for its whole run: a workspace outside the sandbox's private
+ * /tmp, the local servers it listens on, and the sessions it ran. `close` takes all of it down:
+ * the servers, anything still carrying a session's marker, and the workspace.
+ */
+export class NetFixture {
+  readonly base: string;
+  readonly sessions = new Set<string>();
+  private readonly servers: NetServer[] = [];
+
+  constructor(prefix: string) {
+    this.base = hostScratch(prefix);
+  }
+
+  /** Listen on a free port of `host` (kept to be closed); resolves to the port. */
+  async listen(server: NetServer, host: string): Promise<number> {
+    this.servers.push(server);
+    await new Promise<void>((r) => server.listen(0, host, r));
+    return (server.address() as AddressInfo).port;
+  }
+
+  /** Run a command to its end (a minute at most) in the workspace, no stdin; its session is remembered. */
+  async run(scoped: Scoped, command: string): Promise<any> {
+    const r = await scoped.exec({ command, yieldMs: 60_000, stdin: 'null', workdir: this.base });
+    this.sessions.add(r.sessionId);
+    return r;
+  }
+
+  /** Stop the daemon if one is given, kill what any session left, close the servers, remove the workspace. */
+  async close(daemon?: TestDaemon): Promise<void> {
+    await daemon?.stop();
+    killMarked(this.sessions);
+    for (const server of this.servers) server.close();
+    rmSync(this.base, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A git repository of one commit with one file, cloned bare into `served` and readied for git's
+ * dumb HTTP protocol (static files), so any file server can serve it to `git clone`.
+ */
+export function servedRepo(work: string, served: string, file: string, text: string): void {
+  mkdirSync(work, { recursive: true });
+  const env = { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' };
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: work, env });
+  git('init', '-q', '-b', 'main');
+  writeFileSync(join(work, file), text);
+  git('add', file);
+  git('commit', '-q', '-m', 'one');
+  execFileSync('git', ['clone', '-q', '--bare', work, served]);
+  execFileSync('git', ['update-server-info'], { cwd: served });
 }
