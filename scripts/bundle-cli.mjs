@@ -11,14 +11,14 @@
 // OpenTelemetry end up inside, since every command would then pay for them at start-up.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { bundleOptions, replace, ROOT } from './bundle-support.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli');
 const ENTRY = join(CLI, 'main.js');
 export const BUNDLE = join(CLI, 'procctl.cjs');
@@ -86,13 +86,6 @@ const leaner = {
   },
 };
 
-/** Write a file aside and rename it into place, so a CLI starting meanwhile never reads half of it. */
-function replace(file, contents) {
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, contents);
-  renameSync(tmp, file);
-}
-
 /**
  * The stamp that tells bin/procctl the bundle is current, never file times (an install from a
  * tarball sets those as it unpacks): the hash of every file the bundle was made from, written
@@ -104,7 +97,8 @@ function replace(file, contents) {
 function writeStamp(inputs) {
   const hash = createHash('sha256');
   // A virtual module (`leaner:…`) is made by this script, which is hashed with the rest.
-  const files = [...inputs.filter((f) => !/^[a-z]+:/.test(f)), relative(ROOT, fileURLToPath(import.meta.url))].sort();
+  const scripts = [fileURLToPath(import.meta.url), join(dirname(fileURLToPath(import.meta.url)), 'bundle-support.mjs')].map((f) => relative(ROOT, f));
+  const files = [...inputs.filter((f) => !/^[a-z]+:/.test(f)), ...scripts].sort();
   for (const file of files) hash.update(`${file}\0`).update(readFileSync(join(ROOT, file))).update('\0');
   const sources = hash.digest('hex');
   const main = readFileSync(ENTRY, 'utf8').replace(/\n\/\/# procctl-bundle [0-9a-f]+\n$/, '\n');
@@ -146,24 +140,13 @@ async function writeCodeCache() {
 }
 
 const result = await build({
-  entryPoints: [ENTRY],
-  absWorkingDir: ROOT,
-  bundle: true,
-  write: false,
-  metafile: true,
-  platform: 'node',
-  // CommonJS, so bin/procctl can compile it with a code cache (node:vm), which ES modules lack.
-  format: 'cjs',
-  target: 'node20',
-  outfile: BUNDLE,
+  ...bundleOptions(ENTRY, BUNDLE),
   // The optional native modules are loaded with require() where they are used.
   external: ['@lydell/node-pty'],
   plugins: [lazyOutside, leaner],
   // The bundle sits where main.js does, so a URL relative to a module (package.json) means the same.
   banner: { js: "const __procctlUrl = require('node:url').pathToFileURL(__filename).href;" },
   define: { 'import.meta.url': '__procctlUrl', 'import.meta.dirname': '__dirname' },
-  legalComments: 'none',
-  logLevel: 'warning',
 });
 
 const inside = Object.keys(result.metafile.inputs);

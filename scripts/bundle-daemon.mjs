@@ -15,12 +15,12 @@
 // whether the SDK is loaded by looking for it in require's cache).
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
+import { bundleOptions, replace, ROOT } from './bundle-support.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DAEMON = join(ROOT, 'dist', 'src', 'daemon');
 const ENTRY = join(DAEMON, 'main.js');
 export const BUNDLE = join(DAEMON, 'procctld.cjs');
@@ -62,13 +62,6 @@ const ownUrl = {
   },
 };
 
-/** Write a file aside and rename it into place, so a daemon starting meanwhile never reads half of it. */
-function replace(file, contents) {
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, contents);
-  renameSync(tmp, file);
-}
-
 /**
  * The stamp bin/procctld checks before it runs the bundle: each compiled file the bundle was made
  * from, with its size, its modification time and the sha256 of its contents. A file whose size
@@ -105,23 +98,12 @@ function writeCodeCache() {
 }
 
 const result = await build({
-  entryPoints: [ENTRY],
-  absWorkingDir: ROOT,
-  bundle: true,
-  write: false,
-  metafile: true,
-  platform: 'node',
-  // CommonJS, so bin/procctld can compile it with a code cache (node:vm), which ES modules lack.
-  format: 'cjs',
-  target: 'node20',
-  outfile: BUNDLE,
+  ...bundleOptions(ENTRY, BUNDLE),
   plugins: [outsidePackages, ownUrl],
   // Smaller to read and hash, names kept (stack traces and logs read as the sources).
   minifyWhitespace: true,
   minifySyntax: true,
   banner: { js: "const __procctlUrlOf = (rel) => require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href;" },
-  legalComments: 'none',
-  logLevel: 'warning',
 });
 
 const inside = Object.keys(result.metafile.inputs);
