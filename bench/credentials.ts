@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import forge from 'node-forge';
 import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { bigAnswer } from './lib/net.js';
 import { systemRoots } from '../src/netproxy/ca.js';
 import type { Metric } from './lib/report.js';
 import { median, round } from './lib/stats.js';
@@ -45,25 +46,13 @@ export async function credentialsCost(opts: BenchOptions): Promise<Metric[]> {
   // curl reads the whole bundle at every start, and the two ways should pay the same for it.
   const tunnelBundle = join(dir, 'tunnel-bundle.pem');
   writeFileSync(tunnelBundle, `${systemRoots().trimEnd()}\n${pki.caPem}`);
-  const chunk = Buffer.alloc(256 * 1024, 97);
   /** The TLS version and cipher each way's downloads reached the server with (by the address it was asked on, and who came). */
   const upstreamTls: Record<string, Set<string>> = {};
-  const handler = (q: import('node:http').IncomingMessage, r: import('node:http').ServerResponse) => {
-    if (q.url !== '/big') return r.end('small answer\n');
+  const handler = bigAnswer(BIG, 256 * 1024, (q) => {
     const tls = q.socket as TLSSocket;
     const who = tls.localAddress === '127.0.0.2' ? 'tunnel' : q.headers.authorization === VALUE ? 'intercepted' : 'relay';
     (upstreamTls[who] ??= new Set()).add(`${tls.getProtocol()} ${tls.getCipher().standardName} HTTP/${q.httpVersion}`);
-    r.writeHead(200, { 'content-length': String(BIG) });
-    let sent = 0;
-    const more = () => {
-      while (sent < BIG) {
-        sent += chunk.length;
-        if (!r.write(chunk)) return void r.once('drain', more);
-      }
-      r.end();
-    };
-    more();
-  };
+  });
   const servers: Server[] = [];
   const listen = async (host: string, port = 0) => {
     const server = createServer({ key: pki.keyPem, cert: pki.certPem }, handler);

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { bigAnswer } from './lib/net.js';
 import type { Metric } from './lib/report.js';
 import { median, round } from './lib/stats.js';
 
@@ -28,20 +29,7 @@ const BIG = 256 * 1024 * 1024;
 export async function networkCost(opts: BenchOptions): Promise<Metric[]> {
   const gets = opts.quick ? 20 : 100;
   const downloads = opts.quick ? 1 : 5;
-  const chunk = Buffer.alloc(1024 * 1024, 97);
-  const server: Server = createServer((q, r) => {
-    if (q.url !== '/big') return r.end('small answer\n');
-    r.writeHead(200, { 'content-length': String(BIG) });
-    let sent = 0;
-    const more = () => {
-      while (sent < BIG) {
-        sent += chunk.length;
-        if (!r.write(chunk)) return void r.once('drain', more);
-      }
-      r.end();
-    };
-    more();
-  });
+  const server: Server = createServer(bigAnswer(BIG, 1024 * 1024));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as { port: number }).port;
   const sandbox = { mode: 'read-only' };
