@@ -1,6 +1,9 @@
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { loadAddon } from '../../src/base/addon.js';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { childrenOf, killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
@@ -11,8 +14,9 @@ import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
  * The exit status of a job a daemon adopted after a crash (docs/durability.md "Exit status"): the
  * new daemon is not its parent and cannot wait for it; whoever the kernel gave it to reaps it at
  * once (systemd does). Here that is a subreaper above the first daemon that reaps every orphan at
- * once, as systemd would: a sandboxed job's own code still reaches its session, from what bwrap
- * wrote (`--json-status-fd`).
+ * once, as systemd would: a job's own code still reaches its session, from the pidfd to its leader
+ * the guardian kept through the crash (PIDFD_INFO_EXIT, Linux 6.15+), and for a sandboxed job from
+ * what bwrap wrote (`--json-status-fd`).
  */
 
 const base = hostScratch('procctl-crash-status-');
@@ -43,6 +47,34 @@ while True:
     except InterruptedError:
         pass
 `;
+
+/**
+ * Why this kernel cannot tell a process's status through a pidfd held by a process that is not
+ * its parent (undefined when it can): a child of ours, a pidfd opened while it lives, read after
+ * it was reaped.
+ */
+async function noPidfdExit(): Promise<string | undefined> {
+  const addon = loadAddon<{ pidfdOpen(pid: number): number; pidfdExit(fd: number): { code: number | null; signal: number | null } | { why: string } }>(['pidfdOpen', 'pidfdExit']);
+  if (addon instanceof Error) return addon.message;
+  const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+  const exited = once(child, 'exit');
+  let fd: number;
+  try {
+    fd = addon.pidfdOpen(child.pid!);
+  } catch (err) {
+    child.kill('SIGKILL');
+    await exited;
+    return `pidfd_open fails here: ${(err as Error).message}`;
+  }
+  child.kill('SIGTERM');
+  await exited;
+  const told = addon.pidfdExit(fd);
+  closeSync(fd);
+  if ('why' in told) return told.why;
+  return told.signal === 15 ? undefined : `a pidfd told ${JSON.stringify(told)} for a child killed by SIGTERM`;
+}
+const NO_PIDFD_EXIT = await noPidfdExit();
+if (NO_PIDFD_EXIT) process.stderr.write(`skipping the tests of a status told by a kept pidfd: ${NO_PIDFD_EXIT}\n`);
 
 afterEach(async () => {
   await stopAllDaemons();
@@ -83,5 +115,52 @@ describe.skipIf(SKIP_SANDBOX)('the exit status of a job adopted after a crash', 
     // Reaped by the subreaper at once: no zombie was there to read the status from.
     expect(alive(job.pid)).toBe(false);
     expect(last.exitCode).toBe(7);
+  }, 120_000);
+});
+
+describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends while no daemon lives (a kept pidfd)', () => {
+  it('jobs on pipes and on a terminal, reaped by their new parent before the next daemon starts, end with their own code or signal', async () => {
+    mkdirSync(base, { recursive: true });
+    writeFileSync(reaper, REAPER);
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env, launcher: ['python3', reaper] });
+    const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
+    const s1 = new Scoped(await d1.client(), 'status');
+    // Each job waits for its flag, made once the daemon is dead, then ends.
+    const flag = join(base, 'go');
+    const until = `echo started; while [ ! -e ${flag} ]; do sleep 0.05; done`;
+    const jobs = {
+      pipes: await s1.exec({ command: `${until}; exit 7`, background: true }),
+      terminal: await s1.exec({ command: `${until}; exit 7`, background: true, pty: true }),
+      signalled: await s1.exec({ command: `${until}; kill -TERM $$`, background: true }),
+    };
+    for (const job of Object.values(jobs)) {
+      sessions.add(job.sessionId);
+      pids.add(job.pid);
+      await s1.waitOutput(job.sessionId, 'started');
+      await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
+    }
+
+    process.kill(daemon!, 'SIGKILL');
+    await waitFor(() => !alive(daemon!), { what: 'the daemon to be gone' });
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    for (const job of Object.values(jobs)) expect(alive(job.pid)).toBe(true);
+    writeFileSync(flag, '');
+    // Ended and reaped at once by the subreaper, while no daemon lives: no zombie is left to read.
+    for (const job of Object.values(jobs)) await waitFor(() => !existsSync(`/proc/${job.pid}`), { what: `job ${job.pid} to end and be reaped` });
+
+    const d2 = await startDaemon({ env });
+    const s2 = new Scoped(await d2.client(), 'status');
+    const ended = Object.fromEntries(await Promise.all(Object.entries(jobs).map(async ([k, job]) => [k, (await s2.pollUntilEnded(job.sessionId, 30_000)).last] as const)));
+    expect(ended.pipes).toMatchObject({ status: 'completed', exitCode: 7, signal: null });
+    expect(ended.terminal).toMatchObject({ status: 'completed', exitCode: 7, signal: null });
+    expect(ended.signalled).toMatchObject({ status: 'failed', exitCode: null, signal: 'SIGTERM' });
+    await waitFor(() => Object.values(jobs).every((job) => readRecords(state).get(job.sessionId)?.endedAt !== undefined), { what: 'the final records' });
+    for (const job of Object.values(jobs)) {
+      const r = readRecords(state).get(job.sessionId);
+      expect(r.adopted).toBe('crash');
+      expect(r.exitUnknown).toBeUndefined();
+    }
   }, 120_000);
 });

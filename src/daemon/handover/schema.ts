@@ -17,9 +17,10 @@ const fd = z.number().int().min(0);
 /** A running session's job as the runner hands it over (runner/handover.ts HandedJob). */
 export const HandedJobSchema = z.object({
   ends: z.union([
-    z.object({ pid: z.number().int().positive(), stdout: fd, stderr: fd, stdin: z.number().int().min(-1), stdinId: z.string().optional() }),
+    /** `pidfd`: a job adopted after a crash, its leader's pidfd (how it ended, once its new parent reaped it: runner/native.ts). */
+    z.object({ pid: z.number().int().positive(), stdout: fd, stderr: fd, stdin: z.number().int().min(-1), stdinId: z.string().optional(), pidfd: fd.optional() }),
     /** A job on a terminal: the pseudo-terminal's master and the job's side's name (runner/launch/pty.ts adoptPty). */
-    z.object({ pid: z.number().int().positive(), terminal: fd, pts: z.string() }),
+    z.object({ pid: z.number().int().positive(), terminal: fd, pts: z.string(), pidfd: fd.optional() }),
   ]),
   stdinQueued: z.number().int().min(0),
   timeoutSec: z.number().min(0),
