@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../src/base/addon.js';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { restartAndWait } from '../helpers/restart.js';
 import { childrenOf, killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
 import { cmdline, makeStateDir, readRecords, removeStateDirs } from '../helpers/state.js';
@@ -162,5 +163,46 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
       expect(r.adopted).toBe('crash');
       expect(r.exitUnknown).toBeUndefined();
     }
+  }, 120_000);
+
+  it('the pidfd goes on with the adopted job: through a planned restart of the daemon that adopted it, and a second crash', async () => {
+    mkdirSync(base, { recursive: true });
+    writeFileSync(reaper, REAPER);
+    const state = makeStateDir();
+    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const d1 = await startDaemon({ env, launcher: ['python3', reaper] });
+    const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
+    const s1 = new Scoped(await d1.client(), 'twice');
+    const flag = (name: string) => join(base, name);
+    const waiting = (name: string, code: number) => `echo started; while [ ! -e ${flag(name)} ]; do sleep 0.05; done; exit ${code}`;
+    // One ends after a planned restart of the second daemon (its new image is not the job's parent
+    // either, and has only the pidfd handed over with the job), the other after a second crash.
+    const afterRestart = await s1.exec({ command: waiting('restart', 7), background: true });
+    const afterCrash = await s1.exec({ command: waiting('crash', 9), background: true });
+    for (const job of [afterRestart, afterCrash]) {
+      sessions.add(job.sessionId);
+      pids.add(job.pid);
+      await s1.waitOutput(job.sessionId, 'started');
+      await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
+    }
+    process.kill(daemon!, 'SIGKILL');
+    await waitFor(() => !alive(daemon!), { what: 'the first daemon to be gone' });
+
+    const d2 = await startDaemon({ env });
+    // Written by the second daemon once it serves, when it also gives its own guardian the sessions.
+    for (const job of [afterRestart, afterCrash]) await waitFor(() => readRecords(state).get(job.sessionId)?.adopted === 'crash', { what: 'the adopted record, written with the guardian\'s copy' });
+    await restartAndWait(d2);
+    writeFileSync(flag('restart'), '');
+    const s2 = new Scoped(await d2.client(), 'twice');
+    expect((await s2.pollUntilEnded(afterRestart.sessionId, 30_000)).last).toMatchObject({ status: 'completed', exitCode: 7, signal: null });
+
+    d2.proc.kill('SIGKILL');
+    await waitFor(() => !alive(d2.proc.pid!), { what: 'the second daemon to be gone' });
+    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the second guardian to wait for the next daemon' });
+    writeFileSync(flag('crash'), '');
+    await waitFor(() => !existsSync(`/proc/${afterCrash.pid}`), { what: `job ${afterCrash.pid} to end and be reaped` });
+    const d3 = await startDaemon({ env });
+    const s3 = new Scoped(await d3.client(), 'twice');
+    expect((await s3.pollUntilEnded(afterCrash.sessionId, 30_000)).last).toMatchObject({ status: 'completed', exitCode: 9, signal: null });
   }, 120_000);
 });

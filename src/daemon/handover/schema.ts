@@ -88,17 +88,17 @@ export function namedDescriptors(raw: unknown): number[] {
   const add = (v: unknown) => {
     if (typeof v === 'number' && Number.isInteger(v) && v > 2) out.push(v);
   };
-  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown; keep?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown }; channels?: Record<string, { control?: unknown; listeners?: unknown[] } | undefined> } }[] };
+  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown; keep?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown; pidfd?: unknown }; channels?: Record<string, { control?: unknown; listeners?: unknown[] } | undefined> } }[] };
   add(h?.listen?.fd);
   if (Array.isArray(h?.clients)) for (const c of h.clients) add(c);
   add(h?.guardian?.pipe);
   add(h?.guardian?.table);
   add(h?.guardian?.keep);
-  if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal]) add(v);
+  if (Array.isArray(h?.sessions)) for (const s of h.sessions) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal, s?.job?.ends?.pidfd]) add(v);
   // A persistent shell's own process is a job like a session's.
   const shells = (raw as { shells?: { box?: (typeof h.sessions & object)[number] }[] })?.shells;
   const jobs = [...(Array.isArray(h?.sessions) ? h.sessions : []), ...(Array.isArray(shells) ? shells.flatMap((s) => (s?.box ? [s.box] : [])) : [])];
-  for (const s of jobs) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal]) add(v);
+  for (const s of jobs) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal, s?.job?.ends?.pidfd]) add(v);
   if (Array.isArray(h?.sessions))
     for (const s of jobs)
       for (const ch of Object.values(s?.job?.channels ?? {})) {
