@@ -12,9 +12,9 @@ import { readStat } from '../../../src/runner/procfs.js';
 const addon = nativeSpawner() as Addon;
 const parents = new Set<ChildProcess>();
 
-/** A job whose parent is another process (python), which reaps it the moment it ends; goes on `go`. */
+/** A job whose parent is another process (a shell in `wait`), which reaps it the moment it ends; goes on `go`. */
 async function foreignJob(script: string): Promise<{ pid: number; go: () => Promise<void> }> {
-  const parent = spawn('python3', ['-c', `import os, sys\np = os.fork()\nif p == 0:\n    os.execvp("sh", ["sh", "-c", sys.argv[1]])\nprint(p, flush=True)\nos.waitpid(p, 0)\n`, script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const parent = spawn('sh', ['-c', 'sh -c "$1" & echo $!; wait', 'sh', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   parents.add(parent);
   const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
   const pid = Number(line.toString().trim());
