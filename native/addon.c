@@ -13,6 +13,7 @@ void procctl_xattr_init(napi_env env, napi_value exports);
 void procctl_exec_init(napi_env env, napi_value exports);
 void procctl_terminal_init(napi_env env, napi_value exports);
 void procctl_keep_init(napi_env env, napi_value exports);
+void procctl_pidfd_init(napi_env env, napi_value exports);
 
 #ifndef PROCCTL_SOURCE_HASH
 #define PROCCTL_SOURCE_HASH "unknown"
@@ -35,5 +36,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_exec_init(env, exports);
   procctl_terminal_init(env, exports);
   procctl_keep_init(env, exports);
+  procctl_pidfd_init(env, exports);
   return exports;
 }

@@ -39,6 +39,8 @@ export class GuardianLink {
   private readonly unsent = new Map<string, Session>();
   /** What a session's message says besides its job (a persistent shell, a shell's command), for each sending of it. */
   private readonly extras = new Map<string, KeptExtra>();
+  /** The leaders' start times (`started`): a pidfd opened for the guardian is checked against it. */
+  private readonly startTimes = new Map<string, number>();
   private retry: NodeJS.Timeout | undefined;
 
   private child: ChildProcess | undefined;
@@ -197,6 +199,7 @@ export class GuardianLink {
   started(sessionId: string, pgid: number, startTime: number): void {
     const slot = this.slotOf.get(sessionId);
     if (slot !== undefined) this.write(slot, slotLine({ id: sessionId, pgid, startTime }));
+    this.startTimes.set(sessionId, startTime);
   }
 
   /**
@@ -207,7 +210,7 @@ export class GuardianLink {
   keep(s: Session, extra?: KeptExtra): void {
     if (this.keepFd === undefined || !this.keepAddon) return;
     if (extra) this.extras.set(s.id, extra);
-    const msg = keptMessage(s, this.extras.get(s.id));
+    const msg = keptMessage(s, this.extras.get(s.id), this.startTimes.get(s.id));
     if (!msg) return;
     // A proxy's listening sockets still to come: sent again once they are in (the guardian keeps the newest).
     void keptChanges(s)?.then(() => {
@@ -219,6 +222,9 @@ export class GuardianLink {
     } catch (err) {
       this.log.error({ err, sessionId: s.id }, 'cannot give the guardian a session\'s descriptors: a crash kills it');
       return;
+    } finally {
+      // The pidfd opened for this message: the guardian's copy is its own.
+      if (msg.opened !== undefined) closeSync(msg.opened);
     }
     if (sent) {
       this.unsent.delete(s.id);
@@ -255,6 +261,7 @@ export class GuardianLink {
   remove(sessionId: string): void {
     this.unsent.delete(sessionId);
     this.extras.delete(sessionId);
+    this.startTimes.delete(sessionId);
     const slot = this.slotOf.get(sessionId);
     if (slot === undefined) return;
     this.slotOf.delete(sessionId);

@@ -119,7 +119,7 @@ function carriedChannels(ch: SessionChannels): Pick<HandedJob, 'channels'> {
 /** The descriptors of a handed job, which must survive the exec. */
 export function handedDescriptors(job: HandedJob): number[] {
   const ch = job.channels;
-  const channels = [ch?.checkpoint?.control, ch?.proxy?.control, ...(ch?.proxy?.listeners ?? [])].filter((fd): fd is number => fd !== undefined && fd >= 0);
+  const channels = [ch?.checkpoint?.control, ch?.proxy?.control, ...(ch?.proxy?.listeners ?? []), job.ends.pidfd].filter((fd): fd is number => fd !== undefined && fd >= 0);
   if ('terminal' in job.ends) return [job.ends.terminal, ...channels];
   return [...channels, job.ends.stdout, job.ends.stderr, ...(job.ends.stdin >= 0 ? [job.ends.stdin] : [])];
 }

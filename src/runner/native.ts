@@ -1,3 +1,4 @@
+import { closeSync } from 'node:fs';
 import { constants as os } from 'node:os';
 import { addonFix, loadAddon } from '../base/addon.js';
 import type { SpawnSteps } from '../sandbox/plan.js';
@@ -34,6 +35,10 @@ export interface Addon {
    */
   parkWaiters?(pids: number[]): number[];
   unparkWaiters?(): void;
+  /** A pidfd (close-on-exec) to `pid` (native/pidfd.c). Absent from builds older than it. */
+  pidfdOpen?(pid: number): number;
+  /** How the process behind a pidfd ended once someone reaped it (PIDFD_INFO_EXIT, Linux 6.15+), or why that cannot be told. */
+  pidfdExit?(fd: number): { code: number | null; signal: number | null } | { why: string; running: boolean };
 }
 
 export interface NativeChild {
@@ -46,8 +51,12 @@ export interface NativeChild {
   stdinInode?: number;
 }
 
-/** The leader's status, and the largest resident size of it or of any descendant it waited for (wait4's ru_maxrss). */
-export type ExitListener = (code: number | null, signal: string | null, maxRssBytes?: number) => void;
+/**
+ * The leader's status, and the largest resident size of it or of any descendant it waited for
+ * (wait4's ru_maxrss). `unknown`: why neither code nor signal could be told (a job adopted after
+ * a crash, reaped by its new parent, on a kernel without PIDFD_INFO_EXIT).
+ */
+export type ExitListener = (code: number | null, signal: string | null, maxRssBytes?: number, unknown?: string) => void;
 
 let addon: Addon | Error | undefined;
 
@@ -112,10 +121,11 @@ const SAFETY_MS = 1000;
  * image's, and only this reaper knows them. Its exit may already have happened (a zombie whose
  * SIGCHLD went to the old image), so it is looked for at once.
  */
-export function adoptChild(addon: Addon, pid: number, onExit: ExitListener): void {
-  // A job a crashed daemon started is nobody's child here: its end is watched in /proc instead.
+export function adoptChild(addon: Addon, pid: number, onExit: ExitListener, pidfd?: number): void {
+  // A job a crashed daemon started is nobody's child here: its end is watched in /proc instead,
+  // and told by its pidfd (kept by the guardian through the crash) once its new parent reaped it.
   const stat = readStat(pid);
-  if (stat?.ppid !== process.pid) return watchForeign(pid, stat?.startTime, onExit);
+  if (stat?.ppid !== process.pid) return watchForeign(pid, stat?.startTime, onExit, pidfd === undefined ? undefined : { addon, fd: pidfd });
   listen(addon);
   running.set(pid, onExit);
   keepAlive ??= setInterval(reapExited, SAFETY_MS);
@@ -172,32 +182,81 @@ export function signalName(n: number): string {
 }
 
 /**
+ * A pidfd to the leader `pid` of a running session (its first record: the guardian keeps it through
+ * a crash), or undefined where there is none to be had (no addon function, a kernel without
+ * pidfd_open, the process gone). Checked against the leader's recorded start time after it is
+ * opened: a pidfd opened on a PID reused meanwhile is another process's, and is closed.
+ */
+export function leaderPidfd(pid: number, startTime: number | undefined): number | undefined {
+  const spawner = nativeSpawner();
+  if (spawner instanceof Error || !spawner.pidfdOpen || startTime === undefined) return undefined;
+  let fd: number;
+  try {
+    fd = spawner.pidfdOpen(pid);
+  } catch {
+    return undefined;
+  }
+  if (readStat(pid)?.startTime === startTime) return fd;
+  closeQuietly(fd);
+  return undefined;
+}
+
+/**
  * Leaders this daemon did not start (adopted after a crash, SPEC §19): the dead daemon was their
  * parent, and no other process can wait for them. Looked at in /proc every FOREIGN_EVERY_MS: gone,
  * a zombie, or its PID now another process's means it exited. A zombie still caught tells its
- * status (/proc's exit_code); once its new parent (init, systemd) reaped it, the status is unknown,
- * and the session ends with neither code nor signal (docs/durability.md).
+ * status (/proc's exit_code); once its new parent (init, systemd) reaped it, the pidfd the guardian
+ * kept through the crash tells it (PIDFD_INFO_EXIT, Linux 6.15+); without one, the status is
+ * unknown, and the session ends with neither code nor signal, saying why (docs/durability.md).
  */
-const foreign = new Map<number, { startTime: number | undefined; onExit: ExitListener }>();
+const foreign = new Map<number, { startTime: number | undefined; onExit: ExitListener; pidfd: { addon: Addon; fd: number } | undefined; waited?: number }>();
 let foreignTimer: NodeJS.Timeout | undefined;
 const FOREIGN_EVERY_MS = 100;
 
-function watchForeign(pid: number, startTime: number | undefined, onExit: ExitListener): void {
-  foreign.set(pid, { startTime, onExit });
+function watchForeign(pid: number, startTime: number | undefined, onExit: ExitListener, pidfd: { addon: Addon; fd: number } | undefined): void {
+  foreign.set(pid, { startTime, onExit, pidfd });
   foreignTimer ??= setInterval(lookForeign, FOREIGN_EVERY_MS);
   setImmediate(lookForeign);
 }
 
+/** Why a foreign leader's status is unknown when no pidfd was kept for it. */
+const NO_PIDFD = 'the daemon that started it crashed, and its new parent reaped it before this daemon could see how it ended: no pidfd to it was kept';
+
 function lookForeign(): void {
-  for (const [pid, { startTime, onExit }] of foreign) {
+  for (const [pid, { startTime, onExit, pidfd }] of foreign) {
     const stat = readStat(pid);
     if (stat && stat.state !== 'Z' && (startTime === undefined || stat.startTime === startTime)) continue;
-    const status = stat?.state === 'Z' ? zombieStatus(pid) : undefined;
+    const zombie = stat?.state === 'Z' ? zombieStatus(pid) : undefined;
+    // Not a zombie any more: reaped by its new parent, and only the pidfd can tell how it ended.
+    const told = zombie ?? (pidfd ? pidfdStatus(pidfd.addon, pidfd.fd) : { why: NO_PIDFD });
+    // Between the zombie's end in /proc and the reap the kernel notes: looked at again next time (for a second at most).
+    const entry = foreign.get(pid)!;
+    if ('running' in told && told.running && (entry.waited = (entry.waited ?? 0) + 1) < 10) continue;
     foreign.delete(pid);
-    onExit(status?.code ?? null, status?.signal == null ? null : signalName(status.signal));
+    if ('why' in told) onExit(null, null, undefined, told.why);
+    else onExit(told.code, told.signal == null ? null : signalName(told.signal));
   }
   if (foreign.size === 0) {
     clearInterval(foreignTimer);
     foreignTimer = undefined;
+  }
+}
+
+/** pidfdExit, its failures said as the reason the status is unknown. */
+function pidfdStatus(addon: Addon, fd: number): { code: number | null; signal: number | null } | { why: string; running?: boolean } {
+  if (!addon.pidfdExit) return { why: 'this build of the addon cannot read a process\'s exit through its pidfd (pidfdExit); rebuild it (node scripts/build-addon.mjs)' };
+  try {
+    const told = addon.pidfdExit(fd);
+    return 'why' in told ? { why: `its new parent reaped it, and ${told.why}`, running: told.running } : told;
+  } catch (err) {
+    return { why: `its new parent reaped it, and its pidfd could not be read: ${(err as Error).message}` };
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // closed already
   }
 }

@@ -2,6 +2,7 @@ import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { SessionCgroup } from '../cgroup/session.js';
 import { limitReason } from '../sandbox/limits.js';
 import type { LaunchPlan } from '../sandbox/plan.js';
+import { noteExitUnknown } from '../session/persist.js';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
 import { adoptPipes, launchPipes, type PipeEnds } from './launch/pipes.js';
@@ -176,9 +177,10 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       outputClosed = true;
       maybeFinish();
     },
-    exit: (code, signal, maxRssBytes) => {
-      // A job a crashed daemon started: its status, when its zombie was not seen, is what bwrap wrote.
+    exit: (code, signal, maxRssBytes, unknown) => {
+      // A job a crashed daemon started: its status, when neither its zombie nor its pidfd told it, is what bwrap wrote.
       if (code === null && signal === null && opts.exitFile) code = bwrapExitCode(opts.exitFile) ?? null;
+      if (code === null && signal === null && unknown) noteExitUnknown(session, unknown);
       exited = plan.sandboxed ? jobStatus(code, signal) : { code, signal };
       const wiring = wirings.get(session);
       if (wiring) wiring.exited = true;

@@ -43,11 +43,19 @@ export function toRecord(s: Session, pidStartTime?: number): SessionRecord {
     resources: s.resources,
     ...(s.ports.length > 0 ? { ports: [...s.ports] } : {}),
     ...(adoptedAfterCrash.has(s) ? { adopted: 'crash' as const } : {}),
+    ...(exitUnknown.has(s) ? { exitUnknown: exitUnknown.get(s) } : {}),
   };
 }
 
 /** Sessions a daemon took over after a crash of the one that started them (their records say `adopted: "crash"`). */
 const adoptedAfterCrash = new WeakSet<Session>();
+/** Why a session adopted after a crash ended with neither exit code nor signal (its record's `exitUnknown`). */
+const exitUnknown = new WeakMap<Session, string>();
+
+/** The session's job ended and how could not be told (runner/native.ts): said in its record. */
+export function noteExitUnknown(s: Session, why: string): void {
+  exitUnknown.set(s, why);
+}
 
 /** Is this the record of a session still waiting for its approval, complete enough to be answered? */
 export function isPendingApproval(r: SessionRecord): boolean {
@@ -134,5 +142,6 @@ export function sessionFromRecord(
   });
   s.output.restore(r.output);
   if (r.adopted === 'crash') adoptedAfterCrash.add(s);
+  if (r.exitUnknown !== undefined) exitUnknown.set(s, r.exitUnknown);
   return s;
 }

@@ -157,6 +157,8 @@ export const SessionRecordSchema = z.object({
   ports: z.array(ListenPortSchema).optional(),
   /** Taken over by a daemon after the one that started it crashed (SPEC §19): its exit may not have been observable. */
   adopted: z.literal('crash').optional(),
+  /** Why it ended with neither exitCode nor signal though its job exited (adopted after a crash, on a kernel that could not tell: docs/durability.md). */
+  exitUnknown: z.string().optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { loadAddon } from '../../base/addon.js';
 import type { Config } from '../../config/schema.js';
 import { cannotHandOver, carryNeeds, handOver, type HandedJob } from '../../runner/handover.js';
+import { leaderPidfd } from '../../runner/native.js';
 import { channelsOf } from '../../runner/start.js';
 import { NotifySchema, WaitForSchema } from '../../schema/exec.js';
 import { followOf, type CarriedSession } from '../../session/carry.js';
@@ -36,6 +37,8 @@ export const KeptSchema = z.object({
     stdin: z.boolean(),
     /** A job on a terminal: its side's name (`/dev/pts/N`); the one descriptor is the terminal's master. */
     pts: z.string().min(1).optional(),
+    /** Where among the descriptors a pidfd to its leader is: how it ended, once whoever the crash left it to reaped it. */
+    pidfd: z.number().int().min(0).optional(),
   }).optional(),
   scratch: z.object({ dir: z.string(), stopFile: z.string() }).optional(),
   checkpointKey: z.string().optional(),
@@ -79,9 +82,11 @@ const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review
 /**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
  * undefined for a session a crash cannot keep (see CRASH_KEEPS), which the guardian kills when
- * the daemon dies.
+ * the daemon dies. With the job's descriptors goes a pidfd to its leader (opened now, checked
+ * against `startTime`, or the one an adoption after a crash holds): `opened`, the caller closes
+ * once the message is sent (the guardian has its own copy).
  */
-export function keptMessage(s: Session, extra?: KeptExtra): { text: string; fds: number[] } | undefined {
+export function keptMessage(s: Session, extra?: KeptExtra, startTime?: number): { text: string; fds: number[]; opened?: number } | undefined {
   // A shell's command: its processes are its shell's, whose descriptors the shell's own message holds.
   if (extra?.command) {
     const kept: Kept = { id: s.id, command: extra.command, ...(s.checkpointKey ? { checkpointKey: s.checkpointKey } : {}), ...followOf(s) };
@@ -106,7 +111,10 @@ export function keptMessage(s: Session, extra?: KeptExtra): { text: string; fds:
   if (job.sandboxed) kept.job!.sandboxed = true;
   // A confined job's channels: their descriptors follow the job's ends, named in the text by their place among them.
   if (job.channels) kept.job!.channels = mapChannels(job.channels, (fd) => fds.push(fd) - 1);
-  return { text: JSON.stringify(kept), fds };
+  const opened = ends.pidfd === undefined ? leaderPidfd(ends.pid, startTime) : undefined;
+  const pidfd = ends.pidfd ?? opened;
+  if (pidfd !== undefined) kept.job!.pidfd = fds.push(pidfd) - 1;
+  return { text: JSON.stringify(kept), fds, ...(opened !== undefined ? { opened } : {}) };
 }
 
 type Channels = NonNullable<HandedJob['channels']>;
@@ -136,10 +144,12 @@ export function keptChanges(s: Session): Promise<void> | undefined {
 
 /** The job's ends from what the guardian kept: a terminal's master, or its pipes; undefined when a descriptor is missing. */
 function keptEnds(job: NonNullable<Kept['job']>, fds: number[]): HandedJob['ends'] | undefined {
-  if (job.pts !== undefined) return fds[0] !== undefined ? { pid: job.pid, terminal: fds[0], pts: job.pts } : undefined;
+  // Without its pidfd (a guardian of an older build) the job is taken all the same: its status may then be unknown.
+  const pidfd = job.pidfd === undefined || fds[job.pidfd] === undefined ? {} : { pidfd: fds[job.pidfd] };
+  if (job.pts !== undefined) return fds[0] !== undefined ? { pid: job.pid, terminal: fds[0], pts: job.pts, ...pidfd } : undefined;
   const [stdout, stderr, stdin] = fds;
   if (stdout === undefined || stderr === undefined || (job.stdin && stdin === undefined)) return undefined;
-  return { pid: job.pid, stdout, stderr, stdin: job.stdin ? stdin! : -1, ...(job.stdinId ? { stdinId: job.stdinId } : {}) };
+  return { pid: job.pid, stdout, stderr, stdin: job.stdin ? stdin! : -1, ...(job.stdinId ? { stdinId: job.stdinId } : {}), ...pidfd };
 }
 
 /** A session the guardian handed back: what it kept, and the descriptors it held. */
@@ -235,7 +245,7 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
       if (kept.shell) lostShells.push({ scope: kept.shell.state.scope, name: kept.shell.state.name, why: `the daemon crashed and the guardian kept the shell, but the next daemon could not take it back (${unfit}); its state is gone` });
       continue;
     }
-    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, ...rest } = kept.job;
+    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, pidfd: _pidfd, ...rest } = kept.job;
     const job: HandedJob = { ...rest, stdinQueued: 0, ends, ...(channels ? { channels } : {}) };
     if (kept.shell) {
       // A persistent shell (SPEC §20): its own process, never recorded nor spooled, and the command it ran, if any.

@@ -6,7 +6,7 @@ import { adoptChild, nativeSpawner, posixSpawn, type Addon } from '../native.js'
 import { fdTarget } from '../procfs.js';
 import type { JobInput } from '../../session/input.js';
 import { withInherited } from './inherit.js';
-import { nothing, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
+import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
 
 /** Run on pipes, in a new session and process group (setsid). */
 export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
@@ -52,6 +52,8 @@ export interface PipeEnds {
   /** -1: its input is /dev/null, or was closed. */
   stdin: number;
   stdinId?: string;
+  /** A pidfd to the leader, for a job adopted after a crash: how it ended, once its new parent reaped it (runner/native.ts). */
+  pidfd?: number;
 }
 
 /**
@@ -68,11 +70,12 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
   stdout.once('close', settle);
   stderr.once('close', settle);
   const stdin = ends.stdin >= 0 ? new Socket({ fd: ends.stdin, readable: false, writable: true }) : undefined;
-  const launched = wirePipes(ends.pid, { stdout, stderr, stdin }, hooks, ends.stdinId, true);
-  adoptChild(addon, ends.pid, (code, signal, maxRssBytes) => {
-    hooks.exit(code, signal, maxRssBytes);
+  const launched = withPidfd(wirePipes(ends.pid, { stdout, stderr, stdin }, hooks, ends.stdinId, true), ends.pidfd);
+  adoptChild(addon, ends.pid, (code, signal, maxRssBytes, unknown) => {
+    launched.told();
+    hooks.exit(code, signal, maxRssBytes, unknown);
     settle();
-  });
+  }, ends.pidfd);
   return launched;
 }
 

@@ -4,7 +4,7 @@ import { ReadStream } from 'node:tty';
 import { holdReading } from '../../base/hold-reading.js';
 import { adoptChild, signalName, type Addon } from '../native.js';
 import { withInherited } from './inherit.js';
-import { nothing, type LaunchHooks, type Launched, type LaunchSpec, type TerminalEnds } from './types.js';
+import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec, type TerminalEnds } from './types.js';
 
 export const PTY_COLS = 120;
 export const PTY_ROWS = 30;
@@ -92,9 +92,8 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
   } catch {
     // the job's side is gone already: the master reads what is left, then EIO
   }
-  adoptChild(addon, ends.pid, (code, signal, maxRssBytes) => hooks.exit(code, signal, maxRssBytes));
   const resize = addon.setWindowSize;
-  return {
+  const launched = withPidfd({
     pid: ends.pid,
     stdinId: ends.pts,
     input: {
@@ -114,7 +113,12 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
     resize: resize ? (cols, rows) => resize(ends.terminal, cols, rows) : undefined,
     holdOutput: () => holdReading(socket),
     ends: () => (socket.destroyed ? undefined : { pid: ends.pid, terminal: ends.terminal, pts: ends.pts, stdinQueued: socket.writableLength }),
-  };
+  }, ends.pidfd);
+  adoptChild(addon, ends.pid, (code, signal, maxRssBytes, unknown) => {
+    launched.told();
+    hooks.exit(code, signal, maxRssBytes, unknown);
+  }, ends.pidfd);
+  return launched;
 }
 
 /** Silence on a terminal, after its leader exited, that says all its output has been read. */

@@ -1,3 +1,4 @@
+import { closeSync } from 'node:fs';
 import type { JobInput } from '../../session/input.js';
 import type { Stream } from '../../session/output.js';
 import type { LaunchPlan } from '../../sandbox/plan.js';
@@ -10,7 +11,7 @@ export interface LaunchHooks {
    * The leader exited (its status is known; output may still be in flight). `maxRssBytes`: the
    * largest resident size of the leader or of a descendant it waited for, where the spawner can tell.
    */
-  exit(code: number | null, signal: string | null, maxRssBytes?: number): void;
+  exit(code: number | null, signal: string | null, maxRssBytes?: number, unknown?: string): void;
   /** All output has been delivered (every writer of the output closed it). */
   closed(): void;
   /** The command could not be started at all. */
@@ -38,7 +39,7 @@ export interface Launched {
    * this image (which would not reach the job): undefined for a launch that cannot be handed over
    * (a job started by fork).
    */
-  ends?(): ({ pid: number; stdout: number; stderr: number; stdin: number; stdinId?: string } | TerminalEnds) & { stdinQueued: number } | undefined;
+  ends?(): ({ pid: number; stdout: number; stderr: number; stdin: number; stdinId?: string; pidfd?: number } | TerminalEnds) & { stdinQueued: number } | undefined;
   /** Its leader is reaped by a thread of node-pty's (a terminal launched by this image): a restart parks that thread (runner/handover.ts parkTerminals). */
   reapedByThread?: boolean;
   /** For a terminal: its size changed. */
@@ -52,6 +53,8 @@ export interface TerminalEnds {
   terminal: number;
   /** The job's side (`/dev/pts/N`): its fd 0, and what the new image holds open until the output is read. */
   pts: string;
+  /** A pidfd to the leader, for a job adopted after a crash: how it ended, once its new parent reaped it (runner/native.ts). */
+  pidfd?: number;
 }
 
 export interface LaunchSpec {
@@ -64,3 +67,38 @@ export interface LaunchSpec {
 
 /** A hook that does nothing (a launch that has nothing to release). */
 export const nothing = () => undefined;
+
+/**
+ * An adopted job's launch that also holds a pidfd to its leader (kept by the guardian through a
+ * crash): handed on with its ends (to the guardian, or the next image) while the job runs, and
+ * closed once its exit has been told (`told`) or the session is over.
+ */
+export function withPidfd(launched: Launched, pidfd: number | undefined): Launched & { told(): void } {
+  let fd = pidfd;
+  const close = () => {
+    if (fd === undefined) return;
+    try {
+      closeSync(fd);
+    } catch {
+      // closed already
+    }
+    fd = undefined;
+  };
+  const ends = launched.ends;
+  return {
+    ...launched,
+    ...(ends
+      ? {
+          ends: () => {
+            const e = ends();
+            return e && fd !== undefined ? { ...e, pidfd: fd } : e;
+          },
+        }
+      : {}),
+    release: () => {
+      close();
+      launched.release();
+    },
+    told: close,
+  };
+}
