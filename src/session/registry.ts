@@ -18,6 +18,44 @@ export function expiredSessions(sessions: Iterable<Session>, now: number, ttlMs:
   return out;
 }
 
+/** A session's place in the orders pages are served from: the daemon's and its scope's. */
+interface Slot {
+  /** Undefined once deleted: a hole, closed at the next page of each order that holds it. */
+  session: Session | undefined;
+  /** Counted among its orders' running sessions. */
+  running: boolean;
+  scope: string;
+}
+
+/**
+ * Sessions in the order they were added, oldest first: a page is read from the newest end by
+ * position, and the counts are kept as sessions come, stop and go, so a page of 50 costs 50
+ * whatever the number of sessions. A delete leaves a hole, closed in place (no allocation) by the
+ * next page.
+ */
+class Order {
+  slots: Slot[] = [];
+  holes = 0;
+  running = 0;
+
+  /** One of its sessions was deleted; the holes are closed once they are as many as the sessions. */
+  left(): void {
+    this.holes++;
+    if (this.holes > 64 && this.holes * 2 > this.slots.length) this.closeHoles();
+  }
+
+  closeHoles(): void {
+    if (this.holes === 0) return;
+    const slots = this.slots;
+    let to = 0;
+    for (let from = 0; from < slots.length; from++) if (slots[from].session !== undefined) slots[to++] = slots[from];
+    slots.length = to;
+    this.holes = 0;
+  }
+}
+
+const EMPTY_ORDER = new Order();
+
 /**
  * Every session the daemon knows, by id. Access is always through a scope: a session of another
  * scope is indistinguishable from one that does not exist.
@@ -28,6 +66,11 @@ export class Registry {
   /** Sessions added while running and not yet ended: `running()` walks these, not every finished one kept. */
   private readonly live = new Set<Session>();
   private readonly keyLocks = new Map<string, Promise<void>>();
+  /** Each session's place in `everyone` and in its scope's order, by id. */
+  private readonly slots = new Map<string, Slot>();
+  /** Every session, in the order added (scope "*"). */
+  private readonly everyone = new Order();
+  private readonly byScope = new Map<string, Order>();
 
   newId(): string {
     for (;;) {
@@ -48,6 +91,61 @@ export class Registry {
     if (session.running) {
       this.live.add(session);
       void session.finished.then(() => this.live.delete(session));
+    }
+    this.place(session);
+  }
+
+  /** Put `session` in the page orders: at the end, or where the one of its id was (a Map keeps a replaced key's place). */
+  private place(session: Session): void {
+    let slot = this.slots.get(session.id);
+    if (slot === undefined) {
+      slot = { session, running: false, scope: session.scope };
+      this.slots.set(session.id, slot);
+      this.everyone.slots.push(slot);
+      this.orderOf(session.scope).slots.push(slot);
+    } else {
+      this.count(slot, -1);
+      slot.running = false;
+      slot.session = session;
+      if (slot.scope !== session.scope) {
+        slot.scope = session.scope;
+        this.reorderScopes();
+      }
+    }
+    slot.running = session.running;
+    this.count(slot, 1);
+    session.onStop = this.stopped;
+  }
+
+  /** A session stopped running (ended, or waits for an approval): it leaves the running counts at once. */
+  private readonly stopped = (session: Session): void => {
+    const slot = this.slots.get(session.id);
+    if (slot === undefined || slot.session !== session || !slot.running) return;
+    this.count(slot, -1);
+    slot.running = false;
+  };
+
+  private count(slot: Slot, by: 1 | -1): void {
+    if (!slot.running) return;
+    this.everyone.running += by;
+    this.orderOf(slot.scope).running += by;
+  }
+
+  /** The scope's order, made for its first session. */
+  private orderOf(scope: string): Order {
+    let order = this.byScope.get(scope);
+    if (order === undefined) this.byScope.set(scope, (order = new Order()));
+    return order;
+  }
+
+  /** The scopes' orders again from the daemon's, for a replacement in another scope (never seen in use; kept right anyway). */
+  private reorderScopes(): void {
+    this.everyone.closeHoles();
+    this.byScope.clear();
+    for (const slot of this.everyone.slots) {
+      const order = this.orderOf(slot.scope);
+      order.slots.push(slot);
+      if (slot.running) order.running++;
     }
   }
 
@@ -76,31 +174,20 @@ export class Registry {
   /**
    * One page of a scope's sessions, newest first: positions [offset, offset + limit), or to the
    * end without a limit; with how many sessions the scope has and how many are still running.
-   * Two walks of the map and no copy of it: only the page is allocated.
+   * Read by position from the scope's order, counts kept as sessions change: no walk of the
+   * sessions, and only the page is allocated.
    */
   page(scope: string, offset = 0, limit = Number.POSITIVE_INFINITY): { sessions: Session[]; total: number; running: number } {
-    let total = 0;
-    let running = 0;
-    for (const s of this.sessions.values()) {
-      if (!inScope(s, scope)) continue;
-      total++;
-      if (s.running) running++;
-    }
-    // Newest first is insertion order backwards, so the page is insertion positions [first, end).
+    const order = scope === ALL_SCOPES ? this.everyone : (this.byScope.get(scope) ?? EMPTY_ORDER);
+    order.closeHoles();
+    const slots = order.slots;
+    const total = slots.length;
+    // Newest first is the order backwards, so the page is positions [first, end), read from the back.
     const end = Math.max(0, total - offset);
     const first = Math.max(0, end - limit);
-    // Made at its size and filled from the back (newest first): no growing, no reversing.
     const sessions: Session[] = new Array<Session>(Math.max(0, end - first));
-    if (first < end) {
-      let i = 0;
-      let at = sessions.length;
-      for (const s of this.sessions.values()) {
-        if (!inScope(s, scope)) continue;
-        if (i >= first) sessions[--at] = s;
-        if (++i === end) break;
-      }
-    }
-    return { sessions, total, running };
+    for (let i = 0; i < sessions.length; i++) sessions[i] = slots[end - 1 - i].session!;
+    return { sessions, total, running: order.running };
   }
 
   all(): IterableIterator<Session> {
@@ -114,8 +201,7 @@ export class Registry {
   }
 
   counts(): { running: number; finished: number } {
-    let running = 0;
-    for (const s of this.sessions.values()) if (s.running) running++;
+    const running = this.everyone.running;
     return { running, finished: this.sessions.size - running };
   }
 
@@ -123,6 +209,16 @@ export class Registry {
     const s = this.sessions.get(id);
     if (s) this.live.delete(s);
     this.sessions.delete(id);
+    const slot = this.slots.get(id);
+    if (slot === undefined) return;
+    this.count(slot, -1);
+    slot.session = undefined;
+    slot.running = false;
+    this.slots.delete(id);
+    this.everyone.left();
+    const order = this.orderOf(slot.scope);
+    order.left();
+    if (order.slots.length === order.holes) this.byScope.delete(slot.scope);
   }
 
   /** Run `fn` alone among calls for the same thread key and scope, so two starts cannot overlap. */

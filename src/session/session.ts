@@ -401,6 +401,9 @@ export class Session {
 
   // How it changes.
 
+  /** Told at once when it stops running (its end, or a wait for an approval): the registry's counts follow it. */
+  onStop: ((session: Session) => void) | undefined;
+
   /** Who keeps its durable record: told whenever something the record holds changes (undefined: no one, it was forgotten). */
   recordWith(save: (() => void) | undefined): void {
     this.recorder = save;
@@ -526,6 +529,7 @@ export class Session {
     this.state = { status: 'approval_required', interrupt, exec };
     this.inputOpen = false;
     this.rev++;
+    this.onStop?.(this);
   }
 
   /**
@@ -701,6 +705,7 @@ export class Session {
   }
 
   private ended(): void {
+    this.onStop?.(this);
     this.rev++;
     this.inputOpen = false;
     this.resolveFinished();

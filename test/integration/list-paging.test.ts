@@ -111,6 +111,58 @@ describe('process list paging', () => {
     await t.process({ action: 'kill', sessionId: r.sessionId });
   });
 
+  it('pages stay whole and in order while sessions start, end and are removed', async () => {
+    const t = scopes.next('paging-churn');
+    /** This scope's session ids, oldest first, as the test made them. */
+    const made: string[] = [];
+    const running = new Set<string>();
+    const start = async (command: string, background: boolean) => {
+      const r = await t.exec({ command, stdin: 'null', ...(background ? { background: true } : {}) });
+      scopes.track(r.pid);
+      made.push(r.sessionId);
+      if (r.status === 'running') running.add(r.sessionId);
+      return r.sessionId as string;
+    };
+    /** Every page of `size` against what the test knows: the ids newest first, the totals, the running count. */
+    const check = async (size: number) => {
+      const want = [...made].reverse();
+      const seen: string[] = [];
+      for (let offset = 0; offset < want.length + size; offset += size) {
+        const r = await t.process({ action: 'list', offset, limit: size });
+        expect(r.total).toBe(want.length);
+        expect(r.text.split('\n')[0]).toMatch(new RegExp(`^${want.length} session\\(s\\), ${running.size} running`));
+        seen.push(...r.sessions.map((x: any) => x.sessionId));
+      }
+      expect(seen).toEqual(want);
+    };
+    for (let i = 0; i < 6; i++) await start(i % 2 ? 'sleep 600' : `echo ${i}`, i % 2 === 1);
+    await check(4);
+    // One running ends (kill), one finished is cleared, one running is removed (killed, then forgotten).
+    const [, second, third, fourth, , sixth] = made;
+    await t.process({ action: 'kill', sessionId: second });
+    await t.waitEnded(second);
+    running.delete(second);
+    await t.process({ action: 'clear', sessionId: third });
+    made.splice(made.indexOf(third), 1);
+    await t.process({ action: 'remove', sessionId: fourth });
+    made.splice(made.indexOf(fourth), 1);
+    running.delete(fourth);
+    await check(2);
+    // New ones come first; the rest keep their order.
+    for (let i = 0; i < 3; i++) await start(i === 1 ? 'sleep 600' : 'true', i === 1);
+    await check(3);
+    await t.process({ action: 'remove', sessionId: sixth });
+    made.splice(made.indexOf(sixth), 1);
+    running.delete(sixth);
+    await check(5);
+    for (const id of [...running]) {
+      await t.process({ action: 'kill', sessionId: id });
+      await t.waitEnded(id);
+      running.delete(id);
+    }
+    await check(4);
+  });
+
   it('an empty scope has no sessions and total 0', async () => {
     const r = await scopes.next('paging-empty').process({ action: 'list', limit: 10 });
     expect(r).toMatchObject({ sessions: [], total: 0, offset: 0, limit: 10, text: 'No sessions.' });

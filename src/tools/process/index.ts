@@ -2,6 +2,7 @@ import { ProcessParamsSchema, type ProcessAction, type ProcessParams } from '../
 import { parseParams } from '../../schema/parse.js';
 import { unstartedAction } from '../approval/answer.js';
 import type { CallContext, Daemon } from '../context.js';
+import type { Session } from '../../session/session.js';
 import { restarting } from '../../base/errors.js';
 import { applyAction, changesAction, discardAction, resumeChanges, undoAction } from './changes.js';
 import { clearAction, removeAction } from './forget.js';
@@ -50,16 +51,20 @@ const HANDLERS: Record<ProcessAction, Handler> = {
  * for it (approval/answer.ts); an ended one whose changes wait for a person takes resume as apply
  * or discard (approval/changes.ts).
  */
-export async function processTool(d: Daemon, ctx: CallContext, raw: unknown) {
+export function processTool(d: Daemon, ctx: CallContext, raw: unknown): Promise<unknown> | unknown {
   const p = quickParams(raw) ?? parseParams(ProcessParamsSchema, raw, 'process');
   if (d.restarting && CHANGING.has(p.action)) {
     throw restarting(`the daemon is handing its sessions to a new image this moment; nothing was done: send the ${p.action} again in a second`);
   }
   const s = p.sessionId === undefined ? undefined : d.registry.find(ctx.scope, p.sessionId);
   if (s?.awaitingApproval) {
-    const answer = await unstartedAction(d, ctx, p, s);
-    if (answer !== undefined) return answer;
+    return Promise.resolve(unstartedAction(d, ctx, p, s)).then((answer) => (answer !== undefined ? answer : dispatch(d, ctx, p, s)));
   }
+  // Not async: a list or a poll answered at once is answered in the turn it was read (rpc/connection.ts).
+  return dispatch(d, ctx, p, s);
+}
+
+function dispatch(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session | undefined): Promise<unknown> | unknown {
   // An ended review session whose changes wait for a person: resume answers that question (SPEC §16).
   if (p.action === 'resume' && s?.interrupt?.kind === 'changes') return resumeChanges(d, ctx, p, s);
   return HANDLERS[p.action](d, ctx, p);

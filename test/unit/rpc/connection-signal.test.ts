@@ -3,7 +3,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Connection, type Method, type RequestContext } from '../../../src/rpc/connection.js';
 
 const cleanup: (() => void)[] = [];
@@ -16,9 +16,10 @@ async function serve(methods: Map<string, Method>) {
   const dir = mkdtempSync(join(tmpdir(), 'procctl-signal-'));
   const path = join(dir, 's');
   const accepted: Socket[] = [];
+  const connections: Connection[] = [];
   const server: Server = createServer((s) => {
     accepted.push(s);
-    new Connection(s, methods, 1024 * 1024, pino({ level: 'silent' }));
+    connections.push(new Connection(s, methods, 1024 * 1024, pino({ level: 'silent' })));
   });
   await new Promise<void>((r) => server.listen(path, r));
   const client = connect(path);
@@ -44,7 +45,7 @@ async function serve(methods: Map<string, Method>) {
       answers.set(id, resolve);
       send({ jsonrpc: '2.0', id, method });
     });
-  return { send, call, client };
+  return { send, call, client, connections };
 }
 
 /** AbortControllers made while `fn` runs, counted by a subclass put in the global's place. */
@@ -72,6 +73,29 @@ describe("a request's signal", () => {
       for (let i = 1; i <= 50; i++) expect((await call(i, 'quick')).result).toEqual({ ok: true });
     });
     expect(made).toBe(0);
+  });
+
+  it('is never held in flight when its method answers at once, and a throw is still an error answer', async () => {
+    const methods = new Map<string, Method>([
+      ['now', () => ({ ok: true })],
+      ['later', async () => ({ ok: true })],
+      [
+        'boom',
+        () => {
+          throw new Error('broken');
+        },
+      ],
+    ]);
+    const { call, connections } = await serve(methods);
+    expect((await call(1, 'now')).result).toEqual({ ok: true });
+    // A set and a delete per request remade the long-lived map's table every few requests: promoted, then garbage.
+    const pending = (connections[0] as unknown as { pending: Map<unknown, unknown> }).pending;
+    const sets = vi.spyOn(pending, 'set');
+    for (let i = 2; i <= 20; i++) expect((await call(i, 'now')).result).toEqual({ ok: true });
+    expect((await call(21, 'boom')).error).toMatchObject({ code: -32603 });
+    expect(sets).not.toHaveBeenCalled();
+    expect((await call(22, 'later')).result).toEqual({ ok: true });
+    expect(sets).toHaveBeenCalledTimes(1);
   });
 
   it('aborts on $/cancelRequest once read, and when read only after the cancel came', async () => {
