@@ -88,8 +88,15 @@ export interface DaemonOptions {
  * prom-client loads it when metrics are on, a facade that does nothing without an SDK.
  */
 function sdkLoaded(): boolean {
-  return Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/@opentelemetry/') && !f.includes('/node_modules/@opentelemetry/api/'));
+  if (sdkSeen) return true;
+  for (const file in moduleCache) {
+    if (file.includes('/node_modules/@opentelemetry/') && !file.includes('/node_modules/@opentelemetry/api/')) return (sdkSeen = true);
+  }
+  return false;
 }
+/** The module cache, looked at by every `daemon.status` (nothing is copied from it); a module once loaded stays. */
+const moduleCache = createRequire(import.meta.url).cache;
+let sdkSeen = false;
 
 /** Why a session that ran when the last daemon crashed is lost (docs/durability.md "A crash keeps the sessions"). */
 const CRASH_LOST =
