@@ -35,7 +35,7 @@ export const CarriedShellSchema = z.object({
   /** The command running in it: its session (carried beside, by id), whether it was interrupted, its timeout. */
   running: z.object({ sessionId: z.string(), interrupted: z.boolean(), timeoutSec: z.number().min(0) }).optional(),
   /** Taken back after a crash and not yet answered its probe (shell.ts settleAfterCrash): the probe, and the command taken back with it. */
-  settling: z.object({ probe: z.string(), command: z.string().optional(), /** its line reads the spare cut itself when no end took it (shells/cuts.ts) */ takesSpare: z.boolean().optional(), /** commands sent since the probe line */ sent: z.number().int().min(0).optional() }).optional(),
+  settling: z.object({ probe: z.string(), command: z.string().optional(), /** its line reads the spare cut itself when no end took it (shells/cuts.ts) */ takesSpare: z.boolean().optional(), /** commands sent since the probe line */ sent: z.number().int().min(0).optional(), /** the directory its end record said */ cwd: z.string().optional() }).optional(),
   /** A review shell: bash's state after its last command (shells/review.ts), and whether the last one ended it. */
   review: z.object({ state: z.string(), lost: z.boolean(), runningId: z.string().optional() }).optional(),
 });

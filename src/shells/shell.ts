@@ -97,6 +97,8 @@ interface Settling {
   takesSpare?: boolean;
   /** Commands sent since the probe line (they run behind it): bash's count in its answer does not have them. */
   sent?: number;
+  /** The directory in the probe's end record, said with its count once the probe is answered. */
+  cwd?: string;
 }
 
 /** How a command's session is told of its end. */
@@ -424,8 +426,13 @@ export class Shell {
       this.pending = this.pending.slice(end + 1);
       const [id, code, ...rest] = line.split(' ');
       const cwd = rest.join(' ');
-      if (cwd) this.cwd = cwd;
       const probe = this.settling && id.startsWith(`${this.settling.probe}:`) ? this.settling : undefined;
+      // The probe's directory is said with its count, once it is answered (unless a later end said a newer one).
+      if (cwd && probe) probe.cwd = cwd;
+      else if (cwd) {
+        this.cwd = cwd;
+        if (this.settling) this.settling.cwd = undefined;
+      }
       const then = this.thenOf(id, code);
       // Every end the shell writes waits for its cut (bash reads one before its next command).
       if (this.pty) this.cuts.ended(then, [id, code], probe && { took: probe.takesSpare ? code === '0' : undefined });
@@ -462,6 +469,7 @@ export class Shell {
       const taken = settling?.command;
       this.settling = undefined;
       for (const w of this.settleWaiters.splice(0)) w();
+      if (settling?.cwd) this.cwd = settling.cwd;
       // bash counted up to the probe; the commands sent since run behind it.
       this.commands = Math.max(this.commands, count + (settling?.sent ?? 0));
       const running = this.running;
