@@ -436,9 +436,12 @@ export class Shell {
       const then = this.thenOf(id, code);
       // Every end the shell writes waits for its cut (bash reads one before its next command).
       if (this.pty) this.cuts.ended(then, [id, code], probe && { took: probe.takesSpare ? code === '0' : undefined });
-      // The status came after the command's output was written to the pipe; what the loop reads
-      // this turn is read before setImmediate runs, so every byte of it is this command's.
-      else setImmediate(then);
+      // The status came after the command's output was written to the pipe, so the pipe was
+      // readable when the status was read; but that read can have taken a second record that came
+      // after this turn's poll (after a crash, the probe's end and at once that of the command
+      // queued behind it), whose output the poll has not seen yet. The next turn's poll reads it
+      // before that turn's immediates run: every byte the command wrote is its own.
+      else setImmediate(() => setImmediate(then));
     }
   }
 
