@@ -107,7 +107,7 @@ describe('a shell across a crash (durability.onCrash "keep")', () => {
       const shells = (await s3.request('shell.list', {})).result.shells;
       expect(shells[0]).toMatchObject({ pid: shellPid, state: 'idle', commands: 5 });
       expect(alive(shellPid)).toBe(true);
-    });
+    }, 180_000); // three daemon starts, each given 45 s to listen at load 20 (helpers/daemon.ts)
   }
 
   it('a shell the next daemon cannot take back is stopped, and its next command says it was made anew and why', async () => {
