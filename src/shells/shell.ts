@@ -10,6 +10,7 @@ import { holdReading } from '../base/hold-reading.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses, signalPids } from '../runner/sweep.js';
 import { stopSession, type StopOptions } from '../runner/stop.js';
+import { TerminalCuts, type CarriedCut } from './cuts.js';
 import { ansiQuote } from './quote.js';
 
 /** What a shell was made with (SPEC §20): a later command asking for other settings is refused. */
@@ -37,8 +38,6 @@ const INPUT_FD = 62;
 /** A terminal shell's own descriptors: 60 takes the cut after each command, 63 is the terminal the commands get. */
 const CUT_FD = 60;
 const TERMINAL_FD = 63;
-/** How long a terminal shell's cut may take to come back through the terminal before the command is ended without it. */
-const CUT_MS = 3000;
 
 /** The interactive bash a shell is: no rc files, no line editing; interactive so that SIGINT ends a command, not the shell. */
 export const SHELL_BOOT = 'exec bash --noprofile --norc --noediting -i';
@@ -84,24 +83,22 @@ export interface CarriedShellState {
   lastUsedAt: number;
   /** Read of the end records, not yet a whole one. */
   pending: string;
-  cut?: { text: string; held: string; status: [string, string]; spare?: boolean };
+  /** The first cut sent and not yet seen on the terminal; `later`, those sent after it (shells/cuts.ts). */
+  cut?: CarriedCut;
+  later?: CarriedCut[];
   running?: { sessionId: string; interrupted: boolean; timeoutSec: number };
-  settling?: { probe: string; command?: string };
+  settling?: Settling;
 }
 
-/** A terminal shell's output after a command ended: passed on up to the cut, which ends the command. */
-interface Cut {
-  text: string;
-  held: string;
-  /** The end record it follows (id, status), for a restart to hand on. */
-  status: [string, string];
-  timer: NodeJS.Timeout | undefined;
-  then: () => void;
-  /**
-   * Sent after a crash for whichever end comes next (docs/shells.md): the next end record takes it
-   * instead of a fresh cut, or bash prints it at once for an end the dead daemon had read.
-   */
-  spare?: boolean;
+/** A crash's probe under way: its id, the command taken back with it, whether its line reads the spare itself (shells/cuts.ts). */
+interface Settling {
+  probe: string;
+  command?: string;
+  takesSpare?: boolean;
+  /** Commands sent since the probe line (they run behind it): bash's count in its answer does not have them. */
+  sent?: number;
+  /** The directory in the probe's end record, said with its count once the probe is answered. */
+  cwd?: string;
 }
 
 /** How a command's session is told of its end. */
@@ -136,9 +133,12 @@ export class Shell {
   /** A terminal shell's command lines (bash's fd 0) and the cuts it prints after each command. */
   private lines: Socket | undefined;
   private cutter: Socket | undefined;
-  private cut: Cut | undefined;
-  /** Cuts sent for later ends while one is under way (after a crash, the probe's end can follow a command's at once): bash prints them in order. */
-  private readonly nextCuts: Cut[] = [];
+  /** A terminal shell's output cut into commands (shells/cuts.ts). */
+  private readonly cuts = new TerminalCuts({
+    deliver: (stream, text) => this.deliver(stream, text),
+    send: (line, done) => void this.cutter?.write(line, () => done?.()),
+    readEndsNow: () => this.readStatusNow(),
+  });
   private pending = '';
   private gone = false;
   /**
@@ -146,7 +146,7 @@ export class Shell {
    * ran last, with what status, and how many it ran; `command`: the command taken back with it, if
    * any (one younger than its first record was not, and may still run).
    */
-  private settling: { probe: string; command?: string } | undefined;
+  private settling: Settling | undefined;
   private readonly settleWaiters: (() => void)[] = [];
   /** The FIFO the commands read as stdin: what a command blocked on its input reads (SPEC §7's look). */
   inputPath: string | undefined;
@@ -240,7 +240,7 @@ export class Shell {
     } else {
       this.input = writer(others[0]);
     }
-    this.box.watchOutput((stream, text) => (this.pty ? this.onTerminal(stream, text) : this.deliver(stream, text)));
+    this.box.watchOutput((stream, text) => (this.pty ? this.cuts.output(stream, text) : this.deliver(stream, text)));
   }
 
   /** The shell's own process (its private session): a restart hands it on as any job (SPEC §19). */
@@ -264,6 +264,7 @@ export class Shell {
   /** What the next image needs of the shell besides its process: what it had read of an end record, a cut under way, the command running. */
   carry(): CarriedShellState {
     const r = this.running;
+    const [cut, ...later] = this.cuts.carry();
     return {
       name: this.name,
       scope: this.scope,
@@ -273,7 +274,8 @@ export class Shell {
       createdAt: this.createdAt,
       lastUsedAt: this.lastUsedAt,
       pending: this.pending,
-      ...(this.cut ? { cut: { text: this.cut.text, held: this.cut.held, status: this.cut.status, ...(this.cut.spare ? { spare: true } : {}) } } : {}),
+      ...(cut ? { cut } : {}),
+      ...(later.length > 0 ? { later } : {}),
       ...(r ? { running: { sessionId: r.session.id, interrupted: r.interrupted, timeoutSec: r.timeoutSec } } : {}),
       ...(this.settling ? { settling: { ...this.settling } } : {}),
     };
@@ -298,11 +300,7 @@ export class Shell {
     }
     this.settling = c.settling && { ...c.settling };
     this.wire(this.box.tmpdir!);
-    if (c.cut?.spare) this.cut = { text: c.cut.text, held: c.cut.held, status: c.cut.status, timer: undefined, then: () => undefined, spare: true };
-    else if (c.cut) {
-      const [id, code] = c.cut.status;
-      this.awaitCut(this.endOf(id, code, this.running), c.cut.text, c.cut.held, c.cut.status);
-    }
+    for (const cut of [...(c.cut ? [c.cut] : []), ...(c.later ?? [])]) this.cuts.resume(cut, this.thenOf(cut.status[0], cut.status[1]));
     // What was read of the end records and not yet acted on is acted on now.
     this.onStatus('');
   }
@@ -324,15 +322,15 @@ export class Shell {
       // kept as the shell said when it was made
     }
     const probe = `probe-${randomBytes(6).toString('hex')}`;
-    this.settling = { probe, ...(this.running ? { command: this.running.session.id } : {}) };
-    if (this.pty && !this.cut) {
-      const text = `procctl-${randomBytes(12).toString('hex')}`;
-      this.cut = { text, held: '', status: ['', ''], timer: undefined, then: () => undefined, spare: true };
-      this.cutter!.write(`${text}\n`);
+    this.settling = { probe, ...(this.running ? { command: this.running.session.id } : {}), ...(this.pty ? { takesSpare: true } : {}) };
+    const line = `__procctl_id="${probe}:$__procctl_id:$__procctl_s:$__procctl_c"`;
+    if (!this.pty) {
+      this.box.input!.write(`${line}\n`);
+      return;
     }
-    const line = `__procctl_id="${probe}:$__procctl_id:$__procctl_s:$__procctl_c"\n`;
-    if (this.pty) this.lines!.write(line);
-    else this.box.input!.write(line);
+    // The spare goes first; the probe line reads it itself if no end took it (`read -t 0` looks without waiting),
+    // and its status says which: 0, it did (the spare is never printed); 1, an end before it did.
+    this.cuts.sendSpare(() => this.lines!.write(`${line}; read -t 0 -u ${CUT_FD} && IFS= read -r __procctl_n <&${CUT_FD}\n`));
   }
 
   /** Taken back after a crash and not yet told by bash what it ran last, nor running a command taken back with it: a new command would share bash with one nobody knows. */
@@ -356,6 +354,7 @@ export class Shell {
   run(session: Session, command: string, o: { stdin: 'pipe' | 'null'; timeoutSec: number; checkpointKey?: string; onTimeout: () => void }): void {
     this.lastUsedAt = Date.now();
     this.commands++;
+    if (this.settling) this.settling.sent = (this.settling.sent ?? 0) + 1;
     const running: Running = { session, interrupted: false, timeoutSec: o.timeoutSec, onTimeout: o.onTimeout };
     this.running = running;
     this.armTimeout(running);
@@ -387,31 +386,6 @@ export class Shell {
     if (this.isReady && this.running && text.length > 0) this.running.session.onOutput(stream, text);
   }
 
-  /**
-   * A terminal shell's output: passed on as it comes; after a command's end came on fd 61, up to
-   * the cut the shell then printed (held back only as much as could be the cut's start), and the
-   * cut ends the command. What follows the cut is nobody's (a background job's, after its command).
-   */
-  private onTerminal(stream: 'stdout' | 'stderr', text: string): void {
-    const cut = this.cut;
-    if (!cut) return this.deliver(stream, text);
-    cut.held += text;
-    const at = cut.held.indexOf(cut.text);
-    if (at < 0) {
-      const keep = cut.text.length - 1;
-      if (cut.held.length > keep) {
-        this.deliver(stream, cut.held.slice(0, cut.held.length - keep));
-        cut.held = cut.held.slice(cut.held.length - keep);
-      }
-      return;
-    }
-    // The spare cut a crash's adoption sent came back: bash wrote an end record before it read it,
-    // which is in the FIFO already (written before the cut was read) unless the dead daemon read it.
-    if (cut.spare) this.readStatusNow();
-    this.deliver(stream, cut.held.slice(0, at));
-    this.endCut(cut, stream, cut.held.slice(at + cut.text.length));
-  }
-
   /** What waits in the end records' FIFO, read now rather than on the loop's next turn. */
   private readStatusNow(): void {
     if (this.statusFd === undefined) return;
@@ -426,50 +400,6 @@ export class Shell {
       if (n <= 0) return;
       this.onStatus(buf.subarray(0, n).toString('utf8'));
     }
-  }
-
-  /** The cut came (or its wait ended): its end goes on; what followed it is the next cut's to look through, if one was sent. */
-  private endCut(cut: Cut, stream: 'stdout' | 'stderr' = 'stdout', rest = ''): void {
-    if (this.cut !== cut) return;
-    this.cut = undefined;
-    clearTimeout(cut.timer);
-    cut.then();
-    const next = this.nextCuts.shift();
-    if (!next) return;
-    this.cut = next;
-    next.timer = this.armCut(next);
-    if (rest) this.onTerminal(stream, rest);
-  }
-
-  private armCut(cut: Cut): NodeJS.Timeout {
-    return setTimeout(() => {
-      // The shell's terminal output did not come (its output stopped, fd 63 closed by a command): what came is the command's.
-      this.deliver('stdout', cut.held);
-      this.endCut(cut);
-    }, CUT_MS);
-  }
-
-  /**
-   * A terminal shell's end of a command (or its first prompt): send a fresh cut, and end it once
-   * the cut came through the terminal. A restart hands on a cut sent already (`text`, what was held).
-   */
-  private awaitCut(then: () => void, sent?: string, held = '', status: [string, string] = ['', '']): void {
-    // The spare cut a crash's adoption sent is this end's: bash reads it as it would a fresh one.
-    const spare = this.cut?.spare && sent === undefined ? this.cut : undefined;
-    if (spare) {
-      Object.assign(spare, { spare: false, then, status });
-      spare.timer = this.armCut(spare);
-      return;
-    }
-    const text = sent ?? `procctl-${randomBytes(12).toString('hex')}`;
-    const cut: Cut = { text, held, then, status, timer: undefined };
-    if (sent === undefined) this.cutter!.write(`${text}\n`);
-    if (this.cut) {
-      this.nextCuts.push(cut);
-      return;
-    }
-    cut.timer = this.armCut(cut);
-    this.cut = cut;
   }
 
   /** What a command's `write` goes to: the FIFO the command reads as its stdin. */
@@ -496,14 +426,28 @@ export class Shell {
       this.pending = this.pending.slice(end + 1);
       const [id, code, ...rest] = line.split(' ');
       const cwd = rest.join(' ');
-      if (cwd) this.cwd = cwd;
-      const then = this.settling && id.startsWith(`${this.settling.probe}:`) ? this.settled(id) : this.endOf(id, code, this.running);
+      const probe = this.settling && id.startsWith(`${this.settling.probe}:`) ? this.settling : undefined;
+      // The probe's directory is said with its count, once it is answered (unless a later end said a newer one).
+      if (cwd && probe) probe.cwd = cwd;
+      else if (cwd) {
+        this.cwd = cwd;
+        if (this.settling) this.settling.cwd = undefined;
+      }
+      const then = this.thenOf(id, code);
       // Every end the shell writes waits for its cut (bash reads one before its next command).
-      if (this.pty) this.awaitCut(then, undefined, '', [id, code]);
-      // The status came after the command's output was written to the pipe; what the loop reads
-      // this turn is read before setImmediate runs, so every byte of it is this command's.
-      else setImmediate(then);
+      if (this.pty) this.cuts.ended(then, [id, code], probe && { took: probe.takesSpare ? code === '0' : undefined });
+      // The status came after the command's output was written to the pipe, so the pipe was
+      // readable when the status was read; but that read can have taken a second record that came
+      // after this turn's poll (after a crash, the probe's end and at once that of the command
+      // queued behind it), whose output the poll has not seen yet. The next turn's poll reads it
+      // before that turn's immediates run: every byte the command wrote is its own.
+      else setImmediate(() => setImmediate(then));
     }
+  }
+
+  /** What an end record does once its output is all read: the crash probe's answer settles the shell; another, as endOf. */
+  private thenOf(id: string, code: string): () => void {
+    return this.settling && id.startsWith(`${this.settling.probe}:`) ? this.settled(id) : this.endOf(id, code, this.running);
   }
 
   /** What an end record (id, status) does once its output is all read: the first prompt makes the shell ready; a command's end completes it. */
@@ -524,10 +468,13 @@ export class Shell {
   private settled(id: string): () => void {
     return () => {
       const { last, status, count } = probeAnswer(id);
-      const taken = this.settling?.command;
+      const settling = this.settling;
+      const taken = settling?.command;
       this.settling = undefined;
       for (const w of this.settleWaiters.splice(0)) w();
-      if (count > this.commands) this.commands = count;
+      if (settling?.cwd) this.cwd = settling.cwd;
+      // bash counted up to the probe; the commands sent since run behind it.
+      this.commands = Math.max(this.commands, count + (settling?.sent ?? 0));
       const running = this.running;
       // Only the command taken back with the shell: one sent since waits behind the probe, and ends by its own record.
       if (!running || running.session.id !== taken) return;
@@ -553,9 +500,7 @@ export class Shell {
   private ended(): void {
     this.gone = true;
     for (const w of this.settleWaiters.splice(0)) w();
-    if (this.cut) clearTimeout(this.cut.timer);
-    this.cut = undefined;
-    this.nextCuts.length = 0;
+    this.cuts.clear();
     for (const socket of [this.status, this.input, this.lines, this.cutter]) socket?.destroy();
     const running = this.running;
     this.running = undefined;

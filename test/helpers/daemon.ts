@@ -116,7 +116,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
       const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
       const code = await exited;
       clearTimeout(timer);
-      rmSync(dir, { recursive: true, force: true });
+      // A session's scratch directory can still be written as it goes (ENOTEMPTY): tried again.
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
       removeSubtrees(env.PROCCTL_STATE_DIR!);
       return code;
     },

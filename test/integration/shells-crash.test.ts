@@ -45,9 +45,7 @@ async function crash(d: TestDaemon, state: string): Promise<void> {
 
 describe('a shell across a crash (durability.onCrash "keep")', () => {
   for (const pty of [false, true]) {
-    // On a terminal, a command sent after a crash's adoption once came back with empty output (1 CI
-    // run in 3): the cut after a crash is still racy there. Skipped until that is mended (issue 36).
-    (pty ? it.skip : it)(`keeps its bash and its state, idle and running a command${pty ? ', on a terminal' : ''}`, async () => {
+    it(`keeps its bash and its state, idle and running a command${pty ? ', on a terminal' : ''}`, async () => {
       const state = makeStateDir();
       const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
       const eol = pty ? '\r\n' : '\n';
@@ -90,6 +88,10 @@ describe('a shell across a crash (durability.onCrash "keep")', () => {
       const s3 = new Scoped(await d3.client(), 'sh');
       expect((await daemonStatus(d3)).restarts).toMatchObject({ crash: 1, lost: 0 });
       const { last } = await s3.pollUntilEnded(running.sessionId, 30_000);
+      // Sent at once: bash may still be answering the crash's probe (its line queued behind the command),
+      // and prints this command's output right after the probe's cut (docs/shells.md, shells/cuts.ts).
+      const again = await s3.exec({ command: 'echo "$A $PWD"', shell: 'c' });
+      expect(again.output).toBe(`1 ${work}${eol}`);
       expect(last.status).toBe('completed');
       expect(last.exitCode).toBe(7);
       const out = (await s3.log(running.sessionId, { offset: 0, limit: 1000 })).output as string;
@@ -100,14 +102,12 @@ describe('a shell across a crash (durability.onCrash "keep")', () => {
       expect(readRecords(state).get(running.sessionId)).toMatchObject({ adopted: 'crash', status: 'completed', exitCode: 7 });
 
       // And the shell goes on: the same bash, its state, its count, a kill that keeps it.
-      const again = await s3.exec({ command: 'echo "$A $PWD"', shell: 'c' });
-      expect(again.output).toBe(`1 ${work}${eol}`);
       const k = await s3.exec({ command: 'sleep 300', shell: 'c', yieldMs: 200 });
       await s3.process({ action: 'kill', sessionId: k.sessionId });
       const shells = (await s3.request('shell.list', {})).result.shells;
       expect(shells[0]).toMatchObject({ pid: shellPid, state: 'idle', commands: 5 });
       expect(alive(shellPid)).toBe(true);
-    });
+    }, 180_000); // three daemon starts, each given 45 s to listen at load 20 (helpers/daemon.ts)
   }
 
   it('a shell the next daemon cannot take back is stopped, and its next command says it was made anew and why', async () => {
