@@ -64,6 +64,11 @@ export function freeBlockCount(): number {
 
 /** Buffers per writev call (IOV_MAX on Linux). */
 const MAX_IOV = 1024;
+/**
+ * Bytes per writev call, at most: what is being written is held beside the backlog, which fills
+ * again meanwhile, so this bounds what a fast session holds to its backlog's share and 1 MiB.
+ */
+const MAX_WRITE = 1024 * 1024;
 /** After a write fails, output is counted as not spooled for this long; then writing is tried again. */
 const RETRY_MS = 1000;
 
@@ -292,8 +297,8 @@ export class Spool {
       }, wait);
       return;
     }
-    // Up to the end of the current segment, so no segment outgrows half the cap; no copying.
-    const room = Math.max(1, Math.floor(this.maxBytes / 2) - this.segmentBytes);
+    // Up to the end of the current segment, so no segment outgrows half the cap, and MAX_WRITE; no copying.
+    const room = Math.min(MAX_WRITE, Math.max(1, Math.floor(this.maxBytes / 2) - this.segmentBytes));
     const take: Buffer[] = [];
     const held: Block[] = [];
     let bytes = 0;
