@@ -8,15 +8,29 @@ export type Piece = string | Buffer;
 /** The text of a piece (ASCII bytes read as latin1: the same characters, no validation). */
 export const pieceText = (p: Piece): string => (typeof p === 'string' ? p : p.toString('latin1'));
 
+/** A piece of bytes this small is copied on its own (Node's shared pool) while the queue has no ring yet. */
+const SMALL_PIECE = 1024;
+/** The first ring a queue makes, at least. */
+const FIRST_RING = 16 * 1024;
+
 /**
  * A queue of text chunks that keeps at most `cap` characters, dropping the oldest first and
  * counting what it dropped. Appending is O(1) amortised and never copies retained text, so the
  * capture path stays cheap however much a command prints.
+ *
+ * Bytes pushed are the daemon's read buffer, reused by the next read (runner/launch/pipes.ts):
+ * the queue copies what its cap keeps of them, and only that, into a ring of its own (at most
+ * `cap` bytes, grown by doubling), so a fast stream allocates no buffer per read. The ring is
+ * never written over bytes a piece still holds: the pieces' bytes are the newest the ring took,
+ * at most `length` of them, and room for a piece is made by the cap before it is copied.
  */
 export class ChunkQueue {
   private items: Piece[] = [];
   private seqs: number[] = [];
   private start = 0;
+  private ring: Buffer | undefined;
+  /** Where the next bytes go in the ring. */
+  private at = 0;
   /** Characters currently held. */
   length = 0;
   /** Characters dropped from the front since creation (or the last drain). */
@@ -26,10 +40,51 @@ export class ChunkQueue {
 
   push(text: Piece, seq = 0): void {
     if (text.length === 0) return;
+    if (typeof text !== 'string') return this.pushBytes(text, seq);
     this.items.push(text);
     this.seqs.push(seq);
     this.length += text.length;
     if (this.length > this.cap) this.trimFront(this.length - this.cap);
+  }
+
+  /** ASCII bytes (one character each), copied: only what the cap keeps of them. */
+  private pushBytes(bytes: Buffer, seq: number): void {
+    if (bytes.length > this.cap) {
+      this.dropped += bytes.length - this.cap;
+      bytes = bytes.subarray(bytes.length - this.cap);
+      if (bytes.length === 0) return this.trimFront(this.length);
+    }
+    if (this.length + bytes.length > this.cap) this.trimFront(this.length + bytes.length - this.cap);
+    const n = bytes.length;
+    if (!this.ring && n <= SMALL_PIECE) {
+      this.append(Buffer.from(bytes), seq);
+      return;
+    }
+    // Live ring bytes are at most `length`: a ring that holds them and this piece is never written over a held byte.
+    if (!this.ring || this.length + n > this.ring.length) {
+      let size = Math.max(FIRST_RING, this.ring ? this.ring.length * 2 : 0);
+      while (size < (this.length + n) * 2 && size < this.cap) size *= 2;
+      this.ring = Buffer.allocUnsafeSlow(Math.min(size, this.cap));
+      this.at = 0;
+    }
+    const ring = this.ring;
+    const first = Math.min(n, ring.length - this.at);
+    bytes.copy(ring, this.at, 0, first);
+    this.append(ring.subarray(this.at, this.at + first), seq);
+    this.at += first;
+    if (first < n) {
+      // Wrapped: the rest from the ring's start, a piece of its own with the same place in order.
+      bytes.copy(ring, 0, first);
+      this.append(ring.subarray(0, n - first), seq);
+      this.at = n - first;
+    }
+    if (this.at === ring.length) this.at = 0;
+  }
+
+  private append(piece: Piece, seq: number): void {
+    this.items.push(piece);
+    this.seqs.push(seq);
+    this.length += piece.length;
   }
 
   get empty(): boolean {
@@ -73,6 +128,7 @@ export class ChunkQueue {
     this.start = 0;
     this.length = 0;
     this.dropped = 0;
+    this.at = 0;
     return { chunks, dropped };
   }
 

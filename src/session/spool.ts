@@ -25,8 +25,50 @@ export function backlogBytes(): number {
   return waiting.bytes;
 }
 
+/**
+ * Output waiting to be written is copied into blocks of this size, taken from one free list and
+ * given back once written or dropped: the bytes a spool is handed are the daemon's read buffer,
+ * reused by the next read (runner/launch/pipes.ts), and a block per read would be a new buffer
+ * outside V8's heap per read, whose pressure brings full collections while output is fast.
+ */
+const BLOCK_BYTES = 64 * 1024;
+/** Blocks kept for the next writes, at most (4 MiB); more are left to the collector. */
+const MAX_FREE_BLOCKS = 64;
+const freeBlocks: Buffer[] = [];
+
+/** A block of output, and how many parts of a batch, writes in flight and fillers hold it. */
+interface Block {
+  buf: Buffer;
+  refs: number;
+}
+
+/** Bytes [start, end) of a block, waiting to be written. */
+interface Part {
+  block: Block;
+  start: number;
+  end: number;
+}
+
+function takeBlock(): Block {
+  return { buf: freeBlocks.pop() ?? Buffer.allocUnsafeSlow(BLOCK_BYTES), refs: 1 };
+}
+
+function release(block: Block): void {
+  if (--block.refs === 0 && freeBlocks.length < MAX_FREE_BLOCKS) freeBlocks.push(block.buf);
+}
+
+/** Blocks on the free list (tests). */
+export function freeBlockCount(): number {
+  return freeBlocks.length;
+}
+
 /** Buffers per writev call (IOV_MAX on Linux). */
 const MAX_IOV = 1024;
+/**
+ * Bytes per writev call, at most: what is being written is held beside the backlog, which fills
+ * again meanwhile, so this bounds what a fast session holds to its backlog's share and 1 MiB.
+ */
+const MAX_WRITE = 1024 * 1024;
 /** After a write fails, output is counted as not spooled for this long; then writing is tried again. */
 const RETRY_MS = 1000;
 
@@ -59,7 +101,10 @@ export interface SpoolCounts {
  */
 export class Spool {
   private fd: number | undefined;
-  private batch: Buffer[] = [];
+  private batch: Part[] = [];
+  /** The block new output is copied into, from `fillAt` on (it holds a reference of its own). */
+  private fill: Block | undefined;
+  private fillAt = 0;
   private waitingBytes = 0;
 
   /** Bytes in the batch; the count of all spools follows. */
@@ -146,7 +191,7 @@ export class Spool {
 
   write(data: Buffer | string): void {
     if (this.closed || this.maxBytes <= 0) return;
-    const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    let buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     this.totalBytes += buf.length;
     if (this.faultUntil > 0) {
       if (Date.now() < this.faultUntil) {
@@ -155,29 +200,85 @@ export class Spool {
       }
       this.faultUntil = 0;
     }
-    this.batch.push(buf);
-    this.batchBytes += buf.length;
     // Bounded memory: a backlog past the limit drops its oldest bytes (counted) instead of growing;
-    // while others wait too, the limit is this spool's share of what all may hold.
-    const limit = Math.min(MAX_BACKLOG, this.maxBytes, Math.max(MIN_BACKLOG, Math.floor(TOTAL_BACKLOG / waiting.spools)));
-    if (this.batchBytes > limit) {
-      let excess = this.batchBytes - limit;
-      this.batchBytes = limit;
+    // while others wait too, the limit is this spool's share of what all may hold. Dropped before
+    // the copy, so only what the limit keeps is copied.
+    const spools = waiting.spools + (this.waitingBytes === 0 ? 1 : 0);
+    const limit = Math.min(MAX_BACKLOG, this.maxBytes, Math.max(MIN_BACKLOG, Math.floor(TOTAL_BACKLOG / spools)));
+    const excess = this.batchBytes + buf.length - limit;
+    if (excess > 0) {
       this.dropped.budget += excess;
       this.gap = 'budget';
-      while (excess >= this.batch[0].length) excess -= this.batch.shift()!.length;
-      if (excess > 0) this.batch[0] = this.batch[0].subarray(excess);
+      const old = Math.min(excess, this.batchBytes);
+      this.dropOldest(old);
+      const cut = excess - old;
+      if (cut > 0) buf = buf.subarray(cut);
     }
+    this.copyIn(buf);
     if (!this.flushing) this.flush();
+  }
+
+  /** Copy bytes to the end of the batch, into the fill block and fresh ones. */
+  private copyIn(buf: Buffer): void {
+    let from = 0;
+    while (from < buf.length) {
+      if (!this.fill || this.fillAt === BLOCK_BYTES) {
+        if (this.fill) release(this.fill);
+        this.fill = takeBlock();
+        this.fillAt = 0;
+      }
+      const block = this.fill;
+      const n = buf.copy(block.buf, this.fillAt, from, Math.min(buf.length, from + BLOCK_BYTES - this.fillAt));
+      const last = this.batch[this.batch.length - 1];
+      if (last && last.block === block && last.end === this.fillAt) last.end += n;
+      else {
+        block.refs++;
+        this.batch.push({ block, start: this.fillAt, end: this.fillAt + n });
+      }
+      this.fillAt += n;
+      from += n;
+    }
+    this.batchBytes += buf.length;
+  }
+
+  /** Drop the oldest `bytes` of the batch (the caller counts why). */
+  private dropOldest(bytes: number): void {
+    this.batchBytes -= bytes;
+    while (bytes > 0) {
+      const p = this.batch[0];
+      const len = p.end - p.start;
+      if (len > bytes) {
+        p.start += bytes;
+        return;
+      }
+      bytes -= len;
+      this.batch.shift();
+      release(p.block);
+    }
+  }
+
+  /** Let go of everything waiting, and of the fill block. */
+  private clearBatch(): void {
+    for (const p of this.batch) release(p.block);
+    this.batch = [];
+    this.batchBytes = 0;
+    this.letGoFill();
+  }
+
+  private letGoFill(): void {
+    if (this.fill) release(this.fill);
+    this.fill = undefined;
+    this.fillAt = 0;
   }
 
   private flush(): void {
     if (this.removed || (this.closed && !this.ending)) {
       // nothing more is written
-      this.batch = [];
-      this.batchBytes = 0;
+      this.clearBatch();
     }
     if (this.batch.length === 0) {
+      // Idle: no block is held (a quiet session keeps none).
+      this.letGoFill();
       this.flushing = false;
       if (this.removed) this.closeFd();
       for (const fn of this.idle.splice(0)) fn();
@@ -196,23 +297,33 @@ export class Spool {
       }, wait);
       return;
     }
-    // Up to the end of the current segment, so no segment outgrows half the cap; no copying.
-    const room = Math.max(1, Math.floor(this.maxBytes / 2) - this.segmentBytes);
+    // Up to the end of the current segment, so no segment outgrows half the cap, and MAX_WRITE; no copying.
+    const room = Math.min(MAX_WRITE, Math.max(1, Math.floor(this.maxBytes / 2) - this.segmentBytes));
     const take: Buffer[] = [];
+    const held: Block[] = [];
     let bytes = 0;
     while (this.batch.length > 0 && bytes < room && take.length < MAX_IOV) {
-      const b = this.batch[0];
-      if (bytes + b.length <= room) {
-        take.push(b);
+      const p = this.batch[0];
+      const len = p.end - p.start;
+      if (bytes + len <= room) {
+        take.push(p.block.buf.subarray(p.start, p.end));
+        held.push(p.block);
         this.batch.shift();
-        bytes += b.length;
+        bytes += len;
       } else {
-        take.push(b.subarray(0, room - bytes));
-        this.batch[0] = b.subarray(room - bytes);
+        const end = p.start + room - bytes;
+        take.push(p.block.buf.subarray(p.start, end));
+        p.block.refs++;
+        held.push(p.block);
+        p.start = end;
         bytes = room;
       }
     }
     this.batchBytes -= bytes;
+    // The written blocks go back to the free list once the write is over, whatever its outcome.
+    const done = () => {
+      for (const b of held) release(b);
+    };
     try {
       if (this.gap) this.discardWritten(this.gap);
       if (this.fd === undefined) {
@@ -220,9 +331,11 @@ export class Spool {
         this.disk?.succeeded('file');
       }
     } catch (err) {
+      done();
       return this.fail('file', err as Error, bytes);
     }
     writev(this.fd, take, null, (err) => {
+      done();
       if (err) return this.fail('data', err, bytes);
       this.disk?.succeeded('data');
       this.segmentBytes += bytes;
@@ -275,8 +388,7 @@ export class Spool {
     this.closeFd();
     this.fault = err.message;
     this.dropped.fault += inFlight + this.batchBytes;
-    this.batch = [];
-    this.batchBytes = 0;
+    this.clearBatch();
     this.gap = 'fault';
     this.faultUntil = Date.now() + RETRY_MS;
     this.flushing = false;
@@ -374,8 +486,7 @@ export class Spool {
     this.closed = true;
     clearTimeout(this.hold);
     this.hold = undefined;
-    this.batch = [];
-    this.batchBytes = 0;
+    this.clearBatch();
     if (!this.flushing) this.closeFd();
   }
 }

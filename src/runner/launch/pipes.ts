@@ -5,6 +5,7 @@ import { holdReading } from '../../base/hold-reading.js';
 import { adoptChild, nativeSpawner, posixSpawn, type Addon } from '../native.js';
 import { fdTarget } from '../procfs.js';
 import type { JobInput } from '../../session/input.js';
+import type { Stream } from '../../session/output.js';
 import { withInherited } from './inherit.js';
 import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
 
@@ -34,8 +35,8 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
     hooks.failed(startError(file, spec, err as NodeJS.ErrnoException));
     return notStarted;
   }
-  const stdout = new Socket({ fd: child.stdout, readable: true, writable: false });
-  const stderr = new Socket({ fd: child.stderr, readable: true, writable: false });
+  const stdout = readPipe(child.stdout, 'stdout', hooks);
+  const stderr = readPipe(child.stderr, 'stderr', hooks);
   stdout.once('close', settle);
   stderr.once('close', settle);
   const stdin = child.stdin >= 0 ? new Socket({ fd: child.stdin, readable: false, writable: true }) : undefined;
@@ -65,8 +66,8 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
   const settle = () => {
     if (--pending === 0) hooks.closed();
   };
-  const stdout = new Socket({ fd: ends.stdout, readable: true, writable: false });
-  const stderr = new Socket({ fd: ends.stderr, readable: true, writable: false });
+  const stdout = readPipe(ends.stdout, 'stdout', hooks);
+  const stderr = readPipe(ends.stderr, 'stderr', hooks);
   stdout.once('close', settle);
   stderr.once('close', settle);
   const stdin = ends.stdin >= 0 ? new Socket({ fd: ends.stdin, readable: false, writable: true }) : undefined;
@@ -77,6 +78,30 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
     settle();
   }, ends.pidfd);
   return launched;
+}
+
+/**
+ * Every job's output pipes are read into this one buffer: a read is handled whole (captured,
+ * spooled, told) on the daemon's thread before the next read can be made, and what is kept of it
+ * is copied by whoever keeps it (session/chunks.ts, session/spool.ts). A new buffer per read
+ * would be 64 KiB outside V8's heap each time: with a few fast jobs their pressure brought full
+ * collections, and the RSS of reads already dead (docs/benchmarks.md, issue 34 point 6).
+ */
+const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+
+/** A job's output pipe, read into READ_BUFFER: `hooks.output` gets each read, valid until it returns. */
+function readPipe(fd: number, stream: Stream, hooks: LaunchHooks): Socket {
+  return new Socket({
+    fd,
+    readable: true,
+    writable: false,
+    onread: {
+      buffer: READ_BUFFER,
+      callback: (n: number, buf: Buffer) => {
+        if (n > 0) hooks.output(stream, buf.subarray(0, n));
+      },
+    },
+  } as ConstructorParameters<typeof Socket>[0]);
 }
 
 /** A stream's descriptor (a Socket made on one), or -1 when it has none any more. */
@@ -141,14 +166,14 @@ function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   });
   child.on('exit', (code, signal) => hooks.exit(code, signal));
   child.on('close', () => hooks.closed());
+  child.stdout!.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
+  child.stderr!.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
   return wirePipes(child.pid, { stdout: child.stdout!, stderr: child.stderr!, stdin: child.stdin ?? undefined }, hooks);
 }
 
-/** Output to the session, input from it: the same for either way of starting. */
+/** Output's errors and ends, input: the same for either way of starting (the output's reads are wired by each). */
 function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks, stdinId?: string, reaped = false): Launched {
   const { stdout, stderr, stdin } = pipes;
-  stdout.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
-  stderr.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
   // A reset on an output stream ends that stream; it must never take the daemon down.
   stdout.on('error', () => stdout.destroy());
   stderr.on('error', () => stderr.destroy());

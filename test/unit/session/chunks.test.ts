@@ -36,6 +36,34 @@ describe('ChunkQueue', () => {
     );
   });
 
+  it('property: bytes pushed from one reused buffer (the daemon reads every pipe into one) are kept as they were, across the wraps and growth of its ring', () => {
+    const piece = fc.tuple(fc.integer({ min: 0, max: 5000 }), fc.integer({ min: 0, max: 25 }), fc.boolean());
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 40 }), fc.integer({ min: 1, max: 40_000 }), (pieces, cap) => {
+        const reused = Buffer.alloc(5000);
+        const asBytes = new ChunkQueue(cap);
+        const asText = new ChunkQueue(cap);
+        pieces.forEach(([n, letter, text], i) => {
+          const s = String.fromCharCode(97 + letter).repeat(n) + (i % 7 === 0 ? '\n' : '');
+          if (text) asBytes.push(s, i);
+          else {
+            const len = reused.write(s, 'latin1');
+            asBytes.push(reused.subarray(0, len), i);
+          }
+          asText.push(s, i);
+          // The next read lands in the same buffer.
+          reused.fill(0x23);
+        });
+        expect([asBytes.length, asBytes.dropped]).toEqual([asText.length, asText.dropped]);
+        expect(asBytes.tail(cap)).toBe(asText.tail(cap));
+        // A piece the ring wraps is held as two with the same place in order: the same text, in the same order.
+        const joined = (d: ReturnType<ChunkQueue['drain']>) => ({ text: d.chunks.map(([t]) => t).join(''), order: [...new Set(d.chunks.map(([, seq]) => seq))], dropped: d.dropped });
+        expect(joined(asBytes.drain())).toEqual(joined(asText.drain()));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('starts empty and ignores empty pushes', () => {
     const q = new ChunkQueue(3);
     expect(q.empty).toBe(true);
