@@ -40,7 +40,7 @@ describe('ChunkQueue', () => {
     const piece = fc.tuple(fc.integer({ min: 0, max: 5000 }), fc.integer({ min: 0, max: 25 }), fc.boolean());
     fc.assert(
       fc.property(fc.array(piece, { maxLength: 40 }), fc.integer({ min: 1, max: 40_000 }), (pieces, cap) => {
-        const reused = Buffer.alloc(5000);
+        const reused = Buffer.alloc(5001); // the longest piece: 5,000 letters and a newline
         const asBytes = new ChunkQueue(cap);
         const asText = new ChunkQueue(cap);
         pieces.forEach(([n, letter, text], i) => {
