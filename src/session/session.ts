@@ -728,18 +728,20 @@ export class Session {
   }
 
   /**
-   * Resolve on the next change (output, exit, interrupt) or when `signal` aborts, with no timer of
-   * its own: for a caller that waits on many sessions under one deadline (process wait).
+   * Resolve on the next change of state (exit, interrupt, a restart) or when `signal` aborts, with
+   * no timer of its own: for a caller that waits on many sessions under one deadline (process
+   * wait). Output is not such a change: four sessions printing fast would wake the wait, and make
+   * its signals again, on every chunk they print.
    */
   nextChange(signal: AbortSignal): Promise<void> {
     if (!this.running || signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
-        this.waiters.delete(done);
+        this.stateWaiters.delete(done);
         signal.removeEventListener('abort', done);
         resolve();
       };
-      this.waiters.add(done);
+      this.stateWaiters.add(done);
       signal.addEventListener('abort', done, { once: true });
     });
   }
