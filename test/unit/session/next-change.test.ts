@@ -1,9 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { EventBus } from '../../../src/session/events.js';
-import { Session } from '../../../src/session/session.js';
+import { makeSession } from './make-session.js';
 
-const session = () =>
-  new Session({ id: 'sess', scope: 'default', command: 'x', name: 'x', cwd: '/', stdin: 'pipe', maxOutputChars: 1000, pendingMaxOutputChars: 100, events: new EventBus(), now: () => 0 });
+const session = () => makeSession('sess', 'default', { stdin: 'pipe', maxOutputChars: 1000, pendingMaxOutputChars: 100, now: () => 0 });
 
 /** Whether the promise has settled by the end of this turn's microtasks. */
 async function settled(p: Promise<void>): Promise<boolean> {

@@ -1,25 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EventBus } from '../../../src/session/events.js';
+import type { Session } from '../../../src/session/session.js';
 import { ALL_SCOPES, Registry } from '../../../src/session/registry.js';
-import { Session } from '../../../src/session/session.js';
+import { makeSession } from './make-session.js';
 
 const SCOPES = ['alice', 'bob', 'carol'];
 
-function session(id: string, scope: string): Session {
-  return new Session({
-    id,
-    scope,
-    command: `echo ${id}`,
-    name: `echo ${id}`,
-    cwd: '/',
-    stdin: 'null',
-    maxOutputChars: 1000,
-    pendingMaxOutputChars: 1000,
-    events: new EventBus(),
-    now: () => 1_000_000,
-  });
-}
+const session = (id: string, scope: string) => makeSession(id, scope);
 
 /**
  * The page as it was made before the registry kept its orders: every session in the order added

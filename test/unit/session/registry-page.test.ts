@@ -1,22 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { EventBus } from '../../../src/session/events.js';
+import type { Session } from '../../../src/session/session.js';
 import { Registry } from '../../../src/session/registry.js';
-import { Session } from '../../../src/session/session.js';
+import { makeSession } from './make-session.js';
 
-function session(id: string, scope: string): Session {
-  return new Session({
-    id,
-    scope,
-    command: `echo ${id}`,
-    name: `echo ${id}`,
-    cwd: '/',
-    stdin: 'null',
-    maxOutputChars: 1000,
-    pendingMaxOutputChars: 1000,
-    events: new EventBus(),
-    now: () => 1_000_000,
-  });
-}
+const session = (id: string, scope: string) => makeSession(id, scope);
 
 /** a0..a9 in scope alice, interleaved with b0..b4 in scope bob; a0 and b0 are the oldest. */
 function registry(): Registry {

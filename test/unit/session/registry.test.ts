@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ProcctlError } from '../../../src/base/errors.js';
 import { EventBus } from '../../../src/session/events.js';
 import { Registry, expiredSessions, newSessionId } from '../../../src/session/registry.js';
-import { Session } from '../../../src/session/session.js';
+import { makeSession } from './make-session.js';
 
 /** A clock the test moves by hand. */
 function fakeClock(start = 1_000_000) {
@@ -10,20 +10,7 @@ function fakeClock(start = 1_000_000) {
   return { now: () => t, advance: (ms: number) => (t += ms), set: (ms: number) => (t = ms) };
 }
 
-function session(id: string, scope: string, now: () => number, events = new EventBus()): Session {
-  return new Session({
-    id,
-    scope,
-    command: `echo ${id}`,
-    name: `echo ${id}`,
-    cwd: '/',
-    stdin: 'pipe',
-    maxOutputChars: 1000,
-    pendingMaxOutputChars: 1000,
-    events,
-    now,
-  });
-}
+const session = (id: string, scope: string, now: () => number, events = new EventBus()) => makeSession(id, scope, { stdin: 'pipe', now, events });
 
 function notFoundError(fn: () => unknown): ProcctlError {
   try {
