@@ -1,5 +1,6 @@
-import { closeSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { loadAddon } from '../base/addon.js';
+import { closeQuietly } from '../base/close-quietly.js';
 
 /**
  * The guardian's side of a crash that keeps the sessions (durability.onCrash "keep", SPEC §19):
@@ -134,13 +135,7 @@ export class KeptDescriptors {
 }
 
 function closeAll(fds: readonly number[]): void {
-  for (const fd of fds) {
-    try {
-      closeSync(fd);
-    } catch {
-      // closed already
-    }
-  }
+  for (const fd of fds) closeQuietly(fd);
 }
 
 function sleep(ms: number): void {

@@ -1,8 +1,8 @@
-import { closeSync } from 'node:fs';
 import { constants as os } from 'node:os';
 import { addonFix, loadAddon } from '../base/addon.js';
 import type { SpawnSteps } from '../sandbox/plan.js';
 import { readStat, zombieStatus } from './procfs.js';
+import { closeQuietly } from '../base/close-quietly.js';
 
 export type { SpawnSteps };
 
@@ -253,10 +253,3 @@ function pidfdStatus(addon: Addon, fd: number): { code: number | null; signal: n
   }
 }
 
-function closeQuietly(fd: number): void {
-  try {
-    closeSync(fd);
-  } catch {
-    // closed already
-  }
-}

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -17,6 +17,7 @@ import { CarriedShellSchema } from '../../shells/carry.js';
 import type { CarriedShellEntry } from '../../shells/shells.js';
 import type { StateStore } from '../state.js';
 import { HandedJobSchema, type Handover } from './schema.js';
+import { closeQuietly } from '../../base/close-quietly.js';
 
 /**
  * A crash (SPEC §19, docs/durability.md "A crash keeps the sessions"): what the daemon gives the
@@ -316,10 +317,3 @@ function tail(text: string, max: number): string {
   return text.length > max ? text.slice(text.length - max) : text;
 }
 
-function closeQuietly(fd: number): void {
-  try {
-    closeSync(fd);
-  } catch {
-    // closed already
-  }
-}

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { closeSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { loadAddon, packageRoot } from '../../base/addon.js';
@@ -16,6 +16,7 @@ import { cpuMs } from './timeline.js';
 import { imageKey, rememberAnswer, rememberedAnswer } from './check-memo.js';
 import { loadConfig } from '../../config/load.js';
 import { requireSandbox, sandboxCheckKey } from '../../sandbox/host.js';
+import { closeQuietly } from '../../base/close-quietly.js';
 
 /** What the daemon lends a restart: its sessions, its socket, its guardian, its clients. */
 export interface HandoverHost {
@@ -246,7 +247,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     // The listening socket as a copy of its own, so closing this image's handle never closes it.
     const listenFd = addon.dupDescriptor(listen.fd);
     keep(listenFd);
-    undo.push(() => closeFd(listenFd));
+    undo.push(() => closeQuietly(listenFd));
     const clients = p.clients();
     for (const fd of clients) keep(fd);
     const guardian = host.guardian();
@@ -301,13 +302,6 @@ export function exec(host: HandoverHost, p: Prepared): Error {
 }
 
 
-function closeFd(fd: number): void {
-  try {
-    closeSync(fd);
-  } catch {
-    // already closed
-  }
-}
 
 /** The procctld of this package as installed now: an upgrade replaced its files, and it is what runs next. */
 function procctld(): string {

@@ -1,7 +1,7 @@
-import { closeSync } from 'node:fs';
 import type { JobInput } from '../../session/input.js';
 import type { Stream } from '../../session/output.js';
 import type { LaunchPlan } from '../../sandbox/plan.js';
+import { closeQuietly } from '../../base/close-quietly.js';
 
 /** What a session writes its input to: a pipe or a terminal. */
 
@@ -77,11 +77,7 @@ export function withPidfd(launched: Launched, pidfd: number | undefined): Launch
   let fd = pidfd;
   const close = () => {
     if (fd === undefined) return;
-    try {
-      closeSync(fd);
-    } catch {
-      // closed already
-    }
+    closeQuietly(fd);
     fd = undefined;
   };
   const ends = launched.ends;
