@@ -88,25 +88,45 @@ afterAll(() => {
   rmSync(base, { recursive: true, force: true });
 });
 
+/**
+ * A first daemon on a state directory of its own with onCrash "keep", started under the reaper
+ * (which reaps every orphan at once, as systemd does): its env (for the next daemons) and its pid.
+ */
+async function underReaper(config?: Record<string, unknown>) {
+  mkdirSync(base, { recursive: true });
+  writeFileSync(reaper, REAPER);
+  const state = makeStateDir();
+  const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+  const d1 = await startDaemon({ env, ...(config ? { config } : {}), launcher: ['python3', reaper] });
+  const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
+  return { state, env, d1, daemon: daemon! };
+}
+
+/** A job that printed `started` and whose first record is written: from then the guardian holds its session. */
+async function heldByGuardian(s: Scoped, state: string, job: { sessionId: string; pid: number }): Promise<void> {
+  sessions.add(job.sessionId);
+  pids.add(job.pid);
+  await s.waitOutput(job.sessionId, 'started');
+  await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
+}
+
+/** SIGKILL a daemon, and wait until its guardian waits for the next one. */
+async function crash(daemon: number, state: string): Promise<void> {
+  process.kill(daemon, 'SIGKILL');
+  await waitFor(() => !alive(daemon), { what: `daemon ${daemon} to be gone` });
+  await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+}
+
 describe.skipIf(SKIP_SANDBOX)('the exit status of a job adopted after a crash', () => {
   it('a sandboxed job reaped by its new parent before the new daemon could see it ends with its own code', async () => {
-    mkdirSync(workspace, { recursive: true });
-    writeFileSync(reaper, REAPER);
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
     const config = { sandbox: { mode: 'workspace-write', workspaces: [base] } };
-    const d1 = await startDaemon({ env, config, launcher: ['python3', reaper] });
-    const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
+    const { state, env, d1, daemon } = await underReaper(config);
+    mkdirSync(workspace, { recursive: true });
     const s1 = new Scoped(await d1.client(), 'status');
     const job = await s1.exec({ command: 'echo started; read -r x; exit 7', background: true, workdir: workspace });
-    sessions.add(job.sessionId);
-    pids.add(job.pid);
-    await s1.waitOutput(job.sessionId, 'started');
-    await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
+    await heldByGuardian(s1, state, job);
 
-    process.kill(daemon!, 'SIGKILL');
-    await waitFor(() => !alive(daemon!), { what: 'the daemon to be gone' });
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    await crash(daemon, state);
     expect(alive(job.pid)).toBe(true);
 
     const d2 = await startDaemon({ env, config });
@@ -121,12 +141,7 @@ describe.skipIf(SKIP_SANDBOX)('the exit status of a job adopted after a crash', 
 
 describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends while no daemon lives (a kept pidfd)', () => {
   it('jobs on pipes and on a terminal, reaped by their new parent before the next daemon starts, end with their own code or signal', async () => {
-    mkdirSync(base, { recursive: true });
-    writeFileSync(reaper, REAPER);
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
-    const d1 = await startDaemon({ env, launcher: ['python3', reaper] });
-    const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
+    const { state, env, d1, daemon } = await underReaper();
     const s1 = new Scoped(await d1.client(), 'status');
     // Each job waits for its flag, made once the daemon is dead, then ends.
     const flag = join(base, 'go');
@@ -136,16 +151,9 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
       terminal: await s1.exec({ command: `${until}; exit 7`, background: true, pty: true }),
       signalled: await s1.exec({ command: `${until}; kill -TERM $$`, background: true }),
     };
-    for (const job of Object.values(jobs)) {
-      sessions.add(job.sessionId);
-      pids.add(job.pid);
-      await s1.waitOutput(job.sessionId, 'started');
-      await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
-    }
+    for (const job of Object.values(jobs)) await heldByGuardian(s1, state, job);
 
-    process.kill(daemon!, 'SIGKILL');
-    await waitFor(() => !alive(daemon!), { what: 'the daemon to be gone' });
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    await crash(daemon, state);
     for (const job of Object.values(jobs)) expect(alive(job.pid)).toBe(true);
     writeFileSync(flag, '');
     // Ended and reaped at once by the subreaper, while no daemon lives: no zombie is left to read.
@@ -166,12 +174,7 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
   }, 120_000);
 
   it('the pidfd goes on with the adopted job: through a planned restart of the daemon that adopted it, and a second crash', async () => {
-    mkdirSync(base, { recursive: true });
-    writeFileSync(reaper, REAPER);
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
-    const d1 = await startDaemon({ env, launcher: ['python3', reaper] });
-    const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
+    const { state, env, d1, daemon } = await underReaper();
     const s1 = new Scoped(await d1.client(), 'twice');
     const flag = (name: string) => join(base, name);
     const waiting = (name: string, code: number) => `echo started; while [ ! -e ${flag(name)} ]; do sleep 0.05; done; exit ${code}`;
@@ -179,14 +182,8 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
     // either, and has only the pidfd handed over with the job), the other after a second crash.
     const afterRestart = await s1.exec({ command: waiting('restart', 7), background: true });
     const afterCrash = await s1.exec({ command: waiting('crash', 9), background: true });
-    for (const job of [afterRestart, afterCrash]) {
-      sessions.add(job.sessionId);
-      pids.add(job.pid);
-      await s1.waitOutput(job.sessionId, 'started');
-      await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
-    }
-    process.kill(daemon!, 'SIGKILL');
-    await waitFor(() => !alive(daemon!), { what: 'the first daemon to be gone' });
+    for (const job of [afterRestart, afterCrash]) await heldByGuardian(s1, state, job);
+    await crash(daemon, state);
 
     const d2 = await startDaemon({ env });
     // Written by the second daemon once it serves, when it also gives its own guardian the sessions.
@@ -196,9 +193,7 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
     const s2 = new Scoped(await d2.client(), 'twice');
     expect((await s2.pollUntilEnded(afterRestart.sessionId, 30_000)).last).toMatchObject({ status: 'completed', exitCode: 7, signal: null });
 
-    d2.proc.kill('SIGKILL');
-    await waitFor(() => !alive(d2.proc.pid!), { what: 'the second daemon to be gone' });
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the second guardian to wait for the next daemon' });
+    await crash(d2.proc.pid!, state);
     writeFileSync(flag('crash'), '');
     await waitFor(() => !existsSync(`/proc/${afterCrash.pid}`), { what: `job ${afterCrash.pid} to end and be reaped` });
     const d3 = await startDaemon({ env });
