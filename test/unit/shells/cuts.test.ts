@@ -30,16 +30,28 @@ function harness() {
     ended.push(id);
     if (running === id) running = '';
   };
+  const record = (id: string, probe?: { took: boolean }) => cuts.ended(end(id), [id, '0'], probe);
   return {
     cuts,
     sent,
     out,
     ended,
     run: (id: string) => (running = id),
+    /** The daemon crashed while `id` ran: the next one sends the spare cut first; returns its text. */
+    crashedWhile: (id: string) => {
+      running = id;
+      cuts.sendSpare(() => undefined);
+      return sent[sent.length - 1];
+    },
+    /** `id` ended, then the crash probe did (its line did not read the spare): both records read at once. */
+    endedThenProbe: (id: string) => {
+      record(id);
+      record('probe', { took: false });
+    },
     /** The end record of command `id` (or the probe's, `took` saying whether its line read the spare). */
-    record: (id: string, probe?: { took: boolean }) => cuts.ended(end(id), [id, '0'], probe),
+    record,
     /** Written by bash, not read yet: readEndsNow finds it. */
-    recordLater: (id: string, probe?: { took: boolean }) => fifo.push(() => cuts.ended(end(id), [id, '0'], probe)),
+    recordLater: (id: string, probe?: { took: boolean }) => fifo.push(() => record(id, probe)),
     term: (text: string) => cuts.output('stdout', text),
   };
 }
@@ -68,11 +80,8 @@ describe('TerminalCuts', () => {
     // closes it, the probe's answer comes with a fresh cut; the next command was sent before that
     // cut came back, and bash printed its output right after it.
     const h = harness();
-    h.run('c');
-    h.cuts.sendSpare(() => undefined);
-    const spare = h.sent[0];
-    h.record('c');
-    h.record('probe', { took: false });
+    const spare = h.crashedWhile('c');
+    h.endedThenProbe('c');
     const probeCut = h.sent[1];
     h.term(`50\r\n51\r\n${spare}`);
     expect(h.ended).toEqual(['c']);
@@ -88,10 +97,9 @@ describe('TerminalCuts', () => {
 
   it('takes the spare for the end record bash wrote before printing it, though the terminal is read first', () => {
     const h = harness();
-    h.run('c');
-    h.cuts.sendSpare(() => undefined);
+    const spare = h.crashedWhile('c');
     h.recordLater('c');
-    h.term(`7\r\n${h.sent[0]}`);
+    h.term(`7\r\n${spare}`);
     expect(h.ended).toEqual(['c']);
     expect(h.out.get('c')).toBe('7\r\n');
     expect(h.sent).toHaveLength(1);
@@ -101,10 +109,9 @@ describe('TerminalCuts', () => {
     // bash was waiting for the cut of an end the dead daemon read: it prints the spare, runs the
     // probe, writes its record and waits for the probe's own cut, which must be sent.
     const h = harness();
-    h.run('c');
-    h.cuts.sendSpare(() => undefined);
+    const spare = h.crashedWhile('c');
     h.recordLater('probe', { took: false });
-    h.term(`last\r\n${h.sent[0]}`);
+    h.term(`last\r\n${spare}`);
     expect(h.out.get('c')).toBe('last\r\n');
     expect(h.ended).toEqual([]);
     expect(h.sent).toHaveLength(2);
@@ -114,8 +121,7 @@ describe('TerminalCuts', () => {
 
   it('a spare the probe line read itself is never looked for: the probe gets its own cut, nothing is held', () => {
     const h = harness();
-    h.run('bg');
-    h.cuts.sendSpare(() => undefined);
+    h.crashedWhile('bg');
     h.term('procctl-');
     h.record('probe', { took: true });
     expect(h.out.get('bg')).toBe('procctl-');
@@ -139,10 +145,8 @@ describe('TerminalCuts', () => {
 
   it('hands on the cuts under way, in order, and takes them back', () => {
     const h = harness();
-    h.run('c');
-    h.cuts.sendSpare(() => undefined);
-    h.record('c');
-    h.record('probe', { took: false });
+    h.crashedWhile('c');
+    h.endedThenProbe('c');
     h.term('partial');
     const carried = h.cuts.carry();
     expect(carried.map((c) => c.text)).toEqual([h.sent[0], h.sent[1]]);
