@@ -26,6 +26,7 @@
 #include <node_api.h>
 #include "errors.h"
 #include "fdpass.h"
+#include "napi-util.h"
 #include <uv.h>
 
 // Throw an Error "WHAT: strerror(err)" with `errno` set; returns NULL for the caller to return.
@@ -40,16 +41,6 @@ napi_value procctl_throw_errno(napi_env env, int err, const char *what) {
   napi_set_named_property(env, error, "errno", code);
   napi_throw(env, error);
   return NULL;
-}
-
-static int int_args(napi_env env, napi_callback_info info, size_t want, int32_t *out) {
-  size_t argc = 3;
-  napi_value argv[3];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) return 0;
-  for (size_t i = 0; i < want; i++) {
-    if (napi_get_value_int32(env, argv[i], &out[i]) != napi_ok) return 0;
-  }
-  return 1;
 }
 
 napi_value procctl_socket_pair(napi_env env, int type) {
@@ -71,7 +62,7 @@ static napi_value SocketPair(napi_env env, napi_callback_info info) {
 
 static napi_value SendDescriptor(napi_env env, napi_callback_info info) {
   int32_t args[2];
-  if (!int_args(env, info, 2, args)) {
+  if (!procctl_int32_args(env, info, 2, args)) {
     napi_throw_type_error(env, NULL, "sendDescriptor(socket, fd): both must be numbers");
     return NULL;
   }
@@ -91,7 +82,7 @@ static long long now_ms(void) {
 /* receiveConnection(socket, timeoutMs): ask the channel for a connection and wait for it. */
 static napi_value ReceiveConnection(napi_env env, napi_callback_info info) {
   int32_t args[2];
-  if (!int_args(env, info, 2, args)) {
+  if (!procctl_int32_args(env, info, 2, args)) {
     napi_throw_type_error(env, NULL, "receiveConnection(socket, timeoutMs): both must be numbers");
     return NULL;
   }
@@ -281,9 +272,5 @@ void procctl_channel_init(napi_env env, napi_value exports) {
     {"setInheritable", SetInheritable},
     {"watchDescriptors", WatchDescriptors},
   };
-  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    napi_value fn;
-    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &fn);
-    napi_set_named_property(env, exports, fns[i].name, fn);
-  }
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) procctl_export(env, exports, fns[i].name, fns[i].fn);
 }

@@ -25,8 +25,10 @@
 #include <node_api.h>
 #include "errors.h"
 #include "fdpass.h"
+#include "napi-util.h"
 
-// A session's ends (3), a confined job's channel (1), and its proxy's channel and listening sockets (3), with room.
+// A session's ends (3), its leader's pidfd (1), a confined job's channel (1), and its proxy's
+// channel and listening sockets (3): 8 at most, with room to spare.
 #define KEEP_MAX_FDS FDPASS_MAX
 #define KEEP_MAX_TEXT 65536
 
@@ -37,12 +39,9 @@ static long long keep_now_ms(void) {
 }
 
 static napi_value int_pair(napi_env env, int a, int b, const char *na, const char *nb) {
-  napi_value result, va, vb;
-  napi_create_object(env, &result);
-  napi_create_int32(env, a, &va);
-  napi_create_int32(env, b, &vb);
-  napi_set_named_property(env, result, na, va);
-  napi_set_named_property(env, result, nb, vb);
+  napi_value result = procctl_object(env);
+  procctl_set_int32(env, result, na, a);
+  procctl_set_int32(env, result, nb, b);
   return result;
 }
 
@@ -56,16 +55,14 @@ static napi_value KeepSend(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   int32_t sock;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || napi_get_value_int32(env, argv[0], &sock) != napi_ok) {
-    napi_throw_type_error(env, NULL, "keepSend(socket, text, fds)");
-    return NULL;
+    return procctl_throw_usage(env, "keepSend(socket, text, fds)");
   }
   size_t len;
-  if (napi_get_value_string_utf8(env, argv[1], NULL, 0, &len) != napi_ok || len > KEEP_MAX_TEXT) {
-    napi_throw_type_error(env, NULL, "keepSend: text must be a string of at most 64 KiB");
-    return NULL;
+  char *text = procctl_string_copy(env, argv[1], &len);
+  if (!text || len > KEEP_MAX_TEXT) {
+    free(text);
+    return procctl_throw_usage(env, "keepSend: text must be a string of at most 64 KiB");
   }
-  char *text = malloc(len + 1);
-  napi_get_value_string_utf8(env, argv[1], text, len + 1, &len);
   uint32_t nfds = 0;
   napi_get_array_length(env, argv[2], &nfds);
   if (nfds > KEEP_MAX_FDS) {
@@ -82,15 +79,9 @@ static napi_value KeepSend(napi_env env, napi_callback_info info) {
   ssize_t n = fdpass_send(sock, text, len, fds, nfds);
   int err = errno;
   free(text);
-  if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) {
-    napi_value no;
-    napi_get_boolean(env, false, &no);
-    return no;
-  }
+  if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) return procctl_bool(env, false);
   if (n < 0) return procctl_throw_errno(env, err, "sending to the guardian");
-  napi_value yes;
-  napi_get_boolean(env, true, &yes);
-  return yes;
+  return procctl_bool(env, true);
 }
 
 /* One datagram, or 0 when none is queued (nonblocking), -1 at the peer's close; *out set on 1. */
@@ -102,17 +93,11 @@ static int receive_one(napi_env env, int sock, char *buf, napi_value *out) {
   if (n < 0) return -2;
   napi_value fds;
   napi_create_array(env, &fds);
-  for (size_t i = 0; i < count; i++) {
-    napi_value v;
-    napi_create_int32(env, got[i], &v);
-    napi_set_element(env, fds, (uint32_t)i, v);
-  }
+  for (size_t i = 0; i < count; i++) napi_set_element(env, fds, (uint32_t)i, procctl_int32(env, got[i]));
   // A zero-length datagram without descriptors is the peer's close on a SOCK_SEQPACKET socket.
   if (n == 0 && count == 0) return -1;
-  napi_value text;
-  napi_create_string_utf8(env, buf, (size_t)n, &text);
-  napi_create_object(env, out);
-  napi_set_named_property(env, *out, "text", text);
+  *out = procctl_object(env);
+  procctl_set_string(env, *out, "text", buf, (size_t)n);
   napi_set_named_property(env, *out, "fds", fds);
   return 1;
 }
@@ -122,8 +107,7 @@ static napi_value KeepReceive(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   int32_t sock, timeout = 0;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_int32(env, argv[0], &sock) != napi_ok) {
-    napi_throw_type_error(env, NULL, "keepReceive(socket, timeoutMs)");
-    return NULL;
+    return procctl_throw_usage(env, "keepReceive(socket, timeoutMs)");
   }
   if (argc > 1) napi_get_value_int32(env, argv[1], &timeout);
   long long deadline = keep_now_ms() + timeout;
@@ -162,11 +146,9 @@ static napi_value KeepReceive(napi_env env, napi_callback_info info) {
     poll(&p, 1, (int)left);
   }
   free(buf);
-  napi_value result, c;
-  napi_create_object(env, &result);
+  napi_value result = procctl_object(env);
   napi_set_named_property(env, result, "messages", messages);
-  napi_get_boolean(env, closed, &c);
-  napi_set_named_property(env, result, "closed", c);
+  procctl_set_bool(env, result, "closed", closed);
   return result;
 }
 
@@ -191,10 +173,7 @@ static int peer_uid(int fd) {
 
 static napi_value KeepListen(napi_env env, napi_callback_info info) {
   struct sockaddr_un addr;
-  if (!path_arg(env, info, &addr, NULL)) {
-    napi_throw_type_error(env, NULL, "keepListen(path): a path shorter than 107 bytes");
-    return NULL;
-  }
+  if (!path_arg(env, info, &addr, NULL)) return procctl_throw_usage(env, "keepListen(path): a path shorter than 107 bytes");
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return procctl_throw_errno(env, errno, "socket");
   unlink(addr.sun_path);
@@ -207,26 +186,16 @@ static napi_value KeepListen(napi_env env, napi_callback_info info) {
     close(fd);
     return procctl_throw_errno(env, err, "listening for the next daemon");
   }
-  napi_value v;
-  napi_create_int32(env, fd, &v);
-  return v;
+  return procctl_int32(env, fd);
 }
 
 static napi_value KeepAccept(napi_env env, napi_callback_info info) {
   int32_t args[2];
-  size_t argc = 2;
-  napi_value argv[2];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_get_value_int32(env, argv[0], &args[0]) != napi_ok ||
-      napi_get_value_int32(env, argv[1], &args[1]) != napi_ok) {
-    napi_throw_type_error(env, NULL, "keepAccept(fd, timeoutMs)");
-    return NULL;
-  }
+  if (!procctl_int32_args(env, info, 2, args)) return procctl_throw_usage(env, "keepAccept(fd, timeoutMs)");
   long long deadline = keep_now_ms() + args[1];
   for (;;) {
     long long left = deadline - keep_now_ms();
-    napi_value none;
-    napi_get_null(env, &none);
-    if (left <= 0) return none;
+    if (left <= 0) return procctl_null(env);
     struct pollfd p = {args[0], POLLIN, 0};
     int r = poll(&p, 1, (int)left);
     if (r < 0 && errno != EINTR) return procctl_throw_errno(env, errno, "waiting for the next daemon");
@@ -239,10 +208,7 @@ static napi_value KeepAccept(napi_env env, napi_callback_info info) {
 
 static napi_value KeepConnect(napi_env env, napi_callback_info info) {
   struct sockaddr_un addr;
-  if (!path_arg(env, info, &addr, NULL)) {
-    napi_throw_type_error(env, NULL, "keepConnect(path): a path shorter than 107 bytes");
-    return NULL;
-  }
+  if (!path_arg(env, info, &addr, NULL)) return procctl_throw_usage(env, "keepConnect(path): a path shorter than 107 bytes");
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return procctl_throw_errno(env, errno, "socket");
   if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
@@ -263,9 +229,5 @@ void procctl_keep_init(napi_env env, napi_value exports) {
     {"keepAccept", KeepAccept},
     {"keepConnect", KeepConnect},
   };
-  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    napi_value fn;
-    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &fn);
-    napi_set_named_property(env, exports, fns[i].name, fn);
-  }
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) procctl_export(env, exports, fns[i].name, fns[i].fn);
 }

@@ -17,6 +17,7 @@
 #include <linux/types.h>
 #include <node_api.h>
 #include "errors.h"
+#include "napi-util.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -35,40 +36,25 @@ struct procctl_pidfd_info {
 _Static_assert(sizeof(struct procctl_pidfd_info) == 64, "PIDFD_INFO_SIZE_VER0 is 64 bytes");
 
 static napi_value PidfdOpen(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
   int32_t pid;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_int32(env, argv[0], &pid) != napi_ok || pid <= 0) {
-    napi_throw_type_error(env, NULL, "pidfdOpen(pid): a positive pid");
-    return NULL;
-  }
+  if (!procctl_int32_args(env, info, 1, &pid) || pid <= 0) return procctl_throw_usage(env, "pidfdOpen(pid): a positive pid");
   long fd = syscall(SYS_pidfd_open, (pid_t)pid, 0);
   if (fd < 0) return procctl_throw_errno(env, errno, "pidfd_open");
-  napi_value v;
-  napi_create_int32(env, (int32_t)fd, &v);
-  return v;
+  return procctl_int32(env, (int32_t)fd);
 }
 
 static napi_value why(napi_env env, const char *text, int running) {
-  napi_value result, t, r;
-  napi_create_object(env, &result);
-  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &t);
-  napi_get_boolean(env, running, &r);
-  napi_set_named_property(env, result, "why", t);
-  napi_set_named_property(env, result, "running", r);
+  napi_value result = procctl_object(env);
+  procctl_set_string(env, result, "why", text, NAPI_AUTO_LENGTH);
+  procctl_set_bool(env, result, "running", running);
   return result;
 }
 
 static const char *OLD_KERNEL = "this kernel cannot tell a process's exit status to a process that is not its parent (PIDFD_INFO_EXIT, Linux 6.15 or later)";
 
 static napi_value PidfdExit(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
   int32_t fd;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok) {
-    napi_throw_type_error(env, NULL, "pidfdExit(fd)");
-    return NULL;
-  }
+  if (!procctl_int32_args(env, info, 1, &fd)) return procctl_throw_usage(env, "pidfdExit(fd)");
   struct procctl_pidfd_info pi;
   memset(&pi, 0, sizeof pi);
   pi.mask = PROCCTL_PIDFD_INFO_EXIT;
@@ -83,26 +69,20 @@ static napi_value PidfdExit(napi_env env, napi_callback_info info) {
     if (pi.mask & 1) return why(env, "the process has not been reaped yet", 1);
     return why(env, OLD_KERNEL, 0);
   }
-  napi_value result, code, signal;
-  napi_create_object(env, &result);
+  napi_value result = procctl_object(env);
   int status = pi.exit_code;
   if (WIFSIGNALED(status)) {
-    napi_get_null(env, &code);
-    napi_create_int32(env, WTERMSIG(status), &signal);
+    procctl_set_null(env, result, "code");
+    procctl_set_int32(env, result, "signal", WTERMSIG(status));
   } else {
-    napi_create_int32(env, WEXITSTATUS(status), &code);
-    napi_get_null(env, &signal);
+    procctl_set_int32(env, result, "code", WEXITSTATUS(status));
+    procctl_set_null(env, result, "signal");
   }
-  napi_set_named_property(env, result, "code", code);
-  napi_set_named_property(env, result, "signal", signal);
   return result;
 }
 
 // Called by addon.c, the module's one init.
 void procctl_pidfd_init(napi_env env, napi_value exports) {
-  napi_value fn;
-  napi_create_function(env, "pidfdOpen", NAPI_AUTO_LENGTH, PidfdOpen, NULL, &fn);
-  napi_set_named_property(env, exports, "pidfdOpen", fn);
-  napi_create_function(env, "pidfdExit", NAPI_AUTO_LENGTH, PidfdExit, NULL, &fn);
-  napi_set_named_property(env, exports, "pidfdExit", fn);
+  procctl_export(env, exports, "pidfdOpen", PidfdOpen);
+  procctl_export(env, exports, "pidfdExit", PidfdExit);
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <node_api.h>
 #include "errors.h"
+#include "napi-util.h"
 
 // How much one splice asks for at a time, and the pipe size asked for (the kernel may give less).
 #define CHUNK (1 << 20)
@@ -243,8 +244,7 @@ static napi_value Relay(napi_env env, napi_callback_info info) {
   napi_valuetype type;
   if (argc < 3 || napi_get_value_int32(env, argv[0], &fds[0]) != napi_ok || napi_get_value_int32(env, argv[1], &fds[1]) != napi_ok ||
       fds[0] < 0 || fds[1] < 0 || napi_typeof(env, argv[2], &type) != napi_ok || type != napi_function) {
-    napi_throw_type_error(env, NULL, "relay(fdA, fdB, onEnd)");
-    return NULL;
+    return procctl_throw_usage(env, "relay(fdA, fdB, onEnd)");
   }
   int err = start_thread();
   if (err) return procctl_throw_errno(env, err, "relay: cannot start its thread");
@@ -314,43 +314,25 @@ fail:
 // dupDescriptor(fd) -> a new descriptor for the same socket (close-on-exec), so the relay can own
 // it while Node closes its own.
 static napi_value DupDescriptor(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   int32_t fd;
-  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, NULL, "dupDescriptor(fd)");
-    return NULL;
-  }
+  if (!procctl_int32_args(env, info, 1, &fd) || fd < 0) return procctl_throw_usage(env, "dupDescriptor(fd)");
   int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   if (copy < 0) return procctl_throw_errno(env, errno, "dupDescriptor");
-  napi_value out;
-  napi_create_int32(env, copy, &out);
-  return out;
+  return procctl_int32(env, copy);
 }
 
 // shutdownRead(fd): nothing more is read from this socket, and (a Unix stream socket) the peer's
 // further writes fail with EPIPE: a restart's last moment answers every request it holds, and a
 // client never writes one that no image reads (SPEC §19).
 static napi_value ShutdownRead(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   int32_t fd;
-  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, NULL, "shutdownRead(fd)");
-    return NULL;
-  }
+  if (!procctl_int32_args(env, info, 1, &fd) || fd < 0) return procctl_throw_usage(env, "shutdownRead(fd)");
   if (shutdown(fd, SHUT_RD) < 0 && errno != ENOTCONN) return procctl_throw_errno(env, errno, "shutdownRead");
   return NULL;
 }
 
 void procctl_relay_init(napi_env env, napi_value exports) {
-  napi_value fn;
-  napi_create_function(env, "relay", NAPI_AUTO_LENGTH, Relay, NULL, &fn);
-  napi_set_named_property(env, exports, "relay", fn);
-  napi_create_function(env, "dupDescriptor", NAPI_AUTO_LENGTH, DupDescriptor, NULL, &fn);
-  napi_set_named_property(env, exports, "dupDescriptor", fn);
-  napi_create_function(env, "shutdownRead", NAPI_AUTO_LENGTH, ShutdownRead, NULL, &fn);
-  napi_set_named_property(env, exports, "shutdownRead", fn);
+  procctl_export(env, exports, "relay", Relay);
+  procctl_export(env, exports, "dupDescriptor", DupDescriptor);
+  procctl_export(env, exports, "shutdownRead", ShutdownRead);
 }

@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <node_api.h>
+#include "napi-util.h"
 
 #define CHECK(env, call)                                     \
   do {                                                       \
@@ -65,18 +66,8 @@ static napi_value throw_errno(napi_env env, int err) {
 
 // A JS string as a malloc'd C string (NUL bytes cannot occur in argv, env or paths: refused).
 static char *string_arg(napi_env env, napi_value value, int *bad) {
-  size_t len;
-  if (napi_get_value_string_utf8(env, value, NULL, 0, &len) != napi_ok) {
-    *bad = 1;
-    return NULL;
-  }
-  char *s = malloc(len + 1);
-  if (!s) {
-    *bad = 1;
-    return NULL;
-  }
-  napi_get_value_string_utf8(env, value, s, len + 1, &len);
-  if (strlen(s) != len) *bad = 1;
+  char *s = procctl_c_string(env, value);
+  if (!s) *bad = 1;
   return s;
 }
 
@@ -399,13 +390,6 @@ static pid_t start_job(struct job *job) {
   return pid;
 }
 
-static napi_value set_int(napi_env env, napi_value obj, const char *key, int value) {
-  napi_value v;
-  napi_create_int32(env, value, &v);
-  napi_set_named_property(env, obj, key, v);
-  return obj;
-}
-
 // A non-negative integer property of a JS value (an array element or an object key).
 static int uint_at(napi_env env, napi_value from, uint32_t index, const char *key, double max, double *out) {
   napi_value v;
@@ -547,8 +531,7 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
   napi_value args[6];
   CHECK(env, napi_get_cb_info(env, info, &argc, args, NULL, NULL));
   if (argc < 5) {
-    napi_throw_type_error(env, NULL, "spawn(file, argv, env, cwd, stdinNull[, steps])");
-    return NULL;
+    return procctl_throw_usage(env, "spawn(file, argv, env, cwd, stdinNull[, steps])");
   }
   struct steps steps;
   memset(&steps, 0, sizeof steps);
@@ -556,8 +539,7 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
   if (argc > 5) napi_typeof(env, args[5], &steps_type);
   if (steps_type != napi_undefined && (steps_type != napi_object || parse_steps(env, args[5], &steps))) {
     free_steps(&steps);
-    napi_throw_type_error(env, NULL, "spawn: steps must be {ignore?: signal numbers, keep?: descriptors above 2, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}, cgroups?: paths, mounts?: {userns, overlays: [{target, options}]}}");
-    return NULL;
+    return procctl_throw_usage(env, "spawn: steps must be {ignore?: signal numbers, keep?: descriptors above 2, limits?: [cpu|as|nofile|nproc|fsize, soft, hard][], user?: {uid, gid, groups}, cgroups?: paths, mounts?: {userns, overlays: [{target, options}]}}");
   }
   int bad = 0;
   char *file = string_arg(env, args[0], &bad);
@@ -588,8 +570,8 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
     goto done;
   }
   napi_create_object(env, &result);
-  set_int(env, result, "pid", pid);
-  set_int(env, result, "stdin", in[0]);
+  procctl_set_int32(env, result, "pid", pid);
+  procctl_set_int32(env, result, "stdin", in[0]);
   // The job's fd 0 is the other socket of the pair: its inode names it as /proc shows it (socket:[N]).
   struct stat st;
   if (!stdin_null && fstat(in[1], &st) == 0) {
@@ -597,8 +579,8 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
     napi_create_double(env, (double)st.st_ino, &ino);
     napi_set_named_property(env, result, "stdinInode", ino);
   }
-  set_int(env, result, "stdout", out[0]);
-  set_int(env, result, "stderr", err[0]);
+  procctl_set_int32(env, result, "stdout", out[0]);
+  procctl_set_int32(env, result, "stderr", err[0]);
   in[0] = out[0] = err[0] = -1;  // now the caller's
 
 done:
@@ -621,8 +603,7 @@ static napi_value Reap(napi_env env, napi_callback_info info) {
   CHECK(env, napi_get_cb_info(env, info, &argc, args, NULL, NULL));
   uint32_t n = 0;
   if (argc < 1 || napi_get_array_length(env, args[0], &n) != napi_ok) {
-    napi_throw_type_error(env, NULL, "reap(pids)");
-    return NULL;
+    return procctl_throw_usage(env, "reap(pids)");
   }
   CHECK(env, napi_create_array(env, &list));
   uint32_t found = 0;
@@ -637,19 +618,17 @@ static napi_value Reap(napi_env env, napi_callback_info info) {
     do r = wait4(pid, &status, WNOHANG, &usage);
     while (r < 0 && errno == EINTR);
     if (r != pid) continue;
-    napi_value entry, nul, peak;
-    napi_create_object(env, &entry);
-    napi_get_null(env, &nul);
-    set_int(env, entry, "pid", pid);
+    napi_value entry = procctl_object(env), peak;
+    procctl_set_int32(env, entry, "pid", pid);
     // The largest resident size of the child or of any descendant it waited for (kB on Linux).
     napi_create_double(env, (double)usage.ru_maxrss * 1024, &peak);
     napi_set_named_property(env, entry, "maxRssBytes", peak);
     if (WIFEXITED(status)) {
-      set_int(env, entry, "code", WEXITSTATUS(status));
-      napi_set_named_property(env, entry, "signal", nul);
+      procctl_set_int32(env, entry, "code", WEXITSTATUS(status));
+      procctl_set_null(env, entry, "signal");
     } else {
-      napi_set_named_property(env, entry, "code", nul);
-      set_int(env, entry, "signal", WTERMSIG(status));
+      procctl_set_null(env, entry, "code");
+      procctl_set_int32(env, entry, "signal", WTERMSIG(status));
     }
     napi_set_element(env, list, found++, entry);
   }
@@ -664,9 +643,7 @@ static napi_value Exited(napi_env env, napi_callback_info info) {
   int r;
   do r = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT);
   while (r < 0 && errno == EINTR);
-  napi_value pid;
-  napi_create_int32(env, r == 0 ? si.si_pid : 0, &pid);
-  return pid;
+  return procctl_int32(env, r == 0 ? si.si_pid : 0);
 }
 
 // --- Who reads a session's input -----------------------------------------------------------
@@ -788,11 +765,7 @@ static void looks_complete(napi_env env, napi_status status, void *data) {
   struct looks *l = data;
   napi_value answer;
   if (status == napi_ok && napi_create_array_with_length(env, l->n, &answer) == napi_ok) {
-    for (uint32_t i = 0; i < l->n; i++) {
-      napi_value v;
-      napi_create_int32(env, l->items[i].result, &v);
-      napi_set_element(env, answer, i, v);
-    }
+    for (uint32_t i = 0; i < l->n; i++) napi_set_element(env, answer, i, procctl_int32(env, l->items[i].result));
     napi_resolve_deferred(env, l->deferred, answer);
   } else {
     napi_value msg, error;
@@ -815,8 +788,7 @@ static napi_value StdinReaders(napi_env env, napi_callback_info info) {
   uint32_t n = 0;
   bool is_array = false;
   if (argc < 1 || napi_is_array(env, args[0], &is_array) != napi_ok || !is_array || napi_get_array_length(env, args[0], &n) != napi_ok) {
-    napi_throw_type_error(env, NULL, "stdinReaders([[leader, input, pty], ...])");
-    return NULL;
+    return procctl_throw_usage(env, "stdinReaders([[leader, input, pty], ...])");
   }
   struct looks *l = calloc(1, sizeof *l);
   if (!l || !(l->items = calloc(n ? n : 1, sizeof *l->items))) {
@@ -841,8 +813,7 @@ static napi_value StdinReaders(napi_env env, napi_callback_info info) {
   }
   if (bad) {
     free_looks(l);
-    napi_throw_type_error(env, NULL, "stdinReaders: each entry is [leader pid, input as a string without NUL bytes, pty]");
-    return NULL;
+    return procctl_throw_usage(env, "stdinReaders: each entry is [leader pid, input as a string without NUL bytes, pty]");
   }
   napi_value name;
   if (napi_create_promise(env, &l->deferred, &promise) != napi_ok ||
@@ -925,10 +896,9 @@ static void premount_execute(napi_env env, void *data) {
 static void premount_complete(napi_env env, napi_status status, void *data) {
   struct premount *p = data;
   if (status == napi_ok && !p->job.error) {
-    napi_value answer;
-    napi_create_object(env, &answer);
-    set_int(env, answer, "user", p->user);
-    set_int(env, answer, "mnt", p->mnt);
+    napi_value answer = procctl_object(env);
+    procctl_set_int32(env, answer, "user", p->user);
+    procctl_set_int32(env, answer, "mnt", p->mnt);
     napi_resolve_deferred(env, p->deferred, answer);
   } else {
     napi_value error = errno_error(env, p->job.error ? p->job.error : EIO), step;
@@ -960,8 +930,7 @@ static napi_value PrepareMounts(napi_env env, napi_callback_info info) {
   if (argc < 1 || napi_typeof(env, args[0], &type) != napi_ok || type != napi_object || parse_mounts(env, args[0], &p->st) || p->st.noverlays == 0 || p->st.entering) {
     free_steps(&p->st);
     free(p);
-    napi_throw_type_error(env, NULL, "prepareMounts({mounts: {userns, overlays: [{target, options}]}})");
-    return NULL;
+    return procctl_throw_usage(env, "prepareMounts({mounts: {userns, overlays: [{target, options}]}})");
   }
   if (napi_create_promise(env, &p->deferred, &promise) != napi_ok ||
       napi_create_string_utf8(env, "procctl:prepareMounts", NAPI_AUTO_LENGTH, &name) != napi_ok ||
@@ -985,13 +954,10 @@ static napi_value PrepareMounts(napi_env env, napi_callback_info info) {
 // since the last call on it: the kernel marks the file POLLPRI once per change (one poll, no read).
 static napi_value MountsChanged(napi_env env, napi_callback_info info) {
   size_t argc = 1;
-  napi_value args[1], answer;
+  napi_value args[1];
   int32_t fd;
   CHECK(env, napi_get_cb_info(env, info, &argc, args, NULL, NULL));
-  if (argc < 1 || napi_get_value_int32(env, args[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, NULL, "mountsChanged(fd)");
-    return NULL;
-  }
+  if (argc < 1 || napi_get_value_int32(env, args[0], &fd) != napi_ok || fd < 0) return procctl_throw_usage(env, "mountsChanged(fd)");
   struct pollfd p = {fd, POLLPRI, 0};
   int r;
   do r = poll(&p, 1, 0);
@@ -1000,23 +966,15 @@ static napi_value MountsChanged(napi_env env, napi_callback_info info) {
     throw_errno(env, errno);
     return NULL;
   }
-  napi_get_boolean(env, r > 0 && (p.revents & (POLLPRI | POLLERR)) != 0, &answer);
-  return answer;
+  return procctl_bool(env, r > 0 && (p.revents & (POLLPRI | POLLERR)) != 0);
 }
 
 // Called by addon.c, the module's one init.
 void procctl_spawn_init(napi_env env, napi_value exports) {
-  napi_value fn;
-  napi_create_function(env, "exited", NAPI_AUTO_LENGTH, Exited, NULL, &fn);
-  napi_set_named_property(env, exports, "exited", fn);
-  napi_create_function(env, "spawn", NAPI_AUTO_LENGTH, Spawn, NULL, &fn);
-  napi_set_named_property(env, exports, "spawn", fn);
-  napi_create_function(env, "reap", NAPI_AUTO_LENGTH, Reap, NULL, &fn);
-  napi_set_named_property(env, exports, "reap", fn);
-  napi_create_function(env, "stdinReaders", NAPI_AUTO_LENGTH, StdinReaders, NULL, &fn);
-  napi_set_named_property(env, exports, "stdinReaders", fn);
-  napi_create_function(env, "prepareMounts", NAPI_AUTO_LENGTH, PrepareMounts, NULL, &fn);
-  napi_set_named_property(env, exports, "prepareMounts", fn);
-  napi_create_function(env, "mountsChanged", NAPI_AUTO_LENGTH, MountsChanged, NULL, &fn);
-  napi_set_named_property(env, exports, "mountsChanged", fn);
+  procctl_export(env, exports, "exited", Exited);
+  procctl_export(env, exports, "spawn", Spawn);
+  procctl_export(env, exports, "reap", Reap);
+  procctl_export(env, exports, "stdinReaders", StdinReaders);
+  procctl_export(env, exports, "prepareMounts", PrepareMounts);
+  procctl_export(env, exports, "mountsChanged", MountsChanged);
 }

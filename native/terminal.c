@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <node_api.h>
 #include "errors.h"
+#include "napi-util.h"
 
 // A real-time signal neither Node, libuv nor glibc uses.
 #define PARK_SIGNAL (SIGRTMAX - 3)
@@ -62,15 +63,11 @@ static pid_t waiting_for(pid_t tid) {
 
 // setWindowSize(fd, cols, rows): TIOCSWINSZ on a terminal's master; the job gets SIGWINCH.
 static napi_value SetWindowSize(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value args[3];
-  int32_t fd = -1, cols = 0, rows = 0;
-  if (napi_get_cb_info(env, info, &argc, args, NULL, NULL) != napi_ok || argc < 3 || napi_get_value_int32(env, args[0], &fd) != napi_ok ||
-      napi_get_value_int32(env, args[1], &cols) != napi_ok || napi_get_value_int32(env, args[2], &rows) != napi_ok || cols <= 0 || rows <= 0 || cols > 65535 ||
-      rows > 65535) {
-    napi_throw_type_error(env, NULL, "setWindowSize(fd, cols, rows): cols and rows are 1..65535");
-    return NULL;
+  int32_t a[3];  // fd, cols, rows
+  if (!procctl_int32_args(env, info, 3, a) || a[1] <= 0 || a[2] <= 0 || a[1] > 65535 || a[2] > 65535) {
+    return procctl_throw_usage(env, "setWindowSize(fd, cols, rows): cols and rows are 1..65535");
   }
+  int32_t fd = a[0], cols = a[1], rows = a[2];
   struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
   if (ioctl(fd, TIOCSWINSZ, &ws) != 0) return procctl_throw_errno(env, errno, "ioctl(TIOCSWINSZ)");
   return NULL;
@@ -87,8 +84,7 @@ static napi_value ParkWaiters(napi_env env, napi_callback_info info) {
   uint32_t n = 0;
   if (napi_get_cb_info(env, info, &argc, &arg, NULL, NULL) != napi_ok || argc < 1 || napi_is_array(env, arg, &is_array) != napi_ok || !is_array ||
       napi_get_array_length(env, arg, &n) != napi_ok) {
-    napi_throw_type_error(env, NULL, "parkWaiters(pids)");
-    return NULL;
+    return procctl_throw_usage(env, "parkWaiters(pids)");
   }
   pid_t *pids = calloc(n + 1, sizeof(pid_t));
   bool *covered = calloc(n + 1, sizeof(bool));
@@ -148,9 +144,7 @@ static napi_value ParkWaiters(napi_env env, napi_callback_info info) {
     memset(&si, 0, sizeof si);
     // WNOWAIT: look, leave the status for whoever reaps it next (the new image).
     if (waitid(P_PID, (id_t)pids[i], &si, WEXITED | WNOHANG | WNOWAIT) != 0) continue;
-    napi_value v;
-    napi_create_int32(env, pids[i], &v);
-    napi_set_element(env, out, k++, v);
+    napi_set_element(env, out, k++, procctl_int32(env, pids[i]));
   }
   free(pids);
   free(covered);
@@ -165,11 +159,7 @@ static napi_value UnparkWaiters(napi_env env, napi_callback_info info) {
 }
 
 void procctl_terminal_init(napi_env env, napi_value exports) {
-  napi_value fn;
-  napi_create_function(env, "setWindowSize", NAPI_AUTO_LENGTH, SetWindowSize, NULL, &fn);
-  napi_set_named_property(env, exports, "setWindowSize", fn);
-  napi_create_function(env, "parkWaiters", NAPI_AUTO_LENGTH, ParkWaiters, NULL, &fn);
-  napi_set_named_property(env, exports, "parkWaiters", fn);
-  napi_create_function(env, "unparkWaiters", NAPI_AUTO_LENGTH, UnparkWaiters, NULL, &fn);
-  napi_set_named_property(env, exports, "unparkWaiters", fn);
+  procctl_export(env, exports, "setWindowSize", SetWindowSize);
+  procctl_export(env, exports, "parkWaiters", ParkWaiters);
+  procctl_export(env, exports, "unparkWaiters", UnparkWaiters);
 }

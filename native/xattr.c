@@ -15,6 +15,7 @@
 #include <sys/xattr.h>
 #include <node_api.h>
 #include "errors.h"
+#include "napi-util.h"
 
 // Read a string or Buffer argument into a NUL-terminated heap copy; NULL when it is neither.
 static char *c_string(napi_env env, napi_value value) {
@@ -30,12 +31,7 @@ static char *c_string(napi_env env, napi_value value) {
     s[len] = '\0';
     return s;
   }
-  size_t len;
-  if (napi_get_value_string_utf8(env, value, NULL, 0, &len) != napi_ok) return NULL;
-  char *s = malloc(len + 1);
-  if (!s) return NULL;
-  napi_get_value_string_utf8(env, value, s, len + 1, &len);
-  return strlen(s) == len ? s : (free(s), NULL);
+  return procctl_c_string(env, value);
 }
 
 // The path and the attribute's name of a call (its first two arguments), or false with a TypeError
@@ -46,17 +42,14 @@ static bool path_and_name(napi_env env, napi_value *argv, const char *usage, cha
   if (*path && *name) return true;
   free(*path);
   free(*name);
-  napi_throw_type_error(env, NULL, usage);
+  procctl_throw_usage(env, usage);
   return false;
 }
 
 static napi_value GetXattr(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2], result;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2) {
-    napi_throw_type_error(env, NULL, "getxattr(path, name): both are needed");
-    return NULL;
-  }
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2) return procctl_throw_usage(env, "getxattr(path, name): both are needed");
   char *path, *name;
   if (!path_and_name(env, argv, "getxattr(path, name): a string or Buffer without NUL bytes each", &path, &name)) return NULL;
   // Ask for the size first; the value may change in between, so retry on ERANGE.
@@ -76,10 +69,7 @@ static napi_value GetXattr(napi_env env, napi_callback_info info) {
     int err = errno;
     free(path);
     free(name);
-    if (err == ENODATA || err == ENOTSUP) {
-      napi_get_null(env, &result);
-      return result;
-    }
+    if (err == ENODATA || err == ENOTSUP) return procctl_null(env);
     return procctl_throw_errno(env, err, "lgetxattr");
   }
   free(path);
@@ -95,8 +85,7 @@ static napi_value SetXattr(napi_env env, napi_callback_info info) {
   bool is_buffer = false;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || napi_is_buffer(env, argv[2], &is_buffer) != napi_ok || !is_buffer ||
       napi_get_buffer_info(env, argv[2], &value, &len) != napi_ok) {
-    napi_throw_type_error(env, NULL, "setxattr(path, name, value): value is a Buffer");
-    return NULL;
+    return procctl_throw_usage(env, "setxattr(path, name, value): value is a Buffer");
   }
   char *path, *name;
   if (!path_and_name(env, argv, "setxattr(path, name, value): path and name a string or Buffer without NUL bytes each", &path, &name)) return NULL;
@@ -111,9 +100,6 @@ static napi_value SetXattr(napi_env env, napi_callback_info info) {
 
 // Called by addon.c, the module's one init.
 void procctl_xattr_init(napi_env env, napi_value exports) {
-  napi_value fn;
-  napi_create_function(env, "getxattr", NAPI_AUTO_LENGTH, GetXattr, NULL, &fn);
-  napi_set_named_property(env, exports, "getxattr", fn);
-  napi_create_function(env, "setxattr", NAPI_AUTO_LENGTH, SetXattr, NULL, &fn);
-  napi_set_named_property(env, exports, "setxattr", fn);
+  procctl_export(env, exports, "getxattr", GetXattr);
+  procctl_export(env, exports, "setxattr", SetXattr);
 }
