@@ -3,12 +3,13 @@ import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { crashDaemon, keepingState, keptByGuardian } from '../helpers/crash.js';
 import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { daemonStatus, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers, leftovers } from '../helpers/procs.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
-import { guardianOf, makeStateDir, markedProcesses, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
+import { guardianOf, markedProcesses, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
 import { hostScratch, killMarked, NO_CURL, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
@@ -40,22 +41,16 @@ function expectEveryNumberOnce(output: string, n: number): void {
   expect(lines.length).toBe(n);
 }
 
-async function exited(d: TestDaemon): Promise<void> {
-  if (d.proc.exitCode !== null || d.proc.signalCode !== null) return;
-  await new Promise((r) => d.proc.once('exit', r));
-}
-
-/** The session's record has been written with its leader's start time: the guardian holds its descriptors from then on. */
-async function kept(state: string, id: string): Promise<void> {
-  await waitFor(() => readRecords(state).get(id)?.pidStartTime !== undefined, { what: `the first record of ${id}` });
+/** A daemon on the env of keepingState() (`config` its config, when given), and a client of it in `scope`. */
+async function keeping(env: Record<string, string>, scope: string, config?: unknown): Promise<[TestDaemon, Scoped]> {
+  const d = await startDaemon({ env, config });
+  return [d, new Scoped(await d.client(), scope)];
 }
 
 describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
   it('a counter keeps every number exactly once across a SIGKILL of the daemon and a new daemon; a pipe session takes input after it', async () => {
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
-    const d1 = await startDaemon({ env });
-    const s1 = new Scoped(await d1.client(), 'keep');
+    const { state, env } = keepingState();
+    const [d1, s1] = await keeping(env, 'keep');
     const n = 400;
     const count = await s1.exec({ command: counter(n, 49), background: true });
     pids.add(count.pid);
@@ -63,21 +58,18 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     pids.add(cat.pid);
     await s1.process({ action: 'write', sessionId: cat.sessionId, data: 'before\n' });
     await s1.waitOutput(cat.sessionId, 'before');
-    await kept(state, count.sessionId);
-    await kept(state, cat.sessionId);
+    await keptByGuardian(state, count.sessionId);
+    await keptByGuardian(state, cat.sessionId);
     await waitFor(() => readFileSync(join(sessionsDir(state), `${count.sessionId}.log`), 'utf8').endsWith('\n49\n'), { what: 'the counter\'s quiet moment, its output so far in the spool' });
     const guardian = guardianOf(d1.proc.pid!);
     expect(guardian, 'the guardian').toBeDefined();
 
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
+    await crashDaemon(d1.proc.pid!, state);
     // The daemon is gone; its sessions run on, and the counter prints on into the pipe the guardian holds.
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
     expect(alive(count.pid)).toBe(true);
     expect(alive(cat.pid)).toBe(true);
 
-    const d2 = await startDaemon({ env });
-    const s2 = new Scoped(await d2.client(), 'keep');
+    const [d2, s2] = await keeping(env, 'keep');
     const st = await daemonStatus(d2);
     expect(st.restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
     await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
@@ -100,10 +92,8 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
   });
 
   it('a terminal session keeps every number across a SIGKILL of the daemon, and takes input, a resize and its end after it', async () => {
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
-    const d1 = await startDaemon({ env });
-    const s1 = new Scoped(await d1.client(), 'tty');
+    const { state, env } = keepingState();
+    const [d1, s1] = await keeping(env, 'tty');
     const n = 300;
     const count = await s1.exec({ command: counter(n, 49), background: true, pty: true });
     pids.add(count.pid);
@@ -112,21 +102,18 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     pids.add(shell.pid);
     await s1.process({ action: 'write', sessionId: shell.sessionId, data: 'before\n' });
     await s1.waitOutput(shell.sessionId, 'got:before size:30 120');
-    await kept(state, count.sessionId);
-    await kept(state, shell.sessionId);
+    await keptByGuardian(state, count.sessionId);
+    await keptByGuardian(state, shell.sessionId);
     await waitFor(() => readFileSync(join(sessionsDir(state), `${count.sessionId}.log`), 'utf8').endsWith('\n49\r\n'), { what: 'the counter\'s quiet moment, its output so far in the spool' });
     const guardian = guardianOf(d1.proc.pid!);
     expect(guardian, 'the guardian').toBeDefined();
 
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
+    await crashDaemon(d1.proc.pid!, state);
     // The terminal's master is held by the guardian alone now: no hang-up, the counter prints on.
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
     expect(alive(count.pid)).toBe(true);
     expect(alive(shell.pid)).toBe(true);
 
-    const d2 = await startDaemon({ env });
-    const s2 = new Scoped(await d2.client(), 'tty');
+    const [d2, s2] = await keeping(env, 'tty');
     expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
     await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
     const listed = (await s2.list()).find((x: any) => x.sessionId === shell.sessionId);
@@ -148,13 +135,11 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
   });
 
   it('a planned restart keeps the guardian\'s copies: a crash after it still keeps the sessions', async () => {
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
-    const d1 = await startDaemon({ env });
-    const s1 = new Scoped(await d1.client(), 'both');
+    const { state, env } = keepingState();
+    const [d1, s1] = await keeping(env, 'both');
     const cat = await s1.exec({ command: 'cat', background: true });
     pids.add(cat.pid);
-    await kept(state, cat.sessionId);
+    await keptByGuardian(state, cat.sessionId);
     const c = await TestClient.connect(d1.socket);
     await c.call('daemon.restart', { scope: '*', approverToken: readFileSync(`${d1.socket}.approver`, 'utf8').trim() });
     c.close();
@@ -162,8 +147,7 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     const s1b = new Scoped(await d1.client(), 'both');
     await s1b.process({ action: 'write', sessionId: cat.sessionId, data: 'one\n' });
     await s1b.waitOutput(cat.sessionId, 'one');
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
+    await crashDaemon(d1.proc.pid!);
     const d2 = await startDaemon({ env });
     expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
     const s2 = new Scoped(await d2.client(), 'both');
@@ -173,15 +157,13 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
   });
 
   it('the records a planned restart writes again once the new image serves are right: two restarts, then a SIGKILL at once, and every session is adopted, a terminal among them', async () => {
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
-    const d1 = await startDaemon({ env });
-    const s1 = new Scoped(await d1.client(), 'twice');
+    const { state, env } = keepingState();
+    const [d1, s1] = await keeping(env, 'twice');
     const cat = await s1.exec({ command: 'cat', background: true });
     const tty = await s1.exec({ command: 'cat', background: true, pty: true });
     for (const s of [cat, tty]) {
       pids.add(s.pid);
-      await kept(state, s.sessionId);
+      await keptByGuardian(state, s.sessionId);
     }
     const before = new Map([cat, tty].map((s) => [s.sessionId, readRecords(state).get(s.sessionId)]));
     const file = (id: string) => join(sessionsDir(state), `${id}.json`);
@@ -200,8 +182,7 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
       expect(rec).toMatchObject({ pid: s.pid, pidStartTime: before.get(s.sessionId).pidStartTime });
     }
     // Nothing written to the sessions since: what keeps them through the crash is what the guardian held all along.
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
+    await crashDaemon(d1.proc.pid!);
     const d2 = await startDaemon({ env });
     expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 2, lost: 0 });
     const s2 = new Scoped(await d2.client(), 'twice');
@@ -212,11 +193,9 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
   });
 
   it('no daemon within crashGraceMs: every process of every session is killed, as a crash with "kill" does', async () => {
-    const state = makeStateDir();
     const graceMs = 1500;
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: String(graceMs) };
-    const d1 = await startDaemon({ env });
-    const s1 = new Scoped(await d1.client(), 'grace');
+    const { state, env } = keepingState(graceMs);
+    const [d1, s1] = await keeping(env, 'grace');
     const a = await s1.exec({ command: 'sleep 600', background: true });
     const b = await s1.exec({ command: 'setsid sleep 600 >/dev/null 2>&1 & echo "p=$!"; sleep 600', background: true });
     pids.add(a.pid);
@@ -224,14 +203,12 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     await s1.waitOutput(b.sessionId, 'p=');
     const escaped = Number(/p=(\d+)/.exec((await s1.log(b.sessionId, { offset: 0 })).output)![1]);
     pids.add(escaped);
-    await kept(state, a.sessionId);
-    await kept(state, b.sessionId);
+    await keptByGuardian(state, a.sessionId);
+    await keptByGuardian(state, b.sessionId);
     const guardian = guardianOf(d1.proc.pid!)!;
 
     const t0 = Date.now();
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    await crashDaemon(d1.proc.pid!, state);
     // Within the grace they run on.
     expect(leftovers([a.pid, b.pid, escaped])).toHaveLength(3);
     await waitFor(() => leftovers([a.pid, b.pid, escaped]).length === 0 && markedProcesses([a.sessionId, b.sessionId]).length === 0, {
@@ -245,8 +222,7 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
     expect(existsSync(join(state, 'guardian.sock'))).toBe(false);
 
     // A daemon that comes later finds them lost, as after any crash.
-    const d2 = await startDaemon({ env });
-    const s2 = new Scoped(await d2.client(), 'grace');
+    const [d2, s2] = await keeping(env, 'grace');
     const listed = new Map((await s2.list()).map((x: any) => [x.sessionId, x]));
     expect(listed.get(a.sessionId)).toMatchObject({ status: 'failed', reason: 'lost' });
     expect(readRecords(state).get(a.sessionId).error).toContain('durability.crashGraceMs');
@@ -254,22 +230,18 @@ describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
   });
 
   it('a session younger than its first record is not kept: the guardian kills it at once, the others run on', async () => {
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
-    const d1 = await startDaemon({ env });
-    const s1 = new Scoped(await d1.client(), 'young');
+    const { state, env } = keepingState();
+    const [d1, s1] = await keeping(env, 'young');
     const old = await s1.exec({ command: 'sleep 600', background: true });
     pids.add(old.pid);
-    await kept(state, old.sessionId);
+    await keptByGuardian(state, old.sessionId);
     const young = await s1.exec({ command: 'sleep 600', yieldMs: 0 } as any);
     pids.add(young.pid);
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
+    await crashDaemon(d1.proc.pid!);
     if (readRecords(state).get(young.sessionId)?.pidStartTime !== undefined) return; // the machine was slow: it was kept after all
     await waitFor(() => !alive(young.pid), { timeoutMs: 5000, what: 'the session too young to keep to be killed' });
     expect(alive(old.pid)).toBe(true);
-    const d2 = await startDaemon({ env });
-    const s2 = new Scoped(await d2.client(), 'young');
+    const [d2, s2] = await keeping(env, 'young');
     const listed = new Map((await s2.list()).map((x: any) => [x.sessionId, x]));
     expect(listed.get(young.sessionId)).toMatchObject({ status: 'failed', reason: 'lost' });
     expect(listed.get(old.sessionId)).toMatchObject({ status: 'running' });
@@ -307,27 +279,22 @@ describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed 
     `${process.execPath} -e 'const fd=Number(process.env.PROCCTL_SOCKET.slice(3));const s=new (require("net").Socket)({fd:require(process.argv[1]).receiveConnection(fd,10000)});s.write(JSON.stringify({jsonrpc:"2.0",id:1,method:"checkpoint",params:{name:process.argv[2]}})+"\\n");s.on("data",b=>{console.log(String(b).includes("\\"result\\"")?"checkpoint="+process.argv[2]:String(b));s.end();})' ${addonCopy} ${name}`;
 
   it('a review session runs on across a SIGKILL of the daemon: what it wrote before and after is held, listed and applied once it ends', async () => {
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const { state, env } = keepingState();
     const ws = join(base, 'review-ws');
     mkdirSync(ws);
     const config = { sandbox: { mode: 'workspace-write', workspaces: [ws] } };
-    const d1 = await startDaemon({ env, config });
-    const s1 = new Scoped(await d1.client(), 'review');
+    const [d1, s1] = await keeping(env, 'review', config);
     const job = await s1.exec({ command: 'echo one > before.txt && echo wrote; read -r x; echo two > after.txt; echo "$x" >> before.txt', background: true, workdir: ws, changes: 'review' });
     confined.add(job.sessionId);
     pids.add(job.pid);
     await s1.waitOutput(job.sessionId, 'wrote');
-    await kept(state, job.sessionId);
+    await keptByGuardian(state, job.sessionId);
     expect((await s1.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
 
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    await crashDaemon(d1.proc.pid!, state);
     expect(alive(job.pid)).toBe(true);
 
-    const d2 = await startDaemon({ env, config });
-    const s2 = new Scoped(await d2.client(), 'review');
+    const [d2, s2] = await keeping(env, 'review', config);
     expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
     expect((await s2.list()).find((x: any) => x.sessionId === job.sessionId).changes).toMatchObject({ state: 'running' });
     await s2.process({ action: 'write', sessionId: job.sessionId, data: 'three\n' });
@@ -344,11 +311,9 @@ describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed 
   }, 120_000);
 
   it('network by name and the job\'s own channel keep working after a SIGKILL of the daemon, with the policy the session started with', async () => {
-    const state = makeStateDir();
-    const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+    const { state, env } = keepingState();
     const config = { sandbox: { mode: 'workspace-write', workspaces: [base], network: { allow: ['127.0.0.1'], deny: [] } } };
-    const d1 = await startDaemon({ env, config });
-    const s1 = new Scoped(await d1.client(), 'confined');
+    const [d1, s1] = await keeping(env, 'confined', config);
     // Runs each line it is sent: the same job, before and after the crash.
     const job = await s1.exec({ command: 'while read -r l; do eval "$l"; done', background: true, workdir: workspace });
     confined.add(job.sessionId);
@@ -357,16 +322,13 @@ describe.skipIf(SKIP_SANDBOX || NO_CURL !== undefined)('a crash keeps sandboxed 
     await s1.waitOutput(job.sessionId, 'hello before');
     await s1.process({ action: 'write', sessionId: job.sessionId, data: `${checkpoint('one')}\n` });
     await s1.waitOutput(job.sessionId, 'checkpoint=one');
-    await kept(state, job.sessionId);
+    await keptByGuardian(state, job.sessionId);
     const guardian = guardianOf(d1.proc.pid!);
 
-    d1.proc.kill('SIGKILL');
-    await exited(d1);
-    await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+    await crashDaemon(d1.proc.pid!, state);
     expect(alive(job.pid)).toBe(true);
 
-    const d2 = await startDaemon({ env, config });
-    const s2 = new Scoped(await d2.client(), 'confined');
+    const [d2, s2] = await keeping(env, 'confined', config);
     expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
     await waitFor(() => !alive(guardian!), { what: 'the old guardian to leave once it handed over' });
     const listed = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);

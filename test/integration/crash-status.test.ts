@@ -4,11 +4,12 @@ import { closeSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../src/base/addon.js';
+import { crashDaemon, keepingState, keptByGuardian } from '../helpers/crash.js';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { restartAndWait } from '../helpers/restart.js';
 import { childrenOf, killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
-import { cmdline, makeStateDir, readRecords, removeStateDirs } from '../helpers/state.js';
+import { cmdline, readRecords, removeStateDirs } from '../helpers/state.js';
 import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
@@ -95,8 +96,7 @@ afterAll(() => {
 async function underReaper(config?: Record<string, unknown>) {
   mkdirSync(base, { recursive: true });
   writeFileSync(reaper, REAPER);
-  const state = makeStateDir();
-  const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
+  const { state, env } = keepingState();
   const d1 = await startDaemon({ env, ...(config ? { config } : {}), launcher: ['python3', reaper] });
   const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
   return { state, env, d1, daemon: daemon! };
@@ -107,14 +107,7 @@ async function heldByGuardian(s: Scoped, state: string, job: { sessionId: string
   sessions.add(job.sessionId);
   pids.add(job.pid);
   await s.waitOutput(job.sessionId, 'started');
-  await waitFor(() => readRecords(state).get(job.sessionId)?.pidStartTime !== undefined, { what: 'the first record, after which the guardian holds the session' });
-}
-
-/** SIGKILL a daemon, and wait until its guardian waits for the next one. */
-async function crash(daemon: number, state: string): Promise<void> {
-  process.kill(daemon, 'SIGKILL');
-  await waitFor(() => !alive(daemon), { what: `daemon ${daemon} to be gone` });
-  await waitFor(() => existsSync(join(state, 'guardian.sock')), { what: 'the guardian to wait for the next daemon' });
+  await keptByGuardian(state, job.sessionId);
 }
 
 describe.skipIf(SKIP_SANDBOX)('the exit status of a job adopted after a crash', () => {
@@ -126,7 +119,7 @@ describe.skipIf(SKIP_SANDBOX)('the exit status of a job adopted after a crash', 
     const job = await s1.exec({ command: 'echo started; read -r x; exit 7', background: true, workdir: workspace });
     await heldByGuardian(s1, state, job);
 
-    await crash(daemon, state);
+    await crashDaemon(daemon, state);
     expect(alive(job.pid)).toBe(true);
 
     const d2 = await startDaemon({ env, config });
@@ -153,7 +146,7 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
     };
     for (const job of Object.values(jobs)) await heldByGuardian(s1, state, job);
 
-    await crash(daemon, state);
+    await crashDaemon(daemon, state);
     for (const job of Object.values(jobs)) expect(alive(job.pid)).toBe(true);
     writeFileSync(flag, '');
     // Ended and reaped at once by the subreaper, while no daemon lives: no zombie is left to read.
@@ -183,7 +176,7 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
     const afterRestart = await s1.exec({ command: waiting('restart', 7), background: true });
     const afterCrash = await s1.exec({ command: waiting('crash', 9), background: true });
     for (const job of [afterRestart, afterCrash]) await heldByGuardian(s1, state, job);
-    await crash(daemon, state);
+    await crashDaemon(daemon, state);
 
     const d2 = await startDaemon({ env });
     // Written by the second daemon once it serves, when it also gives its own guardian the sessions.
@@ -193,7 +186,7 @@ describe.skipIf(NO_PIDFD_EXIT !== undefined)('the exit status of a job that ends
     const s2 = new Scoped(await d2.client(), 'twice');
     expect((await s2.pollUntilEnded(afterRestart.sessionId, 30_000)).last).toMatchObject({ status: 'completed', exitCode: 7, signal: null });
 
-    await crash(d2.proc.pid!, state);
+    await crashDaemon(d2.proc.pid!, state);
     writeFileSync(flag('crash'), '');
     await waitFor(() => !existsSync(`/proc/${afterCrash.pid}`), { what: `job ${afterCrash.pid} to end and be reaped` });
     const d3 = await startDaemon({ env });
