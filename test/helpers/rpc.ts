@@ -1,4 +1,4 @@
-import { connect, type Socket } from 'node:net';
+import { connectTo, NdjsonConnection } from './ndjson.js';
 
 export interface RpcResponse {
   jsonrpc: '2.0';
@@ -11,57 +11,27 @@ export interface RpcResponse {
  * A raw NDJSON JSON-RPC client for tests: send any bytes, await responses by id, collect
  * notifications. Deliberately independent of src/ so it checks the wire format itself.
  */
-export class TestClient {
-  readonly socket: Socket;
+export class TestClient extends NdjsonConnection {
   readonly notifications: any[] = [];
   readonly unmatched: RpcResponse[] = [];
-  private buf = '';
   private nextId = 1;
   private readonly waiting = new Map<string, (r: RpcResponse) => void>();
-  private readonly listeners = new Set<() => void>();
-  closed = false;
 
-  private constructor(socket: Socket) {
-    this.socket = socket;
-    socket.setEncoding('utf8');
-    socket.on('data', (d: string) => this.onData(d));
-    socket.on('close', () => {
-      this.closed = true;
-      this.wake();
-    });
-    socket.on('error', () => undefined);
+  static async connect(path: string): Promise<TestClient> {
+    return new TestClient(await connectTo(path));
   }
 
-  static connect(path: string): Promise<TestClient> {
-    return new Promise((resolve, reject) => {
-      const s = connect(path);
-      s.once('connect', () => resolve(new TestClient(s)));
-      s.once('error', reject);
-    });
-  }
-
-  private onData(d: string): void {
-    this.buf += d;
-    for (let i = this.buf.indexOf('\n'); i >= 0; i = this.buf.indexOf('\n')) {
-      const line = this.buf.slice(0, i);
-      this.buf = this.buf.slice(i + 1);
-      if (!line.trim()) continue;
-      const msg = JSON.parse(line);
-      if (!Array.isArray(msg) && msg.method !== undefined && msg.id === undefined) this.notifications.push(msg);
-      else {
-        const key = Array.isArray(msg) ? 'batch' : JSON.stringify(msg.id);
-        const w = this.waiting.get(key);
-        if (w) {
-          this.waiting.delete(key);
-          w(msg);
-        } else this.unmatched.push(msg);
-      }
+  protected override onLine(line: string): void {
+    const msg = JSON.parse(line);
+    if (!Array.isArray(msg) && msg.method !== undefined && msg.id === undefined) this.notifications.push(msg);
+    else {
+      const key = Array.isArray(msg) ? 'batch' : JSON.stringify(msg.id);
+      const w = this.waiting.get(key);
+      if (w) {
+        this.waiting.delete(key);
+        w(msg);
+      } else this.unmatched.push(msg);
     }
-    this.wake();
-  }
-
-  private wake(): void {
-    for (const l of [...this.listeners]) l();
   }
 
   /** Send raw text (a newline is not added). */
@@ -103,25 +73,7 @@ export class TestClient {
   }
 
   /** Resolve once `cond()` holds, re-checked on every message; reject after `timeoutMs`. */
-  until(cond: () => boolean, timeoutMs = 20_000): Promise<void> {
-    if (cond()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        if (cond()) {
-          clearTimeout(timer);
-          this.listeners.delete(check);
-          resolve();
-        }
-      };
-      const timer = setTimeout(() => {
-        this.listeners.delete(check);
-        reject(new Error('condition not met in time'));
-      }, timeoutMs);
-      this.listeners.add(check);
-    });
-  }
-
-  close(): void {
-    this.socket.destroy();
+  async until(cond: () => boolean, timeoutMs = 20_000): Promise<void> {
+    if (!(await this.holds(cond, timeoutMs))) throw new Error('condition not met in time');
   }
 }
