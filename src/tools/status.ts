@@ -21,16 +21,48 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     node: process.version,
     spawner: spawnMethod(),
     state: { dir: d.state.dir, ...d.state.status() },
-    env: { withheld: daemonInheritance(d.config().env).withheld },
+    env: configSections(d.config()).env,
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
-    sandbox: { ...(await sandboxStatus(d.config())), ...withCredentials(d.config()) },
+    sandbox: await sandboxSection(d.config()),
     changes,
     cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: await runningTotals(d) }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
     telemetry: d.telemetryStatus(),
     restarts: { ...d.restarts, lastAt: d.restarts.lastAt === null ? null : new Date(d.restarts.lastAt).toISOString() },
   };
+}
+
+/** What `daemon.status` says that follows from the config alone (and PATH, where programs are found). */
+interface ConfigSections {
+  path: string | undefined;
+  env: { withheld: ReturnType<typeof daemonInheritance>['withheld'] };
+  sandbox?: Awaited<ReturnType<typeof sandboxStatus>> & ReturnType<typeof withCredentials>;
+}
+
+/**
+ * The sections made once per config: a config is never changed in place (a reload makes a new
+ * one), so they are kept by the config object, and made again for a new one or a new PATH.
+ * daemon.status is asked after every poll by some clients: the sandbox's section alone was
+ * 2.9 kB of keys and copies a call (its check's key written out as JSON twice).
+ */
+const sections = new WeakMap<Config, ConfigSections>();
+
+function configSections(config: Config): ConfigSections {
+  const path = process.env.PATH;
+  let held = sections.get(config);
+  if (held === undefined || held.path !== path) {
+    held = { path, env: { withheld: daemonInheritance(config.env).withheld } };
+    sections.set(config, held);
+  }
+  return held;
+}
+
+/** The sandbox's section: its check (and, with the sandbox off, whether it could be on) is made once per config, off the loop. */
+function sandboxSection(config: Config): ConfigSections['sandbox'] | Promise<ConfigSections['sandbox']> {
+  const held = configSections(config);
+  if (held.sandbox !== undefined) return held.sandbox;
+  return sandboxStatus(config).then((status) => (held.sandbox = { ...status, ...withCredentials(config) }));
 }
 
 /**
