@@ -54,7 +54,9 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   const pollCalls = opts.quick ? 500 : 5000;
   const idleMs = opts.quick ? 2000 : 5000;
   // --trace-gc: the daemon's young and full collections in each phase, counted from its output.
-  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2) }, undefined, undefined, ['--trace-gc']);
+  // The readers' questions last the whole bench (they expire after 300 s by default, and the
+  // session then reads an end of input and ends: a poll of it would find it completed).
+  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2), PROCCTL_INTERRUPT_TIMEOUT_SEC: '7200' }, undefined, undefined, ['--trace-gc']);
   const gcs = gcCounter(daemon);
   const client = await daemon.client();
   // The floors: bare servers (bench/lib/bare-rpc.ts) answering the bytes the daemon answered, a
