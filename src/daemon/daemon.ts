@@ -238,8 +238,8 @@ export class ProcctlDaemon implements Daemon {
    * where held changes go), is told to the state's health like any write there, and the probe is
    * tried again at the next ask: `daemon.status` always answers.
    */
-  reviewSupport(): Promise<ReviewSupport> {
-    if (this.review) return Promise.resolve(this.review);
+  reviewSupport(): ReviewSupport | Promise<ReviewSupport> {
+    if (this.review) return this.review;
     this.reviewProbe ??= probeReview(this.state.dir).then((found) => {
       this.reviewProbe = undefined;
       if (found.stateRefused) {
