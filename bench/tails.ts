@@ -30,7 +30,8 @@ function kindOf(i: number): 'sleep' | 'read' | 'done' {
 }
 
 const COMMANDS = {
-  sleep: 'sleep 600',
+  // Longer than the bench on a loaded machine (a run took over ten minutes at load 27): a poll must find it running.
+  sleep: 'sleep 7200',
   // Prints a line, then waits on stdin: the watcher finds it and it carries an interrupt.
   read: 'echo "ready to read"; read line; echo "got $line"',
   done: 'echo finished; seq 20',
