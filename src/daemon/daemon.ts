@@ -87,7 +87,7 @@ export interface DaemonOptions {
  * in the module cache): false unless telemetry is on. The API alone does not count: prom-client
  * loads it when metrics are on, a facade that does nothing without an SDK. Looked up by the SDK
  * packages' entry files (src/telemetry loads the SDK through these, and through nothing else):
- * a walk of the whole cache made a new array of its ~400 names at every daemon.status (1.3 kB).
+ * a walk of the whole cache made a new array of its names at every daemon.status (1.3 kB).
  */
 function sdkLoaded(): boolean {
   if (sdkSeen) return true;
