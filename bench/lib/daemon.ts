@@ -36,11 +36,17 @@ export class BenchDaemon {
     private readonly proc: ChildProcess,
   ) {
     this.pid = proc.pid!;
-    const keep = (d: string) => (this.output = (this.output + d).slice(-8000));
+    const keep = (d: string) => {
+      this.output = (this.output + d).slice(-8000);
+      this.onOutput?.(d);
+    };
     proc.stdout!.setEncoding('utf8').on('data', keep);
     proc.stderr!.setEncoding('utf8').on('data', keep);
     this.exited = new Promise((r) => proc.once('exit', () => r()));
   }
+
+  /** Told every piece of the daemon's stdout and stderr as it comes (e.g. to count `--trace-gc` lines). */
+  onOutput: ((text: string) => void) | undefined;
 
   static live = new Set<BenchDaemon>();
   /** Processes of a stopped daemon (helpers, sessions) that outlived it; killed by pid, and reported. */
@@ -53,8 +59,8 @@ export class BenchDaemon {
   /** Extra environment for every bench daemon (e.g. a config override), set from the command line. */
   static extraEnv: Record<string, string> = {};
 
-  /** Start a daemon; `config` is written where it finds its config file (XDG_CONFIG_HOME) before it starts. */
-  static async start(extraEnv: Record<string, string> = {}, config?: unknown, after?: BenchDaemon): Promise<BenchDaemon> {
+  /** Start a daemon; `config` is written where it finds its config file (XDG_CONFIG_HOME) before it starts; `nodeArgs` are this daemon's own node flags. */
+  static async start(extraEnv: Record<string, string> = {}, config?: unknown, after?: BenchDaemon, nodeArgs: string[] = []): Promise<BenchDaemon> {
     // `after`: a daemon killed by crash(): the new one takes its directory, socket and state.
     const dir = after?.dir ?? mkdtempSync(join(tmpdir(), 'procctl-bench-'));
     const socket = join(dir, 'run', 'procctl.sock');
@@ -63,7 +69,7 @@ export class BenchDaemon {
       mkdirSync(join(env.XDG_CONFIG_HOME!, 'procctl'), { recursive: true });
       writeFileSync(join(env.XDG_CONFIG_HOME!, 'procctl', 'config.json'), JSON.stringify(config));
     }
-    const proc = spawn(process.execPath, [...BenchDaemon.nodeArgs, PROCCTLD, '--socket', socket], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [...BenchDaemon.nodeArgs, ...nodeArgs, PROCCTLD, '--socket', socket], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     if (proc.pid === undefined) throw new Error('could not start procctld');
     const d = new BenchDaemon(dir, socket, env, proc);
     BenchDaemon.live.add(d);

@@ -83,19 +83,28 @@ export interface DaemonOptions {
 }
 
 /**
- * Whether any part of the OpenTelemetry SDK is loaded in this process (its packages are CommonJS,
- * so they are in the module cache): false unless telemetry is on. The API alone does not count:
- * prom-client loads it when metrics are on, a facade that does nothing without an SDK.
+ * Whether the OpenTelemetry SDK is loaded in this process (its packages are CommonJS, so they are
+ * in the module cache): false unless telemetry is on. The API alone does not count: prom-client
+ * loads it when metrics are on, a facade that does nothing without an SDK. Looked up by the SDK
+ * packages' entry files (src/telemetry loads the SDK through these, and through nothing else):
+ * a walk of the whole cache made a new array of its names at every daemon.status (1.3 kB).
  */
 function sdkLoaded(): boolean {
   if (sdkSeen) return true;
-  for (const file in moduleCache) {
-    if (file.includes('/node_modules/@opentelemetry/') && !file.includes('/node_modules/@opentelemetry/api/')) return (sdkSeen = true);
-  }
+  sdkEntries ??= SDK_PACKAGES.flatMap((name) => {
+    try {
+      return [requireHere.resolve(name)];
+    } catch {
+      return []; // not installed: it cannot be loaded either
+    }
+  });
+  for (const file of sdkEntries) if (requireHere.cache[file] !== undefined) return (sdkSeen = true);
   return false;
 }
-/** The module cache, looked at by every `daemon.status` (nothing is copied from it); a module once loaded stays. */
-const moduleCache = createRequire(import.meta.url).cache;
+/** The SDK's packages src/telemetry loads (otlp.ts, counting.ts). */
+const SDK_PACKAGES = ['@opentelemetry/sdk-trace', '@opentelemetry/sdk-metrics', '@opentelemetry/resources', '@opentelemetry/core', '@opentelemetry/exporter-trace-otlp-proto', '@opentelemetry/exporter-metrics-otlp-proto'];
+const requireHere = createRequire(import.meta.url);
+let sdkEntries: string[] | undefined;
 let sdkSeen = false;
 
 /** Why a session that ran when the last daemon crashed is lost (docs/durability.md "A crash keeps the sessions"). */
@@ -229,8 +238,8 @@ export class ProcctlDaemon implements Daemon {
    * where held changes go), is told to the state's health like any write there, and the probe is
    * tried again at the next ask: `daemon.status` always answers.
    */
-  reviewSupport(): Promise<ReviewSupport> {
-    if (this.review) return Promise.resolve(this.review);
+  reviewSupport(): ReviewSupport | Promise<ReviewSupport> {
+    if (this.review) return this.review;
     this.reviewProbe ??= probeReview(this.state.dir).then((found) => {
       this.reviewProbe = undefined;
       if (found.stateRefused) {

@@ -22,26 +22,36 @@ export class VisitSchedule {
     else this.buckets.set(k, [id]);
   }
 
-  /** The ids due at `now`, each once, taken off the schedule. */
-  due(now: number): string[] {
-    const out: string[] = [];
+  /**
+   * The ids due at `now`, each once, taken off the schedule. The array is this schedule's own,
+   * made again by the next call: the watcher asks twenty times a second, and walked its buckets
+   * as `[key, ids]` pairs made for each (tens of buckets), with a new array for what stays.
+   */
+  due(now: number): readonly string[] {
+    const out = this.taken;
+    out.length = 0;
     const last = Math.floor(now / this.bucketMs);
-    for (const [k, ids] of this.buckets) {
-      if (k > last) continue;
-      const later: string[] = [];
-      for (const id of ids) {
+    this.buckets.forEach((ids, k) => {
+      if (k > last) return;
+      // What stays in the bucket is moved to its front, in place.
+      let kept = 0;
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i];
         const at = this.planned.get(id);
         if (at === undefined || Math.floor(at / this.bucketMs) !== k) continue; // moved, or already taken
         if (at <= now) {
           this.planned.delete(id);
           out.push(id);
-        } else later.push(id);
+        } else ids[kept++] = id;
       }
-      if (later.length > 0) this.buckets.set(k, later);
+      if (kept > 0) ids.length = kept;
       else this.buckets.delete(k);
-    }
+    });
     return out;
   }
+
+  /** What `due` answers, used again at each call. */
+  private readonly taken: string[] = [];
 
   /** How many visits are planned. */
   get size(): number {

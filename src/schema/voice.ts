@@ -38,11 +38,19 @@ export interface Voice {
 
 /** A value as the tool descriptions write params: `{confirm:true}`, `"ab12"`. */
 function literal(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(literal).join(', ')}]`;
+  // Written by concatenation, not entries, map and join: every poll's text has a few of these.
+  if (Array.isArray(v)) {
+    let out = '[';
+    for (let i = 0; i < v.length; i++) out += `${i > 0 ? ', ' : ''}${literal(v[i])}`;
+    return `${out}]`;
+  }
   if (v !== null && typeof v === 'object') {
-    return `{${Object.entries(v)
-      .map(([k, x]) => `${k}:${literal(x)}`)
-      .join(', ')}}`;
+    let out = '{';
+    for (const k in v) {
+      if (!Object.hasOwn(v, k)) continue;
+      out += `${out.length > 1 ? ', ' : ''}${k}:${literal((v as Record<string, unknown>)[k])}`;
+    }
+    return `${out}}`;
   }
   return JSON.stringify(v);
 }

@@ -121,6 +121,9 @@ export class ChunkQueue {
 
   /** Remove and return everything held; resets the dropped count. */
   drain(): { chunks: [string, number][]; dropped: number } {
+    // Nothing held (a quiet session polled): its arrays stay. New ones, kept by a session that
+    // lives long, outlived the young generation at every poll and waited for a full collection.
+    if (this.items.length === 0 && this.dropped === 0) return { chunks: [], dropped: 0 };
     const chunks = [...this.entries()];
     const dropped = this.dropped;
     this.items = [];

@@ -43,8 +43,8 @@ export interface Daemon extends LaunchContext {
   remembered: RememberedAnswers;
   /** The config file in use (null: none) and how the last reload went, for daemon.status. */
   configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } };
-  /** Whether review mode can run on this host (SPEC §16), probed off the thread at the first ask. */
-  reviewSupport(): Promise<ReviewSupport>;
+  /** Whether review mode can run on this host (SPEC §16), probed off the thread at the first ask (known once probed). */
+  reviewSupport(): ReviewSupport | Promise<ReviewSupport>;
   /** The changes review sessions hold (SPEC §16). */
   held: HeldChanges;
   /** Review sessions' overlays mounted ahead of their exec (runner/premount.ts). */

@@ -7,10 +7,37 @@ import { holdResources, sessionResources } from '../runner/cgroup.js';
 import type { Daemon } from './context.js';
 import { lastVerifyOf } from './audit.js';
 
-/** `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here. */
-export async function daemonStatus(d: Daemon, startedAt: number, version: string) {
+/**
+ * `daemon.status` (SPEC §4): what the daemon is, what it holds, and how it runs jobs here.
+ * Answered at once when nothing it says must be waited for (the review probe and the sandbox's
+ * check made, every running session's usage held): some clients ask after every poll, and an
+ * answer that is a promise is a request held in flight, in the connection's long-lived map.
+ */
+export function daemonStatus(d: Daemon, startedAt: number, version: string): Status | Promise<Status> {
   // Asked before `state` is read: a review probe the state directory refuses is in its health.
-  const changes = { ...(await d.reviewSupport()), ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
+  const review = d.reviewSupport();
+  const config = d.config();
+  const held = configSections(config);
+  const sandbox = sandboxSection(config, held);
+  const running = d.cgroups.mode === 'none' ? undefined : runningTotals(d);
+  if (review instanceof Promise || sandbox instanceof Promise || running instanceof Promise) {
+    return Promise.all([review, sandbox, running]).then(([r, s, t]) => statusOf(d, startedAt, version, r, held.env, s, t));
+  }
+  return statusOf(d, startedAt, version, review, held.env, sandbox, running);
+}
+
+type Status = ReturnType<typeof statusOf>;
+
+function statusOf(
+  d: Daemon,
+  startedAt: number,
+  version: string,
+  review: Awaited<ReturnType<Daemon['reviewSupport']>>,
+  env: ConfigSections['env'],
+  sandbox: SandboxSection,
+  running: ReturnType<typeof sumRunning> | undefined,
+) {
+  const changes = { ...review, ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
   return {
     version,
     pid: process.pid,
@@ -21,16 +48,49 @@ export async function daemonStatus(d: Daemon, startedAt: number, version: string
     node: process.version,
     spawner: spawnMethod(),
     state: { dir: d.state.dir, ...d.state.status() },
-    env: { withheld: daemonInheritance(d.config().env).withheld },
+    env,
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
-    sandbox: { ...(await sandboxStatus(d.config())), ...withCredentials(d.config()) },
+    sandbox,
     changes,
-    cgroups: { ...cgroupStatus(d.cgroups), ...(d.cgroups.mode === 'none' ? {} : { running: await runningTotals(d) }) },
+    cgroups: { ...cgroupStatus(d.cgroups), ...(running === undefined ? {} : { running }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
     telemetry: d.telemetryStatus(),
     restarts: { ...d.restarts, lastAt: d.restarts.lastAt === null ? null : new Date(d.restarts.lastAt).toISOString() },
   };
+}
+
+/** What `daemon.status` says that follows from the config alone (and PATH, where programs are found). */
+interface ConfigSections {
+  path: string | undefined;
+  env: { withheld: ReturnType<typeof daemonInheritance>['withheld'] };
+  sandbox?: SandboxSection;
+}
+
+type SandboxSection = Awaited<ReturnType<typeof sandboxStatus>> & ReturnType<typeof withCredentials>;
+
+/**
+ * The sections made once per config: a config is never changed in place (a reload makes a new
+ * one), so they are kept by the config object, and made again for a new one or a new PATH.
+ * daemon.status is asked after every poll by some clients: the sandbox's section alone was
+ * 2.9 kB of keys and copies a call (its check's key written out as JSON twice).
+ */
+const sections = new WeakMap<Config, ConfigSections>();
+
+function configSections(config: Config): ConfigSections {
+  const path = process.env.PATH;
+  let held = sections.get(config);
+  if (held === undefined || held.path !== path) {
+    held = { path, env: { withheld: daemonInheritance(config.env).withheld } };
+    sections.set(config, held);
+  }
+  return held;
+}
+
+/** The sandbox's section: its check (and, with the sandbox off, whether it could be on) is made once per config, off the loop. */
+function sandboxSection(config: Config, held: ConfigSections): SandboxSection | Promise<SandboxSection> {
+  if (held.sandbox !== undefined) return held.sandbox;
+  return sandboxStatus(config).then((status) => (held.sandbox = { ...status, ...withCredentials(config) }));
 }
 
 /**

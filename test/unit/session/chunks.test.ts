@@ -170,6 +170,19 @@ describe('ChunkQueue', () => {
       expect(q.drain()).toEqual({ chunks: [], dropped: 0 });
     });
 
+    it('with nothing held keeps its arrays: a poll of a quiet session makes nothing its long-lived session then holds', () => {
+      const q = new ChunkQueue(100);
+      q.push('a', 1);
+      q.drain();
+      const held = q as unknown as { items: unknown[]; seqs: unknown[] };
+      const [items, seqs] = [held.items, held.seqs];
+      expect(q.drain()).toEqual({ chunks: [], dropped: 0 });
+      expect(held.items).toBe(items);
+      expect(held.seqs).toBe(seqs);
+      q.push('b', 2);
+      expect(q.drain()).toEqual({ chunks: [['b', 2]], dropped: 0 });
+    });
+
     it('reports what the cap dropped since the last drain, then starts counting again', () => {
       const q = new ChunkQueue(3);
       q.push('abcd', 1);
