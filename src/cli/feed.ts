@@ -1,5 +1,6 @@
 import { DaemonUnreachableError, RpcCallError, type DaemonClient } from '../rpc/client.js';
 import { connect, hasEnded, note, scoped, type GlobalOptions } from './context.js';
+import { missedOutput } from '../rpc/missed-output.js';
 
 export type SessionEvent = Record<string, unknown>;
 
@@ -179,7 +180,7 @@ export class EventFeed implements Caller {
     const missed = async (id: string, from: number) => {
       let got: { events: SessionEvent[]; status: unknown };
       try {
-        got = await missedOutput(c, this.g, id, from);
+        got = await missedOutput((limit) => c.call('process', scoped(this.g, { action: 'log', sessionId: id, limit })), id, from);
       } catch (err) {
         if (!(err instanceof RpcCallError && err.kind === 'not_found')) throw err;
         // Ended and forgotten (removed, or past its TTL) while the connection was down.
@@ -312,38 +313,6 @@ export class EventFeed implements Caller {
   close(): void {
     this.closing = true;
     this.conn.close();
-  }
-}
-
-/**
- * The output of session `id` past offset `from`, as output events by stream, read with `log`
- * (its last lines, more until they reach back to `from`); and the session's status.
- */
-async function missedOutput(c: DaemonClient, g: GlobalOptions, id: string, from: number): Promise<{ events: SessionEvent[]; status: unknown }> {
-  for (let limit = from === Infinity ? 0 : 200; ; limit *= 4) {
-    const log = await c.call('process', scoped(g, { action: 'log', sessionId: id, limit }));
-    const start = Number(log.startChar);
-    const end = Number(log.droppedChars) + Number(log.totalChars);
-    if (!Number.isFinite(start) || !Number.isFinite(end)) return { events: [], status: log.status }; // a daemon from before startChar
-    let text = String(log.output ?? '');
-    const stderr = ((log.stderr as [number, number][] | undefined) ?? []).map(([a, b]): [number, number] => [a, b]);
-    // A page leaves out the newline that ends its last line: the whole output ended with it (on the last character's stream).
-    if (start + text.length === end - 1) {
-      for (const run of stderr) if (run[1] === text.length) run[1]++;
-      text += '\n';
-    }
-    if (from === Infinity) return { events: [], status: log.status };
-    if (start > from && Number(log.offset) > 0 && limit < Number(log.totalLines)) continue;
-    const events: SessionEvent[] = [];
-    let i = Math.max(0, from - start);
-    while (i < text.length) {
-      const run = stderr.find(([a, b]) => i >= a && i < b);
-      const next = run ? run[1] : Math.min(text.length, ...stderr.map(([a]) => a).filter((a) => a > i));
-      const to = Math.max(next, i + 1);
-      events.push({ type: 'output', sessionId: id, stream: run ? 'stderr' : 'stdout', data: text.slice(i, to), offset: start + i });
-      i = to;
-    }
-    return { events, status: log.status };
   }
 }
 
