@@ -197,18 +197,17 @@ export class EventFeed implements Caller {
       }
       ends.push({ ...(rec ?? { status: got.status }), type: 'exited', sessionId: id });
     };
-    // A session tracked from a list by a daemon that does not say where its output stood: only whether it ended.
     for (const id of ids) {
       const from = this.seen.get(id) ?? 0;
+      // A session tracked from a list by a daemon that does not say where its output stood (-1): only whether it ended.
       await missed(id, from < 0 ? Infinity : from);
     }
     // Sessions that began while the connection was down: their start, their output from the first character, their end.
     if (wide && this.subscribedAt !== undefined) {
       const since = this.subscribedAt;
-      const known = new Set(ids);
       const born = (await records()).filter((rec) => {
         const id = String(rec.sessionId);
-        return !known.has(id) && !this.seen.has(id) && !this.ended.has(id) && rec.status !== 'approval_required' && Date.parse(String(rec.startedAt)) >= since;
+        return !this.seen.has(id) && !this.ended.has(id) && rec.status !== 'approval_required' && Date.parse(String(rec.startedAt)) >= since;
       });
       for (const rec of born.reverse()) {
         const id = String(rec.sessionId);
