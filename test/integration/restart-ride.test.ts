@@ -74,7 +74,7 @@ describe('the CLI rides through a planned restart', () => {
     // procctl status says it.
     const st = await cliOn(d.socket)(['status']);
     expect(st.stdout).toMatch(/^restarts: 1 planned, 0 after a crash; last \S+, serving again after \d+ ms; 1 session\(s\) kept, 0 lost$/m);
-  });
+  }, 120_000);
 
   it('exec in the foreground streams on through two restarts and exits with the command', async () => {
     const d = await startDaemon();
@@ -87,7 +87,7 @@ describe('the CLI rides through a planned restart', () => {
     const r = await run.exited;
     expect(r.code, r.stderr).toBe(3);
     expectEveryNumberOnce(r.stdout, n);
-  });
+  }, 120_000);
 
   it('events (until none runs) hands over what it missed, and ends when the session ends', async () => {
     const d = await startDaemon();
