@@ -1,5 +1,6 @@
 import { DaemonUnreachableError, RpcCallError, type DaemonClient } from '../rpc/client.js';
 import { connect, hasEnded, note, scoped, type GlobalOptions } from './context.js';
+import { missedOutput } from '../rpc/missed-output.js';
 
 export type SessionEvent = Record<string, unknown>;
 
@@ -38,7 +39,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * refused as `restarting`, it connects again (for up to 30 s, saying so on stderr after 3 s),
  * subscribes again, and hands over what it missed meanwhile: the output past the last offset it
  * had (from `log`, by `startChar`), and the session's end if it ended. No character is handed
- * over twice or left out.
+ * over twice or left out. It holds an offset for every session it has seen, including those
+ * already running when it subscribed (the subscribe answer's `outputChars`) that have printed
+ * nothing since; a scope-wide feed also hands over the sessions that began while it was away.
  */
 export class EventFeed implements Caller {
   private held: SessionEvent[] = [];
@@ -49,8 +52,12 @@ export class EventFeed implements Caller {
   /** Where each session's output stood (the end of the last output handed over), and which ended. */
   private readonly seen = new Map<string, number>();
   private readonly ended = new Set<string>();
+  /** Sessions whose start was handed over (from the subscription, or found by a reconnect): each once. */
+  private readonly begun = new Set<string>();
   /** The scope-wide subscription, narrowed to one session by `follow`. */
   private wide: string | undefined;
+  /** When the first subscription was made, by the daemon's clock: a session that began after it and was never seen began while the connection was down. */
+  private subscribedAt: number | undefined;
   private conn!: DaemonClient;
   private current!: Promise<DaemonClient>;
   private riding = false;
@@ -92,8 +99,15 @@ export class EventFeed implements Caller {
     this.conn = c;
     try {
       const target = this.id ?? this.sessionId;
-      const { subscription } = await c.call('subscribe', scoped(this.g, { ...(target !== undefined ? { sessionId: target } : {}), ...(this.events ? { events: this.events } : {}) }));
-      this.wide = target === undefined ? String(subscription) : undefined;
+      const answer = await c.call('subscribe', scoped(this.g, { ...(target !== undefined ? { sessionId: target } : {}), ...(this.events ? { events: this.events } : {}) }));
+      this.wide = target === undefined ? String(answer.subscription) : undefined;
+      // The first subscription: where the output of each session running then stood. Later ones
+      // (after a restart) take up from where this feed had got to, not from where the daemon is now.
+      if (this.subscribedAt === undefined) {
+        const at = Date.parse(String(answer.at));
+        if (Number.isFinite(at)) this.subscribedAt = at;
+        for (const [id, chars] of Object.entries((answer.outputChars as Record<string, number> | undefined) ?? {})) if (!this.seen.has(id)) this.seen.set(id, chars);
+      }
       return c;
     } catch (err) {
       c.close();
@@ -147,20 +161,62 @@ export class EventFeed implements Caller {
     }
   }
 
-  /** On a new connection: hand over what each session we had events of did meanwhile, then what the connection held. */
+  /**
+   * On a new connection: hand over what each session we had events of did meanwhile (a scope-wide
+   * feed also the sessions that began meanwhile), then what the connection held. All is read
+   * first, then handed over in order: the starts, the output, the ends; so a reader that stops at
+   * the last end (`events` without -f) has been told of every session that began.
+   */
   private async catchUp(c: DaemonClient): Promise<void> {
-    const ids = this.id !== undefined ? [this.id] : this.handler ? [...this.seen.keys()].filter((id) => !this.ended.has(id)) : [];
+    const wide = this.id === undefined && this.handler !== undefined;
+    const ids = this.id !== undefined ? [this.id] : wide ? [...this.seen.keys()].filter((id) => !this.ended.has(id)) : [];
+    const wants = (type: string) => this.events === undefined || this.events.includes(type);
+    const starts: SessionEvent[] = [];
+    const output: SessionEvent[] = [];
+    const ends: SessionEvent[] = [];
+    let listed: SessionEvent[] | undefined;
+    const records = async () => (listed ??= (await c.call('process', scoped(this.g, { action: 'list' }))).sessions as SessionEvent[]);
+    /** What session `id` printed past `from`, and its end if it ended. */
+    const missed = async (id: string, from: number) => {
+      let got: { events: SessionEvent[]; status: unknown };
+      try {
+        got = await missedOutput((limit) => c.call('process', scoped(this.g, { action: 'log', sessionId: id, limit })), id, from);
+      } catch (err) {
+        if (!(err instanceof RpcCallError && err.kind === 'not_found')) throw err;
+        // Ended and forgotten (removed, or past its TTL) while the connection was down.
+        if (wants('exited')) ends.push({ type: 'exited', sessionId: id, status: 'unknown', text: 'It ended and was forgotten while the connection to the daemon was down; how it ended is not known.' });
+        return;
+      }
+      output.push(...got.events);
+      if (!hasEnded(got.status) || !wants('exited')) return;
+      let rec = (await records()).find((s) => s.sessionId === id);
+      // A list read before it ended says it runs: read again.
+      if (rec && !hasEnded(rec.status)) {
+        listed = undefined;
+        rec = (await records()).find((s) => s.sessionId === id);
+      }
+      ends.push({ ...(rec ?? { status: got.status }), type: 'exited', sessionId: id });
+    };
     for (const id of ids) {
       const from = this.seen.get(id) ?? 0;
-      // A session tracked from a list (offset unknown): only whether it ended.
-      const { events, status } = await missedOutput(c, this.g, id, from < 0 ? Infinity : from);
-      for (const e of events) this.receive(e);
-      if (hasEnded(status) && (this.events === undefined || this.events.includes('exited')) && !this.ended.has(id)) {
-        const { sessions } = await c.call('process', scoped(this.g, { action: 'list' }));
-        const rec = (sessions as SessionEvent[]).find((s) => s.sessionId === id) ?? { status };
-        this.receive({ ...rec, type: 'exited', sessionId: id });
+      // A session tracked from a list by a daemon that does not say where its output stood (-1): only whether it ended.
+      await missed(id, from < 0 ? Infinity : from);
+    }
+    // Sessions that began while the connection was down: their start, their output from the first character, their end.
+    if (wide && this.subscribedAt !== undefined) {
+      const since = this.subscribedAt;
+      const born = (await records()).filter((rec) => {
+        const id = String(rec.sessionId);
+        return !this.seen.has(id) && !this.ended.has(id) && rec.status !== 'approval_required' && Date.parse(String(rec.startedAt)) >= since;
+      });
+      for (const rec of born.reverse()) {
+        const id = String(rec.sessionId);
+        const { name, command, pid, cwd, scope } = rec;
+        if (wants('started')) starts.push({ type: 'started', sessionId: id, name, command, pid, cwd, ...(scope !== undefined ? { scope } : {}), at: rec.startedAt });
+        await missed(id, 0);
       }
     }
+    for (const e of [...starts, ...output, ...ends]) this.receive(e);
     const held = this.catching ?? [];
     this.catching = undefined;
     for (const e of held) this.receive(e);
@@ -191,6 +247,10 @@ export class EventFeed implements Caller {
     } else if (e.type === 'exited') {
       if (this.ended.has(id)) return;
       this.ended.add(id);
+    } else if (e.type === 'started') {
+      if (this.begun.has(id)) return;
+      this.begun.add(id);
+      if (!this.seen.has(id)) this.seen.set(id, 0);
     } else if (e.sessionId !== undefined && !this.seen.has(id)) this.seen.set(id, 0);
     this.handler!(e);
   }
@@ -252,38 +312,6 @@ export class EventFeed implements Caller {
   close(): void {
     this.closing = true;
     this.conn.close();
-  }
-}
-
-/**
- * The output of session `id` past offset `from`, as output events by stream, read with `log`
- * (its last lines, more until they reach back to `from`); and the session's status.
- */
-async function missedOutput(c: DaemonClient, g: GlobalOptions, id: string, from: number): Promise<{ events: SessionEvent[]; status: unknown }> {
-  for (let limit = from === Infinity ? 0 : 200; ; limit *= 4) {
-    const log = await c.call('process', scoped(g, { action: 'log', sessionId: id, limit }));
-    const start = Number(log.startChar);
-    const end = Number(log.droppedChars) + Number(log.totalChars);
-    if (!Number.isFinite(start) || !Number.isFinite(end)) return { events: [], status: log.status }; // a daemon from before startChar
-    let text = String(log.output ?? '');
-    const stderr = ((log.stderr as [number, number][] | undefined) ?? []).map(([a, b]): [number, number] => [a, b]);
-    // A page leaves out the newline that ends its last line: the whole output ended with it (on the last character's stream).
-    if (start + text.length === end - 1) {
-      for (const run of stderr) if (run[1] === text.length) run[1]++;
-      text += '\n';
-    }
-    if (from === Infinity) return { events: [], status: log.status };
-    if (start > from && Number(log.offset) > 0 && limit < Number(log.totalLines)) continue;
-    const events: SessionEvent[] = [];
-    let i = Math.max(0, from - start);
-    while (i < text.length) {
-      const run = stderr.find(([a, b]) => i >= a && i < b);
-      const next = run ? run[1] : Math.min(text.length, ...stderr.map(([a]) => a).filter((a) => a > i));
-      const to = Math.max(next, i + 1);
-      events.push({ type: 'output', sessionId: id, stream: run ? 'stderr' : 'stdout', data: text.slice(i, to), offset: start + i });
-      i = to;
-    }
-    return { events, status: log.status };
   }
 }
 

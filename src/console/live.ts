@@ -2,6 +2,7 @@ import type { Dial } from '../transport/dial.js';
 import { DaemonClient, RpcCallError, type Notification } from '../rpc/client.js';
 import { operatorParams, type OperatorCredentials } from '../rpc/credential.js';
 import { INVALID_PARAMS, METHOD_NOT_FOUND } from '../rpc/errors.js';
+import { missedOutput } from '../rpc/missed-output.js';
 
 /**
  * How the console speaks for the person: the operator's scope and credentials (SPEC §17), found
@@ -70,6 +71,14 @@ export class DaemonLink {
   /** The events since the last list only added sessions (new held execs); undefined: none yet. */
   private burstAdds: boolean | undefined;
   private syncing: Promise<void> = Promise.resolve();
+  /**
+   * Where each running session's output stands as far as this link had it (from the subscribe
+   * answer's outputChars, then each output event): after a restart the pages following a session
+   * are sent what it printed while the link was down, from there (SPEC §19).
+   */
+  private readonly outputAt = new Map<string, number>();
+  /** Output events of the new subscription while what was missed is read: sent after it. */
+  private catching: Record<string, unknown>[] | undefined;
   private closing = false;
   private retryMs = 250;
 
@@ -206,29 +215,76 @@ export class DaemonLink {
       if (!client) return;
       try {
         if (this.watched && this.subscription === undefined) {
-          const { subscription } = await client.call('subscribe', this.auth());
-          this.subscription = subscription;
+          this.catching = [];
+          const answer = await client.call('subscribe', this.auth());
+          this.subscription = answer.subscription;
+          await this.catchUp(client, (answer.outputChars as Record<string, number> | undefined) ?? {});
           this.timer = setInterval(() => void this.refresh(true), REFRESH_MS);
           await this.refresh();
         } else if (!this.watched && this.subscription !== undefined) {
           const subscription = this.subscription;
           this.subscription = undefined;
+          this.outputAt.clear();
           clearInterval(this.timer);
           await client.call('unsubscribe', { subscription });
         }
       } catch (err) {
         this.problem = err instanceof Error ? err.message : String(err);
+      } finally {
+        this.caughtUp();
       }
     });
+  }
+
+  /**
+   * A new subscription: the pages following a session get what it printed since the output this
+   * link had of it (none the first time: a page reads the log itself when it opens); then the
+   * held events, each character once.
+   */
+  private async catchUp(client: DaemonClient, outputChars: Record<string, number>): Promise<void> {
+    const followed = new Set([...this.viewers].map((v) => v.sessionId).filter((id) => id !== undefined));
+    for (const id of followed) {
+      const from = this.outputAt.get(id);
+      if (from === undefined) continue;
+      const { events } = await missedOutput((limit) => client.call('process', { action: 'log', sessionId: id, limit, ...this.auth() }), id, from);
+      for (const e of events) this.output(e);
+    }
+    // Sessions no page follows: their output stands where the daemon says now.
+    for (const id of [...this.outputAt.keys()]) if (!followed.has(id) && !(id in outputChars)) this.outputAt.delete(id);
+    for (const [id, chars] of Object.entries(outputChars)) if (!followed.has(id) || !this.outputAt.has(id)) this.outputAt.set(id, chars);
+  }
+
+  private caughtUp(): void {
+    const held = this.catching ?? [];
+    this.catching = undefined;
+    for (const e of held) this.output(e);
+  }
+
+  /** An output event to the pages following its session, past what they were sent already (by offset). */
+  private output(event: Record<string, unknown>): void {
+    const id = String(event.sessionId);
+    const offset = Number(event.offset);
+    const data = String(event.data ?? '');
+    if (Number.isFinite(offset)) {
+      const at = this.outputAt.get(id);
+      if (at !== undefined && offset + data.length <= at) return;
+      if (at !== undefined && offset < at) event = { ...event, data: data.slice(at - offset), offset: at };
+      this.outputAt.set(id, offset + data.length);
+    }
+    for (const v of this.viewers) if (v.sessionId === id) v.send('output', event);
   }
 
   private onNotification(n: Notification): void {
     if (n.method !== 'event' || n.params.subscription !== this.subscription) return;
     const { subscription: _s, ...event } = n.params;
     if (event.type === 'output') {
-      for (const v of this.viewers) if (v.sessionId === event.sessionId) v.send('output', event);
+      if (this.catching) this.catching.push(event);
+      else this.output(event);
       return;
     }
+    // A session begun since the subscription has its output from the first character.
+    if (event.type === 'started' && !this.outputAt.has(String(event.sessionId))) this.outputAt.set(String(event.sessionId), 0);
+    if (event.type === 'exited') this.outputAt.delete(String(event.sessionId));
     this.broadcast('event', { ...event, host: this.host });
     // A person is waiting on this one: the event carries what its card shows, so it is pushed at
     // once, without a call that could wait behind a list the daemon is reading; the list asked

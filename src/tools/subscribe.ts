@@ -11,8 +11,14 @@ export class Subscriptions {
   private next = 1;
   private readonly live = new Map<string, { from: Requester; remove: () => void }>();
 
-  /** `subscribe {sessionId?, events?}` (SPEC §6): events of the caller's scope go to its connection as `event` notifications. */
-  subscribe(d: Daemon, ctx: CallContext, params: Record<string, unknown>, from: Requester): { subscription: string } {
+  /**
+   * `subscribe {sessionId?, events?}` (SPEC §6): events of the caller's scope go to its connection
+   * as `event` notifications. The answer says where each running session's output stands at this
+   * instant (`outputChars`: its first output event will start there) and the daemon's time (`at`):
+   * a client that reconnects (SPEC §19) knows where to take each session up from, including one
+   * it has had no event of yet, and which sessions began after it subscribed.
+   */
+  subscribe(d: Daemon, ctx: CallContext, params: Record<string, unknown>, from: Requester): { subscription: string; at: string; outputChars: Record<string, number> } {
     const { sessionId, events, ...extra } = params;
     const unknown = Object.keys(extra)[0];
     if (unknown) throw invalid(`invalid subscribe params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
@@ -41,7 +47,11 @@ export class Subscriptions {
       this.live.delete(subscription);
     });
     this.live.set(subscription, { from, remove: () => (remove(), unhook()) });
-    return { subscription };
+    // Read in the same turn as the subscriber was added: no output comes between the two.
+    const outputChars: Record<string, number> = {};
+    const running = sessionId !== undefined ? [d.registry.get(ctx.scope, sessionId)].filter((s) => s.running) : d.registry.running(ctx.scope);
+    for (const s of running) outputChars[s.id] = s.output.totalChars;
+    return { subscription, at: new Date().toISOString(), outputChars };
   }
 
   /** `unsubscribe {subscription}`: only on the connection that made it. */
