@@ -371,6 +371,7 @@ export class Spool {
     if (this.tokens < 1) return undefined;
     const half = Math.floor(this.maxBytes / 2);
     if (this.segmentBytes >= half) this.rotate();
+    if (this.faultUntil > 0) return undefined; // the rotation failed
     let fd: number;
     try {
       if (this.gap) this.discardWritten(this.gap);
@@ -454,6 +455,8 @@ export class Spool {
 
   private closeFd(): void {
     if (this.fd === undefined) return;
+    // A splicing reader lets go of the number first: closed, it may name another file at the next open.
+    this.onFdClosed?.();
     try {
       closeSync(this.fd);
     } catch {
@@ -461,6 +464,9 @@ export class Spool {
     }
     this.fd = undefined;
   }
+
+  /** Told when the segment's descriptor is closed (a rotation, a fault, the end): a splicing reader stops naming it. */
+  onFdClosed: (() => void) | undefined;
 
   /** True while output is being counted as not spooled after a failed write. */
   get faulted(): boolean {

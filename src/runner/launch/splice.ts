@@ -8,13 +8,15 @@ import type { Addon, SplicedHandle, SpliceTarget } from '../native.js';
 /** A batch's status (native/splice.c; 0: more may come). A new target asks first (a quiet job opens no file). */
 const ROOM = 1;
 const END = 2;
+/** The target asks JavaScript where to go before the next splice (as a new one does). */
+const ASK = -2;
 
 /**
  * A splice's errors that say the spool's file system takes none (no splice_write, an old kernel):
  * the session reads its pipes from then on, as before. Others (a full disk, a read-only file
  * system) are write faults, counted as the spool counts its own.
  */
-const REFUSED = new Set([os.errno.EINVAL, os.errno.ENOSYS, os.errno.EOPNOTSUPP, os.errno.EBADF]);
+const REFUSED = new Set([os.errno.EINVAL, os.errno.ENOSYS, os.errno.EOPNOTSUPP]);
 
 let onRefused: (file: string, reason: string) => void = () => undefined;
 
@@ -62,6 +64,12 @@ export class SpliceRoute {
     private readonly buffer: Buffer,
   ) {
     this.target = addon.spliceTarget();
+    // The spool closed its segment (a rotation, a fault, its end): the next batch asks again where to go.
+    spool.onFdClosed = () => {
+      if (!this.splicing) return;
+      this.splicing = false;
+      this.target.set(ASK);
+    };
   }
 
   /** Splice one of the job's pipes (it is the caller's to hand over; closed by `destroy`). */

@@ -1,4 +1,4 @@
-import { constants, existsSync, fstatSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -134,6 +134,30 @@ describe('the splice reader', () => {
     spool.spliced(9 * MiB);
     expect(spool.spliceAt()).toBeUndefined();
     spool.remove();
+  });
+
+  it('a spool closed while its job prints (a shutdown) is let go: the file that takes its descriptor\'s number gets nothing, the pipes are read to their end', async () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    const other = fresh();
+    const gate = join(root, `gate-${n}`);
+    const running = run(`echo before; while [ ! -e ${gate} ]; do sleep 0.02; done; echo after`, spool);
+    await new Promise<void>((resolve) => {
+      const look = setInterval(() => {
+        if (existsSync(spool.file) && statSync(spool.file).size > 0) {
+          clearInterval(look);
+          resolve();
+        }
+      }, 10);
+    });
+    await spool.close();
+    // Likely the closed segment's number: the reader must not splice into it.
+    const otherFd = openSync(other, constants.O_RDWR | constants.O_CREAT);
+    writeFileSync(gate, '');
+    const { chunks } = await running;
+    expect(text(chunks)).toBe('before\nafter\n');
+    expect(readFileSync(spool.file, 'latin1')).toBe('before\n');
+    expect(statSync(other).size).toBe(0);
+    closeSync(otherFd);
   });
 
   it('a file that takes no splice (EINVAL) turns the session to reading for good, said once, and loses nothing', async () => {
