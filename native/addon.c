@@ -14,6 +14,7 @@ void procctl_exec_init(napi_env env, napi_value exports);
 void procctl_terminal_init(napi_env env, napi_value exports);
 void procctl_keep_init(napi_env env, napi_value exports);
 void procctl_pidfd_init(napi_env env, napi_value exports);
+void procctl_splice_init(napi_env env, napi_value exports);
 
 #ifndef PROCCTL_SOURCE_HASH
 #define PROCCTL_SOURCE_HASH "unknown"
@@ -37,5 +38,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_terminal_init(env, exports);
   procctl_keep_init(env, exports);
   procctl_pidfd_init(env, exports);
+  procctl_splice_init(env, exports);
   return exports;
 }

@@ -6,7 +6,8 @@
 //
 // spawn(file, argv, env, cwd, stdinNull[, steps]) -> { pid, stdin, stdout, stderr, stdinInode }
 //   (fds; stdin -1 when stdinNull; stdinInode: the inode of the job's fd 0, absent then). The child runs in a new session (setsid) with every signal at its
-//   default disposition and an empty mask, its stdio on socketpairs as libuv would give it.
+//   default disposition and an empty mask, its stdin on a socketpair as libuv
+//   would give it, its stdout and stderr on pipes (the daemon splices them into the spool).
 //   `steps` (see SpawnSteps below) are done in the child before exec: the session's cgroups to
 //   join, signals to ignore, descriptors to keep, resource limits, a user to become. An error thrown by spawn carries `syscall`, the step
 //   that failed.
@@ -107,6 +108,21 @@ static int above_stdio(int fd) {
 
 static int stdio_pair(int fds[2]) {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return errno;
+  fds[0] = above_stdio(fds[0]);
+  fds[1] = above_stdio(fds[1]);
+  if (fds[0] < 0 || fds[1] < 0) {
+    int err = errno;
+    if (fds[0] >= 0) close(fds[0]);
+    if (fds[1] >= 0) close(fds[1]);
+    return err;
+  }
+  return 0;
+}
+
+// The job's stdout and stderr: a pipe each (fds[0] the daemon's end), so the daemon can move its
+// output into the spool with splice(2), which needs a pipe on one side (native/splice.c).
+static int output_pipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) return errno;
   fds[0] = above_stdio(fds[0]);
   fds[1] = above_stdio(fds[1]);
   if (fds[0] < 0 || fds[1] < 0) {
@@ -555,7 +571,7 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "spawn: arguments must be strings without NUL bytes");
     goto done;
   }
-  if ((!stdin_null && (rc = stdio_pair(in))) || (rc = stdio_pair(out)) || (rc = stdio_pair(err))) {
+  if ((!stdin_null && (rc = stdio_pair(in))) || (rc = output_pipe(out)) || (rc = output_pipe(err))) {
     throw_errno(env, rc);
     goto done;
   }

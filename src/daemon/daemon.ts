@@ -14,6 +14,7 @@ import { peerOf } from '../transport/peer.js';
 import { createMethods } from '../rpc/methods.js';
 import { stopSessions } from '../runner/stop.js';
 import { setStragglerListener } from '../runner/sweep.js';
+import { setSpliceListener } from '../runner/launch/splice.js';
 import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
@@ -202,6 +203,7 @@ export class ProcctlDaemon implements Daemon {
     setStragglerListener((sessionId, pids) =>
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
+    setSpliceListener((file, reason) => this.log.warn({ file, reason }, "the state directory's file system refused splice: this session's output is read and written as before (a crash can lose what was read and not yet written)"));
     const methods = createMethods(this, this.startedAt, this.version);
     methods.set('daemon.diagnostics', (params) => diagnostics(diagnosticsParams(params)));
     // A client that half-closes (`socat`, `nc -N`) still gets its answers.

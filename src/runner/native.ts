@@ -37,8 +37,26 @@ export interface Addon {
   unparkWaiters?(): void;
   /** A pidfd (close-on-exec) to `pid` (native/pidfd.c). Absent from builds older than it. */
   pidfdOpen?(pid: number): number;
+  /** Where a session's output pipes are spliced (native/splice.c). Absent from builds older than it. */
+  spliceTarget?(): SpliceTarget;
+  /** Splice a pipe into `target` (or read it, with target set to -1), one `onBatch(n, status)` per batch read back into `buffer`. */
+  splicePipe?(fd: number, target: SpliceTarget, buffer: Buffer, onBatch: (n: number, status: number) => void): SplicedHandle;
   /** How the process behind a pidfd ended once someone reaped it (PIDFD_INFO_EXIT, Linux 6.15+), or why that cannot be told. */
   pidfdExit?(fd: number): { code: number | null; signal: number | null } | { why: string; running: boolean };
+}
+
+/** Where spliced output goes: a file at an offset, with room for so many bytes; fd -1: read the pipes instead. */
+export interface SpliceTarget {
+  set(fd: number, offset?: number, room?: number): void;
+  /** Where the next spliced byte goes. */
+  offset(): number;
+}
+
+/** A pipe being spliced: its poll held and let go, or stopped (its descriptor stays open). */
+export interface SplicedHandle {
+  pause(): void;
+  resume(): void;
+  close(): void;
 }
 
 export interface NativeChild {

@@ -167,10 +167,11 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     }, PIPE_DRAIN_MS);
   };
   const hooks: LaunchHooks = {
-    output: (stream, chunk) => {
+    output: (stream, chunk, spooled) => {
       chunks++;
-      session.onOutput(stream, chunk);
+      session.onOutput(stream, chunk, spooled);
     },
+    spool: session.spliceSpool,
     failed: (message) => finish(message),
     inputClosed: () => session.inputClosed(),
     closed: () => {

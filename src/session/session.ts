@@ -552,11 +552,26 @@ export class Session {
     if (replacements.length > 0) this.scrubbers = { stdout: new Scrubber(replacements), stderr: new Scrubber(replacements) };
   }
 
-  /** Capture a chunk from the process; wakes waiters and streams an `output` event. */
-  onOutput(stream: Stream, bytes: Buffer | string): void {
+  /**
+   * Where its job's output pipes may be spliced straight into the spool (runner/launch/splice.ts):
+   * not when output is scrubbed (the spool must not hold a credential's value).
+   */
+  get spliceSpool(): Spool | undefined {
+    return this.scrubbers ? undefined : this.spool;
+  }
+
+  /** The spool got this session's output from its reader (spliced), never from the capture. */
+  private spooledByReader = false;
+
+  /**
+   * Capture a chunk from the process; wakes waiters and streams an `output` event. `spooled`: the
+   * reader has put these bytes in the spool already (spliced), so the capture does not write them.
+   */
+  onOutput(stream: Stream, bytes: Buffer | string, spooled = false): void {
     if (this.scrubbers) bytes = this.scrubbers[stream].write(typeof bytes === 'string' ? Buffer.from(bytes) : bytes);
     const offset = this.output.totalChars;
-    const piece = this.output.capture(stream, bytes, this.spool);
+    if (spooled) this.spooledByReader = true;
+    const piece = this.output.capture(stream, bytes, spooled ? undefined : this.spool);
     if (piece.length === 0) return;
     // Decoded here only for whoever reads it as it comes; else when the output is read.
     if (this.onPty || this.events.listeningForOutput || this.outputWatchers.size > 0) this.told(stream, pieceText(piece), offset);
@@ -677,7 +692,8 @@ export class Session {
       const held = this.scrubbers?.[stream].end();
       if (held && held.length > 0) this.output.capture(stream, held, this.spool);
       const offset = this.output.totalChars;
-      const text = this.output.end(stream, this.spool);
+      // A spliced spool holds the stream's bytes as they came: a character cut at the end is in it as its bytes.
+      const text = this.output.end(stream, this.spooledByReader ? undefined : this.spool);
       if (text) this.emit('output', { stream, data: text, offset });
       if (text) for (const watch of this.outputWatchers) watch(stream, text);
     }

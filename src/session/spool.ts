@@ -1,5 +1,5 @@
 import { isAscii } from 'node:buffer';
-import { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writev } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writev } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import type { DiskHealth, WriteKind } from './disk.js';
 import { capText } from './chunks.js';
@@ -326,15 +326,13 @@ export class Spool {
     };
     try {
       if (this.gap) this.discardWritten(this.gap);
-      if (this.fd === undefined) {
-        this.fd = openSync(this.file, 'a', 0o600);
-        this.disk?.succeeded('file');
-      }
+      this.open();
     } catch (err) {
       done();
       return this.fail('file', err as Error, bytes);
     }
-    writev(this.fd, take, null, (err) => {
+    // At the segment's end, which the spool keeps itself: a splicing reader writes there too (no O_APPEND, which splice refuses).
+    writev(this.fd!, take, this.segmentBytes, (err) => {
       done();
       if (err) return this.fail('data', err, bytes);
       this.disk?.succeeded('data');
@@ -343,6 +341,65 @@ export class Spool {
       if (this.segmentBytes >= this.maxBytes / 2 && !this.removed) this.rotate();
       this.flush();
     });
+  }
+
+  /** The current segment, open for writing at explicit offsets and for reading back (a splice's bytes). */
+  private open(): number {
+    if (this.fd === undefined) {
+      this.fd = openSync(this.file, constants.O_RDWR | constants.O_CREAT, 0o600);
+      this.disk?.succeeded('file');
+    }
+    return this.fd;
+  }
+
+  /**
+   * Where a reader that splices (runner/launch/splice.ts) may put output now, in the kernel: the
+   * current segment, its end, and how many bytes it may take (up to the segment's end and within
+   * the disk budget). Undefined while output waits to be written here or writes are refused for
+   * a moment: then the reader hands output to `write` (today's path, which keeps the budget's
+   * newest part and counts what it drops), and asks again once the spool is `drained`.
+   */
+  spliceAt(): { fd: number; offset: number; room: number } | undefined {
+    if (this.closed || this.removed || this.maxBytes <= 0 || this.flushing || this.batch.length > 0) return undefined;
+    if (this.faultUntil > 0) {
+      if (Date.now() < this.faultUntil) return undefined;
+      this.faultUntil = 0;
+    }
+    const now = Date.now();
+    this.tokens = Math.min(WRITE_BURST, this.tokens + (now - this.tokensAt) * WRITE_BYTES_PER_MS);
+    this.tokensAt = now;
+    if (this.tokens < 1) return undefined;
+    const half = Math.floor(this.maxBytes / 2);
+    if (this.segmentBytes >= half) this.rotate();
+    if (this.faultUntil > 0) return undefined; // the rotation failed
+    let fd: number;
+    try {
+      if (this.gap) this.discardWritten(this.gap);
+      fd = this.open();
+    } catch (err) {
+      this.fail('file', err as Error, 0);
+      return undefined;
+    }
+    return { fd, offset: this.segmentBytes, room: Math.max(1, Math.min(half - this.segmentBytes, Math.floor(this.tokens))) };
+  }
+
+  /**
+   * `n` bytes were spliced at the end of the segment `spliceAt` gave: counted as written. True when
+   * that segment is full and was rotated: the reader asks `spliceAt` again before splicing more.
+   */
+  spliced(n: number): boolean {
+    this.totalBytes += n;
+    this.segmentBytes += n;
+    this.tokens -= n;
+    if (this.fault !== undefined) this.disk?.succeeded('data');
+    if (this.segmentBytes < this.maxBytes / 2 || this.removed) return false;
+    this.rotate();
+    return true;
+  }
+
+  /** A splice into the segment failed (a full disk, a read-only file system): counted as a write fault, as `write`'s are. */
+  spliceFailed(err: Error): void {
+    this.fail('data', err, 0);
   }
 
   /** Drop both segments (counted as `cause`), so the spool stays one contiguous run of the newest output. */
@@ -398,6 +455,8 @@ export class Spool {
 
   private closeFd(): void {
     if (this.fd === undefined) return;
+    // A splicing reader lets go of the number first: closed, it may name another file at the next open.
+    this.onFdClosed?.();
     try {
       closeSync(this.fd);
     } catch {
@@ -405,6 +464,9 @@ export class Spool {
     }
     this.fd = undefined;
   }
+
+  /** Told when the segment's descriptor is closed (a rotation, a fault, the end): a splicing reader stops naming it. */
+  onFdClosed: (() => void) | undefined;
 
   /** True while output is being counted as not spooled after a failed write. */
   get faulted(): boolean {

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import type { EventEmitter } from 'node:events';
 import { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { holdReading } from '../../base/hold-reading.js';
@@ -7,6 +8,7 @@ import { fdTarget } from '../procfs.js';
 import type { JobInput } from '../../session/input.js';
 import type { Stream } from '../../session/output.js';
 import { withInherited } from './inherit.js';
+import { SplicedPipe, SpliceRoute, splicer } from './splice.js';
 import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
 
 /** Run on pipes, in a new session and process group (setsid). */
@@ -35,8 +37,7 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
     hooks.failed(startError(file, spec, err as NodeJS.ErrnoException));
     return notStarted;
   }
-  const stdout = readPipe(child.stdout, 'stdout', hooks);
-  const stderr = readPipe(child.stderr, 'stderr', hooks);
+  const { stdout, stderr } = outputPipes(addon, child.stdout, child.stderr, hooks);
   stdout.once('close', settle);
   stderr.once('close', settle);
   const stdin = child.stdin >= 0 ? new Socket({ fd: child.stdin, readable: false, writable: true }) : undefined;
@@ -66,8 +67,7 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
   const settle = () => {
     if (--pending === 0) hooks.closed();
   };
-  const stdout = readPipe(ends.stdout, 'stdout', hooks);
-  const stderr = readPipe(ends.stderr, 'stderr', hooks);
+  const { stdout, stderr } = outputPipes(addon, ends.stdout, ends.stderr, hooks);
   stdout.once('close', settle);
   stderr.once('close', settle);
   const stdin = ends.stdin >= 0 ? new Socket({ fd: ends.stdin, readable: false, writable: true }) : undefined;
@@ -89,6 +89,18 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
  */
 const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 
+/**
+ * A job's two output pipes: spliced into its session's spool where it has one (runner/launch/splice.ts:
+ * nothing read is lost with the daemon), else read as before.
+ */
+function outputPipes(addon: Addon, out: number, err: number, hooks: LaunchHooks): { stdout: Socket | SplicedPipe; stderr: Socket | SplicedPipe } {
+  const splice = hooks.spool && splicer(addon);
+  if (!splice || !hooks.spool) return { stdout: readPipe(out, 'stdout', hooks), stderr: readPipe(err, 'stderr', hooks) };
+  const route = new SpliceRoute(splice, hooks.spool, READ_BUFFER);
+  const deliver = (stream: Stream, chunk: Buffer) => hooks.output(stream, chunk, true);
+  return { stdout: route.pipe(out, 'stdout', deliver), stderr: route.pipe(err, 'stderr', deliver) };
+}
+
 /** A job's output pipe, read into READ_BUFFER: `hooks.output` gets each read, valid until it returns. */
 function readPipe(fd: number, stream: Stream, hooks: LaunchHooks): Socket {
   return new Socket({
@@ -105,7 +117,8 @@ function readPipe(fd: number, stream: Stream, hooks: LaunchHooks): Socket {
 }
 
 /** A stream's descriptor (a Socket made on one), or -1 when it has none any more. */
-function fdOf(stream: Socket | Readable | Writable | undefined): number {
+function fdOf(stream: Socket | Readable | Writable | SplicedPipe | undefined): number {
+  if (stream instanceof SplicedPipe) return stream.destroyed ? -1 : stream.fd;
   const fd = (stream as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
   return typeof fd === 'number' && fd >= 0 ? fd : -1;
 }
@@ -171,9 +184,15 @@ function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   return wirePipes(child.pid, { stdout: child.stdout!, stderr: child.stderr!, stdin: child.stdin ?? undefined }, hooks);
 }
 
+/** A job's output as its launch reads it: a socket, a child_process stream, or a spliced pipe. */
+type OutputStream = Socket | Readable | SplicedPipe;
+
 /** Output's errors and ends, input: the same for either way of starting (the output's reads are wired by each). */
-function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; stderr: Socket | Readable; stdin: Writable | undefined }, hooks: LaunchHooks, stdinId?: string, reaped = false): Launched {
-  const { stdout, stderr, stdin } = pipes;
+function wirePipes(pid: number | undefined, pipes: { stdout: OutputStream; stderr: OutputStream; stdin: Writable | undefined }, hooks: LaunchHooks, stdinId?: string, reaped = false): Launched {
+  const { stdin } = pipes;
+  // Either kind of output stream is an emitter with destroy (a spliced pipe is no Readable).
+  const stdout = pipes.stdout as EventEmitter & { destroy(): unknown };
+  const stderr = pipes.stderr as EventEmitter & { destroy(): unknown };
   // A reset on an output stream ends that stream; it must never take the daemon down.
   stdout.on('error', () => stdout.destroy());
   stderr.on('error', () => stderr.destroy());
@@ -196,7 +215,8 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
     stdinId: id,
     input,
     holdOutput: () => {
-      const resumes = [holdReading(stdout), holdReading(stderr)];
+      const hold = (s: OutputStream) => (s instanceof SplicedPipe ? s.hold() : holdReading(s));
+      const resumes = [hold(pipes.stdout), hold(pipes.stderr)];
       return () => {
         for (const resume of resumes) resume();
       };
@@ -204,8 +224,8 @@ function wirePipes(pid: number | undefined, pipes: { stdout: Socket | Readable; 
     // Only a job our own reaper waits for can be handed over: libuv reaps the children it forked.
     ends: () => {
       if (!reaped) return undefined;
-      const out = fdOf(stdout);
-      const err = fdOf(stderr);
+      const out = fdOf(pipes.stdout);
+      const err = fdOf(pipes.stderr);
       if (pid === undefined || out < 0 || err < 0) return undefined;
       return { pid, stdout: out, stderr: err, stdin: stdin && !stdin.destroyed && !stdin.writableEnded ? fdOf(stdin) : -1, stdinId: id, stdinQueued: stdin?.writableLength ?? 0 };
     },

@@ -1,12 +1,16 @@
 import type { JobInput } from '../../session/input.js';
 import type { Stream } from '../../session/output.js';
+import type { Spool } from '../../session/spool.js';
 import type { LaunchPlan } from '../../sandbox/plan.js';
 import { closeQuietly } from '../../base/close-quietly.js';
 
 /** What a session writes its input to: a pipe or a terminal. */
 
 export interface LaunchHooks {
-  output(stream: Stream, chunk: Buffer | string): void;
+  /** `spooled`: the reader put the chunk in `spool` already (spliced, runner/launch/splice.ts). */
+  output(stream: Stream, chunk: Buffer | string, spooled?: boolean): void;
+  /** Where a job on pipes may have its output spliced (its session's spool; none: read it as before). */
+  spool?: Spool;
   /**
    * The leader exited (its status is known; output may still be in flight). `maxRssBytes`: the
    * largest resident size of the leader or of a descendant it waited for, where the spawner can tell.

@@ -1,0 +1,349 @@
+// A job's output pipe moved into its spool file by the kernel (splice(2)), so that what has left
+// the pipe is in the file whatever happens to the daemon next (a SIGKILL included): the daemon
+// never holds output it has read and not yet written (docs/durability.md).
+//
+// splicePipe(pipe, target, buffer, onBatch) -> { pause(), resume(), close() }
+//   A uv_poll_t on the pipe: when it is readable, splice into target's file at target's offset
+//   (never more than target's room: the end of the spool's segment, the disk budget) until the
+//   pipe is empty, read the new bytes back (pread, from the page cache) into `buffer`, and call
+//   onBatch(n, status) once per batch of at most buffer.length bytes. With target's file set to
+//   -1 it reads the pipe into `buffer` instead (the spool's own write path); with -2 (as made) it
+//   asks first, with status 1 and no bytes (so a session that prints nothing opens no file). status:
+//     0  more may come (the pipe was emptied, or the batch filled the buffer)
+//     1  target's room is spent: set a new one or read mode (target.set) before returning
+//     2  end of file: no writer is left; the poll is stopped
+//    <0  -errno: splice, read or pread failed (-EINVAL: this file takes no splice); stopped
+//   The pipe's descriptor is never closed here: JavaScript owns it (a restart hands it on).
+//
+// spliceTarget() -> { set(fd, offset, room), offset() }
+//   Where every pipe of one session goes: stdout and stderr share it, so the file holds their
+//   output in the order the daemon took it.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <uv.h>
+#include <node_api.h>
+#include "errors.h"
+
+enum { MORE = 0, ROOM = 1, END = 2 };
+
+// target.fd: read the pipes into the buffer (READ), or ask JavaScript where to go first (ASK).
+enum { READ = -1, ASK = -2 };
+
+typedef struct {
+  int fd;        // the spool's current segment, or -1: read mode
+  loff_t off;    // where the next spliced byte goes in it
+  int64_t room;  // bytes it may still take
+  int refs;      // JavaScript's handle and each pipe using it
+} target_t;
+
+static void target_unref(target_t *t) {
+  if (--t->refs == 0) free(t);
+}
+
+typedef struct {
+  uv_poll_t poll;
+  napi_env env;
+  napi_ref callback;
+  napi_ref buffer_ref;
+  napi_async_context context;
+  target_t *target;
+  char *buf;
+  size_t buflen;
+  int pipe;
+  int polling;    // uv_poll_start is in effect
+  int paused;     // JavaScript held it (a restart's quiet moment)
+  int stopped;    // no more calls into JS: end of file, a failure, or close()
+  int uv_closed;  // libuv is done with the poll handle
+  int js_gone;    // its JS object was collected
+} pipe_t;
+
+static void pipe_closed(uv_handle_t *handle) {
+  pipe_t *p = (pipe_t *)handle->data;
+  napi_delete_reference(p->env, p->callback);
+  napi_delete_reference(p->env, p->buffer_ref);
+  napi_async_destroy(p->env, p->context);
+  target_unref(p->target);
+  p->uv_closed = 1;
+  if (p->js_gone) free(p);
+}
+
+static void pipe_stop(pipe_t *p) {
+  if (p->stopped) return;
+  p->stopped = 1;
+  p->polling = 0;
+  uv_poll_stop(&p->poll);
+  uv_close((uv_handle_t *)&p->poll, pipe_closed);
+}
+
+// onBatch(n, status) as a callback from the event loop (nextTicks and microtasks run after it).
+static void pipe_call(pipe_t *p, int64_t n, int status) {
+  napi_handle_scope scope;
+  napi_value callback, recv, argv[2];
+  if (napi_open_handle_scope(p->env, &scope) != napi_ok) return;
+  napi_get_reference_value(p->env, p->callback, &callback);
+  napi_get_global(p->env, &recv);
+  napi_create_int64(p->env, n, &argv[0]);
+  napi_create_int32(p->env, status, &argv[1]);
+  napi_status st = napi_make_callback(p->env, p->context, recv, callback, 2, argv, NULL);
+  if (st == napi_pending_exception) {
+    napi_value error;
+    napi_get_and_clear_last_exception(p->env, &error);
+    napi_fatal_exception(p->env, error);
+  }
+  napi_close_handle_scope(p->env, scope);
+}
+
+// Read back [off, off + n) of the file just spliced into (the page cache holds it).
+static int read_back(int fd, char *buf, size_t n, loff_t off) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, buf + got, n - got, off + (loff_t)got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return r < 0 ? errno : EIO;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+// One batch: spliced (or read) into the buffer; returns its status, *n its size.
+static int pipe_batch(pipe_t *p, int64_t *n) {
+  target_t *t = p->target;
+  *n = 0;
+  if (t->fd == ASK) return ROOM;
+  if (t->fd < 0) {
+    ssize_t r;
+    do r = read(p->pipe, p->buf, p->buflen);
+    while (r < 0 && errno == EINTR);
+    if (r > 0) *n = r;
+    return r > 0 ? MORE : r == 0 ? END : -errno;
+  }
+  size_t total = 0;
+  int status = MORE;
+  loff_t start = t->off;
+  int fd = t->fd;
+  while (total < p->buflen) {
+    if (t->room <= 0) {
+      status = ROOM;
+      break;
+    }
+    size_t want = p->buflen - total;
+    if ((int64_t)want > t->room) want = (size_t)t->room;
+    ssize_t r = splice(p->pipe, NULL, fd, &t->off, want, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+    if (r > 0) {
+      total += (size_t)r;
+      t->room -= r;
+      continue;
+    }
+    if (r == 0) status = END;
+    else if (errno == EINTR) continue;
+    else status = errno == EAGAIN ? -EAGAIN : -errno;
+    break;
+  }
+  *n = (int64_t)total;
+  if (total > 0) {
+    int err = read_back(fd, p->buf, total, start);
+    if (err != 0) return -err;
+  }
+  return status;
+}
+
+static void pipe_readable(uv_poll_t *handle, int status, int events) {
+  pipe_t *p = (pipe_t *)handle->data;
+  (void)events;
+  if (status < 0) {
+    pipe_call(p, 0, status);
+    pipe_stop(p);
+    return;
+  }
+  // A bounded number of batches, then back to the loop (level-triggered: it comes back), so one
+  // fast job cannot keep the others' output waiting.
+  for (int round = 0; round < 16 && !p->stopped && !p->paused; round++) {
+    int64_t n;
+    int fd = p->target->fd;
+    int st = pipe_batch(p, &n);
+    if (st == -EAGAIN) {
+      if (n > 0) pipe_call(p, n, MORE);
+      return;
+    }
+    pipe_call(p, n, st);
+    if (p->stopped) return;
+    // A splice that failed, and JavaScript turned to another file or to reading: go on that way.
+    if (st < 0 && fd >= 0 && p->target->fd != fd) continue;
+    if (st == END || st < 0) {
+      pipe_stop(p);
+      return;
+    }
+    if (st == ROOM && (p->target->fd == ASK || (p->target->fd >= 0 && p->target->room <= 0))) return;  // nothing set: wait for the next turn
+  }
+}
+
+static pipe_t *pipe_of(napi_env env, napi_callback_info info) {
+  pipe_t *p = NULL;
+  napi_get_cb_info(env, info, NULL, NULL, NULL, (void **)&p);
+  return p;
+}
+
+static napi_value PipePause(napi_env env, napi_callback_info info) {
+  pipe_t *p = pipe_of(env, info);
+  if (p && !p->stopped && !p->paused) {
+    p->paused = 1;
+    if (p->polling) uv_poll_stop(&p->poll);
+    p->polling = 0;
+  }
+  return NULL;
+}
+
+static napi_value PipeResume(napi_env env, napi_callback_info info) {
+  pipe_t *p = pipe_of(env, info);
+  if (p && !p->stopped && p->paused) {
+    p->paused = 0;
+    int err = uv_poll_start(&p->poll, UV_READABLE | UV_DISCONNECT, pipe_readable);
+    if (err != 0) return procctl_throw_errno(env, -err, "splicePipe resume");
+    p->polling = 1;
+  }
+  return NULL;
+}
+
+static napi_value PipeClose(napi_env env, napi_callback_info info) {
+  pipe_t *p = pipe_of(env, info);
+  if (p) pipe_stop(p);
+  return NULL;
+}
+
+static void pipe_finalize(napi_env env, void *data, void *hint) {
+  pipe_t *p = (pipe_t *)data;
+  (void)env;
+  (void)hint;
+  p->js_gone = 1;
+  if (!p->stopped) pipe_stop(p);
+  else if (p->uv_closed) free(p);
+}
+
+static void target_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  target_unref((target_t *)data);
+}
+
+static target_t *target_of(napi_env env, napi_value obj) {
+  void *t = NULL;
+  if (napi_unwrap(env, obj, &t) != napi_ok) return NULL;
+  return (target_t *)t;
+}
+
+static napi_value TargetSet(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  target_t *t = NULL;
+  int32_t fd;
+  int64_t off = 0, room = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&t) != napi_ok || !t || argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      (fd >= 0 && (argc < 3 || napi_get_value_int64(env, argv[1], &off) != napi_ok || napi_get_value_int64(env, argv[2], &room) != napi_ok || off < 0))) {
+    napi_throw_type_error(env, NULL, "target.set(fd, offset, room), set(-1) to read, or set(-2) to ask");
+    return NULL;
+  }
+  t->fd = fd < 0 ? (fd == ASK ? ASK : READ) : fd;
+  t->off = fd < 0 ? 0 : (loff_t)off;
+  t->room = fd < 0 ? 0 : room;
+  return NULL;
+}
+
+static napi_value TargetOffset(napi_env env, napi_callback_info info) {
+  target_t *t = NULL;
+  napi_value out;
+  napi_get_cb_info(env, info, NULL, NULL, NULL, (void **)&t);
+  napi_create_int64(env, t ? (int64_t)t->off : -1, &out);
+  return out;
+}
+
+static napi_value SpliceTarget(napi_env env, napi_callback_info info) {
+  (void)info;
+  target_t *t = calloc(1, sizeof *t);
+  if (!t) return procctl_throw_errno(env, ENOMEM, "spliceTarget");
+  t->fd = ASK;
+  t->refs = 1;
+  napi_value obj, set_fn, off_fn;
+  napi_create_object(env, &obj);
+  if (napi_wrap(env, obj, t, target_finalize, NULL, NULL) != napi_ok) {
+    free(t);
+    napi_throw_error(env, NULL, "spliceTarget: cannot wrap");
+    return NULL;
+  }
+  napi_create_function(env, "set", NAPI_AUTO_LENGTH, TargetSet, t, &set_fn);
+  napi_create_function(env, "offset", NAPI_AUTO_LENGTH, TargetOffset, t, &off_fn);
+  napi_set_named_property(env, obj, "set", set_fn);
+  napi_set_named_property(env, obj, "offset", off_fn);
+  return obj;
+}
+
+static napi_value SplicePipe(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  int32_t fd;
+  napi_valuetype type;
+  bool is_buffer = false;
+  target_t *t;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0 ||
+      !(t = target_of(env, argv[1])) || napi_is_buffer(env, argv[2], &is_buffer) != napi_ok || !is_buffer || napi_typeof(env, argv[3], &type) != napi_ok ||
+      type != napi_function) {
+    napi_throw_type_error(env, NULL, "splicePipe(fd, target, buffer, onBatch): a descriptor, a spliceTarget(), a Buffer and a function");
+    return NULL;
+  }
+  uv_loop_t *loop;
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok) return procctl_throw_errno(env, EINVAL, "splicePipe: no event loop");
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)) return procctl_throw_errno(env, errno, "splicePipe: fcntl");
+  pipe_t *p = calloc(1, sizeof *p);
+  if (!p) return procctl_throw_errno(env, ENOMEM, "splicePipe");
+  void *data;
+  size_t len;
+  napi_get_buffer_info(env, argv[2], &data, &len);
+  p->buf = data;
+  p->buflen = len;
+  p->env = env;
+  p->pipe = fd;
+  p->target = t;
+  p->poll.data = p;
+  int err = uv_poll_init(loop, &p->poll, fd);
+  if (err != 0) {
+    free(p);
+    return procctl_throw_errno(env, -err, "splicePipe");
+  }
+  t->refs++;
+  napi_create_reference(env, argv[3], 1, &p->callback);
+  napi_create_reference(env, argv[2], 1, &p->buffer_ref);
+  napi_value name;
+  napi_create_string_utf8(env, "procctl.splice", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, NULL, name, &p->context);
+  err = uv_poll_start(&p->poll, UV_READABLE | UV_DISCONNECT, pipe_readable);
+  if (err != 0) {
+    p->stopped = 1;
+    p->js_gone = 1;
+    uv_close((uv_handle_t *)&p->poll, pipe_closed);
+    return procctl_throw_errno(env, -err, "splicePipe");
+  }
+  p->polling = 1;
+  napi_value handle, fn;
+  napi_create_object(env, &handle);
+  static const struct { const char *name; napi_callback fn; } methods[] = {{"pause", PipePause}, {"resume", PipeResume}, {"close", PipeClose}};
+  for (size_t i = 0; i < 3; i++) {
+    napi_create_function(env, methods[i].name, NAPI_AUTO_LENGTH, methods[i].fn, p, &fn);
+    napi_set_named_property(env, handle, methods[i].name, fn);
+  }
+  // Freed once both libuv and JavaScript are done with it: tied to the handle object.
+  napi_add_finalizer(env, handle, p, pipe_finalize, NULL, NULL);
+  return handle;
+}
+
+// Called by addon.c, the module's one init.
+void procctl_splice_init(napi_env env, napi_value exports) {
+  napi_value fn;
+  napi_create_function(env, "spliceTarget", NAPI_AUTO_LENGTH, SpliceTarget, NULL, &fn);
+  napi_set_named_property(env, exports, "spliceTarget", fn);
+  napi_create_function(env, "splicePipe", NAPI_AUTO_LENGTH, SplicePipe, NULL, &fn);
+  napi_set_named_property(env, exports, "splicePipe", fn);
+}

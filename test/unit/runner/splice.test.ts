@@ -1,0 +1,183 @@
+import { closeSync, constants, existsSync, fstatSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { nativeSpawner, posixSpawn, type Addon } from '../../../src/runner/native.js';
+import { setSpliceListener, splicer, SpliceRoute } from '../../../src/runner/launch/splice.js';
+import type { Stream } from '../../../src/session/output.js';
+import { Spool } from '../../../src/session/spool.js';
+
+/**
+ * The splice reader (runner/launch/splice.ts, native/splice.c): real jobs' pipes moved into a real
+ * spool file by the kernel, the bytes read back and handed on in the order they were taken.
+ */
+
+const addon = nativeSpawner() as Addon;
+const splice = splicer(addon)!;
+const root = mkdtempSync(join(tmpdir(), 'procctl-splice-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+let n = 0;
+const fresh = () => join(root, `case-${++n}.log`);
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** Run `cmd` with its output spliced into `spool`: what was handed on (in order), once both pipes closed and the job exited. */
+function run(cmd: string, spool: Spool, buffer = Buffer.alloc(64 * KiB)): Promise<{ chunks: [Stream, string][]; fds: [number, number][] }> {
+  return new Promise((resolve) => {
+    const chunks: [Stream, string][] = [];
+    let pending = 3;
+    const fds: [number, number][] = [];
+    const done = () => {
+      if (--pending === 0) resolve({ chunks, fds });
+    };
+    const child = posixSpawn(addon, '/bin/sh', ['sh', '-c', cmd], { PATH: process.env.PATH }, '/', true, done);
+    const route = new SpliceRoute(splice, spool, buffer);
+    for (const [fd, stream] of [[child.stdout, 'stdout'], [child.stderr, 'stderr']] as const) {
+      fds.push([fd, fstatSync(fd).ino]);
+      // The buffer is valid only during the call, as with the daemon's shared read buffer: copied here.
+      route.pipe(fd, stream, (s, chunk) => chunks.push([s, chunk.toString('latin1')])).once('close', done);
+    }
+  });
+}
+
+const text = (chunks: [Stream, string][]) => chunks.map(([, t]) => t).join('');
+const lines = (count: number) => Array.from({ length: count }, (_, i) => `${i}\n`).join('');
+
+describe('the splice reader', () => {
+  it('puts stdout and stderr in the spool in the order it hands them on, and both agree with what was printed', async () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    const { chunks } = await run('for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; sleep 0.02; done', spool);
+    await spool.drained();
+    expect(readFileSync(spool.file, 'latin1')).toBe(text(chunks));
+    expect(chunks.filter(([s]) => s === 'stderr').map(([, t]) => t).join('')).toBe('err1\nerr2\nerr3\nerr4\nerr5\n');
+    expect(chunks.filter(([s]) => s === 'stdout').map(([, t]) => t).join('')).toBe('out1\nout2\nout3\nout4\nout5\n');
+    expect(spool.totalBytes).toBe(text(chunks).length);
+  });
+
+  it('hands on each burst as it comes (an empty pipe is EAGAIN, not an end) and closes at end of file, descriptors and all', async () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    const { chunks, fds } = await run('echo first; sleep 0.3; echo second', spool);
+    expect(chunks.map(([, t]) => t)).toEqual(['first\n', 'second\n']);
+    expect(readFileSync(spool.file, 'latin1')).toBe('first\nsecond\n');
+    // Its pipes' descriptors are closed at their end (the number free, or another file's since).
+    for (const [fd, ino] of fds) {
+      let now: number | undefined;
+      try {
+        now = fstatSync(fd).ino;
+      } catch {
+        now = undefined;
+      }
+      expect(now).not.toBe(ino);
+    }
+  });
+
+  it('never splices across a segment: each is cut at half the cap exactly, the rest rotated away and counted', async () => {
+    const spool = new Spool(fresh(), 64 * KiB);
+    const want = lines(40_000); // 228,890 bytes: several rotations of 32 KiB segments
+    const { chunks } = await run('i=0; while [ $i -lt 40000 ]; do echo $i; i=$((i+1)); done', spool);
+    await spool.drained();
+    expect(text(chunks)).toBe(want);
+    expect(statSync(`${spool.file}.1`).size).toBe(32 * KiB);
+    const kept = spool.read();
+    expect(want.endsWith(kept)).toBe(true);
+    expect(spool.totalBytes).toBe(want.length);
+    expect(spool.dropped.rotated + kept.length).toBe(want.length);
+  });
+
+  it('goes on where a resumed spool ends (a restart): nothing written over, the next output after it', async () => {
+    const file = fresh();
+    writeFileSync(file, 'before the restart\n');
+    const spool = Spool.resume(file, 64 * MiB, undefined, { totalBytes: 19, droppedBytes: 0 });
+    const { chunks } = await run('echo after', spool);
+    expect(text(chunks)).toBe('after\n');
+    expect(readFileSync(file, 'latin1')).toBe('before the restart\nafter\n');
+    expect(spool.totalBytes).toBe(19 + 6);
+  });
+
+  it('while the spool takes no splice (its budget spent), reads the pipes into its writes, and splices again once they are written: nothing lost, nothing twice', async () => {
+    /** Takes splices in turns of 256 KiB, refusing one while it writes the next 256 KiB it is given as today (the budget spent, then refilled). */
+    class Turns extends Spool {
+      modes: string[] = [];
+      private turn = 0;
+      override spliceAt() {
+        const at = this.turn >= 256 * KiB ? undefined : super.spliceAt();
+        return at && { ...at, room: Math.min(at.room, 256 * KiB - this.turn) };
+      }
+      override spliced(bytes: number) {
+        if (this.modes.at(-1) !== 'splice') this.modes.push('splice');
+        this.turn += bytes;
+        return super.spliced(bytes);
+      }
+      override write(data: Buffer | string) {
+        if (this.modes.at(-1) !== 'write') this.modes.push('write');
+        this.turn -= data.length;
+        if (this.turn < 0) this.turn = 0;
+        super.write(data);
+      }
+    }
+    const spool = new Turns(fresh(), 64 * MiB);
+    const want = lines(300_000); // 1.9 MB
+    const { chunks } = await run('i=0; while [ $i -lt 300000 ]; do echo $i; i=$((i+1)); done', spool);
+    await spool.drained();
+    expect(text(chunks)).toBe(want);
+    expect(readFileSync(spool.file, 'latin1')).toBe(want);
+    expect(spool.totalBytes).toBe(want.length);
+    expect(spool.modes.slice(0, 3)).toEqual(['splice', 'write', 'splice']);
+  }, 60_000);
+
+  it('the spool\'s own budget: past its first 8 MiB a spool gives no room to splice until the budget refills', () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    const at = spool.spliceAt()!;
+    expect(at.room).toBe(8 * MiB);
+    expect(at.offset).toBe(0);
+    // As if 9 MiB were spliced now: 1 MiB over, which takes 64 ms of the 16 MiB/s to earn back.
+    spool.spliced(9 * MiB);
+    expect(spool.spliceAt()).toBeUndefined();
+    spool.remove();
+  });
+
+  it('a spool closed while its job prints (a shutdown) is let go: the file that takes its descriptor\'s number gets nothing, the pipes are read to their end', async () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    const other = fresh();
+    const gate = join(root, `gate-${n}`);
+    const running = run(`echo before; while [ ! -e ${gate} ]; do sleep 0.02; done; echo after`, spool);
+    await new Promise<void>((resolve) => {
+      const look = setInterval(() => {
+        if (existsSync(spool.file) && statSync(spool.file).size > 0) {
+          clearInterval(look);
+          resolve();
+        }
+      }, 10);
+    });
+    await spool.close();
+    // Likely the closed segment's number: the reader must not splice into it.
+    const otherFd = openSync(other, constants.O_RDWR | constants.O_CREAT);
+    writeFileSync(gate, '');
+    const { chunks } = await running;
+    expect(text(chunks)).toBe('before\nafter\n');
+    expect(readFileSync(spool.file, 'latin1')).toBe('before\n');
+    expect(statSync(other).size).toBe(0);
+    closeSync(otherFd);
+  });
+
+  it('a file that takes no splice (EINVAL) turns the session to reading for good, said once, and loses nothing', async () => {
+    const said: string[] = [];
+    setSpliceListener((file, reason) => said.push(`${file}: ${reason}`));
+    const file = fresh();
+    // O_APPEND: splice(2) refuses it with EINVAL, as a file system without splice_write does.
+    class AppendOnly extends Spool {
+      override spliceAt() {
+        const at = super.spliceAt();
+        return at && { ...at, fd: openSync(file, constants.O_WRONLY | constants.O_APPEND) };
+      }
+    }
+    const spool = new AppendOnly(file, 64 * MiB);
+    const { chunks } = await run('for i in 1 2 3; do echo line$i; echo err$i >&2; sleep 0.05; done', spool);
+    await spool.drained();
+    setSpliceListener(() => undefined);
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatch(/EINVAL/);
+    expect(text(chunks).split('\n').sort().join('\n')).toBe(['', 'err1', 'err2', 'err3', 'line1', 'line2', 'line3'].join('\n'));
+    expect(readFileSync(file, 'latin1')).toBe(text(chunks));
+  });
+});
