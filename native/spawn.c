@@ -106,8 +106,8 @@ static int above_stdio(int fd) {
   return moved;
 }
 
-static int stdio_pair(int fds[2]) {
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return errno;
+// Both ends of a new pair moved above 0..2; on failure both are closed and errno returned.
+static int pair_above_stdio(int fds[2]) {
   fds[0] = above_stdio(fds[0]);
   fds[1] = above_stdio(fds[1]);
   if (fds[0] < 0 || fds[1] < 0) {
@@ -119,19 +119,16 @@ static int stdio_pair(int fds[2]) {
   return 0;
 }
 
+static int stdio_pair(int fds[2]) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return errno;
+  return pair_above_stdio(fds);
+}
+
 // The job's stdout and stderr: a pipe each (fds[0] the daemon's end), so the daemon can move its
 // output into the spool with splice(2), which needs a pipe on one side (native/splice.c).
 static int output_pipe(int fds[2]) {
   if (pipe2(fds, O_CLOEXEC) != 0) return errno;
-  fds[0] = above_stdio(fds[0]);
-  fds[1] = above_stdio(fds[1]);
-  if (fds[0] < 0 || fds[1] < 0) {
-    int err = errno;
-    if (fds[0] >= 0) close(fds[0]);
-    if (fds[1] >= 0) close(fds[1]);
-    return err;
-  }
-  return 0;
+  return pair_above_stdio(fds);
 }
 
 // SpawnSteps: what a confined job (src/sandbox/) gets between fork and exec. Limits are set

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { alive, waitFor } from './daemon.js';
 import { makeStateDir, readRecords } from './state.js';
@@ -30,3 +30,35 @@ export async function crashDaemon(pid: number, state?: string): Promise<void> {
   await waitFor(() => !alive(pid), { what: `daemon ${pid} to be gone` });
   if (state !== undefined) await guardianWaits(state);
 }
+
+/**
+ * Writes to `path` a script that runs its arguments as its child, marked as a subreaper, reaping
+ * every process given to it (as systemd does), and goes when none is left: a daemon started under
+ * it (`launcher: ['python3', path]`) leaves its orphans to be reaped at once, as on a real host.
+ */
+export function writeReaper(path: string): string {
+  writeFileSync(path, REAPER);
+  return path;
+}
+
+const REAPER = `
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+child = os.fork()
+if child == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+def forward(sig, _):
+    try:
+        os.kill(child, sig)
+    except ProcessLookupError:
+        sys.exit(0)
+signal.signal(signal.SIGTERM, forward)
+signal.signal(signal.SIGINT, forward)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        pass
+`;

@@ -6,6 +6,7 @@ import { childrenOf, killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
 import { cmdline, makeStateDir, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
 import { daemonStatus } from '../helpers/restart.js';
+import { writeReaper } from '../helpers/crash.js';
 import { hostScratch } from './sandbox-support.js';
 
 /**
@@ -20,28 +21,6 @@ const base = hostScratch('procctl-crash-splice-');
 const reaper = join(base, 'reaper.py');
 const pids = new Set<number>();
 
-/** Runs its arguments as its child, marked as a subreaper, reaping every process given to it (as systemd does); goes when none is left. */
-const REAPER = `
-import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-child = os.fork()
-if child == 0:
-    os.execvp(sys.argv[1], sys.argv[1:])
-def forward(sig, _):
-    try:
-        os.kill(child, sig)
-    except ProcessLookupError:
-        sys.exit(0)
-signal.signal(signal.SIGTERM, forward)
-signal.signal(signal.SIGINT, forward)
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        break
-    except InterruptedError:
-        pass
-`;
 
 afterEach(async () => {
   await stopAllDaemons();
@@ -79,7 +58,7 @@ function countBreak(output: string): string | undefined {
 describe('a crash loses no byte of spliced output (durability.onCrash "keep")', () => {
   it('fast numbered lines of six jobs through four SIGKILLs of their daemon: every number exactly once', async () => {
     mkdirSync(base, { recursive: true });
-    writeFileSync(reaper, REAPER);
+    writeReaper(reaper);
     const state = makeStateDir();
     const env = { PROCCTL_STATE_DIR: state, PROCCTL_ON_CRASH: 'keep', PROCCTL_CRASH_GRACE_MS: '60000' };
     const flag = join(base, 'stop');
@@ -88,7 +67,7 @@ describe('a crash loses no byte of spliced output (durability.onCrash "keep")', 
     let d: TestDaemon = await startDaemon({ env, launcher: ['python3', reaper] });
     let daemon = (await waitFor(() => childrenOf(d.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' }))!;
     const s1 = new Scoped(await d.client(), 'splice');
-    const jobs = [];
+    const jobs: { sessionId: string; pid: number }[] = [];
     for (let i = 0; i < 6; i++) jobs.push(await s1.exec({ command: printer, background: true }));
     for (const job of jobs) {
       pids.add(job.pid);

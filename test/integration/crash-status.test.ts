@@ -4,7 +4,7 @@ import { closeSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../src/base/addon.js';
-import { crashDaemon, keepingState, keptByGuardian } from '../helpers/crash.js';
+import { crashDaemon, keepingState, keptByGuardian, writeReaper } from '../helpers/crash.js';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { restartAndWait } from '../helpers/restart.js';
 import { childrenOf, killLeftovers } from '../helpers/procs.js';
@@ -27,28 +27,6 @@ const reaper = join(base, 'reaper.py');
 const pids = new Set<number>();
 const sessions = new Set<string>();
 
-/** Runs its arguments as its child, marked as a subreaper, reaping every process given to it; goes when none is left. */
-const REAPER = `
-import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-child = os.fork()
-if child == 0:
-    os.execvp(sys.argv[1], sys.argv[1:])
-def forward(sig, _):
-    try:
-        os.kill(child, sig)
-    except ProcessLookupError:
-        sys.exit(0)
-signal.signal(signal.SIGTERM, forward)
-signal.signal(signal.SIGINT, forward)
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        break
-    except InterruptedError:
-        pass
-`;
 
 /**
  * Why this kernel cannot tell a process's status through a pidfd held by a process that is not
@@ -95,7 +73,7 @@ afterAll(() => {
  */
 async function underReaper(config?: Record<string, unknown>) {
   mkdirSync(base, { recursive: true });
-  writeFileSync(reaper, REAPER);
+  writeReaper(reaper);
   const { state, env } = keepingState();
   const d1 = await startDaemon({ env, ...(config ? { config } : {}), launcher: ['python3', reaper] });
   const daemon = await waitFor(() => childrenOf(d1.proc.pid!).find((p) => cmdline(p).includes('procctld')), { what: 'the daemon under the reaper' });
