@@ -397,6 +397,19 @@ export class Spool {
     return true;
   }
 
+  /**
+   * Take back the last `n` bytes spliced (the start of a character the other stream may write
+   * into the middle of): not counted, and the next write goes where they were. False when they
+   * are no longer in the current segment (it rotated), where they stay as they came.
+   */
+  unsplice(n: number): boolean {
+    if (n <= 0 || this.segmentBytes < n || this.removed) return false;
+    this.totalBytes -= n;
+    this.segmentBytes -= n;
+    this.tokens += n;
+    return true;
+  }
+
   /** A splice into the segment failed (a full disk, a read-only file system): counted as a write fault, as `write`'s are. */
   spliceFailed(err: Error): void {
     this.fail('data', err, 0);

@@ -57,6 +57,12 @@ export class SpliceRoute {
   /** Waiting for the spool to drain, to splice again. */
   private waiting = false;
   private readonly pipes = new Set<SplicedPipe>();
+  /**
+   * Per stream, the first bytes of a character not yet whole: held back from the spool until the
+   * rest comes, so a character stays whole there when the other stream writes between its bytes
+   * (as the spool's own per-stream writes keep it). While any is held, the pipes are read.
+   */
+  private readonly partial = new Map<Stream, Buffer>();
 
   constructor(
     private readonly addon: Splicer,
@@ -94,7 +100,7 @@ export class SpliceRoute {
     this.waiting = true;
     void this.spool.drained().then(() => {
       this.waiting = false;
-      if (!this.splicing && this.pipes.size > 0) this.aim();
+      if (!this.splicing && this.partial.size === 0 && this.pipes.size > 0) this.aim();
     });
   }
 
@@ -103,9 +109,19 @@ export class SpliceRoute {
     let reaim = status === ROOM;
     if (n > 0) {
       const chunk = this.buffer.subarray(0, n);
-      if (spliced) reaim = this.spool.spliced(n) || reaim;
-      else {
-        this.spool.write(chunk);
+      if (spliced) {
+        const rotated = this.spool.spliced(n);
+        reaim = rotated || reaim;
+        const cut = rotated ? 0 : incompleteTail(chunk);
+        if (cut > 0 && this.spool.unsplice(cut)) {
+          this.partial.set(stream, Buffer.from(chunk.subarray(n - cut)));
+          this.splicing = false;
+          this.target.set(-1);
+          reaim = false;
+          this.afterDrain();
+        }
+      } else {
+        this.writeWhole(stream, chunk);
         this.afterDrain();
       }
       // The spool is aimed again before the session hears of the chunk: a rotation closed the file the target names.
@@ -127,8 +143,38 @@ export class SpliceRoute {
       return;
     }
     if (reaim) this.aim();
-    if (status === END || status < 0) pipe.destroy();
+    if (status === END || status < 0) {
+      // The stream ended inside a character: its bytes go to the spool as they came.
+      const held = this.partial.get(stream);
+      if (held) {
+        this.partial.delete(stream);
+        this.spool.write(held);
+      }
+      pipe.destroy();
+    }
   }
+
+  /** Read output to the spool's write, whole characters only: a stream's unfinished one waits for its rest. */
+  private writeWhole(stream: Stream, chunk: Buffer): void {
+    const held = this.partial.get(stream);
+    const data = held ? Buffer.concat([held, chunk]) : chunk;
+    const cut = incompleteTail(data);
+    if (cut > 0) this.partial.set(stream, Buffer.from(data.subarray(data.length - cut)));
+    else this.partial.delete(stream);
+    if (data.length > cut) this.spool.write(data.subarray(0, data.length - cut));
+  }
+}
+
+/** How many bytes at the end of `buf` begin a UTF-8 character whose rest has not come (0-3). */
+export function incompleteTail(buf: Buffer): number {
+  const n = buf.length;
+  for (let back = 1; back <= Math.min(3, n); back++) {
+    const b = buf[n - back]!;
+    if ((b & 0xc0) === 0x80) continue; // a continuation byte: look further back
+    const need = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
 }
 
 /**

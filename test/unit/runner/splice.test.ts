@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { nativeSpawner, posixSpawn, type Addon } from '../../../src/runner/native.js';
-import { setSpliceListener, splicer, SpliceRoute } from '../../../src/runner/launch/splice.js';
+import { incompleteTail, setSpliceListener, splicer, SpliceRoute } from '../../../src/runner/launch/splice.js';
 import type { Stream } from '../../../src/session/output.js';
 import { Spool } from '../../../src/session/spool.js';
 
@@ -179,5 +179,19 @@ describe('the splice reader', () => {
     expect(said[0]).toMatch(/EINVAL/);
     expect(text(chunks).split('\n').sort().join('\n')).toBe(['', 'err1', 'err2', 'err3', 'line1', 'line2', 'line3'].join('\n'));
     expect(readFileSync(file, 'latin1')).toBe(text(chunks));
+  });
+});
+
+describe('incompleteTail', () => {
+  it('counts the bytes of a character whose rest has not come, and nothing for whole ones', () => {
+    for (const ch of ['a', 'é', '€', '😀']) {
+      const b = Buffer.from(`x${ch}`, 'utf8');
+      expect(incompleteTail(b)).toBe(0);
+      for (let k = 1; k < b.length - 1; k++) expect(incompleteTail(b.subarray(0, b.length - k))).toBe(b.length - 1 - k);
+    }
+    // Stray continuation bytes or an invalid lead are not held: they are bytes as they came.
+    expect(incompleteTail(Buffer.from([0x80, 0x80, 0x80]))).toBe(0);
+    expect(incompleteTail(Buffer.from([0x61, 0xff]))).toBe(0);
+    expect(incompleteTail(Buffer.alloc(0))).toBe(0);
   });
 });
