@@ -209,12 +209,21 @@ function mayEndInside(bytes: Buffer): boolean {
 
 /** The bytes after the last lead byte when its character is not complete (what a UTF-8 decoder holds), else undefined. */
 function incompleteTail(bytes: Buffer): Buffer | undefined {
+  const n = incompleteTailLength(bytes);
+  return n > 0 ? Buffer.from(bytes.subarray(bytes.length - n)) : undefined;
+}
+
+/**
+ * How many bytes at the end of `bytes` begin a character whose rest has not come (0-3), as a
+ * UTF-8 decoder holds them: a lead byte (0xc0-0xf7) with fewer continuation bytes than it needs.
+ */
+export function incompleteTailLength(bytes: Buffer): number {
   for (let i = bytes.length - 1, back = 1; i >= 0 && back <= 4; i--, back++) {
-    const b = bytes[i];
-    if (b < 0x80) return undefined;
-    if (b >= 0xc0) return (b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2) > back ? Buffer.from(bytes.subarray(i)) : undefined;
+    const b = bytes[i]!;
+    if (b < 0x80 || b >= 0xf8) return 0;
+    if (b >= 0xc0) return (b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2) > back ? back : 0;
   }
-  return undefined;
+  return 0;
 }
 
 function merge(a: [string, number][], b: [string, number][]): string {

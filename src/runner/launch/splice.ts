@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { constants as os } from 'node:os';
 import { closeQuietly } from '../../base/close-quietly.js';
-import type { Stream } from '../../session/output.js';
+import { incompleteTailLength as incompleteTail, type Stream } from '../../session/output.js';
 import type { Spool } from '../../session/spool.js';
 import type { Addon, SplicedHandle, SpliceTarget } from '../native.js';
 
@@ -163,18 +163,6 @@ export class SpliceRoute {
     else this.partial.delete(stream);
     if (data.length > cut) this.spool.write(data.subarray(0, data.length - cut));
   }
-}
-
-/** How many bytes at the end of `buf` begin a UTF-8 character whose rest has not come (0-3). */
-export function incompleteTail(buf: Buffer): number {
-  const n = buf.length;
-  for (let back = 1; back <= Math.min(3, n); back++) {
-    const b = buf[n - back]!;
-    if ((b & 0xc0) === 0x80) continue; // a continuation byte: look further back
-    const need = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 1;
-    return need > back ? back : 0;
-  }
-  return 0;
 }
 
 /**

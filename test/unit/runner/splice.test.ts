@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { nativeSpawner, posixSpawn, type Addon } from '../../../src/runner/native.js';
-import { incompleteTail, setSpliceListener, splicer, SpliceRoute } from '../../../src/runner/launch/splice.js';
+import { setSpliceListener, splicer, SpliceRoute } from '../../../src/runner/launch/splice.js';
+import { incompleteTailLength as incompleteTail } from '../../../src/session/output.js';
 import type { Stream } from '../../../src/session/output.js';
 import { Spool } from '../../../src/session/spool.js';
 
