@@ -172,6 +172,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       session.onOutput(stream, chunk, spooled);
     },
     spool: session.spliceSpool,
+    unfinished: (stream) => session.output.unfinished(stream),
     failed: (message) => finish(message),
     inputClosed: () => session.inputClosed(),
     closed: () => {

@@ -49,7 +49,8 @@ export class SessionOutput {
    * The sink gets the same output: the bytes as they came (no copy) when they hold whole
    * characters, else the text. The sink holds both streams in arrival order, so a read that
    * starts or ends inside a character must not go there as bytes: the other stream's output
-   * could land between its halves.
+   * could land between its halves. No sink: the reader put the chunk's whole characters there
+   * itself (spliced); the first bytes of one it ends inside are held here, written with their rest.
    */
   write(stream: Stream, bytes: Buffer | string, sink?: OutputSink): string {
     return pieceText(this.capture(stream, bytes, sink));
@@ -95,6 +96,15 @@ export class SessionOutput {
     this.split[stream] = false;
     this.held[stream] = undefined;
     return text;
+  }
+
+  /**
+   * The stream's decoder holds the first bytes of a character whose rest has not come: they are in
+   * no sink yet (a reader that splices leaves them out of the spool's count), and the capture writes
+   * them, whole with their rest or as U+FFFD at `end`. A splicing reader reads meanwhile (runner/launch/splice.ts).
+   */
+  unfinished(stream: Stream): boolean {
+    return this.held[stream] !== undefined;
   }
 
   /** The bytes of a character each stream's decoder holds, half read (a restart hands them on). */
@@ -224,6 +234,19 @@ export function incompleteTailLength(bytes: Buffer): number {
     if (b >= 0xc0) return (b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2) > back ? back : 0;
   }
   return 0;
+}
+
+/**
+ * How many of a read's first bytes a reader may put in the spool as they came (spliced) and hand
+ * on as spooled: all but the first bytes of a character the read ends inside (the capture's
+ * decoder holds them and writes them with their rest). None when the bytes before those would not
+ * decode alone (an invalid lead that only the unfinished character's lead ends): a decoder reading
+ * on from them in the spool would join them to whatever comes next, so the capture writes the read.
+ */
+export function spliceableLength(bytes: Buffer): number {
+  const cut = incompleteTailLength(bytes);
+  if (cut === 0) return bytes.length;
+  return incompleteTailLength(bytes.subarray(0, bytes.length - cut)) > 0 ? 0 : bytes.length - cut;
 }
 
 function merge(a: [string, number][], b: [string, number][]): string {

@@ -560,17 +560,15 @@ export class Session {
     return this.scrubbers ? undefined : this.spool;
   }
 
-  /** The spool got this session's output from its reader (spliced), never from the capture. */
-  private spooledByReader = false;
-
   /**
    * Capture a chunk from the process; wakes waiters and streams an `output` event. `spooled`: the
-   * reader has put these bytes in the spool already (spliced), so the capture does not write them.
+   * reader has put this chunk's whole characters in the spool already (spliced), so the capture
+   * does not write them; a character it ends inside is not there, and the capture writes it once
+   * whole (runner/launch/splice.ts reads the pipes meanwhile), or U+FFFD at the stream's end.
    */
   onOutput(stream: Stream, bytes: Buffer | string, spooled = false): void {
     if (this.scrubbers) bytes = this.scrubbers[stream].write(typeof bytes === 'string' ? Buffer.from(bytes) : bytes);
     const offset = this.output.totalChars;
-    if (spooled) this.spooledByReader = true;
     const piece = this.output.capture(stream, bytes, spooled ? undefined : this.spool);
     if (piece.length === 0) return;
     // Decoded here only for whoever reads it as it comes; else when the output is read.
@@ -692,8 +690,8 @@ export class Session {
       const held = this.scrubbers?.[stream].end();
       if (held && held.length > 0) this.output.capture(stream, held, this.spool);
       const offset = this.output.totalChars;
-      // A spliced spool holds the stream's bytes as they came: a character cut at the end is in it as its bytes.
-      const text = this.output.end(stream, this.spooledByReader ? undefined : this.spool);
+      // A character cut at the end is in no spool yet, spliced or read: it goes there as U+FFFD, as into the transcript.
+      const text = this.output.end(stream, this.spool);
       if (text) this.emit('output', { stream, data: text, offset });
       if (text) for (const watch of this.outputWatchers) watch(stream, text);
     }

@@ -1,5 +1,5 @@
 import { isAscii } from 'node:buffer';
-import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writev } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, truncateSync, writev } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import type { DiskHealth, WriteKind } from './disk.js';
 import { capText } from './chunks.js';
@@ -386,6 +386,7 @@ export class Spool {
   /**
    * `n` bytes were spliced at the end of the segment `spliceAt` gave: counted as written. True when
    * that segment is full and was rotated: the reader asks `spliceAt` again before splicing more.
+   * Bytes spliced past them and not counted (a character's first bytes) are written over by the next write.
    */
   spliced(n: number): boolean {
     this.totalBytes += n;
@@ -398,16 +399,19 @@ export class Spool {
   }
 
   /**
-   * Take back the last `n` bytes spliced (the start of a character the other stream may write
-   * into the middle of): not counted, and the next write goes where they were. False when they
-   * are no longer in the current segment (it rotated), where they stay as they came.
+   * A planned restart's quiet moment, after `settle`: the segment on disk is cut back to what the
+   * spool counts. A splicing reader leaves the first bytes of a character it took apart out of
+   * the count (the capture holds them, and a restart hands them on: session/carry.ts); they may
+   * still lie past it, and the next image resumes at the file's size, so they would be there twice.
+   * Not at a shutdown or a crash: with no capture to hand them on, the bytes on disk are all there is.
    */
-  unsplice(n: number): boolean {
-    if (n <= 0 || this.segmentBytes < n || this.removed) return false;
-    this.totalBytes -= n;
-    this.segmentBytes -= n;
-    this.tokens += n;
-    return true;
+  trimToCount(): void {
+    if (this.closed || this.removed || this.maxBytes <= 0) return;
+    try {
+      if (statSync(this.file).size > this.segmentBytes) truncateSync(this.file, this.segmentBytes);
+    } catch {
+      // no segment yet, or none to cut: the next write says what is wrong
+    }
   }
 
   /** A splice into the segment failed (a full disk, a read-only file system): counted as a write fault, as `write`'s are. */

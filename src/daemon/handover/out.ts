@@ -167,7 +167,7 @@ async function prepareSteps(host: HandoverHost, at: number): Promise<Prepared> {
     // 5. settle
     const records = sessions.map((s) => toRecord(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime));
     await host.settleFiles(records);
-    await Promise.all(sessions.map((s) => s.spool?.settle()));
+    await Promise.all(sessions.map((s) => s.spool?.settle().then(() => s.spool?.trimToCount())));
     step('settle');
     fault('settle');
     await pause('settle');

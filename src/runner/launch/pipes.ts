@@ -96,8 +96,8 @@ const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 function outputPipes(addon: Addon, out: number, err: number, hooks: LaunchHooks): { stdout: Socket | SplicedPipe; stderr: Socket | SplicedPipe } {
   const splice = hooks.spool && splicer(addon);
   if (!splice || !hooks.spool) return { stdout: readPipe(out, 'stdout', hooks), stderr: readPipe(err, 'stderr', hooks) };
-  const route = new SpliceRoute(splice, hooks.spool, READ_BUFFER);
-  const deliver = (stream: Stream, chunk: Buffer) => hooks.output(stream, chunk, true);
+  const route = new SpliceRoute(splice, hooks.spool, READ_BUFFER, (stream) => hooks.unfinished(stream));
+  const deliver = (stream: Stream, chunk: Buffer, spooled: boolean) => hooks.output(stream, chunk, spooled);
   return { stdout: route.pipe(out, 'stdout', deliver), stderr: route.pipe(err, 'stderr', deliver) };
 }
 

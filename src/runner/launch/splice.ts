@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { constants as os } from 'node:os';
 import { closeQuietly } from '../../base/close-quietly.js';
-import { incompleteTailLength as incompleteTail, type Stream } from '../../session/output.js';
+import { spliceableLength, type Stream } from '../../session/output.js';
 import type { Spool } from '../../session/spool.js';
 import type { Addon, SplicedHandle, SpliceTarget } from '../native.js';
 
@@ -46,8 +46,15 @@ export function splicer(addon: Addon): Splicer | undefined {
  * The spool decides where and how much: never past its segment's end (it rotates, then the
  * target follows), never past the disk budget. While it cannot take a splice (the budget is
  * spent, output waits to be written, a write failed a moment ago) the pipes are read into the
- * buffer and the bytes given to the spool's write, as before; once it is drained the pipes are
- * spliced again. A file system that refuses splice turns the session to reading for good.
+ * buffer and each read handed on as not spooled: the capture writes it (session/output.ts, whole
+ * characters per stream, as for any job read); once the spool is drained the pipes are spliced
+ * again. A file system that refuses splice turns the session to reading for good.
+ *
+ * A stream's unfinished character has one owner, the capture's decoder: a spliced batch that ends
+ * inside one is counted without its first bytes (1-3, left past the spool's count, where the next
+ * write goes; session/output.ts spliceableLength), and the pipes are read while any open stream's
+ * capture holds such bytes, so the capture writes the character whole once its rest has come (or
+ * U+FFFD at the stream's end).
  */
 export class SpliceRoute {
   private readonly target: SpliceTarget;
@@ -56,18 +63,15 @@ export class SpliceRoute {
   private refused = false;
   /** Waiting for the spool to drain, to splice again. */
   private waiting = false;
-  private readonly pipes = new Set<SplicedPipe>();
-  /**
-   * Per stream, the first bytes of a character not yet whole: held back from the spool until the
-   * rest comes, so a character stays whole there when the other stream writes between its bytes
-   * (as the spool's own per-stream writes keep it). While any is held, the pipes are read.
-   */
-  private readonly partial = new Map<Stream, Buffer>();
+  /** The open pipes and their streams. */
+  private readonly pipes = new Map<SplicedPipe, Stream>();
 
   constructor(
     private readonly addon: Splicer,
     private readonly spool: Spool,
     private readonly buffer: Buffer,
+    /** The stream's capture holds the first bytes of a character whose rest has not come (session/output.ts `unfinished`). */
+    private readonly unfinished: (stream: Stream) => boolean,
   ) {
     this.target = addon.spliceTarget();
     // The spool closed its segment (a rotation, a fault, its end): the next batch asks again where to go.
@@ -79,16 +83,20 @@ export class SpliceRoute {
   }
 
   /** Splice one of the job's pipes (it is the caller's to hand over; closed by `destroy`). */
-  pipe(fd: number, stream: Stream, deliver: (stream: Stream, chunk: Buffer) => void): SplicedPipe {
+  pipe(fd: number, stream: Stream, deliver: Deliver): SplicedPipe {
     const pipe = new SplicedPipe(fd, (p) => this.pipes.delete(p));
-    this.pipes.add(pipe);
+    this.pipes.set(pipe, stream);
     pipe.attach(this.addon.splicePipe(fd, this.target, this.buffer, (n, status) => this.batch(pipe, stream, n, status, deliver)));
     return pipe;
   }
 
-  /** Point the target at the spool's end, or at reading while the spool cannot take a splice. */
+  /**
+   * Point the target at the spool's end, or at reading while the spool cannot take a splice or an
+   * open stream's capture holds an unfinished character (the other stream must not be spliced
+   * between its bytes; a restart hands such bytes on too).
+   */
   private aim(): void {
-    const at = this.refused ? undefined : this.spool.spliceAt();
+    const at = this.refused || this.holding() ? undefined : this.spool.spliceAt();
     this.splicing = at !== undefined;
     if (at) this.target.set(at.fd, at.offset, at.room);
     else this.target.set(-1);
@@ -100,36 +108,44 @@ export class SpliceRoute {
     this.waiting = true;
     void this.spool.drained().then(() => {
       this.waiting = false;
-      if (!this.splicing && this.partial.size === 0 && this.pipes.size > 0) this.aim();
+      if (!this.splicing && this.pipes.size > 0 && !this.holding()) this.aim();
     });
   }
 
-  private batch(pipe: SplicedPipe, stream: Stream, n: number, status: number, deliver: (stream: Stream, chunk: Buffer) => void): void {
+  /** Some open stream's capture holds the first bytes of a character (an ended one's are the session's end to write). */
+  private holding(): boolean {
+    for (const stream of this.pipes.values()) if (this.unfinished(stream)) return true;
+    return false;
+  }
+
+  private batch(pipe: SplicedPipe, stream: Stream, n: number, status: number, deliver: Deliver): void {
     const spliced = this.splicing;
     let reaim = status === ROOM;
     if (n > 0) {
       const chunk = this.buffer.subarray(0, n);
       if (spliced) {
-        const rotated = this.spool.spliced(n);
+        // A character the batch ends inside is not counted: the capture holds its first bytes.
+        const whole = spliceableLength(chunk);
+        const rotated = this.spool.spliced(whole);
         reaim = rotated || reaim;
-        const cut = rotated ? 0 : incompleteTail(chunk);
-        if (cut > 0 && this.spool.unsplice(cut)) {
-          this.partial.set(stream, Buffer.from(chunk.subarray(n - cut)));
+        if (whole < n) {
           this.splicing = false;
           this.target.set(-1);
           reaim = false;
-          this.afterDrain();
         }
+        // The spool is aimed again before the session hears of the chunk: a rotation closed the file the target names.
+        if (reaim && status >= 0) {
+          this.aim();
+          reaim = false;
+        }
+        // None counted (an invalid lead before the unfinished character): the capture writes the batch over its copy.
+        deliver(stream, chunk, whole > 0);
+        if (whole < n) this.afterDrain();
       } else {
-        this.writeWhole(stream, chunk);
+        // Read: the capture writes it to the spool (whole characters), then the spool drains and splicing resumes.
+        deliver(stream, chunk, false);
         this.afterDrain();
       }
-      // The spool is aimed again before the session hears of the chunk: a rotation closed the file the target names.
-      if (reaim && status >= 0) {
-        this.aim();
-        reaim = false;
-      }
-      deliver(stream, chunk);
     }
     if (status < 0 && spliced) {
       const code = -status;
@@ -144,26 +160,16 @@ export class SpliceRoute {
     }
     if (reaim) this.aim();
     if (status === END || status < 0) {
-      // The stream ended inside a character: its bytes go to the spool as they came.
-      const held = this.partial.get(stream);
-      if (held) {
-        this.partial.delete(stream);
-        this.spool.write(held);
-      }
+      // Its unfinished character, if any, is the session's end to write (U+FFFD, as for any job
+      // read): it no longer keeps the other stream from being spliced.
       pipe.destroy();
+      this.afterDrain();
     }
   }
-
-  /** Read output to the spool's write, whole characters only: a stream's unfinished one waits for its rest. */
-  private writeWhole(stream: Stream, chunk: Buffer): void {
-    const held = this.partial.get(stream);
-    const data = held ? Buffer.concat([held, chunk]) : chunk;
-    const cut = incompleteTail(data);
-    if (cut > 0) this.partial.set(stream, Buffer.from(data.subarray(data.length - cut)));
-    else this.partial.delete(stream);
-    if (data.length > cut) this.spool.write(data.subarray(0, data.length - cut));
-  }
 }
+
+/** Where a batch goes on to the session: `spooled`, its whole characters are in the spool (its unfinished tail is not). */
+export type Deliver = (stream: Stream, chunk: Buffer, spooled: boolean) => void;
 
 /**
  * A job's output pipe as the launch's wiring sees it (in place of a net.Socket): held and let go

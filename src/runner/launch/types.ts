@@ -7,10 +7,15 @@ import { closeQuietly } from '../../base/close-quietly.js';
 /** What a session writes its input to: a pipe or a terminal. */
 
 export interface LaunchHooks {
-  /** `spooled`: the reader put the chunk in `spool` already (spliced, runner/launch/splice.ts). */
+  /**
+   * `spooled`: the reader put the chunk's whole characters in `spool` already (spliced,
+   * runner/launch/splice.ts); a character it ends inside is left for the capture to write.
+   */
   output(stream: Stream, chunk: Buffer | string, spooled?: boolean): void;
   /** Where a job on pipes may have its output spliced (its session's spool; none: read it as before). */
   spool?: Spool;
+  /** The stream's capture holds the first bytes of a character (SessionOutput.unfinished): a splicing reader reads meanwhile. */
+  unfinished(stream: Stream): boolean;
   /**
    * The leader exited (its status is known; output may still be in flight). `maxRssBytes`: the
    * largest resident size of the leader or of a descendant it waited for, where the spawner can tell.

@@ -4,8 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { nativeSpawner, posixSpawn, type Addon } from '../../../src/runner/native.js';
 import { setSpliceListener, splicer, SpliceRoute } from '../../../src/runner/launch/splice.js';
-import { incompleteTailLength as incompleteTail } from '../../../src/session/output.js';
-import type { Stream } from '../../../src/session/output.js';
+import { incompleteTailLength as incompleteTail, SessionOutput, type Stream } from '../../../src/session/output.js';
 import { Spool } from '../../../src/session/spool.js';
 
 /**
@@ -22,21 +21,35 @@ const fresh = () => join(root, `case-${++n}.log`);
 const KiB = 1024;
 const MiB = 1024 * KiB;
 
-/** Run `cmd` with its output spliced into `spool`: what was handed on (in order), once both pipes closed and the job exited. */
-function run(cmd: string, spool: Spool, buffer = Buffer.alloc(64 * KiB)): Promise<{ chunks: [Stream, string][]; fds: [number, number][] }> {
+/**
+ * Run `cmd` with its output spliced into `spool`, captured as a session captures it (session/output.ts:
+ * what was not spliced is written by the capture, a stream's unfinished character at the end as
+ * U+FFFD): what was handed on (in order), once both pipes closed and the job exited.
+ */
+function run(cmd: string, spool: Spool, opts: { output?: SessionOutput } = {}): Promise<{ chunks: [Stream, string][]; fds: [number, number][]; output: SessionOutput }> {
+  const output = opts.output ?? new SessionOutput(1_000_000, 1_000_000);
   return new Promise((resolve) => {
     const chunks: [Stream, string][] = [];
     let pending = 3;
     const fds: [number, number][] = [];
     const done = () => {
-      if (--pending === 0) resolve({ chunks, fds });
+      if (--pending > 0) return;
+      // The session's end (Session.finish): each stream's decoder flushed into the spool.
+      output.end('stdout', spool);
+      output.end('stderr', spool);
+      resolve({ chunks, fds, output });
     };
     const child = posixSpawn(addon, '/bin/sh', ['sh', '-c', cmd], { PATH: process.env.PATH }, '/', true, done);
-    const route = new SpliceRoute(splice, spool, buffer);
+    const route = new SpliceRoute(splice, spool, Buffer.alloc(64 * KiB), (stream) => output.unfinished(stream));
     for (const [fd, stream] of [[child.stdout, 'stdout'], [child.stderr, 'stderr']] as const) {
       fds.push([fd, fstatSync(fd).ino]);
       // The buffer is valid only during the call, as with the daemon's shared read buffer: copied here.
-      route.pipe(fd, stream, (s, chunk) => chunks.push([s, chunk.toString('latin1')])).once('close', done);
+      route
+        .pipe(fd, stream, (s, chunk, spooled) => {
+          chunks.push([s, chunk.toString('latin1')]);
+          output.capture(s, chunk, spooled ? undefined : spool);
+        })
+        .once('close', done);
     }
   });
 }
@@ -180,6 +193,120 @@ describe('the splice reader', () => {
     expect(said[0]).toMatch(/EINVAL/);
     expect(text(chunks).split('\n').sort().join('\n')).toBe(['', 'err1', 'err2', 'err3', 'line1', 'line2', 'line3'].join('\n'));
     expect(readFileSync(file, 'latin1')).toBe(text(chunks));
+  });
+});
+
+/** A spool that notes how it was given output, in turns: 'splice' (spliced into it) or 'write' (handed to its write). */
+class Watched extends Spool {
+  modes: string[] = [];
+  override spliced(bytes: number) {
+    if (bytes > 0 && this.modes.at(-1) !== 'splice') this.modes.push('splice');
+    return super.spliced(bytes);
+  }
+  override write(data: Buffer | string) {
+    if (this.modes.at(-1) !== 'write') this.modes.push('write');
+    super.write(data);
+  }
+}
+
+/** A spool whose budget is spent for good: it never gives room, every read goes to its write. */
+class Spent extends Spool {
+  override spliceAt() {
+    return undefined;
+  }
+}
+
+/** What a session reading the same chunks (not spliced) writes to its spool: each stream decoded on its own, flushed at the end. */
+function asRead(chunks: [Stream, string][]): Buffer {
+  const o = new SessionOutput(1_000_000, 1_000_000);
+  const out: Buffer[] = [];
+  const sink = { write: (d: Buffer | string) => out.push(Buffer.from(d as Buffer)) };
+  for (const [s, t] of chunks) o.capture(s, Buffer.from(t, 'latin1'), sink);
+  o.end('stdout', sink);
+  o.end('stderr', sink);
+  return Buffer.concat(out);
+}
+
+/** Resolves once `cond` holds (checked every 10 ms; the test's own timeout bounds it). */
+const until = (cond: () => boolean) =>
+  new Promise<void>((resolve) => {
+    const look = setInterval(() => {
+      if (cond()) {
+        clearInterval(look);
+        resolve();
+      }
+    }, 10);
+  });
+
+describe('a stream\'s unfinished character: the capture\'s, spliced or read', () => {
+  it('split between spliced batches with the other stream printing between its bytes: whole in the spool, once, then spliced again', async () => {
+    const spool = new Watched(fresh(), 64 * MiB);
+    const gate = join(root, `gate-${n}`);
+    const output = new SessionOutput(1_000_000, 1_000_000);
+    const running = run(`printf 'x\\342\\202'; sleep 0.1; echo ERR >&2; sleep 0.1; printf '\\254\\n'; while [ ! -e ${gate} ]; do sleep 0.02; done; echo done`, spool, { output });
+    // The character is whole in the spool and nothing is held: the pipes are spliced again once it drained.
+    await until(() => existsSync(spool.file) && readFileSync(spool.file, 'utf8').endsWith('€\n') && !output.unfinished('stdout'));
+    await spool.drained();
+    writeFileSync(gate, '');
+    const { chunks } = await running;
+    await spool.drained();
+    expect(readFileSync(spool.file, 'utf8')).toBe('xERR\n€\ndone\n');
+    expect(readFileSync(spool.file)).toEqual(asRead(chunks));
+    expect(output.text()).toBe('xERR\n€\ndone\n');
+    expect(spool.totalBytes).toBe(Buffer.byteLength('xERR\n€\ndone\n'));
+    expect(spool.modes[0]).toBe('splice');
+    expect(spool.modes).toContain('write');
+    expect(spool.modes.at(-1)).toBe('splice');
+  });
+
+  it.each([
+    ['spliced', (f: string) => new Spool(f, 64 * MiB)],
+    ['read (its budget spent)', (f: string) => new Spent(f, 64 * MiB)],
+  ])('a stream that ends inside a character (%s): its bytes are in the spool once, as U+FFFD where the session\'s end puts them, as for a job read', async (_, make) => {
+    const spool = make(fresh());
+    // stdout ends inside a character (closed early); stderr prints after that.
+    const { chunks, output } = await run(`printf 'x\\342\\202'; exec 1>&-; sleep 0.2; echo ERR >&2`, spool);
+    await spool.drained();
+    expect(output.text()).toBe('xERR\n\uFFFD');
+    expect(readFileSync(spool.file, 'utf8')).toBe('xERR\n\uFFFD');
+    expect(readFileSync(spool.file)).toEqual(asRead(chunks));
+  });
+
+  it('a character the capture was handed half read (a restart) is written whole: the pipes are read until its rest comes', async () => {
+    const file = fresh();
+    writeFileSync(file, 'x');
+    const spool = Spool.resume(file, 64 * MiB, undefined, { totalBytes: 1, droppedBytes: 0 });
+    const output = new SessionOutput(1_000_000, 1_000_000);
+    output.restoreHeld('stdout', Buffer.from([0xe2, 0x82]));
+    expect(output.unfinished('stdout')).toBe(true);
+    await run(`echo ERR >&2; sleep 0.1; printf '\\254\\n'`, spool, { output });
+    await spool.drained();
+    expect(readFileSync(file, 'utf8')).toBe('xERR\n€\n');
+  });
+
+  it('a planned restart\'s trim: the first bytes of a character spliced past the spool\'s count are cut from the file; the next image writes them once, whole', async () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    const gate = join(root, `gate-${n}`);
+    const output = new SessionOutput(1_000_000, 1_000_000);
+    const running = run(`printf 'x\\342\\202'; while [ ! -e ${gate} ]; do sleep 0.02; done`, spool, { output });
+    await until(() => output.unfinished('stdout'));
+    // Spliced: on disk, past what the spool counts; the capture holds them.
+    expect(statSync(spool.file).size).toBe(3);
+    expect(spool.totalBytes).toBe(1);
+    spool.trimToCount();
+    expect(readFileSync(spool.file, 'latin1')).toBe('x');
+    // The next image: the spool resumed at the file's size, the capture given the held bytes, the rest read.
+    const next = Spool.resume(spool.file, 64 * MiB, undefined, spool.counts());
+    const after = new SessionOutput(1_000_000, 1_000_000);
+    after.restoreHeld('stdout', output.heldBytes().stdout!);
+    after.capture('stdout', Buffer.from([0xac, 0x0a]), next);
+    await next.drained();
+    expect(readFileSync(spool.file, 'utf8')).toBe('x€\n');
+    expect(next.totalBytes).toBe(5);
+    // This image's spool is gone with it (the job's end must not write into the next image's file).
+    spool.remove();
+    writeFileSync(gate, '');
+    await running;
   });
 });
 

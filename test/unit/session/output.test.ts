@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SessionOutput, type Stream } from '../../../src/session/output.js';
+import { SessionOutput, spliceableLength, type Stream } from '../../../src/session/output.js';
 import { expectedTail, richText, wellFormed } from '../support/text.js';
 
 const MULTI = 'aé€😀z中𝄞\n'; // 1-, 2-, 3- and 4-byte UTF-8 sequences
@@ -111,6 +111,71 @@ describe('SessionOutput: UTF-8 decoding', () => {
         expect(o.totalChars).toBe(sent.stdout.length + sent.stderr.length);
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('SessionOutput: a stream\'s unfinished character, spliced or read', () => {
+  it('says which stream holds the first bytes of a character, until its rest or its end', () => {
+    const o = new SessionOutput(BIG, BIG);
+    const euro = Buffer.from('€', 'utf8');
+    expect(o.unfinished('stdout')).toBe(false);
+    o.capture('stdout', Buffer.concat([Buffer.from('x'), euro.subarray(0, 2)]));
+    expect(o.unfinished('stdout')).toBe(true);
+    expect(o.unfinished('stderr')).toBe(false);
+    o.capture('stdout', euro.subarray(2));
+    expect(o.unfinished('stdout')).toBe(false);
+    o.capture('stderr', euro.subarray(0, 1));
+    expect(o.unfinished('stderr')).toBe(true);
+    o.end('stderr');
+    expect(o.unfinished('stderr')).toBe(false);
+    o.restoreHeld('stdout', euro.subarray(0, 1));
+    expect(o.unfinished('stdout')).toBe(true);
+  });
+
+  it('a read spliced up to its unfinished character, or not at all when an invalid lead comes before it', () => {
+    const euro = Buffer.from('€', 'utf8');
+    expect(spliceableLength(Buffer.from('abc'))).toBe(3);
+    expect(spliceableLength(Buffer.concat([Buffer.from('x'), euro.subarray(0, 2)]))).toBe(1);
+    expect(spliceableLength(euro.subarray(0, 1))).toBe(0);
+    // C2 is ended (U+FFFD) only by the next lead: spliced alone it would join what comes next in the spool.
+    expect(spliceableLength(Buffer.from([0x61, 0xc2, 0xc0]))).toBe(0);
+    expect(spliceableLength(Buffer.from([0x80, 0x80]))).toBe(2);
+  });
+
+  it('property: reads spliced (whole characters in the spool by the reader) or written by the capture give the spool each stream decoded on its own', () => {
+    // runner/launch/splice.ts's rule: a read is spliced only while neither stream is unfinished
+    // (and the spool takes splices), counted without a character it ends inside; else the capture writes it.
+    const bytes = fc.uint8Array({ maxLength: 40 }).chain((raw) =>
+      fc.oneof(fc.constant(Buffer.from(raw)), fc.string({ unit: fc.constantFrom('a', '\n', 'é', '€', '😀'), maxLength: 20 }).map((t) => Buffer.from(t, 'utf8'))),
+    );
+    const plan = fc.record({ out: bytes, err: bytes, cutsOut: fc.array(fc.nat(), { maxLength: 8 }), cutsErr: fc.array(fc.nat(), { maxLength: 8 }), order: fc.array(fc.boolean(), { maxLength: 16 }), room: fc.array(fc.boolean(), { maxLength: 16 }) });
+    const cut = (b: Buffer, at: number[]) => {
+      const points = [...new Set(at.map((x) => x % (b.length + 1)))].sort((x, y) => x - y);
+      return [...points, b.length].map((p, k) => b.subarray(k ? points[k - 1] : 0, p)).filter((c) => c.length > 0);
+    };
+    fc.assert(
+      fc.property(plan, ({ out, err, cutsOut, cutsErr, order, room }) => {
+        const o = new SessionOutput(BIG, BIG);
+        const spool: Buffer[] = [];
+        const sink = { write: (d: Buffer | string) => spool.push(Buffer.from(d as Buffer)) };
+        const reads = { stdout: cut(out, cutsOut), stderr: cut(err, cutsErr) };
+        for (let k = 0; reads.stdout.length + reads.stderr.length > 0; k++) {
+          const stream: Stream = reads.stderr.length === 0 || (reads.stdout.length > 0 && order[k % Math.max(1, order.length)]) ? 'stdout' : 'stderr';
+          const chunk = reads[stream].shift()!;
+          const splice = (room[k % Math.max(1, room.length)] ?? true) && !o.unfinished('stdout') && !o.unfinished('stderr');
+          const whole = splice ? spliceableLength(chunk) : 0;
+          if (whole > 0) {
+            spool.push(chunk.subarray(0, whole));
+            o.capture(stream, chunk);
+          } else o.capture(stream, chunk, sink);
+        }
+        o.end('stdout', sink);
+        o.end('stderr', sink);
+        expect(Buffer.concat(spool).toString('utf8')).toBe(o.text());
+        expect(o.text().length).toBe(out.toString('utf8').length + err.toString('utf8').length);
+      }),
+      { numRuns: 5_000 },
     );
   });
 });
