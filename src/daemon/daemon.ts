@@ -47,6 +47,7 @@ import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox, trustProbe } from '../sandbox/host.js';
+import { hostPrint } from '../sandbox/host-print.js';
 import { credentialProblem } from '../sandbox/credentials.js';
 import { ProxyCa } from '../netproxy/ca.js';
 import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
@@ -230,18 +231,20 @@ export class ProcctlDaemon implements Daemon {
     return this.current;
   }
 
-  private review: ReviewSupport | undefined;
+  private review: { found: ReviewSupport; print: string } | undefined;
   private reviewProbe: Promise<ReviewSupport> | undefined;
 
   /**
    * Whether review mode can run here: tried for real the first time it is asked, on the state
-   * directory's file system, off the daemon's thread (asks meanwhile wait for the same probe). A
-   * state directory that refuses the probe's directory says review is unavailable and why (it is
-   * where held changes go), is told to the state's health like any write there, and the probe is
-   * tried again at the next ask: `daemon.status` always answers.
+   * directory's file system, off the daemon's thread (asks meanwhile wait for the same probe), and
+   * again once the host changed (sandbox/host-print.ts: unshare or mount installed, upgraded or
+   * removed, a user-namespace sysctl). A state directory that refuses the probe's directory says
+   * review is unavailable and why (it is where held changes go), is told to the state's health
+   * like any write there, and the probe is tried again at the next ask: `daemon.status` always answers.
    */
   reviewSupport(): ReviewSupport | Promise<ReviewSupport> {
-    if (this.review) return this.review;
+    const print = hostPrint();
+    if (this.review?.print === print) return this.review.found;
     this.reviewProbe ??= probeReview(this.state.dir).then((found) => {
       this.reviewProbe = undefined;
       if (found.stateRefused) {
@@ -249,7 +252,7 @@ export class ProcctlDaemon implements Daemon {
         return { review: false, reason: found.reason };
       }
       this.state.disk.succeeded('dir');
-      this.review = found;
+      this.review = { found, print };
       return found;
     });
     return this.reviewProbe;
