@@ -10,6 +10,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { Connection } from '../rpc/connection.js';
 import { ClientBudget, type ClientLimits } from '../rpc/limits.js';
+import { closeRefused, refuseConnection } from '../rpc/refuse.js';
 import { peerOf } from '../transport/peer.js';
 import { createMethods } from '../rpc/methods.js';
 import { stopSessions } from '../runner/stop.js';
@@ -215,7 +216,7 @@ export class ProcctlDaemon implements Daemon {
       if (!this.budget.admit(uid)) {
         const why = `uid ${uid} already has ${this.budget.limits.connectionsPerUid} connections open (rpc.maxConnectionsPerUid); close some and retry`;
         this.log.warn({ peer }, `refused a connection: ${why}`);
-        socket.end(`${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`, () => socket.destroy());
+        refuseConnection(socket, `${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`);
         return;
       }
       const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid });
@@ -643,6 +644,7 @@ export class ProcctlDaemon implements Daemon {
     }
     await Promise.all(running.map((s) => s.spool?.close()));
     for (const c of this.connections) c.socket.end();
+    closeRefused();
     setTimeout(() => {
       for (const c of this.connections) c.socket.destroy();
     }, 200).unref();
