@@ -10,6 +10,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { Connection } from '../rpc/connection.js';
 import { ClientBudget, type ClientLimits } from '../rpc/limits.js';
+import { closeRefused, refuseConnection } from '../rpc/refuse.js';
 import { peerOf } from '../transport/peer.js';
 import { createMethods } from '../rpc/methods.js';
 import { stopSessions } from '../runner/stop.js';
@@ -47,6 +48,7 @@ import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox, trustProbe } from '../sandbox/host.js';
+import { hostPrint } from '../sandbox/host-print.js';
 import { credentialProblem } from '../sandbox/credentials.js';
 import { ProxyCa } from '../netproxy/ca.js';
 import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
@@ -214,7 +216,7 @@ export class ProcctlDaemon implements Daemon {
       if (!this.budget.admit(uid)) {
         const why = `uid ${uid} already has ${this.budget.limits.connectionsPerUid} connections open (rpc.maxConnectionsPerUid); close some and retry`;
         this.log.warn({ peer }, `refused a connection: ${why}`);
-        socket.end(`${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`, () => socket.destroy());
+        refuseConnection(socket, `${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`);
         return;
       }
       const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid });
@@ -230,18 +232,20 @@ export class ProcctlDaemon implements Daemon {
     return this.current;
   }
 
-  private review: ReviewSupport | undefined;
+  private review: { found: ReviewSupport; print: string } | undefined;
   private reviewProbe: Promise<ReviewSupport> | undefined;
 
   /**
    * Whether review mode can run here: tried for real the first time it is asked, on the state
-   * directory's file system, off the daemon's thread (asks meanwhile wait for the same probe). A
-   * state directory that refuses the probe's directory says review is unavailable and why (it is
-   * where held changes go), is told to the state's health like any write there, and the probe is
-   * tried again at the next ask: `daemon.status` always answers.
+   * directory's file system, off the daemon's thread (asks meanwhile wait for the same probe), and
+   * again once the host changed (sandbox/host-print.ts: unshare or mount installed, upgraded or
+   * removed, a user-namespace sysctl). A state directory that refuses the probe's directory says
+   * review is unavailable and why (it is where held changes go), is told to the state's health
+   * like any write there, and the probe is tried again at the next ask: `daemon.status` always answers.
    */
   reviewSupport(): ReviewSupport | Promise<ReviewSupport> {
-    if (this.review) return this.review;
+    const print = hostPrint();
+    if (this.review?.print === print) return this.review.found;
     this.reviewProbe ??= probeReview(this.state.dir).then((found) => {
       this.reviewProbe = undefined;
       if (found.stateRefused) {
@@ -249,7 +253,7 @@ export class ProcctlDaemon implements Daemon {
         return { review: false, reason: found.reason };
       }
       this.state.disk.succeeded('dir');
-      this.review = found;
+      this.review = { found, print };
       return found;
     });
     return this.reviewProbe;
@@ -640,6 +644,7 @@ export class ProcctlDaemon implements Daemon {
     }
     await Promise.all(running.map((s) => s.spool?.close()));
     for (const c of this.connections) c.socket.end();
+    closeRefused();
     setTimeout(() => {
       for (const c of this.connections) c.socket.destroy();
     }, 200).unref();
