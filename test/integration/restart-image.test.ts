@@ -81,3 +81,30 @@ describe('what the bundle leaves until a request needs it', () => {
     expect(loaded.filter((m) => /^NativeModule (http|https|http2|tls|_tls_wrap|_http_server|dns\/promises)$/.test(m))).toEqual([]);
   });
 });
+
+describe("procctld's options: read by node's parser when plain, by commander otherwise", () => {
+  const run = (...args: string[]) => spawnSync(process.execPath, [PROCCTLD, ...args], { encoding: 'utf8', timeout: 60_000 });
+
+  it('what commander answered, it still answers: help, version, an unknown option, a missing value, an argument', () => {
+    const version = JSON.parse(readFileSync(join(PROCCTLD, '..', '..', 'package.json'), 'utf8')).version;
+    expect(run('--version').stdout.trim()).toBe(version);
+    const help = run('--help');
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('--log-level <level>');
+    for (const [args, says] of [
+      [['--bogus'], "unknown option '--bogus'"],
+      [['--socket'], "option '--socket <path>' argument missing"],
+      [['extra'], 'too many arguments'],
+    ] as const) {
+      const r = run(...args);
+      expect(r.status, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toContain(says);
+    }
+  });
+
+  it('plain options are read, and a level that is none is refused by name', () => {
+    const r = run('--socket', join(tmpdir(), 'procctl-never.sock'), '--log-level', 'nope');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--log-level "nope" is not a level');
+  });
+});
