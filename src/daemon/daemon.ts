@@ -43,7 +43,7 @@ import { adoptSessions, type Inherited } from './handover/in.js';
 import { crashHandover, guardianSocket, takeFromGuardian } from './handover/crash.js';
 import { exec as execImage, prepare as prepareHandover, type HandoverHost } from './handover/out.js';
 import type { Restarts } from './handover/schema.js';
-import { mark, restartTimeline } from './handover/timeline.js';
+import { mark, restartTimeline, type ImageStart } from './handover/timeline.js';
 import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
@@ -83,6 +83,8 @@ export interface DaemonOptions {
   args?: string[];
   /** What the last image of this PID handed over in a planned restart (SPEC §19), or why it could not be read. */
   inherited?: Inherited;
+  /** Which image bin/procctld started (logged when listening and with a restart's timeline). */
+  image?: ImageStart;
 }
 
 /**
@@ -132,6 +134,7 @@ export class ProcctlDaemon implements Daemon {
   restarts: Restarts = { planned: 0, crash: 0, lastAt: null, lastMs: null, adopted: 0, lost: 0 };
   private readonly inherited: Inherited | undefined;
   private readonly args: string[];
+  private readonly image: ImageStart | undefined;
   /** systemd handed the socket over (the first image's LISTEN_FDS): it owns the file, its mode and its lifetime. */
   private readonly activated: boolean;
   approverMade: string | undefined;
@@ -177,6 +180,7 @@ export class ProcctlDaemon implements Daemon {
     this.socketPath = opts.socketPath;
     this.inherited = opts.inherited;
     this.args = opts.args ?? [];
+    this.image = opts.image;
     // A planned restart: the socket the last image listened on, kept open all along (SPEC §19).
     const kept = opts.inherited && ('handover' in opts.inherited ? opts.inherited.handover.listen.fd : opts.inherited.listenFd);
     this.listenFds = kept !== undefined ? [kept] : (opts.listenFds ?? []);
@@ -386,7 +390,8 @@ export class ProcctlDaemon implements Daemon {
     // Serving: the sessions a planned restart handed over get their records and the guardian's copies again.
     setImmediate(() => this.keeper.afterServing());
     // Where the restart's time went, step by step (docs/durability.md "Where a restart's time goes").
-    if (handover) this.log.info(restartTimeline(handover.from), 'restart: serving again');
+    // With the resident memory at this point: every page the new image made before it served was paid for.
+    if (handover) this.log.info({ ...restartTimeline(handover.from), image: this.image, rssMB: Math.round(process.memoryUsage.rss() / 104857.6) / 10 }, 'restart: serving again');
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
@@ -400,7 +405,7 @@ export class ProcctlDaemon implements Daemon {
     }
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
-    this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir, cgroups: this.cgroups.mode }, 'procctld listening');
+    this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir, cgroups: this.cgroups.mode, image: this.image }, 'procctld listening');
     void leftovers.then(({ sessions, stuck }) => {
       if (sessions.length) this.log.warn({ sessions, stuck }, 'emptied and removed the cgroups of sessions a previous run left');
       if (stuck.length) this.log.error({ stuck }, 'these cgroups of a previous run could not be removed');
