@@ -1,6 +1,7 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { ReadStream } from 'node:tty';
+import type { JobInput } from '../../session/input.js';
 import { holdReading } from '../../base/hold-reading.js';
 import { closeQuietly } from '../../base/close-quietly.js';
 import type { Spool } from '../../session/spool.js';
@@ -140,12 +141,7 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
   const launched = withPidfd({
     pid: ends.pid,
     stdinId: ends.pts,
-    input: {
-      write: (data) => void socket.write(data),
-      end: () => void socket.write('\x04'),
-      // As for a terminal launched here: what the job has not read waits in the terminal, not counted.
-      queued: 0,
-    },
+    input: masterInput(socket),
     detachOutput: () => socket.destroy(),
     release: () => {
       socket.destroy();
@@ -197,12 +193,7 @@ function tappedTerminal(addon: Tapper, ends: TerminalEnds, spool: Spool | undefi
   return {
     pid: ends.pid,
     stdinId: ends.pts,
-    input: {
-      write: (data) => void writer.write(data),
-      end: () => void writer.write('\x04'),
-      // What the job has not read waits in the terminal, not counted (as node-pty's).
-      queued: 0,
-    },
+    input: masterInput(writer),
     detachOutput: () => tap.destroy(),
     release: () => {
       tap.destroy();
@@ -300,4 +291,12 @@ function holdTerminal(term: { pid: number }): () => void {
     if (slave !== undefined) closeSync(slave);
     slave = undefined;
   };
+}
+
+/**
+ * Input to a terminal written to its master: the end is C-d, as a person types it; what the job
+ * has not read waits in the terminal, not counted (as node-pty's own input).
+ */
+function masterInput(master: ReadStream): JobInput {
+  return { write: (data) => void master.write(data), end: () => void master.write('\x04'), queued: 0 };
 }
