@@ -4,7 +4,7 @@ import { capture } from './capture.js';
 import { captureShapes } from './capture-shapes.js';
 import { execRoundTrip } from './exec-roundtrip.js';
 import { BenchDaemon, ROOT } from './lib/daemon.js';
-import { machine } from './lib/proc.js';
+import { loadAvg, machine } from './lib/proc.js';
 import { passes, table, type Metric } from './lib/report.js';
 import { sessions } from './sessions.js';
 import { tails } from './tails.js';
@@ -109,7 +109,7 @@ async function main(): Promise<number> {
   const host = machine();
   const startedAt = new Date();
   const rev = revision();
-  log(`procctl bench at ${rev}: ${host.cpus} x ${host.model}, ${host.memGiB} GiB, Linux ${host.kernel}, Node ${host.node}, load ${host.loadavg}`);
+  log(`procctl bench at ${rev}: ${host.cpus} x ${host.model}, ${host.memGiB} GiB, Linux ${host.kernel}, Node ${host.node}, load ${host.loadavg}, first touch of a page ${host.pageTouchUs} µs`);
 
   // A benchmark's daemons are stopped (SIGTERM, by pid) however the run ends.
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
@@ -141,7 +141,7 @@ async function main(): Promise<number> {
       date: startedAt.toISOString(),
       durationS: Math.round((Date.now() - startedAt.getTime()) / 1000),
       revision: rev,
-      machine: { ...host, loadavgEnd: machine().loadavg },
+      machine: { ...host, loadavgEnd: loadAvg() },
       rounds: args.rounds,
       quick: args.quick,
       metrics: metrics.map((m) => ({ ...m, pass: passes(m) })),

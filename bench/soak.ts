@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { BenchDaemon, ROOT } from './lib/daemon.js';
-import { alive, liveProcesses, machine } from './lib/proc.js';
+import { alive, liveProcesses, loadAvg, machine } from './lib/proc.js';
 import { round, sleep } from './lib/stats.js';
 import { startAgent } from './soak/agent.js';
 import { MIX } from './soak/mix.js';
@@ -237,7 +237,7 @@ async function main(): Promise<number> {
   const report = {
     date: startedAt.toISOString(),
     revision: rev,
-    machine: { ...host, loadavgEnd: machine().loadavg },
+    machine: { ...host, loadavgEnd: loadAvg() },
     options: { minutes: args.minutes, agents: args.agents, paceMs: args.paceMs, sampleSec: args.sampleSec, diagSec: args.diagSec, seed: args.seed, probeIntervalMs: 1000, daemonEnv: DAEMON_ENV },
     mix: MIX.map(([task, weight]) => ({ task, weight })),
     pass: reasons.length === 0,

@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import { BenchDaemon } from './lib/daemon.js';
 import { bareRpc } from './lib/floor.js';
 import { exitWaits } from './lib/sessions.js';
-import { alive, cpuMs, liveProcesses, machine, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
+import { alive, cpuMs, liveProcesses, loadAvg, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
 
@@ -101,7 +101,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
     if (pinned) pin([daemon.pid], 1);
 
     for (let r = 0; r < opts.rounds; r++) {
-      const s = { page: [] as number[], pageFloor: [] as number[], pageTwin: [] as number[], all: [] as number[], allFloor: [] as number[], poll: [] as number[], pollFloor: [] as number[], pollTwin: [] as number[], status: [] as number[], load: machine().loadavg };
+      const s = { page: [] as number[], pageFloor: [] as number[], pageTwin: [] as number[], all: [] as number[], allFloor: [] as number[], poll: [] as number[], pollFloor: [] as number[], pollTwin: [] as number[], status: [] as number[], load: loadAvg() };
       for (let i = 0; i < 20; i++) await client.call('process', { action: 'list', limit: PAGE });
       if (!floorPage || !floorAll || !floorTwin || !floorPoll || !floorPollTwin) {
         const pageAnswer = await client.call('process', { action: 'list', limit: PAGE });

@@ -15,6 +15,7 @@ void procctl_terminal_init(napi_env env, napi_value exports);
 void procctl_keep_init(napi_env env, napi_value exports);
 void procctl_pidfd_init(napi_env env, napi_value exports);
 void procctl_splice_init(napi_env env, napi_value exports);
+void procctl_tap_init(napi_env env, napi_value exports);
 
 #ifndef PROCCTL_SOURCE_HASH
 #define PROCCTL_SOURCE_HASH "unknown"
@@ -39,5 +40,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_keep_init(env, exports);
   procctl_pidfd_init(env, exports);
   procctl_splice_init(env, exports);
+  procctl_tap_init(env, exports);
   return exports;
 }

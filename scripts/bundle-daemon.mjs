@@ -97,19 +97,58 @@ function writeCodeCache() {
   return r.status === 0 && existsSync(`${BUNDLE}.cache`);
 }
 
+/**
+ * Node's modules the daemon needs only once a request or a config asks for them (the readiness
+ * probes' HTTP, the network proxy's HTTP, HTTP/2 and TLS, its DNS lookups, the console's and the
+ * metrics' servers): in the bundle each is bound to a stand-in that requires it at the first use
+ * of one of its names, so none is loaded, and none of its objects made, before the first request
+ * is answered (loading these five took about 30-45 ms and 1.6 MB of fresh memory at every start).
+ * esbuild binds a named import of a Node module to one `require("node:...")` whose names are read
+ * where they are used (`(0, import_node_tls.connect)(...)`), which is what makes this safe; a
+ * default or namespace import (`__toESM(require(...))`) would read every name at once, so the build
+ * refuses one of these modules imported that way rather than load it at start unseen.
+ */
+export const LAZY_BUILTINS = ['node:http', 'node:https', 'node:http2', 'node:tls', 'node:dns/promises'];
+
+/** The bundle's text with each of LAZY_BUILTINS bound to its stand-in (`__procctlLazy`, in the wrapper). */
+function lazyBuiltins(text) {
+  // bin/procctld reads the bundle as latin1 (one byte a character, no decoding): esbuild writes ASCII by default.
+  if (/[^\x00-\x7f]/.test(text)) throw new Error('bundle-daemon: the bundle holds a character outside ASCII; bin/procctld reads it as latin1: keep esbuild\'s charset ascii');
+  let out = text;
+  for (const id of LAZY_BUILTINS) {
+    const req = `require(${JSON.stringify(id)})`;
+    if (out.includes(`__toESM(${req}`)) throw new Error(`bundle-daemon: ${id} is imported whole (a default or namespace import) somewhere in the daemon; import the names it uses ({ name } from '${id}') so it can load at first use`);
+    out = out.replaceAll(req, `__procctlLazy(${JSON.stringify(id)})`);
+  }
+  return out;
+}
+
+/**
+ * The bundle carries its own CommonJS wrapper: bin/procctld compiles the file's text as it is read,
+ * where wrapping it there made V8 copy the whole text (1.7 MB of fresh memory) before compiling.
+ * `__procctlLazy(id)` is the stand-in for a Node module loaded at first use (LAZY_BUILTINS).
+ */
+const WRAPPER_START = [
+  '(function (exports, require, module, __filename, __dirname) {',
+  "const __procctlUrlOf = (rel) => require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href;",
+  'const __procctlLazy = (id) => { let m; const load = () => (m ??= require(id)); return new Proxy({}, { get: (_, k) => load()[k], has: (_, k) => k in load(), ownKeys: () => Reflect.ownKeys(load()), getOwnPropertyDescriptor: (_, k) => { const d = Reflect.getOwnPropertyDescriptor(load(), k); return d && { ...d, configurable: true }; } }); };',
+].join('\n');
+const WRAPPER_END = '\n})';
+
 const result = await build({
   ...bundleOptions(ENTRY, BUNDLE),
   plugins: [outsidePackages, ownUrl],
   // Smaller to read and hash, names kept (stack traces and logs read as the sources).
   minifyWhitespace: true,
   minifySyntax: true,
-  banner: { js: "const __procctlUrlOf = (rel) => require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href;" },
+  banner: { js: WRAPPER_START },
+  footer: { js: WRAPPER_END },
 });
 
 const inside = Object.keys(result.metafile.inputs);
 rmSync(`${BUNDLE}.cache`, { force: true });
 rmSync(STAMP, { force: true });
-replace(BUNDLE, result.outputFiles[0].text);
+replace(BUNDLE, lazyBuiltins(result.outputFiles[0].text));
 const stamped = writeStamp(inside);
 const cached = writeCodeCache();
 process.stdout.write(`bundled ${inside.length} modules (${stamped} of dist/) into ${relative(ROOT, BUNDLE)} (${Math.round(result.outputFiles[0].text.length / 1024)} KiB) ${cached ? 'with' : 'without'} its code cache\n`);

@@ -10,6 +10,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { Connection } from '../rpc/connection.js';
 import { ClientBudget, type ClientLimits } from '../rpc/limits.js';
+import { closeRefused, refuseConnection } from '../rpc/refuse.js';
 import { peerOf } from '../transport/peer.js';
 import { createMethods } from '../rpc/methods.js';
 import { stopSessions } from '../runner/stop.js';
@@ -42,11 +43,12 @@ import { adoptSessions, type Inherited } from './handover/in.js';
 import { crashHandover, guardianSocket, takeFromGuardian } from './handover/crash.js';
 import { exec as execImage, prepare as prepareHandover, type HandoverHost } from './handover/out.js';
 import type { Restarts } from './handover/schema.js';
-import { mark, restartTimeline } from './handover/timeline.js';
+import { mark, restartTimeline, type ImageStart } from './handover/timeline.js';
 import type { RestartAnswer } from '../tools/context.js';
 import { diagnostics, diagnosticsParams } from './diagnostics.js';
 import { scopeRules } from '../policy/scopes.js';
 import { requireSandbox, trustProbe } from '../sandbox/host.js';
+import { hostPrint } from '../sandbox/host-print.js';
 import { credentialProblem } from '../sandbox/credentials.js';
 import { ProxyCa } from '../netproxy/ca.js';
 import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
@@ -81,6 +83,8 @@ export interface DaemonOptions {
   args?: string[];
   /** What the last image of this PID handed over in a planned restart (SPEC §19), or why it could not be read. */
   inherited?: Inherited;
+  /** Which image bin/procctld started (logged when listening and with a restart's timeline). */
+  image?: ImageStart;
 }
 
 /**
@@ -130,6 +134,7 @@ export class ProcctlDaemon implements Daemon {
   restarts: Restarts = { planned: 0, crash: 0, lastAt: null, lastMs: null, adopted: 0, lost: 0 };
   private readonly inherited: Inherited | undefined;
   private readonly args: string[];
+  private readonly image: ImageStart | undefined;
   /** systemd handed the socket over (the first image's LISTEN_FDS): it owns the file, its mode and its lifetime. */
   private readonly activated: boolean;
   approverMade: string | undefined;
@@ -175,6 +180,7 @@ export class ProcctlDaemon implements Daemon {
     this.socketPath = opts.socketPath;
     this.inherited = opts.inherited;
     this.args = opts.args ?? [];
+    this.image = opts.image;
     // A planned restart: the socket the last image listened on, kept open all along (SPEC §19).
     const kept = opts.inherited && ('handover' in opts.inherited ? opts.inherited.handover.listen.fd : opts.inherited.listenFd);
     this.listenFds = kept !== undefined ? [kept] : (opts.listenFds ?? []);
@@ -214,7 +220,7 @@ export class ProcctlDaemon implements Daemon {
       if (!this.budget.admit(uid)) {
         const why = `uid ${uid} already has ${this.budget.limits.connectionsPerUid} connections open (rpc.maxConnectionsPerUid); close some and retry`;
         this.log.warn({ peer }, `refused a connection: ${why}`);
-        socket.end(`${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`, () => socket.destroy());
+        refuseConnection(socket, `${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`);
         return;
       }
       const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid });
@@ -230,18 +236,20 @@ export class ProcctlDaemon implements Daemon {
     return this.current;
   }
 
-  private review: ReviewSupport | undefined;
+  private review: { found: ReviewSupport; print: string } | undefined;
   private reviewProbe: Promise<ReviewSupport> | undefined;
 
   /**
    * Whether review mode can run here: tried for real the first time it is asked, on the state
-   * directory's file system, off the daemon's thread (asks meanwhile wait for the same probe). A
-   * state directory that refuses the probe's directory says review is unavailable and why (it is
-   * where held changes go), is told to the state's health like any write there, and the probe is
-   * tried again at the next ask: `daemon.status` always answers.
+   * directory's file system, off the daemon's thread (asks meanwhile wait for the same probe), and
+   * again once the host changed (sandbox/host-print.ts: unshare or mount installed, upgraded or
+   * removed, a user-namespace sysctl). A state directory that refuses the probe's directory says
+   * review is unavailable and why (it is where held changes go), is told to the state's health
+   * like any write there, and the probe is tried again at the next ask: `daemon.status` always answers.
    */
   reviewSupport(): ReviewSupport | Promise<ReviewSupport> {
-    if (this.review) return this.review;
+    const print = hostPrint();
+    if (this.review?.print === print) return this.review.found;
     this.reviewProbe ??= probeReview(this.state.dir).then((found) => {
       this.reviewProbe = undefined;
       if (found.stateRefused) {
@@ -249,7 +257,7 @@ export class ProcctlDaemon implements Daemon {
         return { review: false, reason: found.reason };
       }
       this.state.disk.succeeded('dir');
-      this.review = found;
+      this.review = { found, print };
       return found;
     });
     return this.reviewProbe;
@@ -382,7 +390,8 @@ export class ProcctlDaemon implements Daemon {
     // Serving: the sessions a planned restart handed over get their records and the guardian's copies again.
     setImmediate(() => this.keeper.afterServing());
     // Where the restart's time went, step by step (docs/durability.md "Where a restart's time goes").
-    if (handover) this.log.info(restartTimeline(handover.from), 'restart: serving again');
+    // With the resident memory at this point: every page the new image made before it served was paid for.
+    if (handover) this.log.info({ ...restartTimeline(handover.from), image: this.image, rssMB: Math.round(process.memoryUsage.rss() / 104857.6) / 10 }, 'restart: serving again');
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
@@ -396,7 +405,7 @@ export class ProcctlDaemon implements Daemon {
     }
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
-    this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir, cgroups: this.cgroups.mode }, 'procctld listening');
+    this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir, cgroups: this.cgroups.mode, image: this.image }, 'procctld listening');
     void leftovers.then(({ sessions, stuck }) => {
       if (sessions.length) this.log.warn({ sessions, stuck }, 'emptied and removed the cgroups of sessions a previous run left');
       if (stuck.length) this.log.error({ stuck }, 'these cgroups of a previous run could not be removed');
@@ -640,6 +649,7 @@ export class ProcctlDaemon implements Daemon {
     }
     await Promise.all(running.map((s) => s.spool?.close()));
     for (const c of this.connections) c.socket.end();
+    closeRefused();
     setTimeout(() => {
       for (const c of this.connections) c.socket.destroy();
     }, 200).unref();

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
+import { refuseConnection } from './refuse.js';
 import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget } from './limits.js';
 import { JsonText } from '../tools/json-text.js';
 import { peerOf } from '../transport/peer.js';
@@ -400,7 +401,7 @@ export class Connection {
     this.log.warn({ peer: this.peer() }, message);
     this.ending = true;
     this.releasePartial();
-    this.socket.end(`${JSON.stringify(errorResponse(null, INVALID_REQUEST, message))}\n`, () => this.socket.destroy());
+    refuseConnection(this.socket, `${JSON.stringify(errorResponse(null, INVALID_REQUEST, message))}\n`);
   }
 
   /**

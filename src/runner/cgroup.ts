@@ -3,7 +3,7 @@ import type { SessionCgroup } from '../cgroup/session.js';
 import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
-import { UsageSampler } from './usage.js';
+import { samplerTiming, UsageSampler } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -30,7 +30,8 @@ export const sameResources = (a: Resources, b: Resources): boolean =>
 const usage = new UsageSampler<Session>(
   (s) => cgroups.get(s)!.resources(),
   (s) => s.running,
-  undefined,
+  // 3% of the thread; the ports sampler has the other 2% of the samplers' 5%.
+  samplerTiming(0.03),
   sameResources,
 );
 

@@ -43,7 +43,13 @@ export function cannotHandOver(s: Session): string | undefined {
 /** What a session needs the next image to carry besides pipes (`procctld --handover-format` names what it carries). */
 export function carryNeeds(s: Session): string[] {
   const ch = channelsOf(s);
-  return [...(s.pty ? ['terminal'] : []), ...(wiringOf(s)?.sandboxed || ch.checkpoint || ch.proxy ? ['sandbox'] : []), ...(s.changes?.state === 'running' ? ['review'] : []), ...(ch.credentials ? ['credentials'] : [])];
+  return [...(s.pty ? ['terminal'] : []), ...(s.pty && tapOf(s) ? ['terminal-tap'] : []), ...(wiringOf(s)?.sandboxed || ch.checkpoint || ch.proxy ? ['sandbox'] : []), ...(s.changes?.state === 'running' ? ['review'] : []), ...(ch.credentials ? ['credentials'] : [])];
+}
+
+/** A terminal session's tap pipe (runner/launch/tap.ts), where its output goes through one. */
+function tapOf(s: Session): TerminalEnds['tap'] {
+  const ends = wiringOf(s)?.launched?.ends?.();
+  return ends && 'terminal' in ends ? ends.tap : undefined;
 }
 
 /**
@@ -120,7 +126,7 @@ function carriedChannels(ch: SessionChannels): Pick<HandedJob, 'channels'> {
 export function handedDescriptors(job: HandedJob): number[] {
   const ch = job.channels;
   const channels = [ch?.checkpoint?.control, ch?.proxy?.control, ...(ch?.proxy?.listeners ?? []), job.ends.pidfd].filter((fd): fd is number => fd !== undefined && fd >= 0);
-  if ('terminal' in job.ends) return [job.ends.terminal, ...channels];
+  if ('terminal' in job.ends) return [job.ends.terminal, ...(job.ends.tap ? [job.ends.tap.read, ...(job.ends.tap.write !== undefined ? [job.ends.tap.write] : [])] : []), ...channels];
   return [...channels, job.ends.stdout, job.ends.stderr, ...(job.ends.stdin >= 0 ? [job.ends.stdin] : [])];
 }
 

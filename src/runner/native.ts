@@ -41,6 +41,16 @@ export interface Addon {
   spliceTarget?(): SpliceTarget;
   /** Splice a pipe into `target` (or read it, with target set to -1), one `onBatch(n, status)` per batch read back into `buffer`. */
   splicePipe?(fd: number, target: SpliceTarget, buffer: Buffer, onBatch: (n: number, status: number) => void): SplicedHandle;
+  /**
+   * Move a terminal's output from its master into a pipe by splice(2) (native/tap.c): `master` a
+   * descriptor of its own, `pipe` the tap's write end; onEnd(0) once the job's side is closed and
+   * all its output moved, onEnd(-errno) when a splice failed otherwise. Absent from builds older than it.
+   */
+  tapTerminal?(master: number, pipe: number, onEnd: (status: number) => void): SplicedHandle;
+  /** A pipe for a tap: [read, write], close-on-exec and non-blocking. */
+  tapPipe?(): [number, number];
+  /** A new descriptor (close-on-exec) for what `fd` is (native/relay.c). */
+  dupDescriptor?(fd: number): number;
   /** How the process behind a pidfd ended once someone reaped it (PIDFD_INFO_EXIT, Linux 6.15+), or why that cannot be told. */
   pidfdExit?(fd: number): { code: number | null; signal: number | null } | { why: string; running: boolean };
 }

@@ -6,8 +6,14 @@ export interface UsageTiming {
   everyMs: number;
   /** A sample nobody asked for in this many refreshes is let go. */
   idleRefreshes: number;
-  /** Samples read per turn of the event loop during a refresh, so requests are answered between them. */
+  /** Samples read per turn of the event loop during a refresh, at most, so requests are answered between them. */
   perTurn: number;
+  /**
+   * A turn of a refresh also stops once it has read for this long (after its first sample): a
+   * request that comes meanwhile waits for the turn, and on a loaded machine a few samples took
+   * long enough to be the p99 of a thousand sessions' polls and pages (docs/benchmarks.md).
+   */
+  sliceMs?: number;
   /**
    * The share of the daemon's thread the refreshes may take: after a refresh that read for T ms
    * the next starts no sooner than T / budget ms after it began (and never sooner than `everyMs`).
@@ -15,7 +21,15 @@ export interface UsageTiming {
   budget?: number;
 }
 
-const TIMING: UsageTiming = { everyMs: 1000, idleRefreshes: 3, perTurn: 4, budget: 0.05 };
+/**
+ * The daemon's samplers (cgroup usage, runner/cgroup.ts; listening ports, runner/ports.ts) share
+ * 5% of its thread: each is given its part of it.
+ */
+export function samplerTiming(budget: number): UsageTiming {
+  return { everyMs: 1000, idleRefreshes: 3, perTurn: 4, sliceMs: 0.1, budget };
+}
+
+const TIMING = samplerTiming(0.05);
 
 /** First reads `hold` makes in one turn of the event loop (a session's usage is a few files, its ports a few more). */
 const FIRST_AT_ONCE = 16;
@@ -165,11 +179,16 @@ export class UsageSampler<K, V = Resources> {
     const read: (V | undefined)[] = [];
     const turn = () => {
       const from = performance.now();
-      for (const end = Math.min(next + this.timing.perTurn, keys.length); next < end; next++) {
+      const until = from + (this.timing.sliceMs ?? Infinity);
+      const end = Math.min(next + this.timing.perTurn, keys.length);
+      let now = from;
+      do {
         // A key found gone or ended meanwhile keeps the sample it had.
         if (this.live(keys[next]) && this.held.has(keys[next])) read[next] = this.readOne(keys[next]);
-      }
-      spentMs += performance.now() - from;
+        next++;
+        now = performance.now();
+      } while (next < end && now < until);
+      spentMs += now - from;
       if (next < keys.length && this.timer !== undefined) return void setImmediate(turn);
       this.refreshing = false;
       if (this.timer !== undefined) {

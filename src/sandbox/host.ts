@@ -2,6 +2,7 @@ import { spawn, spawnSync, type StdioOptions } from 'node:child_process';
 import { closeSync, statSync } from 'node:fs';
 import { delimiter } from 'node:path';
 import { findProgram } from '../base/executable.js';
+import { hostPrint } from './host-print.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';
@@ -168,13 +169,19 @@ const probedElsewhere = new Set<string>();
 /**
  * A planned restart's old image checked this very config's sandbox on this host just before the
  * exec (the pre-flight, or its own check): the new image does not run bwrap again for it. Only
- * the probe is skipped; what the config itself asks (paths, the user, prlimit) is checked as ever.
+ * the probe is skipped, and only in the first check of that key (a host changed since is probed);
+ * what the config itself asks (paths, the user, prlimit) is checked as ever.
  */
 export function trustProbe(key: string): void {
   probedElsewhere.add(key);
 }
 
-function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
+/**
+ * The check of a config on this host: it yields the host's programs when bwrap must be tried,
+ * and is given what the probe found. Driven by `check` (blocking: a start, a reload, an exec) or
+ * by `checkOffLoop` (daemon.status, which never waits on bwrap in the loop).
+ */
+function* checking(c: SandboxConfig, path: string | undefined): Generator<SandboxHost, SandboxCheck, string | undefined> {
   const host: SandboxHost = {
     bwrap: which('bwrap', path),
     env: which('env', path),
@@ -186,9 +193,28 @@ function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
   };
   const mode = c.sandbox.mode;
   const who = userProblem(c, host, path);
-  const probed = () => (probedElsewhere.has(sandboxCheckKey(c, path)) ? undefined : probe(host, c));
-  const why = mode === 'off' ? (limitsProblem(c, host) ?? who) : (configProblem(c) ?? who ?? probed() ?? limitsProblem(c, host));
+  let why: string | undefined;
+  if (mode === 'off') why = limitsProblem(c, host) ?? who;
+  else {
+    why = configProblem(c) ?? who;
+    if (why === undefined && !probedElsewhere.delete(sandboxCheckKey(c, path))) why = yield host;
+    why ??= limitsProblem(c, host);
+  }
   return { host, status: { mode, available: why === undefined, ...(why ? { reason: why } : {}) }, refused: why };
+}
+
+function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
+  const steps = checking(c, path);
+  let next = steps.next();
+  while (!next.done) next = steps.next(probe(next.value, c));
+  return next.value;
+}
+
+async function checkOffLoop(c: SandboxConfig, path: string | undefined): Promise<SandboxCheck> {
+  const steps = checking(c, path);
+  let next = steps.next();
+  while (!next.done) next = steps.next(await probeAsync(next.value, c));
+  return next.value;
 }
 
 /** sandbox.user: only a root daemon can run sessions as someone else; resolves host.user. */
@@ -208,18 +234,76 @@ function limitsProblem(c: SandboxConfig, host: SandboxHost): string | undefined 
   return 'limits are set but prlimit (util-linux) is not on the daemon\'s PATH: terminal sessions and the fork fallback set limits through it; install util-linux';
 }
 
-const checks = new Map<string, SandboxCheck>();
+/** A check, and the host it was made on (sandbox/host-print.ts). */
+type Held = SandboxCheck & { print: string; at: number };
 
-/** The check of this config on this host, made once per distinct config (and PATH). */
-export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
-  const key = sandboxCheckKey(c, path);
-  let found = checks.get(key);
-  if (!found) {
-    found = check(c, path);
-    // Only a few configs in a daemon's life (one per reload at most): no need to evict.
-    checks.set(key, found);
+/** Checks by config key: made again when the host's print changes (a check refused is also tried again after REFUSED_RETRY_MS). */
+const checks = new Map<string, Held>();
+
+/**
+ * How long a check that refused is trusted when the host's print has not changed: what the
+ * print cannot see (an AppArmor profile loaded for bwrap, a seccomp policy) is tried again this
+ * often, while someone asks. A check that passed is trusted until the print changes.
+ */
+const REFUSED_RETRY_MS = 10_000;
+
+/** The key of a config object (its sandbox and limits written out once, not at every ask). */
+const keys = new WeakMap<SandboxConfig, { path: string | undefined; key: string }>();
+
+function keyOf(c: SandboxConfig, path: string | undefined): string {
+  let held = keys.get(c);
+  if (held === undefined || held.path !== path) {
+    held = { path, key: sandboxCheckKey(c, path) };
+    keys.set(c, held);
   }
-  return found;
+  return held.key;
+}
+
+/** Whether a check held still says what this host offers. */
+function current(held: Held | undefined, print: string, now: number): held is Held {
+  return held !== undefined && held.print === print && (held.refused === undefined || now - held.at < REFUSED_RETRY_MS);
+}
+
+/**
+ * The check of this config on this host as it is now: made once per distinct config (and PATH),
+ * and made again, blocking, once the host changed (a program installed, upgraded or removed, a
+ * user-namespace sysctl), so an exec uses the bwrap there is and daemon.status says the same.
+ */
+export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
+  const key = keyOf(c, path);
+  const now = Date.now();
+  const print = hostPrint(path, now);
+  const found = checks.get(key);
+  if (current(found, print, now)) return found;
+  const made: Held = { ...check(c, path), print, at: now };
+  // Only a few configs in a daemon's life (one per reload at most): no need to evict.
+  checks.set(key, made);
+  return made;
+}
+
+/** Checks being made off the loop for daemon.status, by print and key: asks meanwhile wait for the same one. */
+const making = new Map<string, Promise<Held>>();
+
+/** As checkSandbox, for daemon.status: a check to make again is made off the loop (bwrap is not waited for in it). */
+function checkForStatus(c: SandboxConfig, path: string | undefined): Held | Promise<Held> {
+  const key = keyOf(c, path);
+  const now = Date.now();
+  const print = hostPrint(path, now);
+  const found = checks.get(key);
+  if (current(found, print, now)) return found;
+  const id = `${print}\0${key}`;
+  let pending = making.get(id);
+  if (pending === undefined) {
+    pending = checkOffLoop(c, path)
+      .then((made) => {
+        const held: Held = { ...made, print, at: now };
+        checks.set(key, held);
+        return held;
+      })
+      .finally(() => making.delete(id));
+    making.set(id, pending);
+  }
+  return pending;
 }
 
 /** The daemon refuses to start (or a reload is rejected) when its confinement cannot work here. */
@@ -240,21 +324,41 @@ export function requireSandbox(c: SandboxConfig): SandboxCheck {
   return found;
 }
 
-const couldChecks = new Map<string, Promise<string | undefined>>();
+/** With the sandbox off: whether it could be on, by config key, for the check (its host) it was tried with. */
+const coulds = new Map<string, Could>();
+interface Could {
+  of: Held;
+  at: number;
+  status?: SandboxStatus;
+  pending: Promise<SandboxStatus>;
+}
 
 /**
- * What `daemon.status` says. With the sandbox off, whether it could be turned on: bwrap is
- * tried once per config, the first time anyone asks, off the loop.
+ * What `daemon.status` says: the check's status, the same object while the host and the config
+ * are (a caller may keep what it makes of it by identity). With the sandbox off, whether it could
+ * be turned on: bwrap is tried off the loop, the first time anyone asks, and again when the host
+ * changed. Cheap when nothing did: a look at the clock, and at the host every HOST_RECHECK_MS.
  */
-export async function sandboxStatus(c: SandboxConfig): Promise<SandboxStatus> {
-  const found = checkSandbox(c);
+export function sandboxStatus(c: SandboxConfig): SandboxStatus | Promise<SandboxStatus> {
+  const found = checkForStatus(c, process.env.PATH);
+  return found instanceof Promise ? found.then((f) => couldStatus(c, f)) : couldStatus(c, found);
+}
+
+function couldStatus(c: SandboxConfig, found: Held): SandboxStatus | Promise<SandboxStatus> {
   if (c.sandbox.mode !== 'off' || found.refused) return found.status;
-  const key = JSON.stringify([c.sandbox, process.env.PATH]);
-  let could = couldChecks.get(key);
-  if (!could) {
-    could = probeAsync(found.host, { ...c, sandbox: { ...c.sandbox, mode: 'read-only', writable: [] } });
-    couldChecks.set(key, could);
-  }
-  const reason = await could;
-  return { mode: 'off', available: reason === undefined, ...(reason ? { reason } : {}) };
+  const key = keyOf(c, process.env.PATH);
+  const now = Date.now();
+  const could = coulds.get(key);
+  // Tried on the host the check saw; one that refused is tried again after REFUSED_RETRY_MS, as a check that refused is.
+  if (could?.of === found && (could.status?.available !== false || now - could.at < REFUSED_RETRY_MS)) return could.status ?? could.pending;
+  const entry: Could = {
+    of: found,
+    at: now,
+    pending: probeAsync(found.host, { ...c, sandbox: { ...c.sandbox, mode: 'read-only', writable: [] } }).then((reason) => {
+      entry.status = { mode: 'off', available: reason === undefined, ...(reason ? { reason } : {}) };
+      return entry.status;
+    }),
+  };
+  coulds.set(key, entry);
+  return entry.pending;
 }

@@ -64,10 +64,12 @@ function statusOf(
 interface ConfigSections {
   path: string | undefined;
   env: { withheld: ReturnType<typeof daemonInheritance>['withheld'] };
-  sandbox?: SandboxSection;
+  /** The sandbox's section as last made: the host's status (sandbox/host.ts) with the config's credentials. */
+  sandbox?: { from: SandboxStatus; section: SandboxSection };
 }
 
-type SandboxSection = Awaited<ReturnType<typeof sandboxStatus>> & ReturnType<typeof withCredentials>;
+type SandboxStatus = Awaited<ReturnType<typeof sandboxStatus>>;
+type SandboxSection = SandboxStatus & ReturnType<typeof withCredentials>;
 
 /**
  * The sections made once per config: a config is never changed in place (a reload makes a new
@@ -87,10 +89,19 @@ function configSections(config: Config): ConfigSections {
   return held;
 }
 
-/** The sandbox's section: its check (and, with the sandbox off, whether it could be on) is made once per config, off the loop. */
+/**
+ * The sandbox's section: what the host offers (sandbox/host.ts keeps it true, looking at the host
+ * again every few seconds and checking again when it changed, off the loop) with what the config
+ * names (its credentials), put together again only when the host's status is a new one.
+ */
 function sandboxSection(config: Config, held: ConfigSections): SandboxSection | Promise<SandboxSection> {
-  if (held.sandbox !== undefined) return held.sandbox;
-  return sandboxStatus(config).then((status) => (held.sandbox = { ...status, ...withCredentials(config) }));
+  const status = sandboxStatus(config);
+  return status instanceof Promise ? status.then((s) => sectionOf(config, held, s)) : sectionOf(config, held, status);
+}
+
+function sectionOf(config: Config, held: ConfigSections, status: SandboxStatus): SandboxSection {
+  if (held.sandbox?.from !== status) held.sandbox = { from: status, section: { ...status, ...withCredentials(config) } };
+  return held.sandbox.section;
 }
 
 /**

@@ -64,20 +64,34 @@ async function cat(s: Scoped): Promise<string> {
 const say = (s: Scoped, id: string, data: string) => s.process({ action: 'write', sessionId: id, data });
 const end = (s: Scoped, id: string) => s.process({ action: 'write', sessionId: id, eof: true });
 
+/**
+ * A daemon running `cat`, which printed a line before `procctl <args>` subscribed, and that
+ * reader watching: what it shows of `cat` after the restart is what came while it was away.
+ */
+async function quietWatched(args: string[]): Promise<{ d: TestDaemon; quiet: string; events: CliChild }> {
+  const d = await startDaemon();
+  const s = await scoped(d);
+  const quiet = await cat(s);
+  await say(s, quiet, 'before-subscribing\n');
+  await s.waitOutput(quiet, 'before-subscribing');
+  s.c.close();
+  const events = spawnCli(args, { env: { PROCCTL_SOCKET: d.socket } });
+  await waitFor(() => events.stderr().includes('watching events'), { what: 'events to watch', timeoutMs: 60_000 });
+  return { d, quiet, events };
+}
+
+/** `quiet` prints while the reader is away. */
+async function printWhileAway(s: Scoped, quiet: string): Promise<void> {
+  await say(s, quiet, 'while-away\n');
+  await s.waitOutput(quiet, 'while-away');
+}
+
 describe('events hands over what happened while it was away', () => {
   it('without -f: a running session that had printed nothing since it subscribed, and a session begun and ended meanwhile', async () => {
-    const d = await startDaemon();
-    const s = await scoped(d);
-    const quiet = await cat(s);
-    await say(s, quiet, 'before-subscribing\n');
-    await s.waitOutput(quiet, 'before-subscribing');
-    s.c.close();
-    const events = spawnCli(['events', '--json'], { env: { PROCCTL_SOCKET: d.socket } });
-    await waitFor(() => events.stderr().includes('watching events'), { what: 'events to watch', timeoutMs: 60_000 });
+    const { d, quiet, events } = await quietWatched(['events', '--json']);
     let born = '';
     await awayThroughRestart(d, events, async (s2) => {
-      await say(s2, quiet, 'while-away\n');
-      await s2.waitOutput(quiet, 'while-away');
+      await printWhileAway(s2, quiet);
       const job = await s2.exec({ command: 'echo born-while-away', timeout: 60 });
       born = job.sessionId;
       expect(job.status).toBe('completed');
@@ -96,18 +110,8 @@ describe('events hands over what happened while it was away', () => {
   }, 180_000);
 
   it('with -f: a session first heard of after the restart, its output before and after it came back, each once', async () => {
-    const d = await startDaemon();
-    const s = await scoped(d);
-    const quiet = await cat(s);
-    await say(s, quiet, 'before-subscribing\n');
-    await s.waitOutput(quiet, 'before-subscribing');
-    s.c.close();
-    const events = spawnCli(['events', '-f', '--json'], { env: { PROCCTL_SOCKET: d.socket } });
-    await waitFor(() => events.stderr().includes('watching events'), { what: 'events to watch', timeoutMs: 60_000 });
-    await awayThroughRestart(d, events, async (s2) => {
-      await say(s2, quiet, 'while-away\n');
-      await s2.waitOutput(quiet, 'while-away');
-    });
+    const { d, quiet, events } = await quietWatched(['events', '-f', '--json']);
+    await awayThroughRestart(d, events, (s2) => printWhileAway(s2, quiet));
     await waitForOutput(events, 'while-away');
     const s3 = await scoped(d);
     await say(s3, quiet, 'back-again\n');

@@ -36,8 +36,10 @@ export const KeptSchema = z.object({
     stdinId: z.string().optional(),
     /** Whether the third descriptor is its stdin (else it has none: /dev/null, or closed). */
     stdin: z.boolean(),
-    /** A job on a terminal: its side's name (`/dev/pts/N`); the one descriptor is the terminal's master. */
+    /** A job on a terminal: its side's name (`/dev/pts/N`); the first descriptor is the terminal's master. */
     pts: z.string().min(1).optional(),
+    /** A job on a terminal whose output goes through a tap (runner/launch/tap.ts): where among the descriptors the tap pipe's read end is. */
+    tap: z.number().int().min(0).optional(),
     /** Where among the descriptors a pidfd to its leader is: how it ended, once whoever the crash left it to reaped it. */
     pidfd: z.number().int().min(0).optional(),
   }).optional(),
@@ -78,7 +80,7 @@ interface KeepAddon {
  * their values) the guardian holds in the session's text, for the next daemon to write in the
  * values its config gives (docs/durability.md).
  */
-const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'sandbox', 'review', 'credentials']);
+const CRASH_KEEPS: ReadonlySet<string> = new Set(['terminal', 'terminal-tap', 'sandbox', 'review', 'credentials']);
 
 /**
  * What the guardian is sent of a running session, once it has run ~100 ms (its first record):
@@ -109,6 +111,8 @@ export function keptMessage(s: Session, extra?: KeptExtra, startTime?: number): 
     ...(extra?.shell ? { shell: extra.shell as Kept['shell'] } : {}),
   };
   const fds = terminal ? [ends.terminal] : [ends.stdout, ends.stderr, ...(ends.stdin >= 0 ? [ends.stdin] : [])];
+  // A terminal's tap: only its read end is kept (what the tap moved and the spool has not), so the pipe ends with its daemon's write end.
+  if (terminal && ends.tap) kept.job!.tap = fds.push(ends.tap.read) - 1;
   if (job.sandboxed) kept.job!.sandboxed = true;
   // A confined job's channels: their descriptors follow the job's ends, named in the text by their place among them.
   if (job.channels) kept.job!.channels = mapChannels(job.channels, (fd) => fds.push(fd) - 1);
@@ -147,7 +151,11 @@ export function keptChanges(s: Session): Promise<void> | undefined {
 function keptEnds(job: NonNullable<Kept['job']>, fds: number[]): HandedJob['ends'] | undefined {
   // Without its pidfd (a guardian of an older build) the job is taken all the same: its status may then be unknown.
   const pidfd = job.pidfd === undefined || fds[job.pidfd] === undefined ? {} : { pidfd: fds[job.pidfd] };
-  if (job.pts !== undefined) return fds[0] !== undefined ? { pid: job.pid, terminal: fds[0], pts: job.pts, ...pidfd } : undefined;
+  if (job.pts !== undefined) {
+    // Its tap's read end: what the dead daemon moved from the master and had not spooled, read first.
+    const tap = job.tap === undefined ? {} : fds[job.tap] === undefined ? undefined : { tap: { read: fds[job.tap]! } };
+    return fds[0] !== undefined && tap ? { pid: job.pid, terminal: fds[0], pts: job.pts, ...pidfd, ...tap } : undefined;
+  }
   const [stdout, stderr, stdin] = fds;
   if (stdout === undefined || stderr === undefined || (job.stdin && stdin === undefined)) return undefined;
   return { pid: job.pid, stdout, stderr, stdin: job.stdin ? stdin! : -1, ...(job.stdinId ? { stdinId: job.stdinId } : {}), ...pidfd };
@@ -246,7 +254,7 @@ export function crashHandover(taken: Taken[], state: StateStore, config: Config,
       if (kept.shell) lostShells.push({ scope: kept.shell.state.scope, name: kept.shell.state.name, why: `the daemon crashed and the guardian kept the shell, but the next daemon could not take it back (${unfit}); its state is gone` });
       continue;
     }
-    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, pidfd: _pidfd, ...rest } = kept.job;
+    const { pid: _pid, stdinId: _stdinId, stdin: _stdin, pts: _pts, channels: _channels, pidfd: _pidfd, tap: _tap, ...rest } = kept.job;
     const job: HandedJob = { ...rest, stdinQueued: 0, ends, ...(channels ? { channels } : {}) };
     if (kept.shell) {
       // A persistent shell (SPEC §20): its own process, never recorded nor spooled, and the command it ran, if any.

@@ -20,7 +20,14 @@ export const HandedJobSchema = z.object({
     /** `pidfd`: a job adopted after a crash, its leader's pidfd (how it ended, once its new parent reaped it: runner/native.ts). */
     z.object({ pid: z.number().int().positive(), stdout: fd, stderr: fd, stdin: z.number().int().min(-1), stdinId: z.string().optional(), pidfd: fd.optional() }),
     /** A job on a terminal: the pseudo-terminal's master and the job's side's name (runner/launch/pty.ts adoptPty). */
-    z.object({ pid: z.number().int().positive(), terminal: fd, pts: z.string(), pidfd: fd.optional() }),
+    z.object({
+      pid: z.number().int().positive(),
+      terminal: fd,
+      pts: z.string(),
+      pidfd: fd.optional(),
+      /** The pipe its output goes through to the spool (runner/launch/tap.ts): read first by the next image; absent from an image that read the master. */
+      tap: z.object({ read: fd, write: fd.optional() }).optional(),
+    }),
   ]),
   stdinQueued: z.number().int().min(0),
   timeoutSec: z.number().min(0),
@@ -88,7 +95,7 @@ export function namedDescriptors(raw: unknown): number[] {
   const add = (v: unknown) => {
     if (typeof v === 'number' && Number.isInteger(v) && v > 2) out.push(v);
   };
-  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown; keep?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown; pidfd?: unknown }; channels?: Record<string, { control?: unknown; listeners?: unknown[] } | undefined> } }[] };
+  const h = raw as { listen?: { fd?: unknown }; clients?: unknown[]; guardian?: { pipe?: unknown; table?: unknown; keep?: unknown }; sessions?: { job?: { ends?: { stdout?: unknown; stderr?: unknown; stdin?: unknown; terminal?: unknown; pidfd?: unknown; tap?: { read?: unknown; write?: unknown } }; channels?: Record<string, { control?: unknown; listeners?: unknown[] } | undefined> } }[] };
   add(h?.listen?.fd);
   if (Array.isArray(h?.clients)) for (const c of h.clients) add(c);
   add(h?.guardian?.pipe);
@@ -98,7 +105,7 @@ export function namedDescriptors(raw: unknown): number[] {
   // A persistent shell's own process is a job like a session's.
   const shells = (raw as { shells?: { box?: (typeof h.sessions & object)[number] }[] })?.shells;
   const jobs = [...(Array.isArray(h?.sessions) ? h.sessions : []), ...(Array.isArray(shells) ? shells.flatMap((s) => (s?.box ? [s.box] : [])) : [])];
-  for (const s of jobs) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal, s?.job?.ends?.pidfd]) add(v);
+  for (const s of jobs) for (const v of [s?.job?.ends?.stdout, s?.job?.ends?.stderr, s?.job?.ends?.stdin, s?.job?.ends?.terminal, s?.job?.ends?.pidfd, s?.job?.ends?.tap?.read, s?.job?.ends?.tap?.write]) add(v);
   if (Array.isArray(h?.sessions))
     for (const s of jobs)
       for (const ch of Object.values(s?.job?.channels ?? {})) {

@@ -7,6 +7,19 @@
  */
 const marks: [string, number, number][] = [];
 
+/**
+ * Which image bin/procctld started (docs/durability.md "The daemon's image, bundled"): the one-file
+ * bundle, and whether V8 took its code cache, or the compiled sources, and why. Logged when the
+ * daemon listens and with a restart's timeline, so a start that left the fast path says so.
+ */
+export interface ImageStart {
+  image: 'bundle' | 'sources';
+  /** The bundle's code cache: used, rejected by this node (another version or flags), or none beside it. */
+  codeCache?: 'used' | 'rejected' | 'none';
+  /** Why the compiled sources run (the bundle is stale or turned off). */
+  why?: string;
+}
+
 /** A step of this image's start ended now. */
 export function mark(step: string): void {
   marks.push([step, Date.now(), cpuMs()]);

@@ -87,7 +87,7 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
  * would be 64 KiB outside V8's heap each time: with a few fast jobs their pressure brought full
  * collections, and the RSS of reads already dead (docs/benchmarks.md, issue 34 point 6).
  */
-const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+export const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 
 /**
  * A job's two output pipes: spliced into its session's spool where it has one (runner/launch/splice.ts:

@@ -1,9 +1,13 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { ReadStream } from 'node:tty';
+import type { JobInput } from '../../session/input.js';
 import { holdReading } from '../../base/hold-reading.js';
-import { adoptChild, signalName, type Addon } from '../native.js';
+import { closeQuietly } from '../../base/close-quietly.js';
+import type { Spool } from '../../session/spool.js';
+import { adoptChild, nativeSpawner, signalName, type Addon } from '../native.js';
 import { withInherited } from './inherit.js';
+import { TerminalTap, tapper, tapsInto, type Tapper } from './tap.js';
 import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec, type TerminalEnds } from './types.js';
 
 export const PTY_COLS = 120;
@@ -44,6 +48,37 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
       encoding: null,
     }),
   );
+  const ptsName = (term as unknown as { ptsName?: string }).ptsName;
+  const socket = (term as unknown as { _socket?: ReadStream })._socket;
+  const master = (term as unknown as { _fd?: number })._fd;
+  const addon = nativeSpawner();
+  const tap = addon instanceof Error ? undefined : tapsInto(addon, hooks.spool);
+  if (tap && ptsName && socket && typeof master === 'number') {
+    // node-pty's reader must not race the tap for the master's bytes, and its public pause() does
+    // not keep it from reading: the 'data' listener node-pty adds at its spawn schedules a first
+    // read, which takes one chunk even while paused. So the daemon takes a descriptor of the master
+    // of its own, and destroys node-pty's stream on it in the tick of the spawn, before that read
+    // (it closes node-pty's descriptor). node-pty still reaps the leader on its thread and says so
+    // through onExit (at once: its stream is closed); its write and resize, which use the closed
+    // descriptor, are never called.
+    let launched: (Launched & { exited(): void }) | undefined;
+    const own = tap.dupDescriptor(master);
+    try {
+      launched = tappedTerminal(tap, { pid: term.pid, terminal: own, pts: ptsName }, hooks.spool, hooks);
+    } catch {
+      // No tap to be had (out of descriptors): node-pty reads it, as without splicing.
+      closeQuietly(own);
+    }
+    if (launched) {
+      const wired = launched;
+      socket.destroy();
+      term.onExit(({ exitCode, signal }) => {
+        hooks.exit(signal ? null : exitCode, signal ? signalName(signal) : null);
+        wired.exited();
+      });
+      return { ...wired, reapedByThread: true };
+    }
+  }
   term.onData((data: string | Buffer) => hooks.output('stdout', data));
   const release = holdTerminal(term);
   term.onExit(({ exitCode, signal }) => {
@@ -52,9 +87,6 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     // node-pty reports the exit once the terminal's output has been read.
     hooks.closed();
   });
-  const ptsName = (term as unknown as { ptsName?: string }).ptsName;
-  const socket = (term as unknown as { _socket?: ReadStream })._socket;
-  const master = (term as unknown as { _fd?: number })._fd;
   return {
     pid: term.pid,
     stdinId: ptsName,
@@ -78,9 +110,22 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
  * A job on a terminal that the last image started (a planned restart, SPEC §19), wired again from
  * the terminal's master without node-pty: read and written here, resized through the addon, its
  * leader reaped by the daemon's own reaper. As for a launch, the job's side of the terminal is
- * held open until its output has been read (the end is decided by the session's drain).
+ * held open until its output has been read (the end is decided by the session's drain). Its output
+ * goes through a tap where it came with one or is spliced here (tappedTerminal); else the master is read.
  */
 export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): Launched {
+  // A tap handed on is read first, whatever this image splices; a terminal read directly before (an older image) is tapped from now on where output is spliced.
+  const tap = ends.tap ? tapper(addon) : tapsInto(addon, hooks.spool);
+  if (tap) {
+    const wired = tappedTerminal(tap, ends, hooks.spool, hooks);
+    const launched = withPidfd(wired, ends.pidfd);
+    adoptChild(addon, ends.pid, (code, signal, maxRssBytes, unknown) => {
+      launched.told();
+      hooks.exit(code, signal, maxRssBytes, unknown);
+      wired.exited();
+    }, ends.pidfd);
+    return launched;
+  }
   const socket = new ReadStream(ends.terminal);
   socket.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
   // EIO: every holder of the job's side closed it, which is the end of the output.
@@ -96,12 +141,7 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
   const launched = withPidfd({
     pid: ends.pid,
     stdinId: ends.pts,
-    input: {
-      write: (data) => void socket.write(data),
-      end: () => void socket.write('\x04'),
-      // As for a terminal launched here: what the job has not read waits in the terminal, not counted.
-      queued: 0,
-    },
+    input: masterInput(socket),
     detachOutput: () => socket.destroy(),
     release: () => {
       socket.destroy();
@@ -119,6 +159,58 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
     hooks.exit(code, signal, maxRssBytes, unknown);
   }, ends.pidfd);
   return launched;
+}
+
+/**
+ * A terminal whose output goes through a tap (runner/launch/tap.ts: master → a pipe → the spool,
+ * by splice): the master is written (input, C-d) and resized here, and handed on with the tap's
+ * pipe. The job's side is held open until its leader exits (`exited`): then the master reads EIO
+ * once every other holder closed it and all its output has been moved, which is the end of the
+ * output; a process that escaped the group and holds it still is left to the session's drain.
+ */
+function tappedTerminal(addon: Tapper, ends: TerminalEnds, spool: Spool | undefined, hooks: LaunchHooks): Launched & { exited(): void } {
+  let slave: number | undefined;
+  try {
+    slave = openSync(ends.pts, constants.O_RDWR | constants.O_NOCTTY);
+  } catch {
+    // the job's side is gone already: the tap moves what is left, then EIO
+  }
+  const letGo = () => {
+    if (slave !== undefined) closeQuietly(slave);
+    slave = undefined;
+  };
+  let tap: TerminalTap;
+  try {
+    tap = new TerminalTap(addon, spool, ends.terminal, ends.tap, { output: (chunk, spooled) => hooks.output('stdout', chunk, spooled), unfinished: () => hooks.unfinished('stdout'), closed: () => hooks.closed() });
+  } catch (err) {
+    letGo();
+    throw err;
+  }
+  // Written, never read (a tty stream reads only once asked to): the tap reads the master.
+  const writer = new ReadStream(ends.terminal);
+  writer.on('error', () => writer.destroy());
+  const resize = addon.setWindowSize;
+  return {
+    pid: ends.pid,
+    stdinId: ends.pts,
+    input: masterInput(writer),
+    detachOutput: () => tap.destroy(),
+    release: () => {
+      tap.destroy();
+      writer.destroy();
+      writer.removeAllListeners();
+      writer.on('error', nothing);
+      letGo();
+    },
+    // Never once the writer closed the master: its number may be another file's by then.
+    resize: resize ? (cols, rows) => void (!writer.destroyed && resize(ends.terminal, cols, rows)) : undefined,
+    holdOutput: () => tap.hold(),
+    ends: () => {
+      const t = tap.ends();
+      return writer.destroyed || !t ? undefined : { pid: ends.pid, terminal: ends.terminal, pts: ends.pts, tap: t, stdinQueued: writer.writableLength };
+    },
+    exited: letGo,
+  };
 }
 
 /** Silence on a terminal, after its leader exited, that says all its output has been read. */
@@ -199,4 +291,12 @@ function holdTerminal(term: { pid: number }): () => void {
     if (slave !== undefined) closeSync(slave);
     slave = undefined;
   };
+}
+
+/**
+ * Input to a terminal written to its master: the end is C-d, as a person types it; what the job
+ * has not read waits in the terminal, not counted (as node-pty's own input).
+ */
+function masterInput(master: ReadStream): JobInput {
+  return { write: (data) => void master.write(data), end: () => void master.write('\x04'), queued: 0 };
 }

@@ -64,6 +64,19 @@ export interface TerminalEnds {
   pts: string;
   /** A pidfd to the leader, for a job adopted after a crash: how it ended, once its new parent reaped it (runner/native.ts). */
   pidfd?: number;
+  /** The pipe its output goes through on its way to the spool (runner/launch/tap.ts); absent where the terminal is read directly. */
+  tap?: TapEnds;
+}
+
+/**
+ * A terminal's tap pipe as a restart hands it on (runner/launch/tap.ts): its read end, which the
+ * guardian keeps too, and its write end, which only the daemon holds (so the pipe ends when the
+ * tap does). After a crash the write end is gone with the daemon that held it: the next one opens
+ * the pipe again for writing, so what the dead one had moved into it is read first.
+ */
+export interface TapEnds {
+  read: number;
+  write?: number;
 }
 
 export interface LaunchSpec {

@@ -132,6 +132,37 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
     }
   });
 
+  it('ends a refresh turn once it has read for its slice, so a request waits behind one slow read, not four', async () => {
+    // Each read costs 1 ms of this thread; the slice is 0.1 ms: one read a turn, though four are allowed.
+    const c = counter();
+    const slow = (key: number) => {
+      const until = performance.now() + 1;
+      while (performance.now() < until);
+      return c.read(key);
+    };
+    const sampler = new UsageSampler(slow, () => true, { everyMs: 20, idleRefreshes: 1_000, perTurn: 4, sliceMs: 0.1, budget: 1 });
+    try {
+      const few = keys.slice(0, 12);
+      for (const k of few) sampler.of(k);
+      const first = c.total();
+      // Count the reads made between two turns of the loop while a refresh runs.
+      const perTurn: number[] = [];
+      let last = c.total();
+      const watch = () => {
+        const now = c.total();
+        if (now > last) perTurn.push(now - last);
+        last = now;
+        if (now < first + few.length) setImmediate(watch);
+      };
+      setImmediate(watch);
+      await waitFor(() => c.total() >= first + few.length, { what: 'a refresh of every key' });
+      expect(perTurn.length).toBeGreaterThan(0);
+      expect(Math.max(...perTurn)).toBe(1);
+    } finally {
+      sampler.close();
+    }
+  });
+
   it('keeps its refreshes to its budget of the thread: slow reads make the next refresh wait', async () => {
     // Each read costs 2 ms of this thread: 50 keys are ~100 ms a refresh.
     const slowRead = (c: ReturnType<typeof counter>) => (key: number) => {

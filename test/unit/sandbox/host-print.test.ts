@@ -1,0 +1,57 @@
+import { chmodSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { HOST_RECHECK_MS, hostPrint } from '../../../src/sandbox/host-print.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'procctl-print-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** An executable `name` in `dir`, written beside and renamed in, as a package manager installs one. */
+function install(name: string, body: string): void {
+  const beside = join(dir, `.${name}.new`);
+  writeFileSync(beside, `#!/bin/sh\n${body}\n`);
+  chmodSync(beside, 0o755);
+  renameSync(beside, join(dir, name));
+}
+
+describe('hostPrint', () => {
+  it('is kept for HOST_RECHECK_MS, then says a program installed, and another file put in its place', () => {
+    // Clock values of its own: far from any other test's, and never real time.
+    const t = 1e12;
+    const without = hostPrint(dir, t);
+    expect(without).toContain('bwrap:-');
+
+    install('bwrap', 'exit 0');
+    // Within the window: the host is not looked at again.
+    expect(hostPrint(dir, t + HOST_RECHECK_MS - 1)).toBe(without);
+    const installed = hostPrint(dir, t + HOST_RECHECK_MS);
+    expect(installed).not.toBe(without);
+    expect(installed).toContain(`bwrap:${join(dir, 'bwrap')}:`);
+
+    // An upgrade: the same path, another file (another inode).
+    install('bwrap', 'exit 1');
+    const upgraded = hostPrint(dir, t + 2 * HOST_RECHECK_MS);
+    expect(upgraded).toContain(`bwrap:${join(dir, 'bwrap')}:`);
+    expect(upgraded).not.toBe(installed);
+
+    // Nothing changed: the same print.
+    expect(hostPrint(dir, t + 3 * HOST_RECHECK_MS)).toBe(upgraded);
+    rmSync(join(dir, 'bwrap'));
+    expect(hostPrint(dir, t + 4 * HOST_RECHECK_MS)).toBe(without);
+  });
+
+  it('another PATH is looked at at once', () => {
+    const t = 2e12;
+    const here = hostPrint(dir, t);
+    const other = mkdtempSync(join(tmpdir(), 'procctl-print-other-'));
+    try {
+      writeFileSync(join(other, 'env'), '#!/bin/sh\n');
+      chmodSync(join(other, 'env'), 0o755);
+      expect(hostPrint(other, t + 1)).toContain(`env:${join(other, 'env')}:`);
+      expect(hostPrint(dir, t + 2)).toBe(here);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+});
