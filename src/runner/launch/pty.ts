@@ -62,12 +62,13 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     // through onExit (at once: its stream is closed); its write and resize, which use the closed
     // descriptor, are never called.
     let launched: (Launched & { exited(): void }) | undefined;
-    const own = tap.dupDescriptor(master);
+    let own: number | undefined;
     try {
+      own = tap.dupDescriptor(master);
       launched = tappedTerminal(tap, { pid: term.pid, terminal: own, pts: ptsName }, hooks.spool, hooks);
     } catch {
-      // No tap to be had (out of descriptors): node-pty reads it, as without splicing.
-      closeQuietly(own);
+      // No tap to be had (out of descriptors, for the copy of the master or the tap's pipe): node-pty reads it, as without splicing.
+      if (own !== undefined) closeQuietly(own);
     }
     if (launched) {
       const wired = launched;
