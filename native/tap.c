@@ -37,7 +37,6 @@ typedef struct {
   napi_async_context context;
   int master;
   int pipe;
-  int waiting_pipe;  // the pipe is full: polled for room, the master left alone
   int paused;        // JavaScript held it (a restart's quiet moment)
   int stopped;       // no more calls into JS
   int open_handles;  // libuv handles not yet closed
@@ -116,7 +115,6 @@ static void master_readable(uv_poll_t *handle, int status, int events) {
   else if (st < 0) tap_end(t, st);
   else if (st == FULL) {
     uv_poll_stop(&t->master_poll);
-    t->waiting_pipe = 1;
     int err = uv_poll_start(&t->pipe_poll, UV_WRITABLE, pipe_has_room);
     if (err != 0) tap_end(t, err);
   }
@@ -127,7 +125,6 @@ static void pipe_has_room(uv_poll_t *handle, int status, int events) {
   (void)events;
   if (t->stopped) return;
   uv_poll_stop(&t->pipe_poll);
-  t->waiting_pipe = 0;
   if (status < 0) {
     tap_end(t, status);
     return;
@@ -149,7 +146,6 @@ static napi_value TapPause(napi_env env, napi_callback_info info) {
     t->paused = 1;
     uv_poll_stop(&t->master_poll);
     uv_poll_stop(&t->pipe_poll);
-    t->waiting_pipe = 0;
   }
   return NULL;
 }
