@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { killLeftovers } from '../helpers/procs.js';
+import { daemonStatus, restartAndWait } from '../helpers/restart.js';
 import { Scoped } from '../helpers/session.js';
 import { logLines, makeStateDir, readRecords, removeStateDirs, sessionsDir } from '../helpers/state.js';
 
@@ -65,6 +66,30 @@ describe("a terminal's tap that fails goes on reading its master", () => {
     expect(said, d.stdout().slice(-2000)).toHaveLength(1);
     expect(said[0]).toMatchObject({ level: 50 });
     expect(said[0].msg).toContain(`failed with ${errno}`);
+  }, 120_000);
+
+  it('a terminal read from its master after its tap failed is carried by a planned restart, tapped again there, and takes input to its end', async () => {
+    // Every tap fails once it moved 1,000 bytes: the first image's after the long line, the second image's never (its lines are short).
+    const d = await startDaemon({ env: { PROCCTL_FAULT_TAP: 'EPIPE@1000', PROCCTL_INTERRUPT: 'false' } });
+    const s = new Scoped(await d.client(), 'tap');
+    const shell = await s.exec({ command: 'stty -echo; while read l; do echo "got:$l"; done; exit 3', background: true, pty: true });
+    pids.add(shell.pid);
+    const long = 'x'.repeat(2000);
+    await s.process({ action: 'write', sessionId: shell.sessionId, data: `${long}\n` });
+    await s.waitOutput(shell.sessionId, `got:${long}`);
+    await s.process({ action: 'write', sessionId: shell.sessionId, data: 'after-the-fault\n' });
+    await s.waitOutput(shell.sessionId, 'got:after-the-fault');
+    expect(logLines(d.stdout()).filter((l) => l.sessionId === shell.sessionId && l.errno === 'EPIPE')).toHaveLength(1);
+    expect((await restartAndWait(d)).sessions).toBe(1);
+    expect((await daemonStatus(d)).restarts).toMatchObject({ planned: 1, adopted: 1, lost: 0 });
+    const s2 = new Scoped(await d.client(), 'tap');
+    await s2.process({ action: 'write', sessionId: shell.sessionId, data: 'carried\n' });
+    await s2.waitOutput(shell.sessionId, 'got:carried');
+    await s2.process({ action: 'send-keys', sessionId: shell.sessionId, keys: ['C-d'] });
+    const ended = await s2.pollUntilEnded(shell.sessionId, 30_000);
+    expect(ended.last).toMatchObject({ status: 'completed', exitCode: 3 });
+    const all = (await s2.log(shell.sessionId, { offset: 0 })).output as string;
+    expect(all.split('\n').filter((l) => l.startsWith('got:')).map((l) => l.trim().slice(0, 20))).toEqual([`got:${long.slice(0, 16)}`, 'got:after-the-fault', 'got:carried']);
   }, 120_000);
 
   it('PROCCTL_FAULT_TAP that names no errno: the tap is not made, node-pty reads the terminal, and the log says why with the session', async () => {
