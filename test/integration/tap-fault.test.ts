@@ -92,6 +92,22 @@ describe("a terminal's tap that fails goes on reading its master", () => {
     expect(all.split('\n').filter((l) => l.startsWith('got:')).map((l) => l.trim().slice(0, 20))).toEqual([`got:${long.slice(0, 16)}`, 'got:after-the-fault', 'got:carried']);
   }, 120_000);
 
+  it('a kernel whose terminal masters do not splice (the probe says EINVAL): no terminal is tapped, node-pty reads them, and the log says so once', async () => {
+    const d = await startDaemon({ env: { PROCCTL_FAULT_TAP: 'probe:EINVAL', PROCCTL_INTERRUPT: 'false' } });
+    const s = new Scoped(await d.client(), 'tap');
+    for (const word of ['first', 'second']) {
+      const job = await s.exec({ command: `echo ${word}-terminal`, pty: true, yieldMs: 20_000 });
+      pids.add(job.pid);
+      expect(job).toMatchObject({ status: 'completed', exitCode: 0 });
+      expect(job.output).toContain(`${word}-terminal`);
+    }
+    const said = logLines(d.stdout()).filter((l) => String(l.msg).includes('does not splice'));
+    expect(said, d.stdout().slice(-2000)).toHaveLength(1);
+    expect(said[0]).toMatchObject({ level: 40, errno: 'EINVAL' });
+    // Nothing tried a tap: no tap failed, and no tap could not be made.
+    expect(logLines(d.stdout()).filter((l) => String(l.msg).includes("tap failed") || String(l.msg).includes('cannot go through a tap'))).toEqual([]);
+  }, 60_000);
+
   it('PROCCTL_FAULT_TAP that names no errno: the tap is not made, node-pty reads the terminal, and the log says why with the session', async () => {
     const d = await startDaemon({ env: { PROCCTL_FAULT_TAP: 'sometimes', PROCCTL_INTERRUPT: 'false' } });
     const s = new Scoped(await d.client(), 'tap');

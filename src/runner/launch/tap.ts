@@ -43,9 +43,15 @@ let mastersSplice: boolean | undefined;
 function kernelTaps(addon: Tapper, sessionId: string): boolean {
   if (mastersSplice === undefined) {
     // A build without the probe: assumed, and a tap whose splice fails reads its master from then on.
-    const err = addon.tapProbe ? addon.tapProbe() : 0;
-    mastersSplice = err === 0;
-    if (err !== 0) tapTrouble('warn', sessionId, `this kernel does not splice from a terminal's master (${errnoName(err)}): terminals are read by node-pty, without a tap (a crash can lose one read of at most 64 KiB per terminal); Linux 6.5 and later splice from a tty`, { errno: errnoName(err) });
+    let why: string | undefined;
+    try {
+      const err = probeFault() ?? (addon.tapProbe ? addon.tapProbe() : 0);
+      if (err !== 0) why = errnoName(err);
+    } catch (err) {
+      why = (err as Error).message;
+    }
+    mastersSplice = why === undefined;
+    if (why !== undefined) tapTrouble('warn', sessionId, `this kernel does not splice from a terminal's master (${why}): terminals are read by node-pty, without a tap (a crash can lose one read of at most 64 KiB per terminal); Linux 6.5 and later splice from a tty`, { errno: why });
   }
   return mastersSplice;
 }
@@ -60,16 +66,26 @@ export function tapsInto(addon: Addon, spool: Spool | undefined, sessionId: stri
   return tap && kernelTaps(tap, sessionId) ? tap : undefined;
 }
 
+/** What a test asks the probe to answer (`PROCCTL_FAULT_TAP=probe:<errno name>`: as a kernel without a tty's splice would). */
+function probeFault(): number | undefined {
+  const value = process.env.PROCCTL_FAULT_TAP;
+  if (!value?.startsWith('probe:')) return undefined;
+  const errno = (os.errno as Record<string, number>)[value.slice('probe:'.length)];
+  if (errno === undefined) throw new Error(`PROCCTL_FAULT_TAP=${value}: expected an errno's name after probe: (probe:EINVAL)`);
+  return errno;
+}
+
 /**
  * A failure a test injects into every tap's splice (`PROCCTL_FAULT_TAP=<errno name>[@<bytes>]`:
- * once so many bytes were moved, the next splice fails with it), as [errno, bytes]; undefined when unset.
+ * once so many bytes were moved, the next splice fails with it), as [errno, bytes]; undefined when
+ * unset or when it is the probe's.
  */
 export function tapFault(): [number, number] | undefined {
   const value = process.env.PROCCTL_FAULT_TAP;
-  if (!value) return undefined;
+  if (!value || value.startsWith('probe:')) return undefined;
   const m = /^(E[A-Z0-9]+)(?:@(\d+))?$/.exec(value);
   const errno = m ? (os.errno as Record<string, number>)[m[1]!] : undefined;
-  if (!m || errno === undefined) throw new Error(`PROCCTL_FAULT_TAP=${value}: expected an errno's name, then @ and the bytes the tap moves before it fails (EINVAL, EPIPE@65536)`);
+  if (!m || errno === undefined) throw new Error(`PROCCTL_FAULT_TAP=${value}: expected an errno's name, then @ and the bytes the tap moves before it fails (EINVAL, EPIPE@65536), or probe: and an errno's name`);
   return [errno, Number(m[2] ?? 0)];
 }
 
