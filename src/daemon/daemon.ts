@@ -16,6 +16,7 @@ import { createMethods } from '../rpc/methods.js';
 import { stopSessions } from '../runner/stop.js';
 import { setStragglerListener } from '../runner/sweep.js';
 import { setSpliceListener } from '../runner/launch/splice.js';
+import { setTapListener } from '../runner/launch/tap.js';
 import { Registry } from '../session/registry.js';
 import type { Daemon } from '../tools/context.js';
 import { forget } from '../tools/process/forget.js';
@@ -210,6 +211,7 @@ export class ProcctlDaemon implements Daemon {
       this.log.warn({ sessionId, pids }, 'a finished session left processes outside its group; stopping them'),
     );
     setSpliceListener((file, reason) => this.log.warn({ file, reason }, "the state directory's file system refused splice: this session's output is read and written as before (a crash can lose what was read and not yet written)"));
+    setTapListener((level, sessionId, message, fields) => this.log[level]({ sessionId, ...fields }, message));
     const methods = createMethods(this, this.startedAt, this.version);
     methods.set('daemon.diagnostics', (params) => diagnostics(diagnosticsParams(params)));
     // A client that half-closes (`socat`, `nc -N`) still gets its answers.

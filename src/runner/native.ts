@@ -44,9 +44,12 @@ export interface Addon {
   /**
    * Move a terminal's output from its master into a pipe by splice(2) (native/tap.c): `master` a
    * descriptor of its own, `pipe` the tap's write end; onEnd(0) once the job's side is closed and
-   * all its output moved, onEnd(-errno) when a splice failed otherwise. Absent from builds older than it.
+   * all its output moved, onEnd(-errno) when a splice failed otherwise. `faultErrno`, `faultAfter`:
+   * a test's failure (PROCCTL_FAULT_TAP), the next splice once so many bytes were moved. Absent from builds older than it.
    */
-  tapTerminal?(master: number, pipe: number, onEnd: (status: number) => void): SplicedHandle;
+  tapTerminal?(master: number, pipe: number, onEnd: (status: number) => void, faultErrno?: number, faultAfter?: number): SplicedHandle;
+  /** Whether a pseudo-terminal's master splices into a pipe on this kernel: 0, or the errno its splice failed with. */
+  tapProbe?(): number;
   /** A pipe for a tap: [read, write], close-on-exec and non-blocking. */
   tapPipe?(): [number, number];
   /** A new descriptor (close-on-exec) for what `fd` is (native/relay.c). */

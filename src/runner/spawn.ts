@@ -167,6 +167,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     }, PIPE_DRAIN_MS);
   };
   const hooks: LaunchHooks = {
+    sessionId: session.id,
     output: (stream, chunk, spooled) => {
       chunks++;
       session.onOutput(stream, chunk, spooled);

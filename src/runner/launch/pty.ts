@@ -1,4 +1,4 @@
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants, openSync, readSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { ReadStream } from 'node:tty';
 import type { JobInput } from '../../session/input.js';
@@ -7,8 +7,9 @@ import { closeQuietly } from '../../base/close-quietly.js';
 import type { Spool } from '../../session/spool.js';
 import { adoptChild, nativeSpawner, signalName, type Addon } from '../native.js';
 import { withInherited } from './inherit.js';
-import { TerminalTap, tapper, tapsInto, type Tapper } from './tap.js';
-import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec, type TerminalEnds } from './types.js';
+import { ptyPrivates } from './node-pty-privates.js';
+import { TerminalTap, tapper, tapsInto, tapTrouble, type Tapper } from './tap.js';
+import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec, type TapEnds, type TerminalEnds } from './types.js';
 
 export const PTY_COLS = 120;
 export const PTY_ROWS = 30;
@@ -52,8 +53,8 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   const socket = (term as unknown as { _socket?: ReadStream })._socket;
   const master = (term as unknown as { _fd?: number })._fd;
   const addon = nativeSpawner();
-  const tap = addon instanceof Error ? undefined : tapsInto(addon, hooks.spool);
-  if (tap && ptsName && socket && typeof master === 'number') {
+  const tap = addon instanceof Error ? undefined : tapsInto(addon, hooks.spool, hooks.sessionId);
+  if (tap) {
     // node-pty's reader must not race the tap for the master's bytes, and its public pause() does
     // not keep it from reading: the 'data' listener node-pty adds at its spawn schedules a first
     // read, which takes one chunk even while paused. So the daemon takes a descriptor of the master
@@ -63,16 +64,19 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     // descriptor, are never called.
     let launched: (Launched & { exited(): void }) | undefined;
     let own: number | undefined;
+    const privates = ptyPrivates(term);
     try {
-      own = tap.dupDescriptor(master);
-      launched = tappedTerminal(tap, { pid: term.pid, terminal: own, pts: ptsName }, hooks.spool, hooks);
-    } catch {
-      // No tap to be had (out of descriptors, for the copy of the master or the tap's pipe): node-pty reads it, as without splicing.
+      if (typeof privates === 'string') throw new Error(privates);
+      own = tap.dupDescriptor(privates.master);
+      launched = tappedTerminal(tap, { pid: term.pid, terminal: own, pts: privates.pts }, hooks.spool, hooks);
+    } catch (err) {
+      // No tap to be had (out of descriptors, for the copy of the master or the tap's pipe; node-pty's internals changed): node-pty reads it, as without splicing.
       if (own !== undefined) closeQuietly(own);
+      tapTrouble('warn', hooks.sessionId, `a terminal's output cannot go through a tap (${(err as Error).message}): node-pty reads its master (a crash can lose one read of at most 64 KiB)`, { master });
     }
-    if (launched) {
+    if (launched && typeof privates !== 'string') {
       const wired = launched;
-      socket.destroy();
+      privates.socket.destroy();
       term.onExit(({ exitCode, signal }) => {
         hooks.exit(signal ? null : exitCode, signal ? signalName(signal) : null);
         wired.exited();
@@ -116,19 +120,32 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
  */
 export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): Launched {
   // A tap handed on is read first, whatever this image splices; a terminal read directly before (an older image) is tapped from now on where output is spliced.
-  const tap = ends.tap ? tapper(addon) : tapsInto(addon, hooks.spool);
+  const tap = ends.tap ? tapper(addon) : tapsInto(addon, hooks.spool, hooks.sessionId);
+  if (ends.tap && !tap) tapTrouble('warn', hooks.sessionId, "a terminal was carried over with its tap pipe, but this build of the addon has no tapTerminal: the pipe is read to its end, then the master directly (rebuild the addon: node scripts/build-addon.mjs)", { master: ends.terminal });
   if (tap) {
-    const wired = tappedTerminal(tap, ends, hooks.spool, hooks);
-    const launched = withPidfd(wired, ends.pidfd);
-    adoptChild(addon, ends.pid, (code, signal, maxRssBytes, unknown) => {
-      launched.told();
-      hooks.exit(code, signal, maxRssBytes, unknown);
-      wired.exited();
-    }, ends.pidfd);
-    return launched;
+    try {
+      const wired = tappedTerminal(tap, ends, hooks.spool, hooks);
+      const launched = withPidfd(wired, ends.pidfd);
+      adoptChild(addon, ends.pid, (code, signal, maxRssBytes, unknown) => {
+        launched.told();
+        hooks.exit(code, signal, maxRssBytes, unknown);
+        wired.exited();
+      }, ends.pidfd);
+      return launched;
+    } catch (err) {
+      // What was handed is still ours (the tap closes only what it opened): read as an older image's terminal is, its pipe first.
+      tapTrouble('warn', hooks.sessionId, `a terminal carried over cannot be tapped (${(err as Error).message}): ${ends.tap ? 'its tap pipe is read to its end, then ' : ''}its master is read directly (a crash can lose one read of at most 64 KiB)`, { master: ends.terminal });
+    }
   }
+  // What the last image's tap moved and no one spooled: before anything read from the master.
+  const leftovers = ends.tap ? drainTap(ends.tap) : [];
   const socket = new ReadStream(ends.terminal);
-  socket.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
+  // A stream reads only once it has a 'data' listener: added after the leftovers are delivered (once the session is wired).
+  process.nextTick(() => {
+    if (socket.destroyed) return;
+    for (const chunk of leftovers) hooks.output('stdout', chunk);
+    socket.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
+  });
   // EIO: every holder of the job's side closed it, which is the end of the output.
   socket.on('error', () => socket.destroy());
   socket.once('close', () => hooks.closed());
@@ -163,6 +180,30 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
 }
 
 /**
+ * What a tap pipe carried over holds (moved from the master by the last image's tap, not yet
+ * spooled), read to its end with plain reads: its write end is closed first (no tap moves into it
+ * any more), so the read stops at its end or, where someone else still holds a write end, once it
+ * is empty. Both ends are closed.
+ */
+function drainTap(tap: TapEnds): Buffer[] {
+  if (tap.write !== undefined) closeQuietly(tap.write);
+  const chunks: Buffer[] = [];
+  try {
+    for (;;) {
+      const buf = Buffer.allocUnsafe(64 * 1024);
+      const n = readSync(tap.read, buf);
+      if (n === 0) break;
+      chunks.push(buf.subarray(0, n));
+    }
+  } catch {
+    // EAGAIN: empty, and nothing more will come
+  } finally {
+    closeQuietly(tap.read);
+  }
+  return chunks;
+}
+
+/**
  * A terminal whose output goes through a tap (runner/launch/tap.ts: master → a pipe → the spool,
  * by splice): the master is written (input, C-d) and resized here, and handed on with the tap's
  * pipe. The job's side is held open until its leader exits (`exited`): then the master reads EIO
@@ -182,7 +223,7 @@ function tappedTerminal(addon: Tapper, ends: TerminalEnds, spool: Spool | undefi
   };
   let tap: TerminalTap;
   try {
-    tap = new TerminalTap(addon, spool, ends.terminal, ends.tap, { output: (chunk, spooled) => hooks.output('stdout', chunk, spooled), unfinished: () => hooks.unfinished('stdout'), closed: () => hooks.closed() });
+    tap = new TerminalTap(addon, spool, ends.terminal, ends.tap, { sessionId: hooks.sessionId, output: (chunk, spooled) => hooks.output('stdout', chunk, spooled), unfinished: () => hooks.unfinished('stdout'), closed: () => hooks.closed() });
   } catch (err) {
     letGo();
     throw err;
@@ -208,7 +249,7 @@ function tappedTerminal(addon: Tapper, ends: TerminalEnds, spool: Spool | undefi
     holdOutput: () => tap.hold(),
     ends: () => {
       const t = tap.ends();
-      return writer.destroyed || !t ? undefined : { pid: ends.pid, terminal: ends.terminal, pts: ends.pts, tap: t, stdinQueued: writer.writableLength };
+      return writer.destroyed || !t ? undefined : { pid: ends.pid, terminal: ends.terminal, pts: ends.pts, ...t, stdinQueued: writer.writableLength };
     },
     exited: letGo,
   };

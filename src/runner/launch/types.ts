@@ -7,6 +7,8 @@ import { closeQuietly } from '../../base/close-quietly.js';
 /** What a session writes its input to: a pipe or a terminal. */
 
 export interface LaunchHooks {
+  /** The session the job is launched for: named in the daemon's log when its output cannot be read the usual way. */
+  sessionId: string;
   /**
    * `spooled`: the reader put the chunk's whole characters in `spool` already (spliced,
    * runner/launch/splice.ts); a character it ends inside is left for the capture to write.
