@@ -178,8 +178,8 @@ export function trustProbe(key: string): void {
 
 /**
  * The check of a config on this host: it yields the host's programs when bwrap must be tried,
- * and is given what the probe found. Driven by `check` (blocking: a start, a reload, an exec) or
- * by `checkOffLoop` (daemon.status, which never waits on bwrap in the loop).
+ * and is given what the probe found. Driven by `check` (blocking: a start, a reload, a restart's
+ * pre-flight) or by `checkOffLoop` (an exec and daemon.status, which never wait on bwrap in the loop).
  */
 function* checking(c: SandboxConfig, path: string | undefined): Generator<SandboxHost, SandboxCheck, string | undefined> {
   const host: SandboxHost = {
@@ -234,8 +234,8 @@ function limitsProblem(c: SandboxConfig, host: SandboxHost): string | undefined 
   return 'limits are set but prlimit (util-linux) is not on the daemon\'s PATH: terminal sessions and the fork fallback set limits through it; install util-linux';
 }
 
-/** A check, and the host it was made on (sandbox/host-print.ts). */
-type Held = SandboxCheck & { print: string; at: number };
+/** A check, the host it was made on (sandbox/host-print.ts), when it was made, and the order it was begun in. */
+type Held = SandboxCheck & { print: string; at: number; begun: number };
 
 /** Checks by config key: made again when the host's print changes (a check refused is also tried again after REFUSED_RETRY_MS). */
 const checks = new Map<string, Held>();
@@ -264,46 +264,59 @@ function current(held: Held | undefined, print: string, now: number): held is He
   return held !== undefined && held.print === print && (held.refused === undefined || now - held.at < REFUSED_RETRY_MS);
 }
 
+/** Checks being made off the loop, by print and key: asks meanwhile wait for the same one. */
+const making = new Map<string, Promise<Held>>();
+let checksBegun = 0;
+
 /**
  * The check of this config on this host as it is now: made once per distinct config (and PATH),
- * and made again, blocking, once the host changed (a program installed, upgraded or removed, a
+ * and made again once the host changed (a program installed, upgraded or removed, a
  * user-namespace sysctl), so an exec uses the bwrap there is and daemon.status says the same.
+ * Made again off the loop (bwrap is not waited for in it; asks meanwhile wait for the same one),
+ * or, `blocking`, at once in this thread: where nothing is served yet or the answer cannot wait
+ * (a start, a reload, a restart's pre-flight, a launch whose caller did not wait for `heldCheck`).
  */
-export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: true): Held;
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean): Held | Promise<Held>;
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean): Held | Promise<Held> {
   const key = keyOf(c, path);
   const now = Date.now();
   const print = hostPrint(path, now);
   const found = checks.get(key);
   if (current(found, print, now)) return found;
-  const made: Held = { ...check(c, path), print, at: now };
-  // Only a few configs in a daemon's life (one per reload at most): no need to evict.
-  checks.set(key, made);
-  return made;
-}
-
-/** Checks being made off the loop for daemon.status, by print and key: asks meanwhile wait for the same one. */
-const making = new Map<string, Promise<Held>>();
-
-/** As checkSandbox, for daemon.status: a check to make again is made off the loop (bwrap is not waited for in it). */
-function checkForStatus(c: SandboxConfig, path: string | undefined): Held | Promise<Held> {
-  const key = keyOf(c, path);
-  const now = Date.now();
-  const print = hostPrint(path, now);
-  const found = checks.get(key);
-  if (current(found, print, now)) return found;
+  const begun = ++checksBegun;
+  const keep = (made: SandboxCheck): Held => {
+    // Trusted from when it was made (a probe that took its whole timeout is not tried again at once).
+    const h: Held = { ...made, print, at: Date.now(), begun };
+    // Only a few configs in a daemon's life (one per reload at most): no need to evict. A check
+    // that finished late does not replace one begun after it.
+    if ((checks.get(key)?.begun ?? 0) <= begun) checks.set(key, h);
+    return h;
+  };
+  if (blocking) return keep(check(c, path));
   const id = `${print}\0${key}`;
   let pending = making.get(id);
   if (pending === undefined) {
     pending = checkOffLoop(c, path)
-      .then((made) => {
-        const held: Held = { ...made, print, at: now };
-        checks.set(key, held);
-        return held;
-      })
+      .then(keep)
       .finally(() => making.delete(id));
     making.set(id, pending);
   }
   return pending;
+}
+
+/**
+ * The check an exec's launch will use, made ready off the loop: the held one at once while the
+ * host is as it was, else a promise of the one made again. An exec waits for it before its launch
+ * (sandbox/plan.ts), which then finds it held: the spawn path never runs bwrap's probe.
+ */
+export function heldCheck(c: SandboxConfig, path = process.env.PATH): SandboxCheck | Promise<SandboxCheck> {
+  return checkOf(c, path, false);
+}
+
+/** The held check, made at once (blocking) if the host changed since: for a launch, which cannot wait (see heldCheck). */
+export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
+  return checkOf(c, path, true);
 }
 
 /** The daemon refuses to start (or a reload is rejected) when its confinement cannot work here. */
@@ -340,7 +353,7 @@ interface Could {
  * changed. Cheap when nothing did: a look at the clock, and at the host every HOST_RECHECK_MS.
  */
 export function sandboxStatus(c: SandboxConfig): SandboxStatus | Promise<SandboxStatus> {
-  const found = checkForStatus(c, process.env.PATH);
+  const found = checkOf(c, process.env.PATH, false);
   return found instanceof Promise ? found.then((f) => couldStatus(c, f)) : couldStatus(c, found);
 }
 
