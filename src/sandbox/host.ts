@@ -1,8 +1,7 @@
 import { spawn, spawnSync, type StdioOptions } from 'node:child_process';
 import { closeSync, statSync } from 'node:fs';
-import { delimiter } from 'node:path';
-import { findProgram } from '../base/executable.js';
-import { hostPrint } from './host-print.js';
+import { hostLook } from './host-print.js';
+import type { Program } from './programs.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';
@@ -12,7 +11,7 @@ import { resolveUser, setprivOptions, type RunAs } from './user.js';
 
 type SandboxConfig = Pick<Config, 'sandbox' | 'limits'>;
 
-/** The programs confinement uses, found on the daemon's PATH when the config is loaded. */
+/** The programs confinement uses, found on the daemon's PATH (sandbox/programs.ts) when the config is loaded, and again when the host changed. */
 export interface SandboxHost {
   bwrap?: string;
   /** coreutils env: resets the job's signals inside the sandbox, ignores them for bwrap outside. */
@@ -47,10 +46,8 @@ export interface SandboxCheck {
 const INSTALL = 'install bubblewrap (Debian: apt-get install -y bubblewrap), or set sandbox.mode to "off" to run sessions unconfined';
 const PROBE_TIMEOUT_MS = 10_000;
 
-/** `cmd` as found on PATH, like a shell would. */
-export function which(cmd: string, path: string | undefined): string | undefined {
-  return cmd.includes('/') ? undefined : findProgram(cmd, (path ?? '').split(delimiter).filter(Boolean).join(delimiter));
-}
+/** Where PATH found each program a check asks for, in the host's look the check is held with (sandbox/host-print.ts). */
+type Programs = Record<Program, string | undefined>;
 
 /** A program the probe runs, and how it ended. */
 interface Step {
@@ -181,18 +178,11 @@ export function trustProbe(key: string): void {
  * and is given what the probe found. Driven by `check` (blocking: a start, a reload, a restart's
  * pre-flight) or by `checkOffLoop` (an exec and daemon.status, which never wait on bwrap in the loop).
  */
-function* checking(c: SandboxConfig, path: string | undefined): Generator<SandboxHost, SandboxCheck, string | undefined> {
-  const host: SandboxHost = {
-    bwrap: which('bwrap', path),
-    env: which('env', path),
-    prlimit: which('prlimit', path),
-    setpriv: which('setpriv', path),
-    unshare: which('unshare', path),
-    mount: which('mount', path),
-    root: process.getuid?.() === 0,
-  };
+function* checking(c: SandboxConfig, path: string | undefined, found: Programs): Generator<SandboxHost, SandboxCheck, string | undefined> {
+  const { bwrap, env, prlimit, setpriv, unshare, mount } = found;
+  const host: SandboxHost = { bwrap, env, prlimit, setpriv, unshare, mount, root: process.getuid?.() === 0 };
   const mode = c.sandbox.mode;
-  const who = userProblem(c, host, path);
+  const who = userProblem(c, host, found);
   let why: string | undefined;
   if (mode === 'off') why = limitsProblem(c, host) ?? who;
   else {
@@ -203,27 +193,27 @@ function* checking(c: SandboxConfig, path: string | undefined): Generator<Sandbo
   return { host, status: { mode, available: why === undefined, ...(why ? { reason: why } : {}) }, refused: why };
 }
 
-function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
-  const steps = checking(c, path);
+function check(c: SandboxConfig, path: string | undefined, found: Programs): SandboxCheck {
+  const steps = checking(c, path, found);
   let next = steps.next();
   while (!next.done) next = steps.next(probe(next.value, c));
   return next.value;
 }
 
-async function checkOffLoop(c: SandboxConfig, path: string | undefined): Promise<SandboxCheck> {
-  const steps = checking(c, path);
+async function checkOffLoop(c: SandboxConfig, path: string | undefined, found: Programs): Promise<SandboxCheck> {
+  const steps = checking(c, path, found);
   let next = steps.next();
   while (!next.done) next = steps.next(await probeAsync(next.value, c));
   return next.value;
 }
 
 /** sandbox.user: only a root daemon can run sessions as someone else; resolves host.user. */
-function userProblem(c: SandboxConfig, host: SandboxHost, path: string | undefined): string | undefined {
+function userProblem(c: SandboxConfig, host: SandboxHost, found: Programs): string | undefined {
   const spec = c.sandbox.user;
   if (spec === undefined) return undefined;
   if (!host.root) return `sandbox.user is set but the daemon runs as uid ${process.getuid?.()}, not root: only root can run sessions as another user; run the daemon as root or take sandbox.user out`;
   if (!host.setpriv) return 'sandbox.user is set but setpriv (util-linux) is not on the daemon\'s PATH: terminal sessions, the fork fallback and the sandbox become the user through it; install util-linux';
-  const user = resolveUser(spec, which('getent', path), which('id', path));
+  const user = resolveUser(spec, found.getent, found.id);
   if (typeof user === 'string') return user;
   host.user = user;
   return undefined;
@@ -281,7 +271,7 @@ function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean):
 function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean): Held | Promise<Held> {
   const key = keyOf(c, path);
   const now = Date.now();
-  const print = hostPrint(path, now);
+  const { print, programs } = hostLook(path, now);
   const found = checks.get(key);
   if (current(found, print, now)) return found;
   const begun = ++checksBegun;
@@ -293,11 +283,11 @@ function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean):
     if ((checks.get(key)?.begun ?? 0) <= begun) checks.set(key, h);
     return h;
   };
-  if (blocking) return keep(check(c, path));
+  if (blocking) return keep(check(c, path, programs));
   const id = `${print}\0${key}`;
   let pending = making.get(id);
   if (pending === undefined) {
-    pending = checkOffLoop(c, path)
+    pending = checkOffLoop(c, path, programs)
       .then(keep)
       .finally(() => making.delete(id));
     making.set(id, pending);
