@@ -217,17 +217,19 @@ export class ProcctlDaemon implements Daemon {
       // Who connects (SO_PEERCRED): each user has a budget of connections and of incomplete frames.
       const peer = peerOf(socket);
       const uid = 'uid' in peer ? peer.uid : -1;
-      if (!this.budget.admit(uid)) {
+      const slot = this.budget.admit(uid);
+      if (!slot) {
         const why = `uid ${uid} already has ${this.budget.limits.connectionsPerUid} connections open (rpc.maxConnectionsPerUid); close some and retry`;
         this.log.warn({ peer }, `refused a connection: ${why}`);
         refuseConnection(socket, `${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`);
         return;
       }
-      const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid });
+      // Its slot is given back at its close, or at once if it is refused for its incomplete frames (rpc/connection.ts).
+      const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid, slot });
       this.connections.add(conn);
       socket.on('close', () => {
         this.connections.delete(conn);
-        this.budget.release(uid);
+        slot.release();
       });
     });
   }
