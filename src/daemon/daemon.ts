@@ -303,11 +303,13 @@ export class ProcctlDaemon implements Daemon {
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
     requireCredentials(this.current);
+    // The state directory is this daemon's before its cgroup subtrees (named after it) are made or
+    // taken: the guardian of a crashed run on it removes them only while no daemon holds it.
+    this.state.init(this.socketPath);
     this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
     requireLimits(this.cgroups, this.current);
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();
-    this.state.init(this.socketPath);
     if (hasCredentials(this.current)) this.proxyCa();
     // The trail is open before recovery, so the end of a session a crash lost is on record.
     this.trail.open(this.audit);
@@ -329,13 +331,14 @@ export class ProcctlDaemon implements Daemon {
     mark('setup');
     const handover = this.inherited && 'handover' in this.inherited ? this.inherited.handover : undefined;
     const roots = [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined);
+    const tidy = { made: this.cgroups.made, lock: this.state.lockPath() };
     // The guardian watches every session adopted: the last image's goes on, else one is started first.
-    if (handover && !handover.guardian) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
+    if (handover && !handover.guardian) this.guardian.start(this.runtimeDir, roots, this.crashPolicy(), tidy);
     // A planned restart: the sessions handed over run on here, before any client is served and
     // before recovery, which finds the record of any that could not be taken back and ends it as lost.
     // After a crash, the guardian of the crashed run may hold its sessions (durability.onCrash "keep"): the same.
     const taken = this.inherited ? [] : takeFromGuardian(this.state.dir, this.log);
-    if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
+    if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy(), tidy);
     const crashed = taken.length > 0 ? this.adoptCrashed(taken) : undefined;
     const handed = handover ? this.adopt(handover) : (crashed?.adopted ?? new Set<string>());
     // Review shells have no process for the guardian to keep: after a crash they come back from where they were written down (docs/shells.md).
@@ -397,7 +400,7 @@ export class ProcctlDaemon implements Daemon {
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
-    if (!handover && taken.length === 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
+    if (!handover && taken.length === 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy(), tidy);
     this.interrupts.start();
     this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
