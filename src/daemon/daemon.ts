@@ -51,7 +51,7 @@ import { requireSandbox, trustProbe } from '../sandbox/host.js';
 import { hostPrint } from '../sandbox/host-print.js';
 import { credentialProblem } from '../sandbox/credentials.js';
 import { ProxyCa } from '../netproxy/ca.js';
-import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
+import { closeCgroups, openCgroups, removeUnusedSubtrees, type CgroupLayout } from '../cgroup/host.js';
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
 import { cgroupRemovalsSettled } from '../runner/cgroup.js';
@@ -307,6 +307,8 @@ export class ProcctlDaemon implements Daemon {
     // taken: the guardian of a crashed run on it removes them only while no daemon holds it.
     this.state.init(this.socketPath);
     this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
+    const unused = removeUnusedSubtrees(this.cgroups, this.state.dir);
+    if (unused.length > 0) this.log.info({ removed: unused }, 'removed the cgroup subtrees a run before left where this one makes none');
     requireLimits(this.cgroups, this.current);
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();

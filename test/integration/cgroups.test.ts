@@ -356,6 +356,26 @@ describe.skipIf(!ROOT || !V2)('a crashed daemon leaves no empty cgroup behind: i
       await waitFor(() => !alive(guardian!), { what: 'the guardian to be gone' });
     });
   }
+
+  it(why(ROOT && V2 && V1, 'with the guardian killed too, the next daemon on the state directory removes the subtrees it makes none of (cgroups.mode changed)'), async () => {
+    const state = makeStateDir();
+    const { d, s } = await daemon({}, { env: { PROCCTL_STATE_DIR: state } });
+    const before = (await s.c.call('daemon.status')).cgroups as { root: string };
+    const guardian = guardianOf(d.proc.pid!);
+    expect(guardian).toBeDefined();
+    process.kill(guardian!, 'SIGKILL');
+    d.proc.kill('SIGKILL');
+    await new Promise((resolve) => d.proc.once('exit', resolve));
+    expect(existsSync(before.root)).toBe(true);
+
+    // v1 only now: the v2 subtree the last run made is no longer this daemon's; its v1 ones are.
+    const { s: again } = await daemon({ cgroups: { mode: 'v1' } }, { env: { PROCCTL_STATE_DIR: state } });
+    const after = (await again.c.call('daemon.status')).cgroups as { mode: string; root?: string; v1: Record<string, string> };
+    expect(after.mode).toBe('v1');
+    expect(after.root).toBeUndefined();
+    expect(existsSync(before.root)).toBe(false);
+    expect(Object.values(after.v1).every((dir) => basename(dir) === basename(before.root) && existsSync(dir))).toBe(true);
+  });
 });
 
 describe.skipIf(!ROOT || !V1)('per-session limits (v1 controllers here)', () => {
