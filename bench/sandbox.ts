@@ -6,7 +6,7 @@ import type { Metric } from './lib/report.js';
 import { daemonShell } from './lib/shell.js';
 import { median, now, p99, round } from './lib/stats.js';
 import { closeSync } from 'node:fs';
-import { which } from '../src/sandbox/host.js';
+import { which } from '../src/sandbox/programs.js';
 import { unixSocketFilter } from '../src/sandbox/seccomp.js';
 
 /**

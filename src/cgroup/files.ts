@@ -123,6 +123,21 @@ export async function removeDirLater(dir: string): Promise<boolean> {
   }
 }
 
+/** A cgroup and every cgroup below it, deepest first: the order rmdir takes them in. */
+export function treeOf(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of childDirs(dir)) out.push(...treeOf(`${dir}/${name}`));
+  out.push(dir);
+  return out;
+}
+
+/** Remove a cgroup and every cgroup below it, children first, each if empty: true when it is gone. */
+export function removeTree(dir: string): boolean {
+  let gone = false;
+  for (const d of treeOf(dir)) gone = removeDir(d);
+  return gone;
+}
+
 /** Child cgroups (directories) of a cgroup. */
 export function childDirs(dir: string): string[] {
   try {

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { makeDir, readFile, readPids, removeDir, writeFile } from './files.js';
+import { makeDir, readFile, readPids, removeDir, removeTree, writeFile } from './files.js';
 
 /** Which of SPEC §15's three ways sessions run here: a v2 cgroup each, v1 controllers only, or none. */
 export type CgroupMode = 'v2' | 'v1' | 'none';
@@ -299,6 +299,28 @@ function enableControllers(dir: string): Controller[] {
 export function membershipDir(layout: Pick<CgroupLayout, 'v1'>): string | undefined {
   const v = layout.v1;
   return v.pids ?? v.freezer ?? v.memory ?? v.cpu ?? v.cpuacct;
+}
+
+/**
+ * At start, once the daemon holds its state directory: the subtrees named after it that a run
+ * before made where this run makes none (cgroups.mode or cgroups.root changed since; a crash,
+ * or a stop of a build that did not remove them, left them) are removed when empty, children
+ * first (the empty session cgroups in them). Those this run uses are its own again. Returns the
+ * ones removed.
+ */
+export function removeUnusedSubtrees(layout: CgroupLayout, stateDir: string, host: Pick<CgroupHostFiles, 'mountinfo' | 'cgroup'> = hostFiles()): string[] {
+  const name = subtreeName(stateDir);
+  const own = ownPaths(host.cgroup);
+  const used = new Set([...layout.made, ...(layout.v2 ? [layout.v2] : []), ...Object.values(layout.v1)]);
+  const removed: string[] = [];
+  for (const m of cgroupMounts(host.mountinfo)) {
+    const path = m.v2 ? own.get('') : m.names.map((n) => own.get(n)).find((p) => p !== undefined);
+    const dir = path === undefined ? undefined : dirIn(m, path);
+    if (dir === undefined) continue;
+    const stale = join(dir, name);
+    if (!used.has(stale) && existsSync(stale) && removeTree(stale)) removed.push(stale);
+  }
+  return removed;
 }
 
 /** At a clean exit: leave the leaf and remove what the daemon made, when empty. */

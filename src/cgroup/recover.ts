@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { childDirs, readPids, removeDir, writeFile } from './files.js';
+import { childDirs, readPids, removeTree, treeOf, writeFile } from './files.js';
 import type { CgroupLayout } from './host.js';
 
 const SESSION_DIR = /^s-[a-z0-9]{1,32}$/;
@@ -63,13 +63,24 @@ export async function emptyLeftovers(layout: CgroupLayout, withinMs = 5000, keep
   // The cgroups of sessions a planned restart handed to this image are theirs still.
   for (const name of [...found.keys()]) if (keep.has(name.slice(2))) found.delete(name);
   if (found.size === 0) return { sessions: [], stuck: [] };
-  let left = [...found.values()].flat();
+  const stuck = await killAndRemove([...found.values()].flat(), withinMs);
+  return { sessions: [...found.keys()].map((n) => n.slice(2)), stuck };
+}
+
+/**
+ * SIGKILL what is in these cgroups (and in any cgroup a job made below them) and remove them,
+ * children first, again and again (the pauses growing to 100 ms) until they are gone or
+ * `withinMs` has passed: a killed process leaves its cgroup only once the kernel has ended it.
+ * Returns those still there.
+ */
+export async function killAndRemove(dirs: readonly string[], withinMs: number): Promise<string[]> {
+  let left = [...dirs];
   const deadline = Date.now() + withinMs;
   for (let pause = 5; left.length > 0; pause = Math.min(pause * 2, 100)) {
-    killDirs(left);
-    left = left.filter((dir) => !removeDir(dir));
+    killDirs(left.flatMap(treeOf));
+    left = left.filter((dir) => !removeTree(dir));
     if (left.length === 0 || Date.now() > deadline) break;
     await sleep(pause);
   }
-  return { sessions: [...found.keys()].map((n) => n.slice(2)), stuck: left };
+  return left;
 }

@@ -52,7 +52,7 @@ import { requireSandbox, trustProbe } from '../sandbox/host.js';
 import { hostPrint } from '../sandbox/host-print.js';
 import { credentialProblem } from '../sandbox/credentials.js';
 import { ProxyCa } from '../netproxy/ca.js';
-import { closeCgroups, openCgroups, type CgroupLayout } from '../cgroup/host.js';
+import { closeCgroups, openCgroups, removeUnusedSubtrees, type CgroupLayout } from '../cgroup/host.js';
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
 import { cgroupRemovalsSettled } from '../runner/cgroup.js';
@@ -219,17 +219,19 @@ export class ProcctlDaemon implements Daemon {
       // Who connects (SO_PEERCRED): each user has a budget of connections and of incomplete frames.
       const peer = peerOf(socket);
       const uid = 'uid' in peer ? peer.uid : -1;
-      if (!this.budget.admit(uid)) {
+      const slot = this.budget.admit(uid);
+      if (!slot) {
         const why = `uid ${uid} already has ${this.budget.limits.connectionsPerUid} connections open (rpc.maxConnectionsPerUid); close some and retry`;
         this.log.warn({ peer }, `refused a connection: ${why}`);
         refuseConnection(socket, `${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why, data: { kind: 'limit' } } })}\n`);
         return;
       }
-      const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid });
+      // Its slot is given back at its close, or at once if it is refused for its incomplete frames (rpc/connection.ts).
+      const conn = new Connection(socket, methods, this.current.rpc.maxFrameBytes, this.log, { of: this.budget, uid, slot });
       this.connections.add(conn);
       socket.on('close', () => {
         this.connections.delete(conn);
-        this.budget.release(uid);
+        slot.release();
       });
     });
   }
@@ -303,11 +305,15 @@ export class ProcctlDaemon implements Daemon {
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
     requireCredentials(this.current);
+    // The state directory is this daemon's before its cgroup subtrees (named after it) are made or
+    // taken: the guardian of a crashed run on it removes them only while no daemon holds it.
+    this.state.init(this.socketPath);
     this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
+    const unused = removeUnusedSubtrees(this.cgroups, this.state.dir);
+    if (unused.length > 0) this.log.info({ removed: unused }, 'removed the cgroup subtrees a run before left where this one makes none');
     requireLimits(this.cgroups, this.current);
     // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
     await loadBash();
-    this.state.init(this.socketPath);
     if (hasCredentials(this.current)) this.proxyCa();
     // The trail is open before recovery, so the end of a session a crash lost is on record.
     this.trail.open(this.audit);
@@ -329,13 +335,14 @@ export class ProcctlDaemon implements Daemon {
     mark('setup');
     const handover = this.inherited && 'handover' in this.inherited ? this.inherited.handover : undefined;
     const roots = [this.cgroups.v2, ...Object.values(this.cgroups.v1)].filter((d): d is string => d !== undefined);
+    const tidy = { made: this.cgroups.made, lock: this.state.lockPath() };
     // The guardian watches every session adopted: the last image's goes on, else one is started first.
-    if (handover && !handover.guardian) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
+    if (handover && !handover.guardian) this.guardian.start(this.runtimeDir, roots, this.crashPolicy(), tidy);
     // A planned restart: the sessions handed over run on here, before any client is served and
     // before recovery, which finds the record of any that could not be taken back and ends it as lost.
     // After a crash, the guardian of the crashed run may hold its sessions (durability.onCrash "keep"): the same.
     const taken = this.inherited ? [] : takeFromGuardian(this.state.dir, this.log);
-    if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
+    if (taken.length > 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy(), tidy);
     const crashed = taken.length > 0 ? this.adoptCrashed(taken) : undefined;
     const handed = handover ? this.adopt(handover) : (crashed?.adopted ?? new Set<string>());
     // Review shells have no process for the guardian to keep: after a crash they come back from where they were written down (docs/shells.md).
@@ -397,7 +404,7 @@ export class ProcctlDaemon implements Daemon {
     // Now that this daemon holds its state directory and socket, its subtree is its own: what a
     // crashed run left goes. They are listed before any request is read, so no new session is among them.
     const leftovers = emptyLeftovers(this.cgroups, 5000, handed);
-    if (!handover && taken.length === 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy());
+    if (!handover && taken.length === 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy(), tidy);
     this.interrupts.start();
     this.scratch.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });

@@ -17,6 +17,12 @@ export interface CrashPolicy {
   socket: string;
 }
 
+/** What the guardian removes once it has killed every session after a crash: the subtrees the daemon made (src/cgroup/host.ts), unless another daemon holds its state directory's lock by then. */
+export interface GuardianTidy {
+  made: readonly string[];
+  lock?: string;
+}
+
 /** The guardian's own settings, in its environment. */
 export const GUARDIAN_ENV = 'PROCCTL_GUARDIAN';
 
@@ -59,9 +65,9 @@ export class GuardianLink {
   /**
    * Start the guardian; its table lives (unlinked) in `dir`, the daemon's private runtime
    * directory. `cgroupRoots`: the directories sessions' cgroups are made in (src/cgroup/): the
-   * guardian empties every session cgroup there when the daemon dies.
+   * guardian empties every session cgroup there when the daemon dies, and removes them and `tidy.made` after.
    */
-  start(dir: string, cgroupRoots: readonly string[] = [], crash: CrashPolicy = { onCrash: 'kill', crashGraceMs: 0, socket: '' }): void {
+  start(dir: string, cgroupRoots: readonly string[] = [], crash: CrashPolicy = { onCrash: 'kill', crashGraceMs: 0, socket: '' }, tidy: GuardianTidy = { made: [] }): void {
     const script = fileURLToPath(new URL('./guardian.js', import.meta.url));
     let table: number;
     try {
@@ -83,7 +89,7 @@ export class GuardianLink {
         pair = addon.keepPair();
       }
     }
-    const env = { ...process.env, [GUARDIAN_ENV]: JSON.stringify({ ...crash, onCrash: pair ? crash.onCrash : 'kill' }) };
+    const env = { ...process.env, [GUARDIAN_ENV]: JSON.stringify({ ...crash, onCrash: pair ? crash.onCrash : 'kill', ...tidy }) };
     const child = spawn(process.execPath, [script, ...cgroupRoots], { stdio: ['pipe', 'ignore', 'inherit', table, ...(pair ? [pair[1]] : [])], detached: true, env });
     if (pair) {
       closeSync(pair[1]);

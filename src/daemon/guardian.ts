@@ -7,11 +7,14 @@
  * is left running, and while the daemon lives the guardian sleeps: telling it of a session
  * wakes nobody. With durability.onCrash "keep" it also holds copies of running sessions'
  * descriptors (fd 4, guardian-keep.ts), and when the daemon dies it first waits crashGraceMs for
- * the next daemon to take them, killing only what it could not keep (docs/durability.md).
+ * the next daemon to take them, killing only what it could not keep (docs/durability.md). Once it
+ * has killed them all, it removes their cgroups and the daemon's own subtrees, as the daemon's
+ * clean stop would have: a crashed daemon leaves no empty cgroup behind.
  */
-import { fstatSync, readdirSync, readSync } from 'node:fs';
+import { fstatSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { killDirs } from '../cgroup/recover.js';
+import { removeDir } from '../cgroup/files.js';
+import { killAndRemove, killDirs } from '../cgroup/recover.js';
 import { SESSION_CGROUP_PREFIX } from '../cgroup/session.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
@@ -23,13 +26,26 @@ const TABLE_FD = 3;
 const KEEP_FD = 4;
 /** How often the kept descriptors are taken from the queue, and those of ended sessions let go. */
 const DRAIN_EVERY_MS = 1000;
-const settings = ((): { onCrash: 'keep' | 'kill'; crashGraceMs: number; socket: string } => {
+/** What GuardianLink.start says (guardian-link.ts): the crash policy, and what to remove once everything is killed. */
+interface Settings {
+  onCrash: 'keep' | 'kill';
+  crashGraceMs: number;
+  socket: string;
+  /** The cgroup subtrees the daemon made (or took from a run before), removed when empty; its state directory's lock. */
+  made?: string[];
+  lock?: string;
+}
+const settings = ((): Settings => {
   try {
-    return JSON.parse(process.env.PROCCTL_GUARDIAN ?? '') as { onCrash: 'keep' | 'kill'; crashGraceMs: number; socket: string };
+    return JSON.parse(process.env.PROCCTL_GUARDIAN ?? '') as Settings;
   } catch {
     return { onCrash: 'kill', crashGraceMs: 0, socket: '' };
   }
 })();
+/** The daemon that started this guardian (a planned restart's next image is the same process). */
+const DAEMON = process.ppid;
+/** How long the cgroups of killed sessions are waited for to empty before they are left as they are. */
+const TIDY_MS = 5000;
 /** Where the daemon makes sessions' cgroups (argv, from GuardianLink.start). */
 const CGROUP_ROOTS = process.argv.slice(2);
 
@@ -48,8 +64,50 @@ function readTable(): string {
   }
 }
 
-function killAll(): void {
+function killAll(): true {
   killSessions(readSlots(readTable()), true);
+  return true;
+}
+
+/**
+ * After killAll: each session cgroup goes once its processes have (children first: a cgroup a job
+ * made below its own), then each subtree the daemon made, when empty, unless a new daemon holds the
+ * state directory by now (it uses the same subtrees, named after that directory).
+ */
+async function tidyCgroups(): Promise<void> {
+  const sessions = CGROUP_ROOTS.flatMap((root) => {
+    try {
+      return readdirSync(root)
+        .filter((n) => n.startsWith(SESSION_CGROUP_PREFIX))
+        .map((n) => join(root, n));
+    } catch {
+      return [];
+    }
+  });
+  const stuck = await killAndRemove(sessions, TIDY_MS);
+  if (stuck.length > 0) process.stderr.write(`procctl guardian: these session cgroups did not empty within ${TIDY_MS} ms and are left: ${stuck.join(', ')}\n`);
+  if (!stateDirFree()) return;
+  for (const dir of [...(settings.made ?? [])].reverse()) removeDir(dir);
+}
+
+/**
+ * Whether no live daemon holds the state directory: its lock (daemon/state.ts) is gone, or names
+ * the daemon that died, or a process that is gone. A lock being written (unreadable) is a daemon's.
+ */
+function stateDirFree(): boolean {
+  if (settings.lock === undefined) return false;
+  let text: string;
+  try {
+    text = readFileSync(settings.lock, 'utf8');
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+  try {
+    const owner = JSON.parse(text) as { pid: number; startTime?: number };
+    return owner.pid === DAEMON || readStat(owner.pid)?.startTime !== owner.startTime;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -108,9 +166,10 @@ const drainer = keeper ? setInterval(() => keeper.drain(liveSessions), DRAIN_EVE
  * The daemon died without a goodbye. With "kill", or nothing kept: kill everything. With "keep":
  * kill at once the sessions whose descriptors were not kept (younger than their first record, or
  * not keepable: a proxy that writes credentials in), then wait crashGraceMs for the next daemon to take the
- * rest; if none comes, kill everything as "kill" would.
+ * rest; if none comes, kill everything as "kill" would. True when everything was killed (nothing
+ * went to a next daemon).
  */
-function crashed(): void {
+function crashed(): boolean {
   clearInterval(drainer);
   if (!keeper) return killAll();
   const sessions = readSlots(readTable());
@@ -128,7 +187,7 @@ function crashed(): void {
   } catch (err) {
     process.stderr.write(`procctl guardian: the hand-over to the next daemon failed: ${(err as Error).message}\n`);
   }
-  if (!taken) killAll();
+  return taken ? false : killAll();
 }
 
 let said = '';
@@ -139,13 +198,15 @@ process.stdin.on('data', (chunk: string) => {
   if (keeper && chunk.includes('drain')) keeper.drain(liveSessions);
   if (said.length > 64) said = said.slice(-64);
 });
-process.stdin.on('end', () => {
-  if (!said.split('\n').includes('bye')) crashed();
+let ending = false;
+/** The daemon is gone: act on a crash (the cgroups of what was killed removed), then go. */
+async function daemonGone(crash: boolean): Promise<void> {
+  if (ending) return;
+  ending = true;
+  const killed = crash && crashed();
   keeper?.unlisten();
+  if (killed) await tidyCgroups().catch((err: Error) => process.stderr.write(`procctl guardian: ${err.message}\n`));
   process.exit(0);
-});
-process.stdin.on('error', () => {
-  crashed();
-  keeper?.unlisten();
-  process.exit(0);
-});
+}
+process.stdin.on('end', () => void daemonGone(!said.split('\n').includes('bye')));
+process.stdin.on('error', () => void daemonGone(true));

@@ -69,7 +69,7 @@ export class StateStore {
   init(socketPath: string): void {
     mkdirSync(this.sessionsDir, { recursive: true, mode: 0o700 });
     chmodSync(this.dir, 0o700);
-    const lock = join(this.dir, 'daemon.json');
+    const lock = this.lockPath();
     try {
       const owner = JSON.parse(readFileSync(lock, 'utf8')) as { pid: number; startTime: number; socket: string };
       if (owner.pid !== process.pid && readStat(owner.pid)?.startTime === owner.startTime) {
@@ -86,6 +86,11 @@ export class StateStore {
   }
 
   private lockFile: string | undefined;
+
+  /** The state directory's lock: which daemon holds it (pid, start time, socket). */
+  lockPath(): string {
+    return join(this.dir, 'daemon.json');
+  }
 
   /** Let the directory go at shutdown. */
   release(): void {

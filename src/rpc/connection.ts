@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { refuseConnection } from './refuse.js';
-import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget } from './limits.js';
+import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget, type Slot } from './limits.js';
 import { JsonText } from '../tools/json-text.js';
 import { peerOf } from '../transport/peer.js';
 import { loadAddon } from '../base/addon.js';
@@ -123,8 +123,8 @@ export class Connection {
     private readonly methods: Map<string, Method>,
     private readonly maxFrameBytes: number,
     private readonly log: Logger,
-    /** The user's shared budget of incomplete frames (the daemon's socket; a session's own channel has none). */
-    private readonly budget?: { of: ClientBudget; uid: number },
+    /** The user's shared budget of incomplete frames, and this connection's slot in it (the daemon's socket; a session's own channel has none). */
+    private readonly budget?: { of: ClientBudget; uid: number; slot?: Slot },
   ) {
     this.splitter = new LineSplitter(maxFrameBytes);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
@@ -395,12 +395,17 @@ export class Connection {
 
   private partialTimer: NodeJS.Timeout | undefined;
 
-  /** Say why, and close this connection at once (what it held is let go). */
+  /**
+   * Say why, and close this connection at once (what it held is let go). Its slot among its
+   * user's connections is given back now, not when its client closes: nothing it sends is read
+   * any more, so it is no live connection, while its refusal lingers up to REFUSED_LINGER_MS.
+   */
   private refuse(message: string): void {
     if (this.closed) return;
     this.log.warn({ peer: this.peer() }, message);
     this.ending = true;
     this.releasePartial();
+    this.budget?.slot?.release();
     refuseConnection(this.socket, `${JSON.stringify(errorResponse(null, INVALID_REQUEST, message))}\n`);
   }
 

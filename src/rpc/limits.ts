@@ -13,6 +13,12 @@ export const MAX_BATCH = 100;
 /** How deep params may nest (objects and arrays); deeper is invalid params, never a stack overflow. */
 export const MAX_PARAMS_DEPTH = 64;
 
+/** A connection's place in its user's budget: given back once, whichever comes first of its refusal and its close. */
+export interface Slot {
+  readonly uid: number;
+  release(): void;
+}
+
 /** Per-uid accounting of connections and of bytes held in incomplete frames. */
 export class ClientBudget {
   private readonly connections = new Map<number, number>();
@@ -20,15 +26,23 @@ export class ClientBudget {
 
   constructor(public limits: ClientLimits) {}
 
-  /** Take a connection for `uid`; false when it already has as many as it may. */
-  admit(uid: number): boolean {
+  /** Take a connection for `uid`; undefined when it already has as many as it may. */
+  admit(uid: number): Slot | undefined {
     const n = this.connections.get(uid) ?? 0;
-    if (n >= this.limits.connectionsPerUid) return false;
+    if (n >= this.limits.connectionsPerUid) return undefined;
     this.connections.set(uid, n + 1);
-    return true;
+    let held = true;
+    return {
+      uid,
+      release: () => {
+        if (!held) return;
+        held = false;
+        this.release(uid);
+      },
+    };
   }
 
-  release(uid: number): void {
+  private release(uid: number): void {
     const n = (this.connections.get(uid) ?? 1) - 1;
     if (n <= 0) this.connections.delete(uid);
     else this.connections.set(uid, n);

@@ -1,19 +1,16 @@
 import { readFileSync, statSync } from 'node:fs';
-import { delimiter } from 'node:path';
-import { findProgram } from '../base/executable.js';
+import { findPrograms, PROGRAMS, type Program } from './programs.js';
+import { USERNS_SYSCTLS } from './refusal.js';
 
 /**
  * What a sandbox check (and review mode's overlay probe) depends on in the host, not in the
  * config: which programs the daemon's PATH finds and which file each is (a package installed,
  * upgraded or removed after the daemon started changes one), and the sysctls that allow user
  * namespaces. A check is made again when this changes, so daemon.status and the next exec say
- * what the host offers now, without a reload.
+ * what the host offers now, without a reload. The programs and the sysctls are those the check
+ * itself uses (sandbox/programs.ts, sandbox/refusal.ts), and a check takes the programs from the
+ * same look, so what it uses is what the print saw.
  */
-
-/** The programs the sandbox, the limits, sandbox.user and review mode run (sandbox/host.ts, sandbox/overlay.ts). */
-const PROGRAMS = ['bwrap', 'env', 'prlimit', 'setpriv', 'unshare', 'mount', 'getent', 'id'];
-/** The sysctls bwrap's user namespaces depend on (sandbox/refusal.ts reads the same). */
-const SYSCTLS = ['/proc/sys/user/max_user_namespaces', '/proc/sys/kernel/unprivileged_userns_clone', '/proc/sys/kernel/apparmor_restrict_unprivileged_userns'];
 
 /**
  * How long a print is trusted before the host is looked at again: daemon.status is asked after
@@ -22,21 +19,32 @@ const SYSCTLS = ['/proc/sys/user/max_user_namespaces', '/proc/sys/kernel/unprivi
  */
 export const HOST_RECHECK_MS = 2000;
 
-let seen: { path: string | undefined; at: number; print: string } | undefined;
+/** One look at the host: its print, and where PATH found each program. */
+export interface HostLook {
+  print: string;
+  programs: Record<Program, string | undefined>;
+}
 
-/** The host's print for this PATH: equal strings, the same host (as far as a sandbox check can tell). */
-export function hostPrint(path = process.env.PATH, now = Date.now()): string {
-  if (seen !== undefined && seen.path === path && now - seen.at < HOST_RECHECK_MS && now >= seen.at) return seen.print;
-  const dirs = (path ?? '').split(delimiter).filter(Boolean).join(delimiter);
+let seen: { path: string | undefined; at: number; look: HostLook } | undefined;
+
+/** The host as last looked at for this PATH, looked at again after HOST_RECHECK_MS (or for another PATH). */
+export function hostLook(path = process.env.PATH, now = Date.now()): HostLook {
+  if (seen !== undefined && seen.path === path && now - seen.at < HOST_RECHECK_MS && now >= seen.at) return seen.look;
+  const programs = findPrograms(path);
   const parts: string[] = [];
   for (const name of PROGRAMS) {
-    const file = findProgram(name, dirs);
+    const file = programs[name];
     const st = file === undefined ? undefined : statSync(file, { throwIfNoEntry: false });
     parts.push(st === undefined ? `${name}:-` : `${name}:${file}:${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`);
   }
-  for (const file of SYSCTLS) parts.push(readQuietly(file));
-  seen = { path, at: now, print: parts.join('\n') };
-  return seen.print;
+  for (const file of Object.values(USERNS_SYSCTLS)) parts.push(readQuietly(`/proc/${file}`));
+  seen = { path, at: now, look: { print: parts.join('\n'), programs } };
+  return seen.look;
+}
+
+/** The host's print for this PATH: equal strings, the same host (as far as a sandbox check can tell). */
+export function hostPrint(path = process.env.PATH, now = Date.now()): string {
+  return hostLook(path, now).print;
 }
 
 function readQuietly(file: string): string {

@@ -1,8 +1,7 @@
 import { spawn, spawnSync, type StdioOptions } from 'node:child_process';
 import { closeSync, statSync } from 'node:fs';
-import { delimiter } from 'node:path';
-import { findProgram } from '../base/executable.js';
-import { hostPrint } from './host-print.js';
+import { hostLook } from './host-print.js';
+import type { Program } from './programs.js';
 import type { Config } from '../config/schema.js';
 import { bwrapOptions } from './bwrap.js';
 import { rlimits } from './limits.js';
@@ -12,7 +11,7 @@ import { resolveUser, setprivOptions, type RunAs } from './user.js';
 
 type SandboxConfig = Pick<Config, 'sandbox' | 'limits'>;
 
-/** The programs confinement uses, found on the daemon's PATH when the config is loaded. */
+/** The programs confinement uses, found on the daemon's PATH (sandbox/programs.ts) when the config is loaded, and again when the host changed. */
 export interface SandboxHost {
   bwrap?: string;
   /** coreutils env: resets the job's signals inside the sandbox, ignores them for bwrap outside. */
@@ -47,10 +46,8 @@ export interface SandboxCheck {
 const INSTALL = 'install bubblewrap (Debian: apt-get install -y bubblewrap), or set sandbox.mode to "off" to run sessions unconfined';
 const PROBE_TIMEOUT_MS = 10_000;
 
-/** `cmd` as found on PATH, like a shell would. */
-export function which(cmd: string, path: string | undefined): string | undefined {
-  return cmd.includes('/') ? undefined : findProgram(cmd, (path ?? '').split(delimiter).filter(Boolean).join(delimiter));
-}
+/** Where PATH found each program a check asks for, in the host's look the check is held with (sandbox/host-print.ts). */
+type Programs = Record<Program, string | undefined>;
 
 /** A program the probe runs, and how it ended. */
 interface Step {
@@ -178,21 +175,14 @@ export function trustProbe(key: string): void {
 
 /**
  * The check of a config on this host: it yields the host's programs when bwrap must be tried,
- * and is given what the probe found. Driven by `check` (blocking: a start, a reload, an exec) or
- * by `checkOffLoop` (daemon.status, which never waits on bwrap in the loop).
+ * and is given what the probe found. Driven by `check` (blocking: a start, a reload, a restart's
+ * pre-flight) or by `checkOffLoop` (an exec and daemon.status, which never wait on bwrap in the loop).
  */
-function* checking(c: SandboxConfig, path: string | undefined): Generator<SandboxHost, SandboxCheck, string | undefined> {
-  const host: SandboxHost = {
-    bwrap: which('bwrap', path),
-    env: which('env', path),
-    prlimit: which('prlimit', path),
-    setpriv: which('setpriv', path),
-    unshare: which('unshare', path),
-    mount: which('mount', path),
-    root: process.getuid?.() === 0,
-  };
+function* checking(c: SandboxConfig, path: string | undefined, found: Programs): Generator<SandboxHost, SandboxCheck, string | undefined> {
+  const { bwrap, env, prlimit, setpriv, unshare, mount } = found;
+  const host: SandboxHost = { bwrap, env, prlimit, setpriv, unshare, mount, root: process.getuid?.() === 0 };
   const mode = c.sandbox.mode;
-  const who = userProblem(c, host, path);
+  const who = userProblem(c, host, found);
   let why: string | undefined;
   if (mode === 'off') why = limitsProblem(c, host) ?? who;
   else {
@@ -203,27 +193,27 @@ function* checking(c: SandboxConfig, path: string | undefined): Generator<Sandbo
   return { host, status: { mode, available: why === undefined, ...(why ? { reason: why } : {}) }, refused: why };
 }
 
-function check(c: SandboxConfig, path: string | undefined): SandboxCheck {
-  const steps = checking(c, path);
+function check(c: SandboxConfig, path: string | undefined, found: Programs): SandboxCheck {
+  const steps = checking(c, path, found);
   let next = steps.next();
   while (!next.done) next = steps.next(probe(next.value, c));
   return next.value;
 }
 
-async function checkOffLoop(c: SandboxConfig, path: string | undefined): Promise<SandboxCheck> {
-  const steps = checking(c, path);
+async function checkOffLoop(c: SandboxConfig, path: string | undefined, found: Programs): Promise<SandboxCheck> {
+  const steps = checking(c, path, found);
   let next = steps.next();
   while (!next.done) next = steps.next(await probeAsync(next.value, c));
   return next.value;
 }
 
 /** sandbox.user: only a root daemon can run sessions as someone else; resolves host.user. */
-function userProblem(c: SandboxConfig, host: SandboxHost, path: string | undefined): string | undefined {
+function userProblem(c: SandboxConfig, host: SandboxHost, found: Programs): string | undefined {
   const spec = c.sandbox.user;
   if (spec === undefined) return undefined;
   if (!host.root) return `sandbox.user is set but the daemon runs as uid ${process.getuid?.()}, not root: only root can run sessions as another user; run the daemon as root or take sandbox.user out`;
   if (!host.setpriv) return 'sandbox.user is set but setpriv (util-linux) is not on the daemon\'s PATH: terminal sessions, the fork fallback and the sandbox become the user through it; install util-linux';
-  const user = resolveUser(spec, which('getent', path), which('id', path));
+  const user = resolveUser(spec, found.getent, found.id);
   if (typeof user === 'string') return user;
   host.user = user;
   return undefined;
@@ -234,8 +224,8 @@ function limitsProblem(c: SandboxConfig, host: SandboxHost): string | undefined 
   return 'limits are set but prlimit (util-linux) is not on the daemon\'s PATH: terminal sessions and the fork fallback set limits through it; install util-linux';
 }
 
-/** A check, and the host it was made on (sandbox/host-print.ts). */
-type Held = SandboxCheck & { print: string; at: number };
+/** A check, the host it was made on (sandbox/host-print.ts), when it was made, and the order it was begun in. */
+type Held = SandboxCheck & { print: string; at: number; begun: number };
 
 /** Checks by config key: made again when the host's print changes (a check refused is also tried again after REFUSED_RETRY_MS). */
 const checks = new Map<string, Held>();
@@ -264,46 +254,59 @@ function current(held: Held | undefined, print: string, now: number): held is He
   return held !== undefined && held.print === print && (held.refused === undefined || now - held.at < REFUSED_RETRY_MS);
 }
 
+/** Checks being made off the loop, by print and key: asks meanwhile wait for the same one. */
+const making = new Map<string, Promise<Held>>();
+let checksBegun = 0;
+
 /**
  * The check of this config on this host as it is now: made once per distinct config (and PATH),
- * and made again, blocking, once the host changed (a program installed, upgraded or removed, a
+ * and made again once the host changed (a program installed, upgraded or removed, a
  * user-namespace sysctl), so an exec uses the bwrap there is and daemon.status says the same.
+ * Made again off the loop (bwrap is not waited for in it; asks meanwhile wait for the same one),
+ * or, `blocking`, at once in this thread: where nothing is served yet or the answer cannot wait
+ * (a start, a reload, a restart's pre-flight, a launch whose caller did not wait for `heldCheck`).
  */
-export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: true): Held;
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean): Held | Promise<Held>;
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean): Held | Promise<Held> {
   const key = keyOf(c, path);
   const now = Date.now();
-  const print = hostPrint(path, now);
+  const { print, programs } = hostLook(path, now);
   const found = checks.get(key);
   if (current(found, print, now)) return found;
-  const made: Held = { ...check(c, path), print, at: now };
-  // Only a few configs in a daemon's life (one per reload at most): no need to evict.
-  checks.set(key, made);
-  return made;
-}
-
-/** Checks being made off the loop for daemon.status, by print and key: asks meanwhile wait for the same one. */
-const making = new Map<string, Promise<Held>>();
-
-/** As checkSandbox, for daemon.status: a check to make again is made off the loop (bwrap is not waited for in it). */
-function checkForStatus(c: SandboxConfig, path: string | undefined): Held | Promise<Held> {
-  const key = keyOf(c, path);
-  const now = Date.now();
-  const print = hostPrint(path, now);
-  const found = checks.get(key);
-  if (current(found, print, now)) return found;
+  const begun = ++checksBegun;
+  const keep = (made: SandboxCheck): Held => {
+    // Trusted from when it was made (a probe that took its whole timeout is not tried again at once).
+    const h: Held = { ...made, print, at: Date.now(), begun };
+    // Only a few configs in a daemon's life (one per reload at most): no need to evict. A check
+    // that finished late does not replace one begun after it.
+    if ((checks.get(key)?.begun ?? 0) <= begun) checks.set(key, h);
+    return h;
+  };
+  if (blocking) return keep(check(c, path, programs));
   const id = `${print}\0${key}`;
   let pending = making.get(id);
   if (pending === undefined) {
-    pending = checkOffLoop(c, path)
-      .then((made) => {
-        const held: Held = { ...made, print, at: now };
-        checks.set(key, held);
-        return held;
-      })
+    pending = checkOffLoop(c, path, programs)
+      .then(keep)
       .finally(() => making.delete(id));
     making.set(id, pending);
   }
   return pending;
+}
+
+/**
+ * The check an exec's launch will use, made ready off the loop: the held one at once while the
+ * host is as it was, else a promise of the one made again. An exec waits for it before its launch
+ * (sandbox/plan.ts), which then finds it held: the spawn path never runs bwrap's probe.
+ */
+export function heldCheck(c: SandboxConfig, path = process.env.PATH): SandboxCheck | Promise<SandboxCheck> {
+  return checkOf(c, path, false);
+}
+
+/** The held check, made at once (blocking) if the host changed since: for a launch, which cannot wait (see heldCheck). */
+export function checkSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
+  return checkOf(c, path, true);
 }
 
 /** The daemon refuses to start (or a reload is rejected) when its confinement cannot work here. */
@@ -340,7 +343,7 @@ interface Could {
  * changed. Cheap when nothing did: a look at the clock, and at the host every HOST_RECHECK_MS.
  */
 export function sandboxStatus(c: SandboxConfig): SandboxStatus | Promise<SandboxStatus> {
-  const found = checkForStatus(c, process.env.PATH);
+  const found = checkOf(c, process.env.PATH, false);
   return found instanceof Promise ? found.then((f) => couldStatus(c, f)) : couldStatus(c, found);
 }
 

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:f
 import { release } from 'node:os';
 import { join } from 'node:path';
 import { under } from './bwrap.js';
-import { which } from './host.js';
+import { which } from './programs.js';
 import { openWork } from '../base/overlay-work.js';
 
 /**

@@ -13,6 +13,16 @@ export interface NamespaceFacts {
   root: boolean;
 }
 
+/**
+ * The sysctls bwrap's user namespaces depend on, under /proc, by the fact each gives: read here
+ * for the advice, and by the host's print (sandbox/host-print.ts) to notice one set.
+ */
+export const USERNS_SYSCTLS = {
+  maxUserNamespaces: 'sys/user/max_user_namespaces',
+  unprivilegedClone: 'sys/kernel/unprivileged_userns_clone',
+  apparmorRestrict: 'sys/kernel/apparmor_restrict_unprivileged_userns',
+} as const;
+
 /** Read the facts from `proc` (a directory laid out as /proc). */
 export function namespaceFacts(proc = '/proc', root = process.getuid?.() === 0): NamespaceFacts {
   const num = (path: string): number | undefined => {
@@ -30,9 +40,9 @@ export function namespaceFacts(proc = '/proc', root = process.getuid?.() === 0):
     // not Linux, or no /proc
   }
   return {
-    maxUserNamespaces: num('sys/user/max_user_namespaces'),
-    unprivilegedClone: num('sys/kernel/unprivileged_userns_clone'),
-    apparmorRestrict: num('sys/kernel/apparmor_restrict_unprivileged_userns'),
+    maxUserNamespaces: num(USERNS_SYSCTLS.maxUserNamespaces),
+    unprivilegedClone: num(USERNS_SYSCTLS.unprivilegedClone),
+    apparmorRestrict: num(USERNS_SYSCTLS.apparmorRestrict),
     seccompFiltered,
     root,
   };

@@ -7,6 +7,7 @@ import { checkEnvOverrides } from '../runner/env.js';
 import { daemonInheritance } from '../policy/env.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { startJob } from '../runner/start.js';
+import { heldCheck } from '../sandbox/host.js';
 import type { ShellCommand } from '../shells/shells.js';
 import { askPortsNow } from '../runner/ports.js';
 import { stopSession } from '../runner/stop.js';
@@ -106,6 +107,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     const kept = await settleKey(d, ctx, p);
     // Its overlay may be being mounted ahead (runner/premount.ts): taken once made.
     if (review && !kept) await d.ahead?.settled();
+    // The sandbox's check of the host as it is now, made again off the loop if the host changed: the launch finds it held.
+    if (!kept) await heldCheck(d.config());
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     refuseWhileClosing(d);
     if (kept) return { kept };

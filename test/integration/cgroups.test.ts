@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor, type StartOptions, type TestDaemon } from '../helpers/daemon.js';
 import { Scoped } from '../helpers/session.js';
 import { guardianOf, makeStateDir, printedPids, removeStateDirs } from '../helpers/state.js';
+import { keepingState, keptByGuardian } from '../helpers/crash.js';
 import { SKIP_SANDBOX } from './sandbox-support.js';
 
 /**
@@ -331,6 +332,49 @@ describe.skipIf(!ROOT || !V2)('sessions as cgroups, v2 membership with v1 contro
     const escapee = await escapeeOf(s, r.sessionId);
     d.proc.kill('SIGKILL');
     await waitFor(() => !alive(escapee) && !alive(r.pid), { what: 'the guardian to kill the cgroup' });
+  });
+});
+
+describe.skipIf(!ROOT || !V2)('a crashed daemon leaves no empty cgroup behind: its guardian removes them once it has killed', () => {
+  for (const how of ['kill', 'keep'] as const) {
+    it(why(ROOT && V2, `durability.onCrash "${how}"${how === 'keep' ? ', the grace run out' : ''}: the session's cgroup and the daemon's subtrees are gone`), async () => {
+      const crash = how === 'keep' ? keepingState(500) : { state: makeStateDir(), env: {} };
+      const { d, s } = await daemon({}, { env: { PROCCTL_STATE_DIR: crash.state, ...crash.env } });
+      const r = await s.exec({ command: 'sleep 600', background: true });
+      seen.add(r.pid);
+      if (how === 'keep') await keptByGuardian(crash.state, r.sessionId);
+      const cg = (await s.c.call('daemon.status')).cgroups as { root: string; v1?: Record<string, string> };
+      const subtrees = [...new Set([cg.root, ...Object.values(cg.v1 ?? {})])];
+      expect(subtrees.every((dir) => basename(dir) === subtree(d) && existsSync(dir))).toBe(true);
+      expect(sessionDirs(d)).toEqual([`s-${r.sessionId}`]);
+      const guardian = guardianOf(d.proc.pid!);
+      expect(guardian).toBeDefined();
+
+      d.proc.kill('SIGKILL');
+      await waitFor(() => !alive(r.pid), { what: 'the guardian to kill the session' });
+      await waitFor(() => subtrees.every((dir) => !existsSync(dir)), { what: `the guardian to remove ${subtrees.join(', ')}`, timeoutMs: 30_000 });
+      await waitFor(() => !alive(guardian!), { what: 'the guardian to be gone' });
+    });
+  }
+
+  it(why(ROOT && V2 && V1, 'with the guardian killed too, the next daemon on the state directory removes the subtrees it makes none of (cgroups.mode changed)'), async () => {
+    const state = makeStateDir();
+    const { d, s } = await daemon({}, { env: { PROCCTL_STATE_DIR: state } });
+    const before = (await s.c.call('daemon.status')).cgroups as { root: string };
+    const guardian = guardianOf(d.proc.pid!);
+    expect(guardian).toBeDefined();
+    process.kill(guardian!, 'SIGKILL');
+    d.proc.kill('SIGKILL');
+    await new Promise((resolve) => d.proc.once('exit', resolve));
+    expect(existsSync(before.root)).toBe(true);
+
+    // v1 only now: the v2 subtree the last run made is no longer this daemon's; its v1 ones are.
+    const { s: again } = await daemon({ cgroups: { mode: 'v1' } }, { env: { PROCCTL_STATE_DIR: state } });
+    const after = (await again.c.call('daemon.status')).cgroups as { mode: string; root?: string; v1: Record<string, string> };
+    expect(after.mode).toBe('v1');
+    expect(after.root).toBeUndefined();
+    expect(existsSync(before.root)).toBe(false);
+    expect(Object.values(after.v1).every((dir) => basename(dir) === basename(before.root) && existsSync(dir))).toBe(true);
   });
 });
 

@@ -17,8 +17,8 @@ afterAll(async () => {
 });
 
 /** A raw connection that collects what the daemon says, and notes when it is closed. */
-async function raw(): Promise<{ socket: Socket; text: () => string; closed: Promise<void> }> {
-  const socket = connect(d.socket);
+async function raw(at: TestDaemon = d): Promise<{ socket: Socket; text: () => string; closed: Promise<void> }> {
+  const socket = connect(at.socket);
   sockets.add(socket);
   let text = '';
   socket.setEncoding('utf8').on('data', (c: string) => (text += c));
@@ -129,4 +129,60 @@ describe('protocol limits', () => {
     await served();
   });
 
+});
+
+describe('a refused connection holds no place in its user\'s budget while it lingers', () => {
+  const LIMIT = 3;
+  let e: TestDaemon;
+  beforeAll(async () => {
+    e = await startDaemon({ config: { rpc: { maxConnectionsPerUid: LIMIT, maxPartialBytesPerUid: 1024 } } });
+  });
+  afterAll(async () => {
+    await e?.stop();
+  });
+
+  type Raw = Awaited<ReturnType<typeof raw>>;
+  /** A new connection, if the daemon admits it (it answers a request on it); one refused is closed here. */
+  async function tryAdmit(): Promise<Raw | undefined> {
+    const c = await raw(e);
+    c.socket.write(`${request(1, 'daemon.status', {})}\n`);
+    let gone = false;
+    void c.closed.then(() => (gone = true));
+    await waitFor(() => c.text().includes('\n') || gone, { what: 'an answer or the close' });
+    if (c.text().includes('"result"')) return c;
+    c.socket.destroy();
+    return undefined;
+  }
+  /** A connection admitted, once the daemon has let go of those closed before (it sees each close a moment later). */
+  const admitted = () => waitFor(tryAdmit, { what: 'a connection to be admitted' });
+  const logged = (what: string) => e.stdout().split(what).length - 1;
+
+  it('at the limit, one refused and kept open unread does not stop a new one being admitted once a live one closes', async () => {
+    const live = [await admitted(), await admitted(), await admitted()];
+    const before = logged('refused a connection');
+    const unread = await raw(e);
+    unread.socket.pause();
+    await waitFor(() => logged('refused a connection') > before, { what: 'the refusal' });
+    live[0].socket.destroy();
+    await live[0].closed;
+    // The daemon sees the close a moment later: until then a new one may still be refused.
+    const again = await admitted();
+    for (const c of [...live, again, unread]) c.socket.destroy();
+  });
+
+  it('at the limit, one refused for its incomplete frame and kept open unread gives its place back at once', async () => {
+    const live = [await admitted(), await admitted(), await admitted()];
+    const before = logged('rpc.maxPartialBytesPerUid');
+    // Past the user's bytes of incomplete frames: refused; its client neither reads nor closes.
+    live[0].socket.pause();
+    live[0].socket.write(`{"jsonrpc":"2.0","id":2,"method":"exec","params":{"command":"echo ${'x'.repeat(4096)}`);
+    await waitFor(() => logged('rpc.maxPartialBytesPerUid') > before, { what: 'the refusal' });
+    // Its place is free while its refusal lingers: the next connection is admitted, the first one tried.
+    const next = await tryAdmit();
+    expect(next).toBeDefined();
+    // Still at the limit with live ones: one more is refused.
+    const over = await raw(e);
+    await waitFor(() => over.text().includes('maxConnectionsPerUid'), { what: 'the refusal of one past the limit' });
+    for (const c of [...live, next!, over]) c.socket.destroy();
+  });
 });

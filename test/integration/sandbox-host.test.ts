@@ -1,8 +1,9 @@
-import { chmodSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { findProgram } from '../../src/base/executable.js';
-import { startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { alive, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import type { RpcResponse } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { hostScratch, killMarked, SKIP_SANDBOX } from './sandbox-support.js';
 
@@ -126,6 +127,91 @@ describe.skipIf(SKIP_SANDBOX)('an exec under the sandbox uses the host as it is 
       expect((await sandboxOf(d)).config.lastReload).toBeUndefined();
     } finally {
       c.close();
+    }
+  });
+});
+
+describe.skipIf(SKIP_SANDBOX)('an exec that finds the host changed has the check made again off the loop', () => {
+  it('bwrap removed and put back: the next execs see it by themselves, no status asked', async () => {
+    const bin = binWithoutBwrap('bin-exec');
+    install(bin, linkToReal);
+    const d = await startDaemon({ config: { sandbox: { mode: 'read-only' } }, env: { PATH: bin } });
+    const c = await d.client();
+    try {
+      const exec = async (command: string) => {
+        const r = await c.request('exec', { scope: 'host', command, yieldMs: 30_000 });
+        if (r.result?.sessionId) ids.add(r.result.sessionId);
+        return r;
+      };
+      rmSync(join(bin, 'bwrap'));
+      // Within the bound status has (a look at the host every few seconds): then refused naming the fix, nothing run.
+      const refused = await waitFor(async () => {
+        const r = await exec('echo never');
+        return JSON.stringify(r).includes("bwrap is not on the daemon's PATH") ? r : undefined;
+      }, { what: 'an exec to see bwrap gone', timeoutMs: 30_000, everyMs: 200 });
+      expect(JSON.stringify(refused)).toContain('apt-get install -y bubblewrap');
+      expect(JSON.stringify(refused)).not.toContain('never\\n');
+
+      install(bin, linkToReal);
+      const back = await waitFor(async () => {
+        const r = await exec('echo back');
+        return r.result?.status === 'completed' ? r : undefined;
+      }, { what: 'an exec to see bwrap back', timeoutMs: 30_000, everyMs: 200 });
+      expect(back.result).toMatchObject({ status: 'completed', output: 'back\n' });
+    } finally {
+      c.close();
+    }
+  });
+
+  it('while bwrap is probed for an exec, the daemon answers others; the exec then runs under it', async () => {
+    const bin = binWithoutBwrap('bin-gated');
+    const hold = join(root, 'gate-hold');
+    const probing = join(root, 'gate-probing');
+    // The real bwrap, but its probe (a command line ending in `--default-signal true`) waits while `hold` exists, saying its pid.
+    const gated = script(
+      [
+        'PATH=/usr/bin:/bin',
+        `case "$*" in *"--default-signal true") if [ -e ${hold} ]; then echo $$ > ${probing}; while [ -e ${hold} ]; do sleep 0.05; done; fi;; esac`,
+        `exec ${REAL_BWRAP} "$@"`,
+      ].join('\n'),
+    );
+    install(bin, gated);
+    const d = await startDaemon({ config: { sandbox: { mode: 'read-only' } }, env: { PATH: bin } });
+    const c = await d.client();
+    const other = await d.client();
+    try {
+      writeFileSync(hold, '');
+      // Another file at the same path: the host changed, and the next exec that looks has bwrap probed again.
+      install(bin, gated);
+      let exec: { answer: Promise<RpcResponse>; done: boolean } | undefined;
+      await waitFor(
+        () => {
+          if (existsSync(probing)) return true;
+          // Answered before the daemon looked at the host again: another one.
+          if (exec === undefined || exec.done) {
+            const sent = { answer: c.request('exec', { scope: 'host', command: 'echo probed', yieldMs: 30_000 }), done: false };
+            void sent.answer.then(() => (sent.done = true));
+            exec = sent;
+          }
+          return undefined;
+        },
+        { what: 'an exec to have bwrap probed', timeoutMs: 30_000, everyMs: 100 },
+      );
+      const probe = Number(readFileSync(probing, 'utf8'));
+      // Answered while the probe still runs: the daemon did not wait for it in its loop.
+      const listed = await other.request('process', { scope: 'host', action: 'list' });
+      expect(listed.result).toBeDefined();
+      expect(alive(probe)).toBe(true);
+      expect(exec!.done).toBe(false);
+
+      rmSync(hold);
+      const r = await exec!.answer;
+      if (r.result?.sessionId) ids.add(r.result.sessionId);
+      expect(r.result).toMatchObject({ status: 'completed', output: 'probed\n' });
+    } finally {
+      rmSync(hold, { force: true });
+      c.close();
+      other.close();
     }
   });
 });

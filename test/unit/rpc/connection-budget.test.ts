@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Connection } from '../../../src/rpc/connection.js';
-import { ClientBudget } from '../../../src/rpc/limits.js';
+import { ClientBudget, type Slot } from '../../../src/rpc/limits.js';
 
 const KB = 1024;
 const cleanup: (() => void)[] = [];
@@ -14,7 +14,7 @@ afterEach(() => {
 });
 
 /** Three connections of one uid sharing one budget, over real sockets; bytes are fed to the daemon's side directly, so their order is exact. */
-async function threeConnections(budget: ClientBudget): Promise<{ server: Socket; client: Socket; connection: Connection }[]> {
+async function threeConnections(budget: ClientBudget): Promise<{ server: Socket; client: Socket; connection: Connection; slot: Slot }[]> {
   const dir = mkdtempSync(join(tmpdir(), 'procctl-budget-'));
   const path = join(dir, 's');
   const accepted: Socket[] = [];
@@ -33,7 +33,8 @@ async function threeConnections(budget: ClientBudget): Promise<{ server: Socket;
   const log = pino({ level: 'silent' });
   return accepted.map((s, i) => {
     clients[i].on('data', () => {});
-    return { server: s, client: clients[i], connection: new Connection(s, new Map(), 4 * 1024 * KB, log, { of: budget, uid: 0 }) };
+    const slot = budget.admit(0)!;
+    return { server: s, client: clients[i], slot, connection: new Connection(s, new Map(), 4 * 1024 * KB, log, { of: budget, uid: 0, slot }) };
   });
 }
 
@@ -63,5 +64,23 @@ describe('the incomplete-frame budget shared by a uid', () => {
     // a's refusal gave back its 624 kB too: b's 400 kB is all the uid holds.
     expect(budget.holdPartial(0, 624 * KB)).toBe(true);
     expect(budget.holdPartial(0, 1)).toBe(false);
+  });
+
+  it("gives a refused connection's place among its user's connections back at its refusal, and only once", async () => {
+    const budget = new ClientBudget({ connectionsPerUid: 3, partialBytesPerUid: 1024 * KB, partialFrameTimeoutMs: 60_000 });
+    const [a, , c] = await threeConnections(budget);
+    expect(budget.admit(0)).toBeUndefined();
+    // Over the bytes of incomplete frames: refused, its socket still open while its refusal lingers.
+    c.server.emit('data', Buffer.alloc(1100 * KB, 'x'));
+    expect(c.connection.closed).toBe(false);
+    const next = budget.admit(0);
+    expect(next).toBeDefined();
+    expect(budget.admit(0)).toBeUndefined();
+    // Its close gives back nothing more (the daemon releases the slot at every close): still at the limit.
+    c.slot.release();
+    expect(budget.admit(0)).toBeUndefined();
+    // A live one closing does give its place back.
+    a.slot.release();
+    expect(budget.admit(0)).toBeDefined();
   });
 });

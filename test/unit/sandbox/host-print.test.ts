@@ -2,7 +2,8 @@ import { chmodSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HOST_RECHECK_MS, hostPrint } from '../../../src/sandbox/host-print.js';
+import { HOST_RECHECK_MS, hostLook, hostPrint } from '../../../src/sandbox/host-print.js';
+import { PROGRAMS } from '../../../src/sandbox/programs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'procctl-print-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -53,5 +54,16 @@ describe('hostPrint', () => {
     } finally {
       rmSync(other, { recursive: true, force: true });
     }
+  });
+
+  it('looks at every program a check uses, and gives the check the files it saw', () => {
+    const t = 3e12;
+    install('prlimit', 'exit 0');
+    const look = hostLook(dir, t);
+    for (const name of PROGRAMS) expect(look.print).toMatch(new RegExp(`^${name}:`, 'm'));
+    expect(look.programs.prlimit).toBe(join(dir, 'prlimit'));
+    expect(look.programs.bwrap).toBeUndefined();
+    expect(look.print).toContain(`prlimit:${join(dir, 'prlimit')}:`);
+    rmSync(join(dir, 'prlimit'));
   });
 });
