@@ -6,6 +6,7 @@ import type { Interrupt, Session } from '../session/session.js';
 import { findStdinReaders, readsOffLoop, type ReaderQuery, type StdinReader } from './kernel.js';
 import { classifyPrompt, compilePatterns, lastLine, looksLikePrompt } from './prompt.js';
 import { VisitSchedule } from './schedule.js';
+import { trace } from '../base/trace.js';
 
 /** Output must have been quiet this long before the kernel is asked: by how sure the last line is a prompt. */
 export const QUIET_MS = { recognised: 150, generic: 400, none: 1000 } as const;
@@ -123,6 +124,7 @@ export class InterruptWatcher {
    * applied when they come back, well before the next tick.
    */
   tick(now: number): void {
+    const from = trace ? performance.now() : 0;
     const cfg = this.config().interrupt;
     const maxLooks = readsOffLoop() ? LOOKS_PER_TICK.offLoop : LOOKS_PER_TICK.onLoop;
     const looks: Look[] = [];
@@ -140,6 +142,7 @@ export class InterruptWatcher {
       this.visit(next.value, now, cfg, looks, maxLooks);
     }
     if (looks.length > 0) this.look(looks, now);
+    trace?.span('watcher tick', from, performance.now());
   }
 
   /** One session: expire its interrupt, or take it into this tick's looks, or plan when to come back. */
@@ -184,8 +187,10 @@ export class InterruptWatcher {
     this.looking = true;
     findStdinReaders(queries).then(
       (readers) => {
+        const from = trace ? performance.now() : 0;
         this.looking = false;
         for (let i = 0; i < asked.length; i++) this.settle(asked[i], readers[i], now);
+        trace?.span('watcher answers', from, performance.now());
       },
       (err) => {
         this.looking = false;

@@ -1,4 +1,5 @@
 import type { Resources } from '../cgroup/session.js';
+import { trace } from '../base/trace.js';
 
 /** How the held samples are kept fresh; tests shorten the times. */
 export interface UsageTiming {
@@ -19,17 +20,19 @@ export interface UsageTiming {
    * the next starts no sooner than T / budget ms after it began (and never sooner than `everyMs`).
    */
   budget?: number;
+  /** What the bench's trace calls its turns (base/trace.ts). */
+  name?: string;
 }
 
 /**
  * The daemon's samplers (cgroup usage, runner/cgroup.ts; listening ports, runner/ports.ts) share
  * 5% of its thread: each is given its part of it.
  */
-export function samplerTiming(budget: number): UsageTiming {
-  return { everyMs: 1000, idleRefreshes: 3, perTurn: 4, sliceMs: 0.1, budget };
+export function samplerTiming(budget: number, name?: string): UsageTiming {
+  return { everyMs: 1000, idleRefreshes: 3, perTurn: 4, sliceMs: 0.1, budget, name };
 }
 
-const TIMING = samplerTiming(0.05);
+const TIMING = samplerTiming(0.05, 'sampler');
 
 /** First reads `hold` makes in one turn of the event loop (a session's usage is a few files, its ports a few more). */
 const FIRST_AT_ONCE = 16;
@@ -111,10 +114,12 @@ export class UsageSampler<K, V = Resources> {
     return new Promise((resolve) => {
       let next = 0;
       const turn = () => {
+        const from = trace ? performance.now() : 0;
         for (const end = Math.min(next + FIRST_AT_ONCE, list.length); next < end; next++) {
           // One found ended meanwhile is read no more (its final figures are the session's).
           if (this.live(list[next])) this.of(list[next]);
         }
+        trace?.span(`${this.timing.name ?? 'sampler'} first reads`, from, performance.now());
         if (next < list.length) setImmediate(turn);
         else resolve();
       };
@@ -189,6 +194,7 @@ export class UsageSampler<K, V = Resources> {
         now = performance.now();
       } while (next < end && now < until);
       spentMs += now - from;
+      trace?.span(`${this.timing.name ?? 'sampler'} refresh`, from, now);
       if (next < keys.length && this.timer !== undefined) return void setImmediate(turn);
       this.refreshing = false;
       if (this.timer !== undefined) {
