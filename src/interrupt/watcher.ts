@@ -27,6 +27,15 @@ const LOOKS_PER_TICK = { offLoop: 100, onLoop: 20 } as const;
  * busy machine; with up to this many sessions, every one is still visited at every tick.
  */
 const SWEEP_PER_TICK = 200;
+/**
+ * And the sweep stops once it has held the thread this long (checked every SWEEP_CHECK visits):
+ * a request that comes during a tick waits for it. At 1,000 sessions a sweep of 200 took 0.34 ms
+ * a tick (the median, twenty ticks a second), the longest thing on the thread a poll met
+ * (docs/benchmarks.md, "Tails at 1,000 sessions, traced"); the pass over every session then
+ * takes a second or two instead of a quarter of one, and sessions due are visited on time as before.
+ */
+const SWEEP_SLICE_MS = 0.05;
+const SWEEP_CHECK = 8;
 
 /** A session looked at in the kernel this tick, with what it was looked at for. */
 interface Look {
@@ -133,7 +142,9 @@ export class InterruptWatcher {
       if (s) this.visit(s, now, cfg, looks, maxLooks);
     }
     this.cursor ??= this.registry.all();
+    const sweepUntil = performance.now() + SWEEP_SLICE_MS;
     for (let n = 0; n < SWEEP_PER_TICK; n++) {
+      if (n % SWEEP_CHECK === SWEEP_CHECK - 1 && performance.now() > sweepUntil) break;
       const next = this.cursor.next();
       if (next.done) {
         this.cursor = undefined;
