@@ -10,7 +10,7 @@ import { exitWaits } from './lib/sessions.js';
 import { alive, cpuMs, liveProcesses, loadAvg, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
-import { DaemonTrace, slowCauses, type Sent } from './lib/trace.js';
+import { DaemonTrace, metOnThread, slowCauses, type Sent } from './lib/trace.js';
 
 /** Requests in flight while warming up and starting sessions. */
 const IN_FLIGHT = 8;
@@ -233,7 +233,8 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
         const c = slowCauses(t, list, threshold);
         opts.log(
           `  trace, round ${r + 1}, ${what}: ${c.slow} of ${list.length} over the bare server's p99 ${round(threshold, 3)} ms (${c.found} found in the trace); ` +
-            `by cause: ${c.causes.map(([k, n]) => `${k} ${n}`).join(', ')}; typical ${c.typical}; the slow ones (median) ${c.slowPhases}`,
+            `by cause: ${c.causes.map(([k, n]) => `${k} ${n}`).join(', ')}; typical ${c.typical}; the slow ones (median) ${c.slowPhases}; ` +
+            `all ${list.length} met on the daemon's thread: ${metOnThread(t, list).map(([k, n, ms]) => `${k} ${n} (median ${round(ms, 3)} ms)`).join(', ')}`,
         );
       }
     });

@@ -134,3 +134,20 @@ export function slowCauses(trace: DaemonTrace, all: Sent[], threshold: number): 
     slowPhases: slowOnes.length ? `send->read ${med('wait')}, handler ${med('handle')}, write->received ${med('back')} ms` : '-',
   };
 }
+
+/**
+ * What the requests met on the daemon's thread between their write and their answer, whatever
+ * their latency: per kind of work, how many met it and the median time it overlapped them. Less
+ * moved by the machine's load than the slow ones' causes (the client's side is left out).
+ */
+export function metOnThread(trace: DaemonTrace, all: Sent[]): [string, number, number][] {
+  const met = new Map<string, number[]>();
+  for (const r of all) {
+    for (const [kind, ms] of trace.phases(r)?.overlaps ?? []) {
+      const list = met.get(kind);
+      if (list) list.push(ms);
+      else met.set(kind, [ms]);
+    }
+  }
+  return [...met].map(([kind, ms]): [string, number, number] => [kind, ms.length, median(ms)]).sort((a, b) => b[1] - a[1]);
+}
