@@ -1,13 +1,16 @@
 import type { BenchOptions } from './lib/options.js';
 import type { BenchClient } from './lib/client.js';
 import { execFileSync } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { BenchDaemon } from './lib/daemon.js';
 import { bareRpc } from './lib/floor.js';
 import { exitWaits } from './lib/sessions.js';
 import { alive, cpuMs, liveProcesses, loadAvg, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
+import { DaemonTrace, metOnThread, slowCauses, type Sent } from './lib/trace.js';
 
 /** Requests in flight while warming up and starting sessions. */
 const IN_FLIGHT = 8;
@@ -57,7 +60,18 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   // --trace-gc: the daemon's young and full collections in each phase, counted from its output.
   // The readers' questions last the whole bench (they expire after 300 s by default, and the
   // session then reads an end of input and ends: a poll of it would find it completed).
-  const daemon = await BenchDaemon.start({ PROCCTL_MAX_SESSIONS: String(count * 2), PROCCTL_INTERRUPT_TIMEOUT_SEC: '7200' }, undefined, undefined, ['--trace-gc']);
+  // TAILS_TRACE=1 (or a directory to keep it in): the daemon traces its thread (src/base/trace.ts)
+  // and, once it has stopped, each round's polls and pages slower than the bare server's p99 are
+  // told by what held them.
+  const keepTrace = process.env.TAILS_TRACE && process.env.TAILS_TRACE !== '1' ? process.env.TAILS_TRACE : undefined;
+  const traceFile = process.env.TAILS_TRACE ? join(keepTrace ?? tmpdir(), keepTrace ? 'trace.json' : `procctl-tails-trace-${process.pid}.json`) : undefined;
+  const daemon = await BenchDaemon.start(
+    { PROCCTL_MAX_SESSIONS: String(count * 2), PROCCTL_INTERRUPT_TIMEOUT_SEC: '7200', ...(traceFile ? { PROCCTL_TRACE_FILE: traceFile } : {}) },
+    undefined,
+    undefined,
+    ['--trace-gc'],
+  );
+  const traced: { page: Sent[]; poll: Sent[] }[] = [];
   const gcs = gcCounter(daemon);
   const client = await daemon.client();
   // The floors: bare servers (bench/lib/bare-rpc.ts) answering the bytes the daemon answered, a
@@ -101,6 +115,8 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
     if (pinned) pin([daemon.pid], 1);
 
     for (let r = 0; r < opts.rounds; r++) {
+      const sent = { page: [] as Sent[], poll: [] as Sent[] };
+      traced.push(sent);
       const s = { page: [] as number[], pageFloor: [] as number[], pageTwin: [] as number[], all: [] as number[], allFloor: [] as number[], poll: [] as number[], pollFloor: [] as number[], pollTwin: [] as number[], status: [] as number[], load: loadAvg() };
       for (let i = 0; i < 20; i++) await client.call('process', { action: 'list', limit: PAGE });
       if (!floorPage || !floorAll || !floorTwin || !floorPoll || !floorPollTwin) {
@@ -130,6 +146,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
             const t = await client.timed('process', { action: 'list', limit: PAGE });
             if (t.result.sessions.length !== PAGE || t.result.total !== count) throw new Error(`list limit ${PAGE} gave ${t.result.sessions.length} of ${t.result.total} sessions, expected ${PAGE} of ${count}`);
             s.page.push(t.receivedMs);
+            sent.page.push({ id: t.id, sentAt: t.sentAt, receivedMs: t.receivedMs });
             if (!pageBytes) pageBytes = JSON.stringify(t.result).length;
           } else if (which === 1) s.pageFloor.push((await floorPage.client.timed('process', { action: 'list', limit: PAGE })).receivedMs);
           else s.pageTwin.push((await floorTwin.client.timed('process', { action: 'list', limit: PAGE })).receivedMs);
@@ -156,6 +173,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
             const t = await client.timed('process', { action: 'poll', sessionId });
             if (t.result.status !== 'running' && t.result.status !== 'waiting_input') throw new Error(`poll answered ${JSON.stringify(t.result).slice(0, 200)}`);
             s.poll.push(t.receivedMs);
+            sent.poll.push({ id: t.id, sentAt: t.sentAt, receivedMs: t.receivedMs });
           } else if (which === 1) s.pollFloor.push((await floorPoll.client.timed('process', { action: 'poll', sessionId })).receivedMs);
           else s.pollTwin.push((await floorPollTwin.client.timed('process', { action: 'poll', sessionId })).receivedMs);
         }
@@ -199,6 +217,27 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       }
     }
     if (survivors.length) opts.log(`  ! ${survivors.length} session processes outlived the daemon and were killed by pid`);
+  }
+  if (traceFile) {
+    const t = new DaemonTrace(traceFile);
+    if (keepTrace) writeFileSync(join(keepTrace, 'sent.json'), JSON.stringify({ traced, floors: rounds.map((r) => ({ poll: p99(r.pollFloor), page: p99(r.pageFloor) })) }));
+    else rmSync(traceFile, { force: true });
+    if (t.full.requests || t.full.spans) opts.log(`  ! the trace filled up (requests ${t.full.requests}, spans ${t.full.spans}): later ones are missing`);
+    traced.forEach((sent, r) => {
+      for (const [what, list, floor] of [
+        ['poll', sent.poll, rounds[r]?.pollFloor],
+        [`list (limit ${PAGE})`, sent.page, rounds[r]?.pageFloor],
+      ] as const) {
+        if (!floor) continue;
+        const threshold = p99(floor);
+        const c = slowCauses(t, list, threshold);
+        opts.log(
+          `  trace, round ${r + 1}, ${what}: ${c.slow} of ${list.length} over the bare server's p99 ${round(threshold, 3)} ms (${c.found} found in the trace); ` +
+            `by cause: ${c.causes.map(([k, n]) => `${k} ${n}`).join(', ')}; typical ${c.typical}; the slow ones (median) ${c.slowPhases}; ` +
+            `all ${list.length} met on the daemon's thread: ${metOnThread(t, list).map(([k, n, ms]) => `${k} ${n} (median ${round(ms, 3)} ms)`).join(', ')}`,
+        );
+      }
+    });
   }
 
   const per = (f: (r: Round) => number, digits = 3) => rounds.map((r) => round(f(r), digits));

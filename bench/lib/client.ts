@@ -7,9 +7,13 @@ export interface Timed<T = any> {
   receivedMs: number;
   /** ms from writing the request to the response being parsed. */
   parsedMs: number;
+  /** The request's id, and when it was written (performance.now()): a daemon's trace names it so (bench/lib/trace.ts). */
+  id: number;
+  sentAt: number;
 }
 
 interface Waiter {
+  id: number;
   sentAt: number;
   resolve: (t: Timed) => void;
   reject: (e: Error) => void;
@@ -72,7 +76,7 @@ export class BenchClient {
     if (msg.error) {
       const err = Object.assign(new Error(`${w.method}: ${msg.error.message}`), { rpc: msg.error });
       w.reject(err);
-    } else w.resolve({ result: msg.result, receivedMs: receivedAt - w.sentAt, parsedMs: parsedAt - w.sentAt });
+    } else w.resolve({ result: msg.result, receivedMs: receivedAt - w.sentAt, parsedMs: parsedAt - w.sentAt, id: w.id, sentAt: w.sentAt });
   }
 
   /** Call a method and time the round trip. */
@@ -80,7 +84,7 @@ export class BenchClient {
     const id = this.nextId++;
     const line = `${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`;
     return new Promise((resolve, reject) => {
-      this.waiting.set(id, { sentAt: now(), resolve, reject, method });
+      this.waiting.set(id, { id, sentAt: now(), resolve, reject, method });
       this.socket.write(line);
     });
   }

@@ -6,6 +6,7 @@ import type { Interrupt, Session } from '../session/session.js';
 import { findStdinReaders, readsOffLoop, type ReaderQuery, type StdinReader } from './kernel.js';
 import { classifyPrompt, compilePatterns, lastLine, looksLikePrompt } from './prompt.js';
 import { VisitSchedule } from './schedule.js';
+import { trace } from '../base/trace.js';
 
 /** Output must have been quiet this long before the kernel is asked: by how sure the last line is a prompt. */
 export const QUIET_MS = { recognised: 150, generic: 400, none: 1000 } as const;
@@ -26,6 +27,15 @@ const LOOKS_PER_TICK = { offLoop: 100, onLoop: 20 } as const;
  * busy machine; with up to this many sessions, every one is still visited at every tick.
  */
 const SWEEP_PER_TICK = 200;
+/**
+ * And the sweep stops once it has held the thread this long (checked every SWEEP_CHECK visits):
+ * a request that comes during a tick waits for it. At 1,000 sessions a sweep of 200 took 0.34 ms
+ * a tick (the median, twenty ticks a second), the longest thing on the thread a poll met
+ * (docs/benchmarks.md, "Tails at 1,000 sessions, traced"); the pass over every session then
+ * takes a second or two instead of a quarter of one, and sessions due are visited on time as before.
+ */
+const SWEEP_SLICE_MS = 0.05;
+const SWEEP_CHECK = 8;
 
 /** A session looked at in the kernel this tick, with what it was looked at for. */
 interface Look {
@@ -123,6 +133,7 @@ export class InterruptWatcher {
    * applied when they come back, well before the next tick.
    */
   tick(now: number): void {
+    const from = trace ? performance.now() : 0;
     const cfg = this.config().interrupt;
     const maxLooks = readsOffLoop() ? LOOKS_PER_TICK.offLoop : LOOKS_PER_TICK.onLoop;
     const looks: Look[] = [];
@@ -131,7 +142,9 @@ export class InterruptWatcher {
       if (s) this.visit(s, now, cfg, looks, maxLooks);
     }
     this.cursor ??= this.registry.all();
+    const sweepUntil = performance.now() + SWEEP_SLICE_MS;
     for (let n = 0; n < SWEEP_PER_TICK; n++) {
+      if (n % SWEEP_CHECK === SWEEP_CHECK - 1 && performance.now() > sweepUntil) break;
       const next = this.cursor.next();
       if (next.done) {
         this.cursor = undefined;
@@ -140,6 +153,7 @@ export class InterruptWatcher {
       this.visit(next.value, now, cfg, looks, maxLooks);
     }
     if (looks.length > 0) this.look(looks, now);
+    trace?.span('watcher tick', from, performance.now());
   }
 
   /** One session: expire its interrupt, or take it into this tick's looks, or plan when to come back. */
@@ -184,8 +198,10 @@ export class InterruptWatcher {
     this.looking = true;
     findStdinReaders(queries).then(
       (readers) => {
+        const from = trace ? performance.now() : 0;
         this.looking = false;
         for (let i = 0; i < asked.length; i++) this.settle(asked[i], readers[i], now);
+        trace?.span('watcher answers', from, performance.now());
       },
       (err) => {
         this.looking = false;

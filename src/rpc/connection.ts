@@ -8,6 +8,7 @@ import { MAX_BATCH, MAX_PARAMS_DEPTH, nestsDeeper, type ClientBudget, type Slot 
 import { JsonText } from '../tools/json-text.js';
 import { peerOf } from '../transport/peer.js';
 import { loadAddon } from '../base/addon.js';
+import { trace } from '../base/trace.js';
 
 type Id = string | number | null;
 
@@ -117,6 +118,9 @@ export class Connection {
   private reading = true;
   private ending = false;
   closed = false;
+  /** With the bench's trace on (base/trace.ts): this connection's number, and when its last bytes were read. */
+  private readonly traced = trace?.connection();
+  private readAt = 0;
 
   constructor(
     readonly socket: Socket,
@@ -157,6 +161,7 @@ export class Connection {
 
   private onData(chunk: Buffer): void {
     if (this.closed || this.ending) return;
+    if (trace) this.readAt = performance.now();
     const before = this.splitter.partialBytes;
     const { lines, oversized } = this.splitter.push(chunk);
     if (this.budget && !this.holdPartial(before)) return;
@@ -204,7 +209,7 @@ export class Connection {
       return;
     }
     this.inFlight++;
-    void this.onLine(line);
+    void this.onLine(line, this.readAt);
   }
 
   private setReading(on: boolean): void {
@@ -230,16 +235,16 @@ export class Connection {
   }
 
   /** Answer one line; it counts as in flight until then (start counted it). */
-  private async onLine(line: string): Promise<void> {
+  private async onLine(line: string, readAt: number): Promise<void> {
     try {
-      await this.answer(line);
+      await this.answer(line, readAt);
     } finally {
       this.inFlight--;
       this.endIfDone();
     }
   }
 
-  private async answer(line: string): Promise<void> {
+  private async answer(line: string, readAt: number): Promise<void> {
     let message: unknown;
     try {
       message = JSON.parse(line);
@@ -260,8 +265,10 @@ export class Connection {
       if (responses.length) this.send(responses);
       return;
     }
+    const parsedAt = trace ? performance.now() : 0;
     const response = await this.handle(message);
     if (response) this.send(response);
+    if (trace && response) trace.request(this.traced!, response.id, (message as { method?: string }).method ?? '', readAt, parsedAt, performance.now());
   }
 
   /** Handle one request object; undefined for a notification. */

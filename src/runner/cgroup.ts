@@ -31,7 +31,7 @@ const usage = new UsageSampler<Session>(
   (s) => cgroups.get(s)!.resources(),
   (s) => s.running,
   // 3% of the thread; the ports sampler has the other 2% of the samplers' 5%.
-  samplerTiming(0.03),
+  samplerTiming(0.03, 'usage'),
   sameResources,
 );
 

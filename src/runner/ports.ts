@@ -212,7 +212,7 @@ const sampler = new UsageSampler<Session, ListenPort[]>(
   (s) => lookAtPorts(s),
   (s) => s.running,
   // 2% of the thread: the usage sampler has the other 3% of the samplers' 5% (runner/usage.ts).
-  samplerTiming(0.02),
+  samplerTiming(0.02, 'ports'),
 );
 
 /**

@@ -1,4 +1,5 @@
 import type { Resources } from '../cgroup/session.js';
+import { trace } from '../base/trace.js';
 
 /** How the held samples are kept fresh; tests shorten the times. */
 export interface UsageTiming {
@@ -6,12 +7,12 @@ export interface UsageTiming {
   everyMs: number;
   /** A sample nobody asked for in this many refreshes is let go. */
   idleRefreshes: number;
-  /** Samples read per turn of the event loop during a refresh, at most, so requests are answered between them. */
-  perTurn: number;
   /**
-   * A turn of a refresh also stops once it has read for this long (after its first sample): a
-   * request that comes meanwhile waits for the turn, and on a loaded machine a few samples took
-   * long enough to be the p99 of a thousand sessions' polls and pages (docs/benchmarks.md).
+   * A turn of the event loop that reads samples (a refresh, or the first reads of `hold`) stops
+   * once it has read for this long, after its first sample; the next turn goes on. A request that
+   * comes meanwhile waits for the turn, and on a loaded machine a few samples took long enough to
+   * be the p99 of a thousand sessions' polls and pages (docs/benchmarks.md). A sample costs about
+   * 0.1 ms on the bench's VM, so at 0.1 ms each turn is one sample. Without it, no bound.
    */
   sliceMs?: number;
   /**
@@ -19,19 +20,21 @@ export interface UsageTiming {
    * the next starts no sooner than T / budget ms after it began (and never sooner than `everyMs`).
    */
   budget?: number;
+  /** What the bench's trace calls its turns (base/trace.ts). */
+  name?: string;
 }
 
 /**
  * The daemon's samplers (cgroup usage, runner/cgroup.ts; listening ports, runner/ports.ts) share
  * 5% of its thread: each is given its part of it.
  */
-export function samplerTiming(budget: number): UsageTiming {
-  return { everyMs: 1000, idleRefreshes: 3, perTurn: 4, sliceMs: 0.1, budget };
+export function samplerTiming(budget: number, name?: string): UsageTiming {
+  return { everyMs: 1000, idleRefreshes: 3, sliceMs: 0.1, budget, name };
 }
 
-const TIMING = samplerTiming(0.05);
+const TIMING = samplerTiming(0.05, 'sampler');
 
-/** First reads `hold` makes in one turn of the event loop (a session's usage is a few files, its ports a few more). */
+/** First reads `hold` makes in one turn of the event loop, at most (and no more than a slice's worth). */
 const FIRST_AT_ONCE = 16;
 
 interface Held<V> {
@@ -43,7 +46,7 @@ interface Held<V> {
 /**
  * What running sessions use, from one sample per session that the sampler holds (SPEC §15):
  * the first ask reads it, and while anyone keeps asking (list, poll, daemon.status) every held
- * sample is read again once per `everyMs`, off the requests, a few per turn of the event loop.
+ * sample is read again once per `everyMs`, off the requests, a slice of the thread per turn of the event loop.
  * Reading a session's cgroup costs tens of microseconds (cpu.stat, cgroup.procs, each member's
  * memory), so a list of a thousand sessions that read them all on every call cost more than
  * the answer itself. A sample unasked for a few refreshes is let go, and with none held no
@@ -89,10 +92,11 @@ export class UsageSampler<K, V = Resources> {
 
   /**
    * Hold a sample of each of `keys` that `want`s one, reading those not held yet: up to
-   * `FIRST_AT_ONCE` now, more a few per turn of the event loop (undefined when none had to wait,
-   * else a promise that resolves once all are read). A list of a thousand sessions asked for
-   * after a quiet spell (every sample let go) read them all at once, ~1,600 files in one turn,
-   * holding every other client's request behind it; this way its answer waits, not theirs.
+   * `FIRST_AT_ONCE` now, more a slice (`sliceMs`) per turn of the event loop (undefined when none
+   * had to wait, else a promise that resolves once all are read). A list of a thousand sessions
+   * asked for after a quiet spell (every sample let go) read them all at once, ~1,600 files in
+   * one turn, holding every other client's request behind it; this way its answer waits, not
+   * theirs. (Sixteen a turn held the thread 1.5-2 ms a turn at 1,000 sessions: a slice now.)
    */
   hold(keys: Iterable<K>, want: (key: K) => boolean = () => true): Promise<void> | undefined {
     let missing: K[] | undefined;
@@ -111,10 +115,15 @@ export class UsageSampler<K, V = Resources> {
     return new Promise((resolve) => {
       let next = 0;
       const turn = () => {
-        for (const end = Math.min(next + FIRST_AT_ONCE, list.length); next < end; next++) {
+        const from = performance.now();
+        const until = from + (this.timing.sliceMs ?? Infinity);
+        const end = Math.min(next + FIRST_AT_ONCE, list.length);
+        do {
           // One found ended meanwhile is read no more (its final figures are the session's).
           if (this.live(list[next])) this.of(list[next]);
-        }
+          next++;
+        } while (next < end && performance.now() < until);
+        trace?.span(`${this.timing.name ?? 'sampler'} first reads`, from, performance.now());
         if (next < list.length) setImmediate(turn);
         else resolve();
       };
@@ -159,7 +168,7 @@ export class UsageSampler<K, V = Resources> {
     this.timer = undefined;
   }
 
-  /** Read again every sample still asked for, a few per turn; let go of the rest. */
+  /** Read again every sample still asked for, a slice per turn; let go of the rest. */
   private refresh(): void {
     if (this.refreshing) return;
     this.refreshes++;
@@ -180,15 +189,15 @@ export class UsageSampler<K, V = Resources> {
     const turn = () => {
       const from = performance.now();
       const until = from + (this.timing.sliceMs ?? Infinity);
-      const end = Math.min(next + this.timing.perTurn, keys.length);
       let now = from;
       do {
         // A key found gone or ended meanwhile keeps the sample it had.
         if (this.live(keys[next]) && this.held.has(keys[next])) read[next] = this.readOne(keys[next]);
         next++;
         now = performance.now();
-      } while (next < end && now < until);
+      } while (next < keys.length && now < until);
       spentMs += now - from;
+      trace?.span(`${this.timing.name ?? 'sampler'} refresh`, from, now);
       if (next < keys.length && this.timer !== undefined) return void setImmediate(turn);
       this.refreshing = false;
       if (this.timer !== undefined) {

@@ -14,14 +14,14 @@ function counter() {
   return { reads, read, total: () => [...reads.values()].reduce((a, b) => a + b, 0) };
 }
 
-const FAST = { everyMs: 20, idleRefreshes: 2, perTurn: 4 };
+const FAST = { everyMs: 20, idleRefreshes: 2 };
 const keys = Array.from({ length: 50 }, (_, i) => i);
 
 describe('UsageSampler: one held sample per session, not a read per ask', () => {
   it('answers repeated asks for many sessions from one read of each', () => {
     const c = counter();
     // A period no test waits out: only first asks can read.
-    const sampler = new UsageSampler(c.read, () => true, { everyMs: 3_600_000, idleRefreshes: 1, perTurn: 16 });
+    const sampler = new UsageSampler(c.read, () => true, { everyMs: 3_600_000, idleRefreshes: 1 });
     try {
       for (let call = 0; call < 10; call++) for (const k of keys) expect(sampler.of(k).memoryBytes).toBe(k);
       expect(c.total()).toBe(keys.length);
@@ -81,7 +81,7 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
 
   it('holds many keys a few first reads per turn, so whatever else is waiting runs between them', async () => {
     const c = counter();
-    const sampler = new UsageSampler(c.read, () => true, { everyMs: 3_600_000, idleRefreshes: 1, perTurn: 4 });
+    const sampler = new UsageSampler(c.read, () => true, { everyMs: 3_600_000, idleRefreshes: 1 });
     try {
       const many = Array.from({ length: 100 }, (_, i) => i);
       const readsSeenBetween: number[] = [];
@@ -140,7 +140,7 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
       while (performance.now() < until);
       return c.read(key);
     };
-    const sampler = new UsageSampler(slow, () => true, { everyMs: 20, idleRefreshes: 1_000, perTurn: 4, sliceMs: 0.1, budget: 1 });
+    const sampler = new UsageSampler(slow, () => true, { everyMs: 20, idleRefreshes: 1_000, sliceMs: 0.1, budget: 1 });
     try {
       const few = keys.slice(0, 12);
       for (const k of few) sampler.of(k);
@@ -163,6 +163,39 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
     }
   });
 
+  it('holds many keys a slice of first reads per turn: a request waits behind one slow read, not sixteen', async () => {
+    // Each read costs 1 ms of this thread; the slice is 0.1 ms: one read a turn, though sixteen are allowed.
+    const c = counter();
+    const slow = (key: number) => {
+      const until = performance.now() + 1;
+      while (performance.now() < until);
+      return c.read(key);
+    };
+    const sampler = new UsageSampler(slow, () => true, { everyMs: 3_600_000, idleRefreshes: 1, sliceMs: 0.1 });
+    try {
+      const many = Array.from({ length: 40 }, (_, i) => i);
+      const perTurn: number[] = [];
+      const reading = sampler.hold(many);
+      // The first turn read in the request that asked; from here, one watch between two turns.
+      expect(c.total()).toBe(1);
+      // The first watch only notes where the reads are; between it and each next one, one turn reads.
+      let last = -1;
+      const watch = () => {
+        const now = c.total();
+        if (last >= 0 && now > last) perTurn.push(now - last);
+        last = now;
+        if (now < many.length) setImmediate(watch);
+      };
+      setImmediate(watch);
+      await reading;
+      expect(c.total()).toBe(many.length);
+      expect(perTurn.length).toBeGreaterThan(0);
+      expect(Math.max(...perTurn)).toBe(1);
+    } finally {
+      sampler.close();
+    }
+  });
+
   it('keeps its refreshes to its budget of the thread: slow reads make the next refresh wait', async () => {
     // Each read costs 2 ms of this thread: 50 keys are ~100 ms a refresh.
     const slowRead = (c: ReturnType<typeof counter>) => (key: number) => {
@@ -172,7 +205,7 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
     };
     const refreshesIn = async (budget: number) => {
       const c = counter();
-      const sampler = new UsageSampler(slowRead(c), () => true, { everyMs: 20, idleRefreshes: 1_000, perTurn: 4, budget });
+      const sampler = new UsageSampler(slowRead(c), () => true, { everyMs: 20, idleRefreshes: 1_000, budget });
       try {
         for (const k of keys) sampler.of(k);
         await waitFor(() => keys.every((k) => (c.reads.get(k) ?? 0) >= 2), { what: 'the first refresh' });

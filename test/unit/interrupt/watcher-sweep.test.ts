@@ -1,0 +1,35 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { Config } from '../../../src/config/schema.js';
+import { InterruptWatcher } from '../../../src/interrupt/watcher.js';
+import type { Registry } from '../../../src/session/registry.js';
+
+/** A session the watcher visits and passes over (not running), each visit costing `costMs` of this thread. */
+function slowSession(id: number, costMs: number, visits: { n: number }) {
+  return {
+    id: `s${id}`,
+    get running() {
+      visits.n++;
+      const until = performance.now() + costMs;
+      while (performance.now() < until);
+      return false;
+    },
+  };
+}
+
+describe('InterruptWatcher: a tick holds the thread briefly', () => {
+  it('ends its sweep once it has held the thread for its slice, however many sessions are left to visit', () => {
+    const visits = { n: 0 };
+    // 1,000 sessions, each visit 20 µs: a sweep of 200 would hold the thread 4 ms.
+    const sessions = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
+    const registry = { find: () => undefined, all: () => sessions.values() } as unknown as Registry;
+    const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
+    const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
+    watcher.tick(Date.now());
+    // The slice (0.05 ms) is checked every 8 visits: past it after 3, so the sweep stops at the 8th.
+    expect(visits.n).toBe(7);
+    // The next tick goes on where this one stopped, and a pass still reaches every session.
+    for (let i = 0; i < 1000 && visits.n < 1000; i++) watcher.tick(Date.now());
+    expect(visits.n).toBeGreaterThanOrEqual(1000);
+  });
+});
