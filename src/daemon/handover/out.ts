@@ -45,6 +45,8 @@ export interface HandoverHost {
   args: string[];
   /** The --config it was started with, if any. */
   configFile: string | undefined;
+  /** What review mode's probe found last, and the host's print then: carried, for the next image of the same version. */
+  reviewChecked?(): { print: string; review: boolean; how?: 'overlayfs' | 'overlayfs in a user namespace'; reason?: string } | undefined;
   /** The state directory: where the pre-flight's answer is remembered (check-memo.ts). */
   stateDir: string;
   /** Records and the trail on disk before the image goes. */
@@ -264,6 +266,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     });
     const shells = host.shells?.carry() ?? [];
     for (const sh of shells) if (sh.box) for (const fd of handedDescriptors(sh.box.job)) keep(fd);
+    const review = host.reviewChecked?.();
     const handover: Handover = {
       format: HANDOVER_FORMAT,
       from: { version: p.from, pid: process.pid, at: p.at, steps: { ...p.steps, exec: Date.now() }, cpuMs: cpuMs() },
@@ -272,7 +275,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       ...(guardian ? { guardian } : {}),
       ...(host.approverMade !== undefined ? { approver: host.approverMade } : {}),
       restarts: host.restarts,
-      ...(p.sandboxChecked !== undefined ? { checked: { sandbox: p.sandboxChecked } } : {}),
+      checked: { ...(p.sandboxChecked !== undefined ? { sandbox: p.sandboxChecked } : {}), ...(review ? { review: { version: p.from, ...review } } : {}) },
       sessions: carried,
       shells,
     };
