@@ -302,6 +302,12 @@ export class ProcctlDaemon implements Daemon {
     // A planned restart: the old image has just checked this config's sandbox; bwrap is not run again for it.
     const checked = this.inherited && 'handover' in this.inherited ? this.inherited.handover.checked?.sandbox : undefined;
     if (checked !== undefined) trustProbe(checked);
+    // And review mode's probe, by an image of this version on this host as it is now: not mounted again.
+    const review = this.inherited && 'handover' in this.inherited ? this.inherited.handover.checked?.review : undefined;
+    if (review && review.version === this.version) {
+      const { version: _, print, ...found } = review;
+      this.review = { found, print };
+    }
     // A sandbox or limits the config asks for and this host cannot give: refuse, never run unconfined.
     requireSandbox(this.current);
     requireCredentials(this.current);
@@ -312,8 +318,6 @@ export class ProcctlDaemon implements Daemon {
     const unused = removeUnusedSubtrees(this.cgroups, this.state.dir);
     if (unused.length > 0) this.log.info({ removed: unused }, 'removed the cgroup subtrees a run before left where this one makes none');
     requireLimits(this.cgroups, this.current);
-    // The approval rules judge parsed commands (SPEC §8): the parser is ready before anything is served.
-    await loadBash();
     if (hasCredentials(this.current)) this.proxyCa();
     // The trail is open before recovery, so the end of a session a crash lost is on record.
     this.trail.open(this.audit);
@@ -396,8 +400,13 @@ export class ProcctlDaemon implements Daemon {
     // Clients that connected while the last image handed over: their requests are answered here.
     for (const fd of handover?.clients ?? []) this.server.emit('connection', new Socket({ fd, readable: true, writable: true, allowHalfOpen: true }));
     mark('listen');
-    // Serving: the sessions a planned restart handed over get their records and the guardian's copies again.
-    setImmediate(() => this.keeper.afterServing());
+    // Serving: the sessions a planned restart handed over get their records and the guardian's
+    // copies again, a slice a turn; then the approval rules' parser (SPEC §8) is loaded, its
+    // WebAssembly compiled on V8's threads, not while the image starts (two cores): a command
+    // judged before then waits for it.
+    setImmediate(() =>
+      this.keeper.afterServing(() => void loadBash().catch((err: Error) => this.log.error({ err: err.message }, 'the approval rules cannot judge commands: every command they would judge is refused'))),
+    );
     // Where the restart's time went, step by step (docs/durability.md "Where a restart's time goes").
     // With the resident memory at this point: every page the new image made before it served was paid for.
     if (handover) this.log.info({ ...restartTimeline(handover.from), image: this.image, rssMB: Math.round(process.memoryUsage.rss() / 104857.6) / 10 }, 'restart: serving again');
@@ -518,6 +527,7 @@ export class ProcctlDaemon implements Daemon {
         };
       },
       guardian: () => this.guardian.handOver(),
+      reviewChecked: () => this.review && { print: this.review.print, review: this.review.found.review, ...(this.review.found.how ? { how: this.review.found.how } : {}), ...(this.review.found.reason !== undefined ? { reason: this.review.found.reason } : {}) },
       notifyEnv: () => this.notifier.handOn(),
       args: this.args,
       configFile: this.configFile,

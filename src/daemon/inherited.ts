@@ -9,21 +9,33 @@ interface Descriptor {
   fd: number;
   /** What /proc/self/fd says it is: a path, `pipe:[inode]`, `socket:[inode]`, `anon_inode:[eventfd]`. */
   target: string;
-  flags: number;
+  /** fdinfo's flags, read when first asked: a planned restart hands over hundreds of descriptors that are kept without asking. */
+  flags(): number;
 }
 
 function descriptors(): Descriptor[] {
   const out: Descriptor[] = [];
   for (const name of readdirSync('/proc/self/fd')) {
     const fd = Number(name);
+    let target: string;
     try {
-      const flags = Number.parseInt(/^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1'))?.[1] ?? '', 8);
-      out.push({ fd, target: readlinkSync(`/proc/self/fd/${fd}`), flags });
+      target = readlinkSync(`/proc/self/fd/${fd}`);
     } catch {
-      // the listing's own descriptor, closed by now
+      continue; // the listing's own descriptor, closed by now
     }
+    let flags: number | undefined;
+    out.push({ fd, target, flags: () => (flags ??= fdFlags(fd)) });
   }
   return out;
+}
+
+/** A descriptor's flags from fdinfo; 0 (not close-on-exec: closed) when it cannot be read. */
+function fdFlags(fd: number): number {
+  try {
+    return Number.parseInt(/^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1'))?.[1] ?? '', 8);
+  } catch {
+    return 0;
+  }
 }
 
 /**
@@ -42,13 +54,13 @@ export function closeInherited(env: NodeJS.ProcessEnv = process.env, handedOver:
   const channel = (process as { channel?: { fd?: number } }).channel?.fd;
   if (channel !== undefined) keep.add(channel);
   const all = descriptors();
-  const pipeEnds = (d: Descriptor) => new Set(all.filter((o) => o.target === d.target).map((o) => o.flags & O_ACCMODE));
+  const pipeEnds = (d: Descriptor) => new Set(all.filter((o) => o.target === d.target).map((o) => o.flags() & O_ACCMODE));
   const nodes = (d: Descriptor) =>
     d.target.startsWith('anon_inode:') || d.target === '/dev/null' || (d.target.startsWith('pipe:') && pipeEnds(d).size === 2);
   const closed: number[] = [];
   for (const d of all) {
     if (d.fd <= 2 || keep.has(d.fd)) continue;
-    if ((d.flags & O_CLOEXEC) !== 0 && nodes(d)) continue;
+    if ((d.flags() & O_CLOEXEC) !== 0 && nodes(d)) continue;
     try {
       closeSync(d.fd);
       closed.push(d.fd);

@@ -13,7 +13,6 @@ import { readInherited } from './handover/in.js';
 import { runPreflight } from './handover/preflight.js';
 import { loadAddon } from '../base/addon.js';
 import { mark, type ImageStart } from './handover/timeline.js';
-import { loadBash } from '../shell/bash.js';
 
 /** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
 export async function runDaemon(argv: string[], image?: ImageStart): Promise<void> {
@@ -21,9 +20,6 @@ export async function runDaemon(argv: string[], image?: ImageStart): Promise<voi
   // same options, it loads the config and the addon and checks the sandbox, then says its format.
   if (argv[0] === '--handover-format') return runPreflight(argv.slice(1));
   mark('modules');
-  // The approval rules' parser compiles on background threads while the config is read and the
-  // daemon set up; start() waits for it (and says its error) before anything is served.
-  loadBash().catch(() => undefined);
   // A planned restart's hand-over names descriptors to keep; it is read before anything is closed.
   const { inherited, keep } = readInherited();
   // Before anything is opened: what it inherited must not reach a job.

@@ -13,6 +13,8 @@ import type { StateStore } from './state.js';
 
 /** A running session's first record is written this long after it starts, if it still runs. */
 const FIRST_RECORD_MS = 100;
+/** How long a turn the records and guardian copies of sessions a restart handed over are written for, before requests are read again. */
+const AFTER_SERVING_SLICE_MS = 2;
 
 /**
  * Sessions' records (SPEC §10): written when a session starts to matter (it runs on, it waits for
@@ -98,12 +100,24 @@ export class Records implements RecordKeeper {
 
   /**
    * This image serves: the sessions handed to it get their record written and their descriptors
-   * sent to the guardian again, as any session's first record does (watch `handedOver`).
+   * sent to the guardian again, as any session's first record does (watch `handedOver`), a slice
+   * of a few milliseconds a turn, so the requests that waited for the new image are read and
+   * answered between the slices rather than after all of them; `then` once every one is done.
    */
-  afterServing(): void {
+  afterServing(then?: () => void): void {
     const pending = this.handedOver;
     this.handedOver = [];
-    for (const write of pending) write();
+    let next = 0;
+    const slice = () => {
+      const until = performance.now() + AFTER_SERVING_SLICE_MS;
+      while (next < pending.length) {
+        pending[next++]();
+        if (performance.now() >= until) break;
+      }
+      if (next < pending.length) setImmediate(slice);
+      else then?.();
+    };
+    slice();
   }
 
   hold(session: Session): void {
@@ -119,8 +133,8 @@ export class Records implements RecordKeeper {
    * expiry counts on from when they were asked): `pending` is told of each.
    */
   recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string | ((id: string) => string); spare?: ReadonlySet<number> } = {}): Map<string, Promise<unknown>> {
-    const { records: all, corrupt } = this.state.loadAll();
     // Sessions a planned restart handed to this image run on: their records are theirs (SPEC §19).
+    const { records: all, corrupt } = this.state.loadAll(opts.adopted);
     const records = opts.adopted?.size ? all.filter((r) => !opts.adopted!.has(r.id)) : all;
     const caps = config.tools.exec;
     const lost: Session[] = [];

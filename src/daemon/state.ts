@@ -342,8 +342,12 @@ export class StateStore {
     }
   }
 
-  /** Every readable record; corrupt ones are renamed `*.corrupt` and counted. */
-  loadAll(): { records: SessionRecord[]; corrupt: number } {
+  /**
+   * Every readable record; corrupt ones are renamed `*.corrupt` and counted. `running`: sessions
+   * this image runs already (a planned restart handed them over, with their records): their files
+   * are theirs, not read (a file and a check of its record each, for nothing).
+   */
+  loadAll(running: ReadonlySet<string> = new Set()): { records: SessionRecord[]; corrupt: number } {
     const records: SessionRecord[] = [];
     let names: string[];
     try {
@@ -370,6 +374,10 @@ export class StateStore {
       const id = name.slice(0, -'.json'.length);
       if (journal.said.has(id)) {
         rmSync(file, { force: true }); // the file it had while it ran: the journal has its end
+        continue;
+      }
+      if (running.has(id)) {
+        this.files.add(id);
         continue;
       }
       try {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { Language, Parser, type Node } from 'web-tree-sitter';
+import type { Node, Parser } from 'web-tree-sitter';
+import { unavailable } from '../base/errors.js';
 
 /**
  * A command line as the approval rules see it (SPEC §8): every simple command it would run, with
@@ -25,22 +26,34 @@ let parser: Parser | undefined;
 let loading: Promise<void> | undefined;
 
 /**
- * Load the parser once (the daemon does this at start, before it listens): the first call starts
- * it, every call waits for the same load. Its WebAssembly compiles on V8's background threads, so
- * the daemon starts it first thing and does the rest of its start meanwhile.
+ * Load the parser once: the first call starts it, every call waits for the same load. Its
+ * WebAssembly compiles on V8's background threads, which a daemon's start (a planned restart's
+ * above all) shares two cores with, so the daemon starts it once it serves, and whatever judges a
+ * command waits for it first (`bashLoading`). web-tree-sitter itself (160 KB of JavaScript outside
+ * the daemon's bundle, compiled without its code cache) is required only then.
  */
 export function loadBash(): Promise<void> {
   loading ??= load();
   return loading;
 }
 
+/** The parser's load to wait for before `analyze`, or undefined when it is loaded (nothing to wait for). */
+export function bashLoading(): Promise<void> | undefined {
+  return parser ? undefined : loadBash();
+}
+
 async function load(): Promise<void> {
   const require = createRequire(import.meta.url);
-  await Parser.init();
-  const bash = await Language.load(readFileSync(require.resolve('tree-sitter-bash/tree-sitter-bash.wasm')));
-  const p = new Parser();
-  p.setLanguage(bash);
-  parser = p;
+  try {
+    const { Language, Parser } = require('web-tree-sitter') as typeof import('web-tree-sitter');
+    await Parser.init();
+    const bash = await Language.load(readFileSync(require.resolve('tree-sitter-bash/tree-sitter-bash.wasm')));
+    const p = new Parser();
+    p.setLanguage(bash);
+    parser = p;
+  } catch (err) {
+    throw unavailable(`the bash parser of the approval rules (web-tree-sitter with tree-sitter-bash) did not load: ${(err as Error).message}; nothing was judged or run; reinstall procctl (npm install -g procctl) and restart the daemon`);
+  }
 }
 
 /** How deep `sh -c`, `eval` and substitutions are followed: a script that nests deeper is unanalyzable. */
@@ -50,7 +63,7 @@ const SHELLS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'ash', 'busy
 
 /** Parse a command line and find every simple command in it. */
 export function analyze(source: string): Analysis {
-  if (!parser) throw new Error('the bash parser is not loaded (loadBash)');
+  if (!parser) throw new Error('the bash parser is not loaded yet: wait for bashLoading() first');
   const out: Analysis = { commands: [], unanalyzable: [] };
   walkScript(source, out, 0);
   return out;

@@ -19,7 +19,7 @@ import { patternError } from '../config/pattern.js';
 import { matchCounts, notifyMatches } from '../readiness/notify.js';
 import { watchReadiness } from '../readiness/watch.js';
 import { gateExec } from './approval/gate.js';
-import { decidedBy, decisionOf, judgeCommand } from './approval/judge.js';
+import { decidedBy, decisionOf, judgeCommand, judgeReady } from './approval/judge.js';
 import { settleChanges } from './approval/changes.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
@@ -93,6 +93,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   }
   const cwd = checkWorkdir(p.workdir, ctx.voice);
   // Judged once, before anything runs; an approved exec was judged when it was asked.
+  const parsing = approved ? undefined : judgeReady(d.config().approvals);
+  if (parsing) await parsing;
   const judgement = approved ? undefined : judgeCommand(d.config().approvals, p.command, ctx.scope, d.remembered.list());
   // A rule's "review" makes it a review exec whatever the params say; a deny wins over review's refusals.
   const byRule = approved ? approved.review : judgement?.review && decidedBy(judgement.review);

@@ -112,3 +112,22 @@ describe('the pre-flight, remembered (SPEC §19)', () => {
     expect((await daemonStatus(d)).restarts.planned).toBe(1);
   });
 });
+
+describe('what the new image leaves until it serves (docs/durability.md "What the image leaves for later")', () => {
+  it('the approval rules judge the first command after a restart, their parser loaded once the image serves, and review mode is still known', async () => {
+    const d = await startDaemon({ config: { approvals: { rules: [{ command: ['rm', '-r|-R|--recursive'], action: 'deny', reason: 'recursive delete' }] } } });
+    const s = new Scoped(await d.client(), 'judged');
+    const job = await s.exec({ command: 'sleep 300', background: true });
+    pids.add(job.pid);
+    const before = (await daemonStatus(d)).changes;
+    await restartAndWait(d, 0);
+    // The first request to the new image is a command the rules judge: it waits for the parser, never runs unjudged.
+    const c = await d.client();
+    const denied = await c.request('exec', { scope: 'judged', command: "r''m -rf /tmp/procctl-never-there" });
+    expect(denied.result?.status ?? denied.error?.data?.kind).toMatch(/denied|forbidden/);
+    const ok = await new Scoped(c, 'judged').exec({ command: 'echo judged' });
+    expect(ok.output).toContain('judged');
+    // Review mode's probe, carried: the same answer as before the restart.
+    expect((await daemonStatus(d)).changes.review).toBe(before.review);
+  });
+});

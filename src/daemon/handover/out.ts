@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { loadAddon, packageRoot } from '../../base/addon.js';
@@ -45,6 +46,8 @@ export interface HandoverHost {
   args: string[];
   /** The --config it was started with, if any. */
   configFile: string | undefined;
+  /** What review mode's probe found last, and the host's print then: carried, for the next image of the same version. */
+  reviewChecked?(): { print: string; review: boolean; how?: 'overlayfs' | 'overlayfs in a user namespace'; reason?: string } | undefined;
   /** The state directory: where the pre-flight's answer is remembered (check-memo.ts). */
   stateDir: string;
   /** Records and the trail on disk before the image goes. */
@@ -264,6 +267,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
     });
     const shells = host.shells?.carry() ?? [];
     for (const sh of shells) if (sh.box) for (const fd of handedDescriptors(sh.box.job)) keep(fd);
+    const review = host.reviewChecked?.();
     const handover: Handover = {
       format: HANDOVER_FORMAT,
       from: { version: p.from, pid: process.pid, at: p.at, steps: { ...p.steps, exec: Date.now() }, cpuMs: cpuMs() },
@@ -272,7 +276,7 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       ...(guardian ? { guardian } : {}),
       ...(host.approverMade !== undefined ? { approver: host.approverMade } : {}),
       restarts: host.restarts,
-      ...(p.sandboxChecked !== undefined ? { checked: { sandbox: p.sandboxChecked } } : {}),
+      checked: { ...(p.sandboxChecked !== undefined ? { sandbox: p.sandboxChecked } : {}), ...(review ? { review: { version: p.from, ...review } } : {}) },
       sessions: carried,
       shells,
     };
@@ -393,16 +397,36 @@ function readAnswer(answer: string): { version: string; carries: string[] } {
   return { version: version ?? 'unknown', carries: carries ? carries.split(',') : [] };
 }
 
+/** The pre-flight's bound on a machine with a core to spare, and how far the load may stretch it. */
+const PREFLIGHT_MS = 20_000;
+const PREFLIGHT_STRETCH_MAX = 15;
+
+/**
+ * How long the pre-flight may take: 20 s where a core is free, stretched by the tasks that share
+ * each core (the 1-minute load average over the cores), up to 15 times (5 min). It is about one
+ * second of CPU; a machine at load 45 on two cores gives a process a twentieth of a core or less,
+ * and a fixed 20 s refused restarts there that would have gone through (docs/durability.md).
+ */
+export function preflightLimitMs(load = loadavg()[0], cores = availableParallelism()): number {
+  return Math.round(PREFLIGHT_MS * Math.min(PREFLIGHT_STRETCH_MAX, Math.max(1, load / Math.max(1, cores))));
+}
+
 /**
  * The image that would start now (this package's bin/procctld, as installed now) answers which
  * hand-over format it reads: another format, or an image that does not start, refuses the restart
  * while the old one still serves. Returns its answer as it said it.
  */
 function nextImageFormat(args: string[]): Promise<string> {
+  const limitMs = preflightLimitMs();
   return new Promise((resolve, reject) => {
     // With the daemon's own options and environment: the new image loads its config, checks the
     // sandbox and limits it asks for and loads the addon, as its start will, and says so if it cannot.
-    execFile(process.execPath, [...process.execArgv, procctld(), '--handover-format', ...args], { timeout: 20_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [...process.execArgv, procctld(), '--handover-format', ...args], { timeout: limitMs }, (err, stdout, stderr) => {
+      if (err && (err as { killed?: boolean }).killed && !stderr) {
+        const [load] = loadavg();
+        reject(unavailable(`the new daemon image (${procctld()}) did not answer its pre-flight within ${Math.round(limitMs / 1000)} s (load average ${load.toFixed(1)} on ${availableParallelism()} cores); nothing was restarted: try again when the machine is less busy`));
+        return;
+      }
       if (err) {
         reject(unavailable(`the new daemon image (${procctld()}) did not start: ${(stderr || err.message).trim().split('\n')[0]}; nothing was restarted`));
         return;

@@ -75,7 +75,17 @@ export const HandoverSchema = z.object({
   approver: z.string().optional(),
   restarts: RestartsSchema,
   /** What the old image checked just before the exec, for the config as it reads now: the sandbox's probe (sandbox/host.ts sandboxCheckKey), not run again. */
-  checked: z.object({ sandbox: z.string().optional() }).optional(),
+  checked: z
+    .object({
+      sandbox: z.string().optional(),
+      /**
+       * Review mode's probe as the old image last found it (sandbox/overlay.ts), with the host's
+       * print then (sandbox/host-print.ts) and the image's version: the new image of the same
+       * version on the same host takes it rather than mount a trial overlay again.
+       */
+      review: z.object({ version: z.string(), print: z.string(), review: z.boolean(), how: z.enum(['overlayfs', 'overlayfs in a user namespace']).optional(), reason: z.string().optional() }).optional(),
+    })
+    .optional(),
   sessions: z.array(z.object({ session: CarriedSessionSchema, job: HandedJobSchema })),
   /** The persistent shells (SPEC §20): a shell's own process as a job, its running command as a session; a review shell as its state. */
   shells: z.array(z.object({ shell: CarriedShellSchema, box: z.object({ session: CarriedSessionSchema, job: HandedJobSchema }).optional(), command: CarriedSessionSchema.optional() })).default([]),

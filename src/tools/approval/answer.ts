@@ -9,6 +9,7 @@ import { beginAnswer, endUnstarted, finishAnswer, isAnswering } from './pending.
 import { checkAnswerer } from './who.js';
 import { noteAnswer } from '../trail.js';
 import { judgeCommand, partsOf } from './judge.js';
+import { bashLoading } from '../../shell/bash.js';
 import { wordsToRemember, type RememberedRule } from '../../policy/remembered.js';
 import type { Voice } from '../../schema/voice.js';
 
@@ -58,6 +59,9 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
   checkAnswerer(d, ctx, s);
   const remember = p.input?.remember;
   if (remember && !confirm) throw invalid('remember goes with confirm: true: it keeps a yes as an allow rule', { path: ['input', 'remember'], schema: true });
+  // What is remembered is the command's parts, parsed (the daemon loads the parser once it serves).
+  const parsing = remember ? bashLoading() : undefined;
+  if (parsing) await parsing;
   const kept = remember ? rulesToRemember(d, s, remember) : [];
   if (!beginAnswer(s)) throw conflict(`the approval of session ${s.id} was already given; it is starting now`, { sessionId: s.id });
   const approval = s.interrupt!;

@@ -1,7 +1,7 @@
 import { invalid } from '../../base/errors.js';
 import type { CallContext, Daemon } from '../context.js';
 import type { Judgement } from '../../policy/approvals.js';
-import { decidedBy, judgeCommand } from './judge.js';
+import { decidedBy, judgeCommand, judgeReady } from './judge.js';
 import { credentialSummary } from '../../sandbox/credentials.js';
 
 const VERDICT: Record<Judgement['decision'], string> = {
@@ -20,6 +20,12 @@ export function policyCheck(d: Daemon, ctx: CallContext, params: Record<string, 
   const unknown = Object.keys(extra)[0];
   if (unknown) throw invalid(`invalid policy.check params: unknown parameter "${unknown}"`, { path: [unknown], schema: true });
   if (typeof command !== 'string' || command.length === 0) throw invalid('policy.check needs command: the command line to judge', { path: ['command'], schema: true });
+  // Judged at once when the parser is loaded, else once it is (the daemon loads it once it serves).
+  const parsing = judgeReady(d.config().approvals);
+  return parsing ? parsing.then(() => checked(d, ctx, command)) : checked(d, ctx, command);
+}
+
+function checked(d: Daemon, ctx: CallContext, command: string) {
   const j = judgeCommand(d.config().approvals, command, ctx.scope, d.remembered.list());
   const creds = credentialLines(d, ctx.scope);
   if (!j) {

@@ -1,6 +1,6 @@
 import { judge, judges, type ApprovalPolicy, type Judgement, type Part, type PartDecision } from '../../policy/approvals.js';
 import type { RememberedRule } from '../../policy/remembered.js';
-import { analyze } from '../../shell/bash.js';
+import { analyze, bashLoading } from '../../shell/bash.js';
 import type { SessionDecision } from '../../session/session.js';
 
 /**
@@ -13,7 +13,16 @@ export function judgeCommand(policy: ApprovalPolicy, command: string, scope: str
   return judge(policy, command, partsOf(command), scope, remembered);
 }
 
-/** The parts of a command line, as the policy judges them. */
+/**
+ * What judging under this policy waits for first: the bash parser's load (the daemon starts it
+ * once it serves), when the policy judges commands and the parser is not loaded yet; else
+ * undefined, and the command is judged in the same turn.
+ */
+export function judgeReady(policy: ApprovalPolicy): Promise<void> | undefined {
+  return judges(policy) ? bashLoading() : undefined;
+}
+
+/** The parts of a command line, as the policy judges them (the parser loaded: judgeReady). */
 export function partsOf(command: string): Part[] {
   const a = analyze(command);
   return [...a.commands.map((c) => ({ text: c.text, argv: c.argv, raw: c.raw })), ...a.unanalyzable.map((u) => ({ text: u.text, unanalyzable: u.why }))];
