@@ -103,7 +103,13 @@ export class InterruptWatcher {
     private readonly registry: Registry,
     private readonly config: () => Config,
     private readonly log: Logger,
-  ) {}
+  ) {
+    // A new session is planned for its first visit, not left for the sweep to find: at 1,000
+    // sessions the sweep takes a second or two to come round.
+    registry.onAdd((s) => {
+      if (s.running && !this.stopped) this.schedule.at(s.id, quietStart(s) + QUIET_MS.recognised);
+    });
+  }
 
   start(): void {
     this.stopped = false;
@@ -141,7 +147,7 @@ export class InterruptWatcher {
       const s = this.registry.find(ALL_SCOPES, id);
       if (s) this.visit(s, now, cfg, looks, maxLooks);
     }
-    this.cursor ??= this.registry.all();
+    this.cursor ??= this.registry.live();
     const sweepUntil = performance.now() + SWEEP_SLICE_MS;
     for (let n = 0; n < SWEEP_PER_TICK; n++) {
       if (n % SWEEP_CHECK === SWEEP_CHECK - 1 && performance.now() > sweepUntil) break;
@@ -162,6 +168,7 @@ export class InterruptWatcher {
     if (!s.running || s.paused) return;
     if (s.interrupt) {
       if (now >= s.interrupt.expiresAt) this.expire(s);
+      else this.schedule.at(s.id, s.interrupt.expiresAt);
       return;
     }
     if (!cfg.enabled || !s.stdinOpen || !s.input || s.pid === undefined) return;
@@ -269,6 +276,7 @@ export class InterruptWatcher {
       expiresAt: now + timeoutSeconds * 1000,
     };
     s.raiseInterrupt(interrupt);
+    this.schedule.at(s.id, interrupt.expiresAt);
     s.emit('waiting_input', { interrupt: interruptView(interrupt), tail: tail.slice(-500) });
     this.log.debug({ sessionId: s.id, kind: info.kind }, 'session waiting for input');
   }

@@ -64,7 +64,7 @@ export class Registry {
   readonly events = new EventBus();
   private readonly sessions = new Map<string, Session>();
   /** Sessions added while running and not yet ended: `running()` walks these, not every finished one kept. */
-  private readonly live = new Set<Session>();
+  private readonly liveSet = new Set<Session>();
   private readonly keyLocks = new Map<string, Promise<void>>();
   /** Each session's place in `everyone` and in its scope's order, by id. */
   private readonly slots = new Map<string, Slot>();
@@ -83,16 +83,24 @@ export class Registry {
     return this.sessions.has(id);
   }
 
+  /** Told of each session added (the interrupt watcher plans its first visit), after it is in place. */
+  private readonly addListeners: ((session: Session) => void)[] = [];
+
+  onAdd(listener: (session: Session) => void): void {
+    this.addListeners.push(listener);
+  }
+
   add(session: Session): void {
     // An approved exec's session takes the place of the one that waited for it.
     const before = this.sessions.get(session.id);
-    if (before) this.live.delete(before);
+    if (before) this.liveSet.delete(before);
     this.sessions.set(session.id, session);
     if (session.running) {
-      this.live.add(session);
-      void session.finished.then(() => this.live.delete(session));
+      this.liveSet.add(session);
+      void session.finished.then(() => this.liveSet.delete(session));
     }
     this.place(session);
+    for (const listener of this.addListeners) listener(session);
   }
 
   /** Put `session` in the page orders: at the end, or where the one of its id was (a Map keeps a replaced key's place). */
@@ -194,9 +202,14 @@ export class Registry {
     return this.sessions.values();
   }
 
+  /** The sessions added while running and not yet seen to end, live: a walk sees those added during it. */
+  live(): IterableIterator<Session> {
+    return this.liveSet.values();
+  }
+
   running(scope?: string): Session[] {
     const out: Session[] = [];
-    for (const s of this.live) if (s.running && this.sessions.get(s.id) === s && (scope === undefined || inScope(s, scope))) out.push(s);
+    for (const s of this.liveSet) if (s.running && this.sessions.get(s.id) === s && (scope === undefined || inScope(s, scope))) out.push(s);
     return out;
   }
 
@@ -207,7 +220,7 @@ export class Registry {
 
   delete(id: string): void {
     const s = this.sessions.get(id);
-    if (s) this.live.delete(s);
+    if (s) this.liveSet.delete(s);
     this.sessions.delete(id);
     const slot = this.slots.get(id);
     if (slot === undefined) return;

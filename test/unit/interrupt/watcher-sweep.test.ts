@@ -22,7 +22,7 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
     const visits = { n: 0 };
     // 1,000 sessions, each visit 20 µs: a sweep of 200 would hold the thread 4 ms.
     const sessions = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
-    const registry = { find: () => undefined, all: () => sessions.values() } as unknown as Registry;
+    const registry = { find: () => undefined, live: () => sessions.values(), onAdd: () => {} } as unknown as Registry;
     const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
     const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
     watcher.tick(Date.now());
@@ -31,5 +31,46 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
     // The next tick goes on where this one stopped, and a pass still reaches every session.
     for (let i = 0; i < 1000 && visits.n < 1000; i++) watcher.tick(Date.now());
     expect(visits.n).toBeGreaterThanOrEqual(1000);
+  });
+
+  it("plans a new session and an interrupt's expiry without waiting for the sweep to come round", () => {
+    const visits = { n: 0 };
+    const crowd = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
+    let added: ((s: unknown) => void) | undefined;
+    const byId = new Map<string, unknown>();
+    const registry = {
+      find: (_scope: string, id: string) => byId.get(id),
+      live: () => crowd.values(),
+      onAdd: (fn: (s: unknown) => void) => (added = fn),
+    } as unknown as Registry;
+    const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
+    const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
+    const start = Date.now();
+    // A running session with a pending interrupt that expires 1 s after it started; the sweep
+    // (7 of the 1,000 a tick) would reach it after many seconds of ticks.
+    let expired = 0;
+    let visited = 0;
+    const fresh = {
+      id: 'fresh',
+      get running() {
+        visited++;
+        return true;
+      },
+      paused: false,
+      startedAt: start,
+      output: { lastOutputAt: undefined },
+      interrupt: { expiresAt: start + 1000 },
+      closeInput: () => {},
+      settleInterrupt: () => expired++,
+    };
+    byId.set('fresh', fresh);
+    added!(fresh);
+    // Its first visit is planned when its quiet period could first count (150 ms): it plans the expiry.
+    watcher.tick(start + 200);
+    expect(visited).toBeGreaterThanOrEqual(1);
+    expect(expired).toBe(0);
+    // The next tick after the expiry expires it, though the sweep is nowhere near it.
+    watcher.tick(start + 1100);
+    expect(expired).toBe(1);
   });
 });
