@@ -27,6 +27,7 @@
 #include <uv.h>
 #include <node_api.h>
 #include "errors.h"
+#include "handle.h"
 
 enum { MORE = 0, ROOM = 1, END = 2 };
 
@@ -45,21 +46,13 @@ static void target_unref(target_t *t) {
 }
 
 typedef struct {
-  uv_poll_t poll;
-  napi_env env;
-  napi_ref callback;
+  procctl_handle_t h;  // its life: the poll on the pipe, pause/resume/close, onBatch (handle.h)
   napi_ref buffer_ref;
-  napi_async_context context;
   target_t *target;
   char *buf;
   size_t buflen;
   int pipe;
-  int polling;    // uv_poll_start is in effect
-  int paused;     // JavaScript held it (a restart's quiet moment)
-  int stopped;    // no more calls into JS: end of file, a failure, or close()
-  int uv_closed;  // libuv is done with the poll handle
-  int js_gone;    // its JS object was collected
-  int grown;      // the pipe was asked to hold FAST_PIPE_BYTES (once)
+  int grown;  // the pipe was asked to hold FAST_PIPE_BYTES (once)
 } pipe_t;
 
 // A pipe that fills a whole batch belongs to a fast producer: it is made to hold this much, so the
@@ -74,40 +67,17 @@ static void grow_if_full(pipe_t *p, size_t got) {
   (void)fcntl(p->pipe, F_SETPIPE_SZ, FAST_PIPE_BYTES);
 }
 
-static void pipe_closed(uv_handle_t *handle) {
-  pipe_t *p = (pipe_t *)handle->data;
-  napi_delete_reference(p->env, p->callback);
-  napi_delete_reference(p->env, p->buffer_ref);
-  napi_async_destroy(p->env, p->context);
+// Once libuv is done with the poll: the buffer and the target let go.
+static void pipe_release(procctl_handle_t *h) {
+  pipe_t *p = (pipe_t *)h;
+  napi_delete_reference(h->env, p->buffer_ref);
   target_unref(p->target);
-  p->uv_closed = 1;
-  if (p->js_gone) free(p);
 }
 
-static void pipe_stop(pipe_t *p) {
-  if (p->stopped) return;
-  p->stopped = 1;
-  p->polling = 0;
-  uv_poll_stop(&p->poll);
-  uv_close((uv_handle_t *)&p->poll, pipe_closed);
-}
-
-// onBatch(n, status) as a callback from the event loop (nextTicks and microtasks run after it).
+// onBatch(n, status).
 static void pipe_call(pipe_t *p, int64_t n, int status) {
-  napi_handle_scope scope;
-  napi_value callback, recv, argv[2];
-  if (napi_open_handle_scope(p->env, &scope) != napi_ok) return;
-  napi_get_reference_value(p->env, p->callback, &callback);
-  napi_get_global(p->env, &recv);
-  napi_create_int64(p->env, n, &argv[0]);
-  napi_create_int32(p->env, status, &argv[1]);
-  napi_status st = napi_make_callback(p->env, p->context, recv, callback, 2, argv, NULL);
-  if (st == napi_pending_exception) {
-    napi_value error;
-    napi_get_and_clear_last_exception(p->env, &error);
-    napi_fatal_exception(p->env, error);
-  }
-  napi_close_handle_scope(p->env, scope);
+  const int64_t args[2] = {n, status};
+  procctl_handle_call(&p->h, 2, args);
 }
 
 // Read back [off, off + n) of the file just spliced into (the page cache holds it).
@@ -173,12 +143,12 @@ static void pipe_readable(uv_poll_t *handle, int status, int events) {
   (void)events;
   if (status < 0) {
     pipe_call(p, 0, status);
-    pipe_stop(p);
+    procctl_handle_stop(&p->h);
     return;
   }
   // A bounded number of batches, then back to the loop (level-triggered: it comes back), so one
   // fast job cannot keep the others' output waiting.
-  for (int round = 0; round < 16 && !p->stopped && !p->paused; round++) {
+  for (int round = 0; round < 16 && !p->h.stopped && !p->h.paused; round++) {
     int64_t n;
     int fd = p->target->fd;
     int st = pipe_batch(p, &n);
@@ -187,58 +157,18 @@ static void pipe_readable(uv_poll_t *handle, int status, int events) {
       return;
     }
     pipe_call(p, n, st);
-    if (p->stopped) return;
+    if (p->h.stopped) return;
     // A splice that failed, and JavaScript turned to another file or to reading: go on that way.
     if (st < 0 && fd >= 0 && p->target->fd != fd) continue;
     if (st == END || st < 0) {
-      pipe_stop(p);
+      procctl_handle_stop(&p->h);
       return;
     }
     if (st == ROOM && (p->target->fd == ASK || (p->target->fd >= 0 && p->target->room <= 0))) return;  // nothing set: wait for the next turn
   }
 }
 
-static pipe_t *pipe_of(napi_env env, napi_callback_info info) {
-  pipe_t *p = NULL;
-  napi_get_cb_info(env, info, NULL, NULL, NULL, (void **)&p);
-  return p;
-}
-
-static napi_value PipePause(napi_env env, napi_callback_info info) {
-  pipe_t *p = pipe_of(env, info);
-  if (p && !p->stopped && !p->paused) {
-    p->paused = 1;
-    if (p->polling) uv_poll_stop(&p->poll);
-    p->polling = 0;
-  }
-  return NULL;
-}
-
-static napi_value PipeResume(napi_env env, napi_callback_info info) {
-  pipe_t *p = pipe_of(env, info);
-  if (p && !p->stopped && p->paused) {
-    p->paused = 0;
-    int err = uv_poll_start(&p->poll, UV_READABLE | UV_DISCONNECT, pipe_readable);
-    if (err != 0) return procctl_throw_errno(env, -err, "splicePipe resume");
-    p->polling = 1;
-  }
-  return NULL;
-}
-
-static napi_value PipeClose(napi_env env, napi_callback_info info) {
-  pipe_t *p = pipe_of(env, info);
-  if (p) pipe_stop(p);
-  return NULL;
-}
-
-static void pipe_finalize(napi_env env, void *data, void *hint) {
-  pipe_t *p = (pipe_t *)data;
-  (void)env;
-  (void)hint;
-  p->js_gone = 1;
-  if (!p->stopped) pipe_stop(p);
-  else if (p->uv_closed) free(p);
-}
+static const procctl_handle_kind_t pipe_kind = {"splicePipe", "procctl.splice", pipe_readable, pipe_release};
 
 static void target_finalize(napi_env env, void *data, void *hint) {
   (void)env;
@@ -310,10 +240,8 @@ static napi_value SplicePipe(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "splicePipe(fd, target, buffer, onBatch): a descriptor, a spliceTarget(), a Buffer and a function");
     return NULL;
   }
-  uv_loop_t *loop;
-  if (napi_get_uv_event_loop(env, &loop) != napi_ok) return procctl_throw_errno(env, EINVAL, "splicePipe: no event loop");
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)) return procctl_throw_errno(env, errno, "splicePipe: fcntl");
+  int err = procctl_set_nonblock(fd);
+  if (err != 0) return procctl_throw_errno(env, err, "splicePipe: fcntl");
   pipe_t *p = calloc(1, sizeof *p);
   if (!p) return procctl_throw_errno(env, ENOMEM, "splicePipe");
   void *data;
@@ -321,39 +249,12 @@ static napi_value SplicePipe(napi_env env, napi_callback_info info) {
   napi_get_buffer_info(env, argv[2], &data, &len);
   p->buf = data;
   p->buflen = len;
-  p->env = env;
   p->pipe = fd;
   p->target = t;
-  p->poll.data = p;
-  int err = uv_poll_init(loop, &p->poll, fd);
-  if (err != 0) {
-    free(p);
-    return procctl_throw_errno(env, -err, "splicePipe");
-  }
   t->refs++;
-  napi_create_reference(env, argv[3], 1, &p->callback);
   napi_create_reference(env, argv[2], 1, &p->buffer_ref);
-  napi_value name;
-  napi_create_string_utf8(env, "procctl.splice", NAPI_AUTO_LENGTH, &name);
-  napi_async_init(env, NULL, name, &p->context);
-  err = uv_poll_start(&p->poll, UV_READABLE | UV_DISCONNECT, pipe_readable);
-  if (err != 0) {
-    p->stopped = 1;
-    p->js_gone = 1;
-    uv_close((uv_handle_t *)&p->poll, pipe_closed);
-    return procctl_throw_errno(env, -err, "splicePipe");
-  }
-  p->polling = 1;
-  napi_value handle, fn;
-  napi_create_object(env, &handle);
-  static const struct { const char *name; napi_callback fn; } methods[] = {{"pause", PipePause}, {"resume", PipeResume}, {"close", PipeClose}};
-  for (size_t i = 0; i < 3; i++) {
-    napi_create_function(env, methods[i].name, NAPI_AUTO_LENGTH, methods[i].fn, p, &fn);
-    napi_set_named_property(env, handle, methods[i].name, fn);
-  }
-  // Freed once both libuv and JavaScript are done with it: tied to the handle object.
-  napi_add_finalizer(env, handle, p, pipe_finalize, NULL, NULL);
-  return handle;
+  static const char *const what[] = {"splicePipe"};
+  return procctl_handle_start(env, &p->h, &pipe_kind, 1, &fd, what, argv[3]);
 }
 
 // Called by addon.c, the module's one init.

@@ -36,60 +36,30 @@
 #include <uv.h>
 #include <node_api.h>
 #include "errors.h"
+#include "handle.h"
 #include "napi-util.h"
 
 enum { MOVED = 0, EMPTY = 1, FULL = 2, END = 3 };
 
+// Its life (handle.h): polls[MASTER] on the master from start and resume, polls[PIPE] on the pipe
+// while it is full; pause/resume/close; onEnd.
+enum { MASTER = 0, PIPE = 1 };
+
 typedef struct {
-  uv_poll_t master_poll;
-  uv_poll_t pipe_poll;
-  napi_env env;
-  napi_ref callback;
-  napi_async_context context;
+  procctl_handle_t h;
   int master;
   int pipe;
-  int paused;        // JavaScript held it (a restart's quiet moment)
-  int stopped;       // no more calls into JS
-  int open_handles;  // libuv handles not yet closed
-  int js_gone;       // its JS object was collected
-  int fault_errno;   // a test's injected failure (0: none)
+  int fault_errno;  // a test's injected failure (0: none)
   int64_t fault_after;
-  int64_t moved;     // bytes moved so far (for the fault)
+  int64_t moved;    // bytes moved so far (for the fault)
 } tap_t;
 
-static void tap_handle_closed(uv_handle_t *handle) {
-  tap_t *t = (tap_t *)handle->data;
-  if (--t->open_handles > 0) return;
-  napi_delete_reference(t->env, t->callback);
-  napi_async_destroy(t->env, t->context);
-  if (t->js_gone) free(t);
-}
-
-static void tap_stop(tap_t *t) {
-  if (t->stopped) return;
-  t->stopped = 1;
-  uv_poll_stop(&t->master_poll);
-  uv_poll_stop(&t->pipe_poll);
-  uv_close((uv_handle_t *)&t->master_poll, tap_handle_closed);
-  uv_close((uv_handle_t *)&t->pipe_poll, tap_handle_closed);
-}
-
+// onEnd(status), once: stopped first.
 static void tap_end(tap_t *t, int status) {
-  if (t->stopped) return;
-  napi_handle_scope scope;
-  napi_value callback, recv, arg;
-  tap_stop(t);
-  if (napi_open_handle_scope(t->env, &scope) != napi_ok) return;
-  napi_get_reference_value(t->env, t->callback, &callback);
-  napi_get_global(t->env, &recv);
-  napi_create_int32(t->env, status, &arg);
-  napi_status st = napi_make_callback(t->env, t->context, recv, callback, 1, &arg, NULL);
-  if (st == napi_pending_exception) {
-    napi_value error;
-    napi_get_and_clear_last_exception(t->env, &error);
-    napi_fatal_exception(t->env, error);
-  }
-  napi_close_handle_scope(t->env, scope);
+  if (t->h.stopped) return;
+  procctl_handle_stop(&t->h);
+  const int64_t arg = status;
+  procctl_handle_call(&t->h, 1, &arg);
 }
 
 // Move what the master holds into the pipe: a bounded number of splices, then back to the loop
@@ -123,7 +93,7 @@ static void pipe_has_room(uv_poll_t *handle, int status, int events);
 static void master_readable(uv_poll_t *handle, int status, int events) {
   tap_t *t = (tap_t *)handle->data;
   (void)events;
-  if (t->stopped || t->paused) return;
+  if (t->h.stopped || t->h.paused) return;
   if (status < 0) {
     tap_end(t, status);
     return;
@@ -132,8 +102,8 @@ static void master_readable(uv_poll_t *handle, int status, int events) {
   if (st == END) tap_end(t, 0);
   else if (st < 0) tap_end(t, st);
   else if (st == FULL) {
-    uv_poll_stop(&t->master_poll);
-    int err = uv_poll_start(&t->pipe_poll, UV_WRITABLE, pipe_has_room);
+    uv_poll_stop(&t->h.polls[MASTER]);
+    int err = uv_poll_start(&t->h.polls[PIPE], UV_WRITABLE, pipe_has_room);
     if (err != 0) tap_end(t, err);
   }
 }
@@ -141,65 +111,19 @@ static void master_readable(uv_poll_t *handle, int status, int events) {
 static void pipe_has_room(uv_poll_t *handle, int status, int events) {
   tap_t *t = (tap_t *)handle->data;
   (void)events;
-  if (t->stopped) return;
-  uv_poll_stop(&t->pipe_poll);
+  if (t->h.stopped) return;
+  uv_poll_stop(&t->h.polls[PIPE]);
   if (status < 0) {
     tap_end(t, status);
     return;
   }
-  if (t->paused) return;
-  int err = uv_poll_start(&t->master_poll, UV_READABLE | UV_DISCONNECT, master_readable);
+  if (t->h.paused) return;
+  int err = uv_poll_start(&t->h.polls[MASTER], UV_READABLE | UV_DISCONNECT, master_readable);
   if (err != 0) tap_end(t, err);
 }
 
-static tap_t *tap_of(napi_env env, napi_callback_info info) {
-  tap_t *t = NULL;
-  napi_get_cb_info(env, info, NULL, NULL, NULL, (void **)&t);
-  return t;
-}
-
-static napi_value TapPause(napi_env env, napi_callback_info info) {
-  tap_t *t = tap_of(env, info);
-  if (t && !t->stopped && !t->paused) {
-    t->paused = 1;
-    uv_poll_stop(&t->master_poll);
-    uv_poll_stop(&t->pipe_poll);
-  }
-  return NULL;
-}
-
-static napi_value TapResume(napi_env env, napi_callback_info info) {
-  tap_t *t = tap_of(env, info);
-  if (t && !t->stopped && t->paused) {
-    t->paused = 0;
-    // The master is looked at again first: a full pipe is found by the next splice.
-    int err = uv_poll_start(&t->master_poll, UV_READABLE | UV_DISCONNECT, master_readable);
-    if (err != 0) return procctl_throw_errno(env, -err, "tapTerminal resume");
-  }
-  return NULL;
-}
-
-static napi_value TapClose(napi_env env, napi_callback_info info) {
-  tap_t *t = tap_of(env, info);
-  if (t) tap_stop(t);
-  return NULL;
-}
-
-static void tap_finalize(napi_env env, void *data, void *hint) {
-  tap_t *t = (tap_t *)data;
-  (void)env;
-  (void)hint;
-  t->js_gone = 1;
-  if (!t->stopped) tap_stop(t);
-  else if (t->open_handles == 0) free(t);
-}
-
-static int set_nonblock(int fd) {
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0) return errno;
-  if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return errno;
-  return 0;
-}
+// A resume looks at the master again first: a full pipe is found by the next splice.
+static const procctl_handle_kind_t tap_kind = {"tapTerminal", "procctl.tap", master_readable, NULL};
 
 static napi_value TapTerminal(napi_env env, napi_callback_info info) {
   size_t argc = 5;
@@ -212,55 +136,19 @@ static napi_value TapTerminal(napi_env env, napi_callback_info info) {
       (argc >= 5 && (napi_get_value_int32(env, argv[3], &fault_errno) != napi_ok || fault_errno < 0 || napi_get_value_int64(env, argv[4], &fault_after) != napi_ok || fault_after < 0))) {
     return procctl_throw_usage(env, "tapTerminal(master, pipe, onEnd[, faultErrno, faultAfter]): a terminal's master (a descriptor of its own), the tap pipe's write end, a function, and for a test a failure to inject (an errno, after so many bytes)");
   }
-  uv_loop_t *loop;
-  if (napi_get_uv_event_loop(env, &loop) != napi_ok) return procctl_throw_errno(env, EINVAL, "tapTerminal: no event loop");
   // Non-blocking on both: a splice from an empty master, or into a full pipe, says EAGAIN.
-  int err = set_nonblock(master);
-  if (err == 0) err = set_nonblock(pipe_fd);
+  int err = procctl_set_nonblock(master);
+  if (err == 0) err = procctl_set_nonblock(pipe_fd);
   if (err != 0) return procctl_throw_errno(env, err, "tapTerminal: fcntl");
   tap_t *t = calloc(1, sizeof *t);
   if (!t) return procctl_throw_errno(env, ENOMEM, "tapTerminal");
-  t->env = env;
   t->master = master;
   t->pipe = pipe_fd;
   t->fault_errno = fault_errno;
   t->fault_after = fault_after;
-  t->master_poll.data = t;
-  t->pipe_poll.data = t;
-  err = uv_poll_init(loop, &t->master_poll, master);
-  if (err != 0) {
-    free(t);
-    return procctl_throw_errno(env, -err, "tapTerminal: the master");
-  }
-  napi_create_reference(env, argv[2], 1, &t->callback);
-  napi_value name;
-  napi_create_string_utf8(env, "procctl.tap", NAPI_AUTO_LENGTH, &name);
-  napi_async_init(env, NULL, name, &t->context);
-  t->open_handles = 1;
-  err = uv_poll_init(loop, &t->pipe_poll, pipe_fd);
-  if (err != 0) {
-    t->stopped = 1;
-    t->js_gone = 1;
-    uv_close((uv_handle_t *)&t->master_poll, tap_handle_closed);
-    return procctl_throw_errno(env, -err, "tapTerminal: the pipe");
-  }
-  t->open_handles = 2;
-  err = uv_poll_start(&t->master_poll, UV_READABLE | UV_DISCONNECT, master_readable);
-  if (err != 0) {
-    t->js_gone = 1;
-    tap_stop(t);
-    return procctl_throw_errno(env, -err, "tapTerminal");
-  }
-  napi_value handle, fn;
-  napi_create_object(env, &handle);
-  static const struct { const char *name; napi_callback fn; } methods[] = {{"pause", TapPause}, {"resume", TapResume}, {"close", TapClose}};
-  for (size_t i = 0; i < 3; i++) {
-    napi_create_function(env, methods[i].name, NAPI_AUTO_LENGTH, methods[i].fn, t, &fn);
-    napi_set_named_property(env, handle, methods[i].name, fn);
-  }
-  // Freed once both libuv and JavaScript are done with it: tied to the handle object.
-  napi_add_finalizer(env, handle, t, tap_finalize, NULL, NULL);
-  return handle;
+  const int fds[] = {[MASTER] = master, [PIPE] = pipe_fd};
+  static const char *const what[] = {[MASTER] = "tapTerminal: the master", [PIPE] = "tapTerminal: the pipe"};
+  return procctl_handle_start(env, &t->h, &tap_kind, 2, fds, what, argv[2]);
 }
 
 static napi_value TapPipe(napi_env env, napi_callback_info info) {
@@ -284,7 +172,7 @@ static napi_value TapProbe(napi_env env, napi_callback_info info) {
   if (err == 0 && (side = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) err = errno;
   if (err == 0 && write(side, "x", 1) != 1) err = errno ? errno : EIO;
   if (err == 0 && pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) err = errno;
-  if (err == 0) err = set_nonblock(master);
+  if (err == 0) err = procctl_set_nonblock(master);
   if (err == 0) {
     // The byte reaches the master from the terminal's worker a moment after the write: wait a
     // little for it. EAGAIN (not there yet) still says yes: a kernel without a tty's splice_read
