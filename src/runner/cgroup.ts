@@ -46,6 +46,16 @@ export function holdResources(sessions: Iterable<Session>): Promise<void> | unde
 
 const measured = (s: Session) => s.running && cgroups.has(s);
 
+/** The usage sample held for a running session, if one is (a restart hands it to the next image). */
+export function heldResources(session: Session): Resources | undefined {
+  return usage.peek(session);
+}
+
+/** Hold a sample the image before this one read (handover/in.ts); only for a session with its cgroup. */
+export function seedResources(session: Session, sample: Resources): void {
+  if (session.running && cgroups.has(session)) usage.seed(session, sample);
+}
+
 /** What a session has used: its held sample while it runs, its final figures (read at its end) once it ended. */
 export function sessionResources(session: Session): Resources | undefined {
   if (!session.running) return session.resources;

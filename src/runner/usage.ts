@@ -131,6 +131,22 @@ export class UsageSampler<K, V = Resources> {
     });
   }
 
+  /** The sample held for `key`, if any, without reading or counting it as asked for. */
+  peek(key: K): V | undefined {
+    return this.held.get(key)?.value;
+  }
+
+  /**
+   * Hold `value` as `key`'s sample, read elsewhere: a restarted image takes the samples the image
+   * before it held (daemon/handover), rather than read every running session's cgroup again a
+   * slice per turn before its first `daemon.status` or `list` can answer. Refreshed as any other.
+   */
+  seed(key: K, value: V): void {
+    if (this.held.has(key)) return;
+    this.held.set(key, { value, asked: this.refreshes });
+    this.start();
+  }
+
   /** Whether its refresh timer runs (only while samples are held). */
   get active(): boolean {
     return this.timer !== undefined;

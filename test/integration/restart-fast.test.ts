@@ -131,3 +131,31 @@ describe('what the new image leaves until it serves (docs/durability.md "What th
     expect((await daemonStatus(d)).changes.review).toBe(before.review);
   });
 });
+
+describe('usage samples carried by a planned restart (SPEC §19)', () => {
+  it("the new image answers its first daemon.status from the samples the old one held, reading no session's cgroup a turn at a time first", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'procctl-usage-carried-'));
+    dirs.push(dir);
+    const file = join(dir, 'trace.json');
+    // The trace (src/base/trace.ts) is the new image's own, written at its exit: it names every
+    // turn the usage sampler spent reading samples not held, which is what is not to happen.
+    const d = await startDaemon({ env: { PROCCTL_TRACE_FILE: file } });
+    const before = await daemonStatus(d);
+    if (before.cgroups.mode === 'none') return console.warn('skipped: no cgroups here, so no usage samples to carry');
+    const s = new Scoped(await d.client(), 'usage');
+    // More than a first ask reads at once (16, runner/usage.ts): the rest would take a turn each.
+    const count = 24;
+    for (let i = 0; i < count; i++) pids.add((await s.exec({ command: 'sleep 600', background: true })).pid);
+    await waitFor(async () => (await daemonStatus(d)).cgroups.running?.sessions === count, { timeoutMs: 30_000, what: 'every session sampled' });
+    s.c.close();
+    await restartAndWait(d, 0);
+    const after = await daemonStatus(d);
+    expect(after.cgroups.running.sessions).toBe(count);
+    const again = new Scoped(await d.client(), 'usage');
+    await again.process({ action: 'kill', all: true });
+    again.c.close();
+    await d.stop();
+    const t = JSON.parse(readFileSync(file, 'utf8')) as { kinds: string[]; spans: number[][] };
+    expect(t.spans.filter((sp) => t.kinds[sp[0]] === 'usage first reads')).toEqual([]);
+  });
+});

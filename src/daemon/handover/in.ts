@@ -5,6 +5,7 @@ import type { Config } from '../../config/schema.js';
 import { adoptJob, type HandedJob } from '../../runner/handover.js';
 import { adoptChannels } from '../../runner/start.js';
 import { adoptChild, nativeSpawner } from '../../runner/native.js';
+import { seedResources } from '../../runner/cgroup.js';
 import { followOf, resumeSession } from '../../session/carry.js';
 import type { Registry } from '../../session/registry.js';
 import type { Session } from '../../session/session.js';
@@ -70,7 +71,7 @@ export function adoptSessions(host: AdoptionHost, h: Pick<Handover, 'guardian' |
   const caps = host.config().tools.exec;
   const adopted: Session[] = [];
   const lost: string[] = [];
-  for (const { session: carried, job } of h.sessions) {
+  for (const { session: carried, job, usage } of h.sessions) {
     let s: Session | undefined;
     try {
       s = resumeSession(carried, host.registry.events, caps, host.state.disk);
@@ -78,6 +79,7 @@ export function adoptSessions(host: AdoptionHost, h: Pick<Handover, 'guardian' |
       const id = carried.record.id;
       if (job.channels) adoptChannels(host.daemon, s, job.channels, (credential, why) => host.log.warn({ sessionId: id, credential }, `a session carried over: ${why}`));
       adoptJob(s, job as HandedJob, host.cgroups, (dirs) => host.log.error({ sessionId: carried.record.id, dirs }, 'a session cgroup could not be removed after its end'));
+      if (usage) seedResources(s, usage);
       // Handed over by a planned restart whose guardian goes on: its record is on disk as the old
       // image wrote it, the guardian holds its slot and descriptors; given again once this image
       // serves (Records.afterServing). After a crash (no guardian carried), written at once.

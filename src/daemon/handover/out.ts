@@ -8,6 +8,7 @@ import { conflict, restarting, unavailable } from '../../base/errors.js';
 import { cannotHandOver, carryNeeds, handedDescriptors, handOver, holdOutputs, parkTerminals } from '../../runner/handover.js';
 import { freezeReaping } from '../../runner/native.js';
 import { readStat } from '../../runner/procfs.js';
+import { heldResources } from '../../runner/cgroup.js';
 import { carrySession } from '../../session/carry.js';
 import { toRecord } from '../../session/persist.js';
 import type { Session } from '../../session/session.js';
@@ -263,7 +264,8 @@ export function exec(host: HandoverHost, p: Prepared): Error {
       const job = handOver(s);
       for (const fd of handedDescriptors(job)) keep(fd);
       if (job.stdinQueued > 0) host.log.warn({ sessionId: s.id, bytes: job.stdinQueued }, 'restart: input written to this session that it had not read yet stays with the old image and is not sent');
-      return { session: carrySession(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime), job };
+      const usage = heldResources(s);
+      return { session: carrySession(s, s.pid === undefined ? undefined : readStat(s.pid)?.startTime), job, ...(usage ? { usage } : {}) };
     });
     const shells = host.shells?.carry() ?? [];
     for (const sh of shells) if (sh.box) for (const fd of handedDescriptors(sh.box.job)) keep(fd);

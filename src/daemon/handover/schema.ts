@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { RestartsSchema } from '../../schema/restarts.js';
 import { CarriedSessionSchema } from '../../session/carry.js';
+import { ResourcesSchema } from '../../session/record.js';
 import { CarriedShellSchema } from '../../shells/carry.js';
 import { HANDOVER_FORMAT } from './format.js';
 
@@ -86,7 +87,12 @@ export const HandoverSchema = z.object({
       review: z.object({ version: z.string(), print: z.string(), review: z.boolean(), how: z.enum(['overlayfs', 'overlayfs in a user namespace']).optional(), reason: z.string().optional() }).optional(),
     })
     .optional(),
-  sessions: z.array(z.object({ session: CarriedSessionSchema, job: HandedJobSchema })),
+  /**
+   * Each running session, its job's ends, and the usage sample the old image held for it (runner/
+   * cgroup.ts), so the new image's first `daemon.status` or `list` answers from it rather than read
+   * every session's cgroup again first. Optional: an image that held none, or an older one, sends none.
+   */
+  sessions: z.array(z.object({ session: CarriedSessionSchema, job: HandedJobSchema, usage: ResourcesSchema.optional() })),
   /** The persistent shells (SPEC §20): a shell's own process as a job, its running command as a session; a review shell as its state. */
   shells: z.array(z.object({ shell: CarriedShellSchema, box: z.object({ session: CarriedSessionSchema, job: HandedJobSchema }).optional(), command: CarriedSessionSchema.optional() })).default([]),
 });
