@@ -32,7 +32,8 @@ const SWEEP_PER_TICK = 200;
  * a request that comes during a tick waits for it. At 1,000 sessions a sweep of 200 took 0.34 ms
  * a tick (the median, twenty ticks a second), the longest thing on the thread a poll met
  * (docs/benchmarks.md, "Tails at 1,000 sessions, traced"); the pass over every session then
- * takes a second or two instead of a quarter of one, and sessions due are visited on time as before.
+ * takes a second or two instead of a quarter of one. What is planned (a new session, a quiet period started
+ * by input, an answer or a continue, an expiry) does not wait for it: see docs/interrupts.md.
  */
 const SWEEP_SLICE_MS = 0.05;
 const SWEEP_CHECK = 8;
@@ -107,8 +108,14 @@ export class InterruptWatcher {
     // A new session is planned for its first visit, not left for the sweep to find: at 1,000
     // sessions the sweep takes a second or two to come round.
     registry.onAdd((s) => {
-      if (s.running && !this.stopped) this.schedule.at(s.id, quietStart(s) + QUIET_MS.recognised);
+      this.replan(s);
+      s.quietRestarted = () => this.replan(s);
     });
+  }
+
+  /** Plan `s`'s next visit for when its current quiet period could first count. */
+  private replan(s: Session): void {
+    if (s.running && !this.stopped) this.schedule.at(s.id, quietStart(s) + QUIET_MS.recognised);
   }
 
   start(): void {
@@ -229,7 +236,8 @@ export class InterruptWatcher {
   private settle(l: Look, reader: StdinReader | undefined, now: number): void {
     const st = l.state;
     st.asked = false;
-    if (this.stale(l)) return;
+    // A look made stale by output or input meanwhile: the new quiet period is planned for, not left to the sweep.
+    if (this.stale(l)) return this.replan(l.session);
     // Blocked in poll/select with the input as fd 0 is less certain: only with a prompt-looking line.
     if (reader !== undefined && (reader.how === 'read' || l.promptLike)) {
       if (!st.seenReader) {
@@ -253,6 +261,7 @@ export class InterruptWatcher {
   private raiseNext(): void {
     const l = this.raising.shift();
     if (l && !this.stale(l)) this.raise(l.session, this.extraPatterns(), this.config().interrupt.timeoutSeconds, Date.now());
+    else if (l) this.replan(l.session);
     if (this.raising.length > 0) setImmediate(() => this.raiseNext());
   }
 

@@ -163,6 +163,12 @@ export class Session {
   private announced = false;
   private inputAt: number | undefined;
   private recorder: (() => void) | undefined;
+  /**
+   * Told when a new quiet period starts that output does not start: input sent, an interrupt
+   * answered, the session continued after a pause. The interrupt watcher plans its next visit
+   * from it (interrupt/watcher.ts) rather than wait for its sweep to come round.
+   */
+  quietRestarted: (() => void) | undefined;
   /** Paused (its cgroup frozen) since then; only while it runs. */
   private pausedSince: number | undefined;
   /** Time spent paused before the current pause. */
@@ -441,6 +447,7 @@ export class Session {
   inputSent(): void {
     if (this.interrupt) this.settleInterrupt('answered');
     this.inputAt = this.now();
+    this.quietRestarted?.();
   }
 
   /** An exec call answered `running` for it: its exit will be announced, and its record kept now. */
@@ -493,6 +500,7 @@ export class Session {
     this.emit('continued');
     this.changed();
     this.wake();
+    this.quietRestarted?.();
   }
 
   addCheckpoint(name: string, data: unknown): Checkpoint {
@@ -520,6 +528,7 @@ export class Session {
     this.inputAt = this.now();
     this.changed();
     this.wake();
+    this.quietRestarted?.();
     return i;
   }
 

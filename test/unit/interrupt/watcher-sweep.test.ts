@@ -72,5 +72,12 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
     // The next tick after the expiry expires it, though the sweep is nowhere near it.
     watcher.tick(start + 1100);
     expect(expired).toBe(1);
+    // Answered, or written to, or continued (each starts a quiet period that output does not):
+    // the session says so, and is visited again once that period could count, not a pass later.
+    (fresh as { interrupt?: unknown }).interrupt = undefined;
+    const before = visited;
+    (fresh as unknown as { quietRestarted: () => void }).quietRestarted();
+    watcher.tick(start + 1300);
+    expect(visited).toBeGreaterThan(before);
   });
 });
