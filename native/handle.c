@@ -110,7 +110,16 @@ napi_value procctl_handle_start(napi_env env, procctl_handle_t *h, const procctl
     snprintf(say, sizeof say, "%s: no event loop", kind->name);
     return procctl_throw_errno(env, EINVAL, say);
   }
-  for (int i = 0; i < npolls && i < PROCCTL_HANDLE_MAX_POLLS; i++) {
+  if (npolls < 1 || npolls > PROCCTL_HANDLE_MAX_POLLS) {
+    // A caller's mistake, not the machine's: h->polls has room for PROCCTL_HANDLE_MAX_POLLS only.
+    handle_release(h);
+    free(h);
+    char say[128];
+    snprintf(say, sizeof say, "%s: %d descriptors to poll, expected 1 to %d (raise PROCCTL_HANDLE_MAX_POLLS in native/handle.h)", kind->name, npolls,
+             PROCCTL_HANDLE_MAX_POLLS);
+    return procctl_throw_errno(env, EINVAL, say);
+  }
+  for (int i = 0; i < npolls; i++) {
     h->polls[i].data = h;
     int err = uv_poll_init(loop, &h->polls[i], fds[i]);
     if (err == 0) continue;

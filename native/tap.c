@@ -174,13 +174,9 @@ static napi_value TapProbe(napi_env env, napi_callback_info info) {
   if (err == 0 && pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) err = errno;
   if (err == 0) err = procctl_set_nonblock(master);
   if (err == 0) {
-    // The byte reaches the master from the terminal's worker a moment after the write: wait a
-    // little for it. EAGAIN (not there yet) still says yes: a kernel without a tty's splice_read
-    // refuses with EINVAL before it looks for data.
-    struct pollfd p = {.fd = master, .events = POLLIN};
-    int n;
-    do n = poll(&p, 1, 100);
-    while (n < 0 && errno == EINTR);
+    // One non-blocking attempt, no wait for the byte (this runs on the daemon's loop): a kernel
+    // without a tty's splice_read refuses with EINVAL before it looks for data, so EAGAIN (the
+    // byte not at the master yet) already says yes.
     ssize_t r;
     do r = splice(master, NULL, fds[1], NULL, 64, SPLICE_F_NONBLOCK);
     while (r < 0 && errno == EINTR);

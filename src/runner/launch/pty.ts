@@ -1,6 +1,6 @@
 import { closeSync, constants, openSync, readSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { ReadStream } from 'node:tty';
+import { isatty, ReadStream } from 'node:tty';
 import type { JobInput } from '../../session/input.js';
 import { holdReading } from '../../base/hold-reading.js';
 import { closeQuietly } from '../../base/close-quietly.js';
@@ -122,23 +122,31 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
   // A tap handed on is read first, whatever this image splices; a terminal read directly before (an older image) is tapped from now on where output is spliced.
   const tap = ends.tap ? tapper(addon) : tapsInto(addon, hooks.spool, hooks.sessionId);
   if (ends.tap && !tap) tapTrouble('warn', hooks.sessionId, "a terminal was carried over with its tap pipe, but this build of the addon has no tapTerminal: the pipe is read to its end, then the master directly (rebuild the addon: node scripts/build-addon.mjs)", { master: ends.terminal });
+  let pipeTaken = false;
   if (tap) {
+    let wired: (Launched & { exited(): void }) | undefined;
     try {
-      const wired = tappedTerminal(tap, ends, hooks.spool, hooks);
-      const launched = withPidfd(wired, ends.pidfd);
+      wired = tappedTerminal(tap, ends, hooks.spool, hooks);
+    } catch (err) {
+      // What was handed is still ours (the tap closes only what it opened): read as an older image's terminal is, its pipe first.
+      pipeTaken = err instanceof TapTaken;
+      const pipe = !ends.tap ? '' : pipeTaken ? 'what its tap pipe held is lost (the tap had taken the pipe), ' : 'its tap pipe is read to its end, then ';
+      tapTrouble('warn', hooks.sessionId, `a terminal carried over cannot be tapped (${(err as Error).message}): ${pipe}its master is read directly (a crash can lose one read of at most 64 KiB)`, { master: ends.terminal });
+    }
+    // Outside the try: the tap is running from here, and its failure path is not these steps'.
+    if (wired) {
+      const tapped = wired;
+      const launched = withPidfd(tapped, ends.pidfd);
       adoptChild(addon, ends.pid, (code, signal, maxRssBytes, unknown) => {
         launched.told();
         hooks.exit(code, signal, maxRssBytes, unknown);
-        wired.exited();
+        tapped.exited();
       }, ends.pidfd);
       return launched;
-    } catch (err) {
-      // What was handed is still ours (the tap closes only what it opened): read as an older image's terminal is, its pipe first.
-      tapTrouble('warn', hooks.sessionId, `a terminal carried over cannot be tapped (${(err as Error).message}): ${ends.tap ? 'its tap pipe is read to its end, then ' : ''}its master is read directly (a crash can lose one read of at most 64 KiB)`, { master: ends.terminal });
     }
   }
   // What the last image's tap moved and no one spooled: before anything read from the master.
-  const leftovers = ends.tap ? drainTap(ends.tap) : [];
+  const leftovers = ends.tap && !pipeTaken ? drainTap(ends.tap, hooks.sessionId) : [];
   const socket = new ReadStream(ends.terminal);
   // A stream reads only once it has a 'data' listener: added after the leftovers are delivered (once the session is wired).
   process.nextTick(() => {
@@ -183,25 +191,33 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
  * What a tap pipe carried over holds (moved from the master by the last image's tap, not yet
  * spooled), read to its end with plain reads: its write end is closed first (no tap moves into it
  * any more), so the read stops at its end or, where someone else still holds a write end, once it
- * is empty. Both ends are closed.
+ * is empty (EAGAIN). Any other error is said in the daemon's log with the bytes read until then.
+ * Both ends are closed.
  */
-function drainTap(tap: TapEnds): Buffer[] {
+function drainTap(tap: TapEnds, sessionId: string): Buffer[] {
   if (tap.write !== undefined) closeQuietly(tap.write);
   const chunks: Buffer[] = [];
+  let bytes = 0;
   try {
     for (;;) {
       const buf = Buffer.allocUnsafe(64 * 1024);
       const n = readSync(tap.read, buf);
       if (n === 0) break;
       chunks.push(buf.subarray(0, n));
+      bytes += n;
     }
-  } catch {
-    // EAGAIN: empty, and nothing more will come
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // EAGAIN: empty, and nothing more will come.
+    if (code !== 'EAGAIN') tapTrouble('error', sessionId, `a terminal's carried tap pipe could not be read to its end (${(err as Error).message}): ${bytes} bytes were read from it, what it still held is lost; its master is read from now on`, { errno: code ?? null, bytes, pipe: tap.read });
   } finally {
     closeQuietly(tap.read);
   }
   return chunks;
 }
+
+/** A tappedTerminal step failed after its tap was built: the tap was destroyed, and with it a carried pipe's ends (not the caller's to read or close any more). */
+class TapTaken extends Error {}
 
 /**
  * A terminal whose output goes through a tap (runner/launch/tap.ts: master → a pipe → the spool,
@@ -211,6 +227,11 @@ function drainTap(tap: TapEnds): Buffer[] {
  * output; a process that escaped the group and holds it still is left to the session's drain.
  */
 function tappedTerminal(addon: Tapper, ends: TerminalEnds, spool: Spool | undefined, hooks: LaunchHooks): Launched & { exited(): void } {
+  // What can throw comes before the tap: once built, it owns a carried pipe's ends and reads the
+  // master, so a caller that falls back after a throw would close those ends twice and read the
+  // master beside it.
+  const resize = addon.setWindowSize;
+  if (!isatty(ends.terminal)) throw new Error(`descriptor ${ends.terminal} is not a terminal (its master expected)`);
   let slave: number | undefined;
   try {
     slave = openSync(ends.pts, constants.O_RDWR | constants.O_NOCTTY);
@@ -222,16 +243,26 @@ function tappedTerminal(addon: Tapper, ends: TerminalEnds, spool: Spool | undefi
     slave = undefined;
   };
   let tap: TerminalTap;
+  // A tap destroyed because a later step failed says nothing of the output's end: the caller reads the master instead.
+  let abandoned = false;
   try {
-    tap = new TerminalTap(addon, spool, ends.terminal, ends.tap, { sessionId: hooks.sessionId, output: (chunk, spooled) => hooks.output('stdout', chunk, spooled), unfinished: () => hooks.unfinished('stdout'), closed: () => hooks.closed() });
+    tap = new TerminalTap(addon, spool, ends.terminal, ends.tap, { sessionId: hooks.sessionId, output: (chunk, spooled) => hooks.output('stdout', chunk, spooled), unfinished: () => hooks.unfinished('stdout'), closed: () => void (abandoned || hooks.closed()) });
   } catch (err) {
     letGo();
     throw err;
   }
   // Written, never read (a tty stream reads only once asked to): the tap reads the master.
-  const writer = new ReadStream(ends.terminal);
+  let writer: ReadStream;
+  try {
+    writer = new ReadStream(ends.terminal);
+  } catch (err) {
+    // Not expected once the master is known a terminal; should it happen, the tap does not outlive the launch.
+    abandoned = true;
+    tap.destroy();
+    letGo();
+    throw new TapTaken((err as Error).message);
+  }
   writer.on('error', () => writer.destroy());
-  const resize = addon.setWindowSize;
   return {
     pid: ends.pid,
     stdinId: ends.pts,

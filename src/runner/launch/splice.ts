@@ -204,6 +204,8 @@ export class SplicedPipe extends EventEmitter {
     this.destroyed = true;
     this.handle?.close();
     this.handle = undefined;
+    // Synchronously, while the descriptor is still open: its owner may read out what is left (runner/launch/tap.ts).
+    this.emit('closing', this.fd);
     closeQuietly(this.fd);
     this.gone(this);
     process.nextTick(() => this.emit('close'));

@@ -1,4 +1,4 @@
-import { constants, openSync } from 'node:fs';
+import { constants, openSync, readSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { ReadStream } from 'node:tty';
@@ -152,7 +152,7 @@ export class TerminalTap {
       if (splice && spool) this.pipe = new SpliceRoute(splice, spool, READ_BUFFER, () => hooks.unfinished()).pipe(this.read, 'stdout', (_stream, chunk, spooled) => hooks.output(chunk, spooled));
       else {
         const socket = new Socket({ fd: this.read, readable: true, writable: false, onread: { buffer: READ_BUFFER, callback: (n: number, buf: Buffer) => void (n > 0 && hooks.output(buf.subarray(0, n), false)) } } as ConstructorParameters<typeof Socket>[0]);
-        socket.on('error', () => socket.destroy());
+        socket.on('error', () => (this.pipeGivenUp(), socket.destroy()));
         this.pipe = socket;
       }
     } catch (err) {
@@ -161,6 +161,7 @@ export class TerminalTap {
       for (const fd of opened) closeQuietly(fd);
       throw err;
     }
+    if (this.pipe instanceof SplicedPipe) this.pipe.once('closing', () => this.pipeGivenUp());
     this.pipe.once('close', () => this.pipeClosed());
   }
 
@@ -184,10 +185,34 @@ export class TerminalTap {
     this.write = undefined;
   }
 
+  /**
+   * The route gives the pipe up under a running tap (its read failed), its read end still open:
+   * the tap is stopped and its write end closed, then what the pipe still holds is read out and
+   * delivered before the master is read. A read that fails is said with the bytes read until then.
+   */
+  private pipeGivenUp(): void {
+    if (this.destroyed || this.stopped) return;
+    this.fail('its pipe was given up under it; what the pipe still holds is read out first', {});
+    let bytes = 0;
+    try {
+      for (;;) {
+        const buf = Buffer.allocUnsafe(64 * 1024);
+        const n = readSync(this.read, buf);
+        if (n === 0) break;
+        bytes += n;
+        this.hooks.output(buf.subarray(0, n), false);
+      }
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      // EAGAIN: empty (another write end, a carried pipe's, may still be open somewhere).
+      if (code !== 'EAGAIN') tapTrouble('error', this.hooks.sessionId, `a terminal's tap pipe could not be read out after it was given up (${(err as Error).message}): ${bytes} bytes were read from it, what it still held is lost`, { errno: code ?? null, bytes });
+    }
+  }
+
   /** The pipe was read to its end: the output's end, or after a failed tap the master's turn. */
   private pipeClosed(): void {
     if (this.destroyed || this.stopped === 'end') return this.tellClosed();
-    // Its read failed under a running tap (the route gave it up): the tap is stopped, the master read.
+    // It ended under a running tap without being given up (pipeGivenUp): the tap is stopped, the master read.
     if (!this.stopped) this.fail('its pipe was closed under it', {});
     this.readMaster();
   }

@@ -159,6 +159,107 @@ describe.skipIf(!tap)('a terminal carried with its tap pipe to an addon without 
   });
 });
 
+/** A terminal as a launch takes it from node-pty (a copy of its master, node-pty's stream closed before its first read), its leader killed after the test. */
+function takenTerminal(command: string): { pid: number; own: number; pts: string } {
+  const term = pty.spawn('/bin/sh', ['-c', command], { encoding: null });
+  started.push(term.pid);
+  const privates = ptyPrivates(term);
+  if (typeof privates === 'string') throw new Error(privates);
+  const own = tap!.dupDescriptor(privates.master);
+  privates.socket.destroy();
+  return { pid: term.pid, own, pts: privates.pts };
+}
+
+const noLaunchHooks = (sessionId: string, out: { text: string }): LaunchHooks => ({ sessionId, output: (_stream, chunk) => void (out.text += chunk.toString()), unfinished: () => false, exit: () => undefined, closed: () => undefined, failed: () => undefined, inputClosed: () => undefined });
+
+describe.skipIf(!tap)('a carried terminal whose tapped wiring fails at a step', () => {
+  it('leaves no tap running and closes each of the pipe\'s ends once: the pipe is read, then the master, by one reader', async () => {
+    const { pid, own, pts } = takenTerminal('echo from-the-master; exec sleep 30');
+    const [read, write] = tap!.tapPipe();
+    writeSync(write, 'from-the-pipe\n');
+    const said: [string, string, string][] = [];
+    setTapListener((level, sessionId, message) => said.push([level, sessionId, message]));
+    // A step of the wiring throws, once (reading the addon's resize).
+    let thrown = false;
+    const failing = Object.defineProperty({ ...tap! }, 'setWindowSize', {
+      get: () => {
+        if (thrown) return tap!.setWindowSize;
+        thrown = true;
+        throw new Error('injected: setWindowSize');
+      },
+    }) as Tapper;
+    const pipe = `pipe:[${fstatSync(read).ino}]`;
+    const before = fds();
+    const linksBefore = links();
+    const out = { text: '' };
+    const launched = adoptPty(failing, { pid, terminal: own, pts, tap: { read, write } }, noLaunchHooks('carried-2', out));
+    cleanups.push(() => launched.release());
+    expect(thrown).toBe(true);
+    // Both pipe ends closed; the only descriptor opened is the job's side held open (no tap's copy of the master, no new tap pipe).
+    const linksAfter = links();
+    expect(linksAfter.filter((l) => l === pipe)).toEqual([]);
+    const count = (all: string[], what: string) => all.filter((l) => l === what).length;
+    expect(count(linksAfter, '/dev/ptmx')).toBe(count(linksBefore, '/dev/ptmx'));
+    expect(count(linksAfter, pts)).toBe(count(linksBefore, pts) + 1);
+    expect(linksAfter.filter((l) => l.startsWith('pipe:')).length).toBe(linksBefore.filter((l) => l.startsWith('pipe:')).length - 2);
+    expect(linksAfter.length).toBe(linksBefore.length - 1);
+    await waitFor(() => out.text.includes('from-the-master'), { what: "the master's output" });
+    expect(out.text.startsWith('from-the-pipe\n'), JSON.stringify(out.text)).toBe(true);
+    expect(said).toHaveLength(1);
+    expect(said[0]!.slice(0, 2)).toEqual(['warn', 'carried-2']);
+    expect(said[0]![2]).toContain('injected: setWindowSize');
+    // Released: the master and the job's side closed, nothing else (a descriptor closed twice would take another's number).
+    launched.release();
+    cleanups.pop();
+    await waitFor(() => count(links(), '/dev/ptmx') === count(linksBefore, '/dev/ptmx') - 1, { what: 'the master closed' });
+    expect(links().length).toBe(linksBefore.length - 3);
+    expect(before.length).toBe(linksBefore.length);
+  });
+
+  it('a carried pipe that cannot be read: said in the log with the session and the bytes read, not taken for its end', () => {
+    const { pid, own, pts } = takenTerminal('exec sleep 30');
+    // A directory for the pipe's read end: read(2) fails with EISDIR (not EAGAIN, not 0).
+    const notAPipe = openSync(root, 'r');
+    const said: [string, string, string, Record<string, unknown>][] = [];
+    setTapListener((level, sessionId, message, fields) => said.push([level, sessionId, message, fields]));
+    const { tapTerminal: _, ...withoutTap } = addon!;
+    const launched = adoptPty(withoutTap as Addon, { pid, terminal: own, pts, tap: { read: notAPipe } }, noLaunchHooks('carried-3', { text: '' }));
+    cleanups.push(() => launched.release());
+    // Closed (its number may be the job's side by now).
+    expect(open(notAPipe) ? readlinkSync(`/proc/self/fd/${notAPipe}`) : '').not.toBe(root);
+    const read = said.filter(([, , message]) => message.includes('could not be read to its end'));
+    expect(read).toHaveLength(1);
+    expect(read[0]!.slice(0, 2)).toEqual(['error', 'carried-3']);
+    expect(read[0]![2]).toContain('EISDIR');
+    expect(read[0]![3]).toMatchObject({ errno: 'EISDIR', bytes: 0 });
+  });
+});
+
+describe.skipIf(!tap?.splicePipe)('a tap whose route gives its pipe up', () => {
+  it('reads out what the pipe still holds before the master, and says so', async () => {
+    const m = master();
+    const spool = new Spool(join(root, `spool-${Math.random()}.log`), 1024 * 1024);
+    let batch: ((n: number, status: number) => void) | undefined;
+    const routed: Tapper = { ...tap!, splicePipe: (fd, target, buffer, onBatch) => ((batch = onBatch), tap!.splicePipe!(fd, target, buffer, onBatch)) };
+    const said: string[] = [];
+    setTapListener((_level, _session, message) => said.push(message));
+    let output = '';
+    let closed = 0;
+    const before = fds();
+    const t = new TerminalTap(routed, spool, m, undefined, { ...hooks, output: (chunk) => void (output += chunk.toString()), closed: () => closed++ });
+    t.hold();
+    const carried = t.ends()!.tap!;
+    writeSync(carried.write!, 'left-in-the-pipe');
+    // The route's read ends (as native/splice.c says at a pipe's end): it gives the pipe up.
+    batch!(0, 2);
+    expect(output).toBe('left-in-the-pipe');
+    expect(said.some((m) => m.includes('given up'))).toBe(true);
+    t.destroy();
+    await waitFor(() => closed === 1, { what: "the tap's end" });
+    expect(fds()).toEqual(before);
+  });
+});
+
 describe('what a tapped launch takes of the installed node-pty', () => {
   it("a terminal's job side, master and its stream on it are there, and the stream has not read yet", () => {
     const term = pty.spawn('/bin/sh', ['-c', 'exec sleep 30'], { encoding: null });
