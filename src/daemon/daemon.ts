@@ -315,7 +315,11 @@ export class ProcctlDaemon implements Daemon {
     // taken: the guardian of a crashed run on it removes them only while no daemon holds it.
     this.state.init(this.socketPath);
     this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
-    const unused = removeUnusedSubtrees(this.cgroups, this.state.dir);
+    // Not on a planned restart: the sessions handed over may have their cgroups there (the mode or
+    // root changed across it), empty ones too (a session whose processes exited, its leader a zombie
+    // while reaping is frozen), which adopt() still reads the final usage of. The next cold start removes them.
+    const planned = this.inherited !== undefined && 'handover' in this.inherited;
+    const unused = planned ? [] : removeUnusedSubtrees(this.cgroups, this.state.dir);
     if (unused.length > 0) this.log.info({ removed: unused }, 'removed the cgroup subtrees a run before left where this one makes none');
     requireLimits(this.cgroups, this.current);
     if (hasCredentials(this.current)) this.proxyCa();
