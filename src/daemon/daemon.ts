@@ -32,7 +32,7 @@ import { approverFile, makeApproverCredential, removeApproverCredential } from '
 import { Channels } from './channel.js';
 import { RememberedStore } from './remembered.js';
 import { compileRules } from '../policy/approvals.js';
-import { loadBash } from '../shell/bash.js';
+import { loadBash, onBashLoadFailure } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
 import { restoreChangesApprovals, settleChanges } from '../tools/approval/changes.js';
 import { nativeSpawner } from '../runner/native.js';
@@ -315,7 +315,11 @@ export class ProcctlDaemon implements Daemon {
     // taken: the guardian of a crashed run on it removes them only while no daemon holds it.
     this.state.init(this.socketPath);
     this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
-    const unused = removeUnusedSubtrees(this.cgroups, this.state.dir);
+    // Not on a planned restart: the sessions handed over may have their cgroups there (the mode or
+    // root changed across it), empty ones too (a session whose processes exited, its leader a zombie
+    // while reaping is frozen), which adopt() still reads the final usage of. The next cold start removes them.
+    const planned = this.inherited !== undefined && 'handover' in this.inherited;
+    const unused = planned ? [] : removeUnusedSubtrees(this.cgroups, this.state.dir);
     if (unused.length > 0) this.log.info({ removed: unused }, 'removed the cgroup subtrees a run before left where this one makes none');
     requireLimits(this.cgroups, this.current);
     if (hasCredentials(this.current)) this.proxyCa();
@@ -404,9 +408,9 @@ export class ProcctlDaemon implements Daemon {
     // copies again, a slice a turn; then the approval rules' parser (SPEC §8) is loaded, its
     // WebAssembly compiled on V8's threads, not while the image starts (two cores): a command
     // judged before then waits for it.
-    setImmediate(() =>
-      this.keeper.afterServing(() => void loadBash().catch((err: Error) => this.log.error({ err: err.message }, 'the approval rules cannot judge commands: every command they would judge is refused'))),
-    );
+    // A failed load is logged each time (the next judged request tries again, SPEC §8).
+    onBashLoadFailure((err) => this.log.error({ err: err.message }, 'the approval rules cannot judge commands: the bash parser did not load; the next command they judge tries again'));
+    setImmediate(() => this.keeper.afterServing(() => void loadBash().catch(() => undefined)));
     // Where the restart's time went, step by step (docs/durability.md "Where a restart's time goes").
     // With the resident memory at this point: every page the new image made before it served was paid for.
     if (handover) this.log.info({ ...restartTimeline(handover.from), image: this.image, rssMB: Math.round(process.memoryUsage.rss() / 104857.6) / 10 }, 'restart: serving again');

@@ -44,6 +44,8 @@ const settings = ((): Settings => {
 })();
 /** The daemon that started this guardian (a planned restart's next image is the same process). */
 const DAEMON = process.ppid;
+/** And its start time (as its state directory's lock records it): a new daemon given the same pid is not it. */
+const DAEMON_START = readStat(DAEMON)?.startTime;
 /** How long the cgroups of killed sessions are waited for to empty before they are left as they are. */
 const TIDY_MS = 5000;
 /** Where the daemon makes sessions' cgroups (argv, from GuardianLink.start). */
@@ -86,13 +88,18 @@ async function tidyCgroups(): Promise<void> {
   });
   const stuck = await killAndRemove(sessions, TIDY_MS);
   if (stuck.length > 0) process.stderr.write(`procctl guardian: these session cgroups did not empty within ${TIDY_MS} ms and are left: ${stuck.join(', ')}\n`);
-  if (!stateDirFree()) return;
-  for (const dir of [...(settings.made ?? [])].reverse()) removeDir(dir);
+  const left: string[] = [];
+  for (const dir of [...(settings.made ?? [])].reverse()) {
+    // Asked again before each: a new daemon may take the directory (and these subtrees) meanwhile.
+    if (!stateDirFree()) return;
+    if (!removeDir(dir)) left.push(dir);
+  }
+  if (left.length > 0) process.stderr.write(`procctl guardian: these cgroup subtrees of the daemon could not be removed (not empty, or not ours to remove) and are left: ${left.join(', ')}\n`);
 }
 
 /**
  * Whether no live daemon holds the state directory: its lock (daemon/state.ts) is gone, or names
- * the daemon that died, or a process that is gone. A lock being written (unreadable) is a daemon's.
+ * the daemon that died (its pid and start time), or a process that is gone. A lock being written (unreadable) is a daemon's.
  */
 function stateDirFree(): boolean {
   if (settings.lock === undefined) return false;
@@ -104,7 +111,10 @@ function stateDirFree(): boolean {
   }
   try {
     const owner = JSON.parse(text) as { pid: number; startTime?: number };
-    return owner.pid === DAEMON || readStat(owner.pid)?.startTime !== owner.startTime;
+    // The daemon that died (pid and start time: a zombie until reaped still has both), or a lock
+    // whose process is gone; a new daemon that got the same pid has another start time.
+    if (owner.pid === DAEMON && DAEMON_START !== undefined && owner.startTime === DAEMON_START) return true;
+    return readStat(owner.pid)?.startTime !== owner.startTime;
   } catch {
     return false;
   }

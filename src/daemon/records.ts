@@ -30,7 +30,7 @@ export class Records implements RecordKeeper {
   ) {}
 
   /** The sessions a planned restart handed over, whose record and guardian's copy are given again once this image serves. */
-  private handedOver: (() => void)[] = [];
+  private handedOver: { id: string; run: () => void }[] = [];
 
   watch(session: Session, opts: { now?: boolean; shell?: ShellCommandKept; handedOver?: { startTime?: number } } = {}): void {
     if (session.pid !== undefined) this.guardian.add(session.id, session.pid);
@@ -63,8 +63,11 @@ export class Records implements RecordKeeper {
       // Its record is on disk as the old image wrote it at the hand-over, the guardian's slot and
       // descriptors are the old image's: the same as what would be written now. Written again
       // once this image serves (or at the session's first change), not while no client is answered.
-      this.handedOver.push(() => {
-        if (session.running && !looked) save();
+      this.handedOver.push({
+        id: session.id,
+        run: () => {
+          if (session.running && !looked) save();
+        },
       });
     } else {
       early = setTimeout(save, FIRST_RECORD_MS);
@@ -111,7 +114,13 @@ export class Records implements RecordKeeper {
     const slice = () => {
       const until = performance.now() + AFTER_SERVING_SLICE_MS;
       while (next < pending.length) {
-        pending[next++]();
+        const { id, run } = pending[next++];
+        // One that throws (a record that cannot be written, a guardian gone) does not hold up the rest, nor `then`.
+        try {
+          run();
+        } catch (err) {
+          this.log.error({ sessionId: id, err: (err as Error).message }, 'a session handed over by the restart could not be recorded or kept again; the others go on');
+        }
         if (performance.now() >= until) break;
       }
       if (next < pending.length) setImmediate(slice);
@@ -134,8 +143,7 @@ export class Records implements RecordKeeper {
    */
   recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string | ((id: string) => string); spare?: ReadonlySet<number> } = {}): Map<string, Promise<unknown>> {
     // Sessions a planned restart handed to this image run on: their records are theirs (SPEC §19).
-    const { records: all, corrupt } = this.state.loadAll(opts.adopted);
-    const records = opts.adopted?.size ? all.filter((r) => !opts.adopted!.has(r.id)) : all;
+    const { records, corrupt } = this.state.loadAll(opts.adopted);
     const caps = config.tools.exec;
     const lost: Session[] = [];
     // The sessions whose processes outlived the last run, until they are gone.

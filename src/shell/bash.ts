@@ -24,6 +24,12 @@ export interface SimpleCommand {
 
 let parser: Parser | undefined;
 let loading: Promise<void> | undefined;
+/** Why the last load failed, until one succeeds. */
+let failed: string | undefined;
+/** What loads the parser; a test replaces it (`setBashLoaderForTest`). */
+let loader: () => Promise<Parser> = load;
+/** Told of each failed load (the daemon logs it). */
+let onFailure: ((err: Error) => void) | undefined;
 
 /**
  * Load the parser once: the first call starts it, every call waits for the same load. Its
@@ -33,8 +39,41 @@ let loading: Promise<void> | undefined;
  * the daemon's bundle, compiled without its code cache) is required only then.
  */
 export function loadBash(): Promise<void> {
-  loading ??= load();
+  // A failed load is not kept: the next request that needs the parser tries again, so a passing
+  // fault (a full /tmp, memory) does not refuse every judged command until the daemon restarts.
+  loading ??= loader().then(
+    (p) => {
+      parser = p;
+      failed = undefined;
+    },
+    (err: Error) => {
+      loading = undefined;
+      failed = err.message;
+      onFailure?.(err);
+      throw err;
+    },
+  );
   return loading;
+}
+
+/** Where the parser is, for daemon.status: "ready", "loading", "failed: <why>", or "not loaded" before its first load. */
+export function bashState(): string {
+  if (parser) return 'ready';
+  if (loading) return 'loading';
+  return failed !== undefined ? `failed: ${failed}` : 'not loaded';
+}
+
+/** Tell `log` of each failed load (the daemon's log; one call a daemon). */
+export function onBashLoadFailure(log: (err: Error) => void): void {
+  onFailure = log;
+}
+
+/** Test-only: load with `fn` (given the real load) from now on, and forget a loaded parser (undefined: the real load again). */
+export function setBashLoaderForTest(fn: ((real: () => Promise<Parser>) => Promise<Parser>) | undefined): void {
+  loader = fn ? () => fn(load) : load;
+  parser = undefined;
+  loading = undefined;
+  failed = undefined;
 }
 
 /** The parser's load to wait for before `analyze`, or undefined when it is loaded (nothing to wait for). */
@@ -42,7 +81,7 @@ export function bashLoading(): Promise<void> | undefined {
   return parser ? undefined : loadBash();
 }
 
-async function load(): Promise<void> {
+async function load(): Promise<Parser> {
   const require = createRequire(import.meta.url);
   try {
     const { Language, Parser } = require('web-tree-sitter') as typeof import('web-tree-sitter');
@@ -50,7 +89,7 @@ async function load(): Promise<void> {
     const bash = await Language.load(readFileSync(require.resolve('tree-sitter-bash/tree-sitter-bash.wasm')));
     const p = new Parser();
     p.setLanguage(bash);
-    parser = p;
+    return p;
   } catch (err) {
     throw unavailable(`the bash parser of the approval rules (web-tree-sitter with tree-sitter-bash) did not load: ${(err as Error).message}; nothing was judged or run; reinstall procctl (npm install -g procctl) and restart the daemon`);
   }

@@ -1,6 +1,7 @@
 import { daemonInheritance } from '../policy/env.js';
 import { spawnFallbackReason, spawnMethod } from '../runner/native.js';
 import { sandboxStatus } from '../sandbox/host.js';
+import { bashState } from '../shell/bash.js';
 import type { Config } from '../config/schema.js';
 import { cgroupStatus } from '../cgroup/host.js';
 import { holdResources, sessionResources } from '../runner/cgroup.js';
@@ -52,6 +53,8 @@ function statusOf(
     spawnerReason: spawnFallbackReason(),
     config: d.configStatus(),
     sandbox,
+    // The approval rules' bash parser (SPEC §8): a failed load is tried again by the next judged request.
+    approvals: { parser: bashState() },
     changes,
     cgroups: { ...cgroupStatus(d.cgroups), ...(running === undefined ? {} : { running }) },
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },

@@ -424,9 +424,12 @@ function nextImageFormat(args: string[]): Promise<string> {
     // With the daemon's own options and environment: the new image loads its config, checks the
     // sandbox and limits it asks for and loads the addon, as its start will, and says so if it cannot.
     execFile(process.execPath, [...process.execArgv, procctld(), '--handover-format', ...args], { timeout: limitMs }, (err, stdout, stderr) => {
-      if (err && (err as { killed?: boolean }).killed && !stderr) {
+      // Killed by execFile at the limit, whatever it printed before (a warning is no refusal): a
+      // time-out. An image that died of a signal of its own (killed false) did not start.
+      if (err && (err as { killed?: boolean }).killed) {
         const [load] = loadavg();
-        reject(unavailable(`the new daemon image (${procctld()}) did not answer its pre-flight within ${Math.round(limitMs / 1000)} s (load average ${load.toFixed(1)} on ${availableParallelism()} cores); nothing was restarted: try again when the machine is less busy`));
+        const said = stderr.trim().split('\n')[0];
+        reject(unavailable(`the new daemon image (${procctld()}) did not answer its pre-flight within ${Math.round(limitMs / 1000)} s (load average ${load.toFixed(1)} on ${availableParallelism()} cores)${said ? `; it said: ${said}` : ''}; nothing was restarted: try again when the machine is less busy`));
         return;
       }
       if (err) {

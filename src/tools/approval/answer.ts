@@ -61,7 +61,15 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
   if (remember && !confirm) throw invalid('remember goes with confirm: true: it keeps a yes as an allow rule', { path: ['input', 'remember'], schema: true });
   // What is remembered is the command's parts, parsed (the daemon loads the parser once it serves).
   const parsing = remember ? bashLoading() : undefined;
-  if (parsing) await parsing;
+  if (parsing) {
+    await parsing;
+    // While it waited the session may have been answered, withdrawn, removed or expired: this
+    // answer then comes second, and is told so as a second answer is.
+    if (isAnswering(s)) throw conflict(`the approval of session ${s.id} was already given; it is starting now`, { sessionId: s.id });
+    if (!s.awaitingApproval || d.registry.find(s.scope, s.id) !== s) {
+      throw conflict(`the approval of session ${s.id} was settled while this answer waited for the bash parser (it is ${s.status} now); nothing was started: poll it to see how it ended`, { sessionId: s.id });
+    }
+  }
   const kept = remember ? rulesToRemember(d, s, remember) : [];
   if (!beginAnswer(s)) throw conflict(`the approval of session ${s.id} was already given; it is starting now`, { sessionId: s.id });
   const approval = s.interrupt!;
