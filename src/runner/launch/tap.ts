@@ -152,7 +152,12 @@ export class TerminalTap {
       if (splice && spool) this.pipe = new SpliceRoute(splice, spool, READ_BUFFER, () => hooks.unfinished()).pipe(this.read, 'stdout', (_stream, chunk, spooled) => hooks.output(chunk, spooled));
       else {
         const socket = new Socket({ fd: this.read, readable: true, writable: false, onread: { buffer: READ_BUFFER, callback: (n: number, buf: Buffer) => void (n > 0 && hooks.output(buf.subarray(0, n), false)) } } as ConstructorParameters<typeof Socket>[0]);
-        socket.on('error', () => (this.pipeGivenUp(), socket.destroy()));
+        // By the time a socket says its read failed, Node has closed the descriptor it wrapped: the
+        // pipe cannot be read out (a readSync could read whatever took that number since), so it is said lost.
+        socket.on('error', (err) => {
+          if (!this.destroyed && !this.stopped) this.fail(`its pipe's read failed (${err.message}); what the pipe still held is lost`, { errno: (err as NodeJS.ErrnoException).code ?? null });
+          socket.destroy();
+        });
         this.pipe = socket;
       }
     } catch (err) {
