@@ -143,7 +143,8 @@ export class Records implements RecordKeeper {
    */
   recover(config: Config, pending: (s: Session) => void, opts: { adopted?: ReadonlySet<string>; lostWhy?: string | ((id: string) => string); spare?: ReadonlySet<number> } = {}): Map<string, Promise<unknown>> {
     // Sessions a planned restart handed to this image run on: their records are theirs (SPEC §19).
-    const { records, corrupt } = this.state.loadAll(opts.adopted);
+    const { records: all, corrupt } = this.state.loadAll(opts.adopted);
+    const records = opts.adopted?.size ? all.filter((r) => !opts.adopted!.has(r.id)) : all;
     const caps = config.tools.exec;
     const lost: Session[] = [];
     // The sessions whose processes outlived the last run, until they are gone.

@@ -345,8 +345,7 @@ export class StateStore {
   /**
    * Every readable record; corrupt ones are renamed `*.corrupt` and counted. `running`: sessions
    * this image runs already (a planned restart handed them over, with their records): their files
-   * are theirs, not read (a file and a check of its record each, for nothing), and none of their
-   * records is returned.
+   * are theirs, not read (a file and a check of its record each, for nothing).
    */
   loadAll(running: ReadonlySet<string> = new Set()): { records: SessionRecord[]; corrupt: number } {
     const records: SessionRecord[] = [];
@@ -396,7 +395,7 @@ export class StateStore {
         }
       }
     }
-    for (const r of journal.records.values()) if (!running.has(r.id)) records.push(r);
+    records.push(...journal.records.values());
     records.sort((a, b) => a.startedAt - b.startedAt);
     return { records, corrupt };
   }
