@@ -8,7 +8,7 @@ import type { Spool } from '../../session/spool.js';
 import { adoptChild, nativeSpawner, signalName, type Addon } from '../native.js';
 import { withInherited } from './inherit.js';
 import { ptyPrivates } from './node-pty-privates.js';
-import { TerminalTap, tapper, tapsInto, tapTrouble, type Tapper } from './tap.js';
+import { readPipeOut, TerminalTap, tapper, tapsInto, tapTrouble, type Tapper } from './tap.js';
 import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec, type TapEnds, type TerminalEnds } from './types.js';
 
 export const PTY_COLS = 120;
@@ -197,22 +197,9 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
 function drainTap(tap: TapEnds, sessionId: string): Buffer[] {
   if (tap.write !== undefined) closeQuietly(tap.write);
   const chunks: Buffer[] = [];
-  let bytes = 0;
-  try {
-    for (;;) {
-      const buf = Buffer.allocUnsafe(64 * 1024);
-      const n = readSync(tap.read, buf);
-      if (n === 0) break;
-      chunks.push(buf.subarray(0, n));
-      bytes += n;
-    }
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    // EAGAIN: empty, and nothing more will come.
-    if (code !== 'EAGAIN') tapTrouble('error', sessionId, `a terminal's carried tap pipe could not be read to its end (${(err as Error).message}): ${bytes} bytes were read from it, what it still held is lost; its master is read from now on`, { errno: code ?? null, bytes, pipe: tap.read });
-  } finally {
-    closeQuietly(tap.read);
-  }
+  const { bytes, error } = readPipeOut(tap.read, (chunk) => chunks.push(chunk));
+  if (error) tapTrouble('error', sessionId, `a terminal's carried tap pipe could not be read to its end (${error.message}): ${bytes} bytes were read from it, what it still held is lost; its master is read from now on`, { errno: error.code ?? null, bytes, pipe: tap.read });
+  closeQuietly(tap.read);
   return chunks;
 }
 

@@ -198,20 +198,8 @@ export class TerminalTap {
   private pipeGivenUp(): void {
     if (this.destroyed || this.stopped) return;
     this.fail('its pipe was given up under it; what the pipe still holds is read out first', {});
-    let bytes = 0;
-    try {
-      for (;;) {
-        const buf = Buffer.allocUnsafe(64 * 1024);
-        const n = readSync(this.read, buf);
-        if (n === 0) break;
-        bytes += n;
-        this.hooks.output(buf.subarray(0, n), false);
-      }
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      // EAGAIN: empty (another write end, a carried pipe's, may still be open somewhere).
-      if (code !== 'EAGAIN') tapTrouble('error', this.hooks.sessionId, `a terminal's tap pipe could not be read out after it was given up (${(err as Error).message}): ${bytes} bytes were read from it, what it still held is lost`, { errno: code ?? null, bytes });
-    }
+    const { bytes, error } = readPipeOut(this.read, (chunk) => this.hooks.output(chunk, false));
+    if (error) tapTrouble('error', this.hooks.sessionId, `a terminal's tap pipe could not be read out after it was given up (${error.message}): ${bytes} bytes were read from it, what it still held is lost`, { errno: error.code ?? null, bytes });
   }
 
   /** The pipe was read to its end: the output's end, or after a failed tap the master's turn. */
@@ -296,4 +284,23 @@ export class TerminalTap {
 /** A second write end of the pipe behind `read` (a pipe opened again through /proc, as a FIFO is). */
 function reopenForWriting(read: number): number {
   return openSync(`/proc/self/fd/${read}`, constants.O_WRONLY | constants.O_NONBLOCK);
+}
+
+/**
+ * Read a pipe to its end with plain reads: to a 0 read, or once it is empty (EAGAIN: another write
+ * end may still be open somewhere). Any other failure is answered with the bytes read until then.
+ */
+export function readPipeOut(fd: number, each: (chunk: Buffer) => void): { bytes: number; error?: NodeJS.ErrnoException } {
+  let bytes = 0;
+  try {
+    for (;;) {
+      const buf = Buffer.allocUnsafe(64 * 1024);
+      const n = readSync(fd, buf);
+      if (n === 0) return { bytes };
+      bytes += n;
+      each(buf.subarray(0, n));
+    }
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EAGAIN' ? { bytes } : { bytes, error: err as NodeJS.ErrnoException };
+  }
 }
