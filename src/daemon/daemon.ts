@@ -40,7 +40,7 @@ import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
 import { addonStale } from '../base/addon.js';
 import { packageVersion } from '../base/version.js';
-import { adoptSessions, type Inherited } from './handover/in.js';
+import { adoptSessions, reapOldGuardian, type Inherited } from './handover/in.js';
 import { crashHandover, guardianSocket, takeFromGuardian } from './handover/crash.js';
 import { exec as execImage, prepare as prepareHandover, type HandoverHost } from './handover/out.js';
 import type { Restarts } from './handover/schema.js';
@@ -360,6 +360,8 @@ export class ProcctlDaemon implements Daemon {
     }
     const lostWhy = this.inherited && 'problem' in this.inherited ? `this daemon image could not take it over in a planned restart: ${this.inherited.problem}` : undefined;
     if (lostWhy) this.log.error({ problem: lostWhy }, 'restart: the hand-over could not be read; the sessions it held are stopped as lost');
+    const oldGuardian = this.inherited && 'problem' in this.inherited ? this.inherited.guardianPid : undefined;
+    if (oldGuardian !== undefined) reapOldGuardian(oldGuardian, this.log);
     mark('adopt');
     // A record that says it ran, with no hand-over: its daemon crashed, and nothing kept it for this one.
     const crashWhy = this.inherited ? undefined : (id: string) => crashed?.unfit.get(id) ?? CRASH_LOST;

@@ -97,6 +97,24 @@ async function tidyCgroups(): Promise<void> {
   if (left.length > 0) process.stderr.write(`procctl guardian: these cgroup subtrees of the daemon could not be removed (not empty, or not ours to remove) and are left: ${left.join(', ')}\n`);
 }
 
+/** How long a daemon whose descriptors closed is given to become a zombie (or gone) before it is taken to run on. */
+const EXIT_WAIT_MS = 2000;
+
+/**
+ * Whether the process that started this guardian still runs: the same pid and start time, and
+ * neither a zombie nor gone. A planned restart's next image is that process too; a daemon that
+ * died closed its descriptors (this guardian's pipe) on its way out, so its end is waited for a moment.
+ */
+async function daemonRunsOn(): Promise<boolean> {
+  const until = Date.now() + EXIT_WAIT_MS;
+  for (;;) {
+    const st = readStat(DAEMON);
+    if (!st || st.startTime !== DAEMON_START || st.state === 'Z' || st.state === 'X') return false;
+    if (Date.now() >= until) return true;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /**
  * Whether no live daemon holds the state directory: its lock (daemon/state.ts) is gone, or names
  * the daemon that died (its pid and start time), or a process that is gone. A lock being written (unreadable) is a daemon's.
@@ -213,6 +231,16 @@ let ending = false;
 async function daemonGone(crash: boolean): Promise<void> {
   if (ending) return;
   ending = true;
+  if (crash && (await daemonRunsOn())) {
+    // A next image in the daemon's PID that could not read the hand-over closed this guardian's
+    // pipe: it serves, and stops the sessions of the last image itself (as lost). Only those are
+    // this guardian's to kill; its subtrees and its new sessions' cgroups are the image's.
+    process.stderr.write('procctl guardian: the daemon runs on in a new image that did not take this guardian; its sessions are killed, nothing else\n');
+    clearInterval(drainer);
+    keeper?.unlisten();
+    killSessions(readSlots(readTable()), false);
+    process.exit(0);
+  }
   const killed = crash && crashed();
   keeper?.unlisten();
   if (killed) await tidyCgroups().catch((err: Error) => process.stderr.write(`procctl guardian: ${err.message}\n`));

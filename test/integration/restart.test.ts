@@ -1,10 +1,11 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { alive, startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
 import { packageCopy, removePackageCopies, setVersion } from '../helpers/package-copy.js';
 import { daemonStatus, operator, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
+import { guardianOf } from '../helpers/state.js';
 import { TestClient } from '../helpers/rpc.js';
 import { Scoped } from '../helpers/session.js';
 import { cliOn } from '../cli/run.js';
@@ -241,6 +242,10 @@ describe('refusals are safe (SPEC §19)', () => {
     const s = new Scoped(await d.client(), 'unreadable');
     const job = await s.exec({ command: 'sleep 60', background: true });
     pids.add(job.pid);
+    const oldGuardian = guardianOf(d.proc.pid!)!;
+    expect(oldGuardian).toBeDefined();
+    const root = (await daemonStatus(d)).cgroups.root as string | undefined;
+    const rootIno = root === undefined ? undefined : statSync(root).ino;
     // The next image answers format 1 but wants a field the old one never writes.
     const schema = join(pkg, 'dist', 'src', 'daemon', 'handover', 'schema.js');
     writeFileSync(schema, readFileSync(schema, 'utf8').replace('format: z.literal(HANDOVER_FORMAT),', 'format: z.literal(HANDOVER_FORMAT), extra: z.string(),'));
@@ -253,6 +258,12 @@ describe('refusals are safe (SPEC §19)', () => {
     const poll = await s2.process({ action: 'poll', sessionId: job.sessionId });
     expect(JSON.stringify(poll)).toMatch(/could not take it over in a planned restart: the hand-over is not readable: extra/);
     expect((await daemonStatus(d)).restarts).toMatchObject({ planned: 1, lost: 1 });
+    // The last image's guardian saw its pipe close with the daemon's PID running on: it killed its
+    // own sessions and went, reaped by the new image, leaving the new image's cgroups alone.
+    await waitFor(() => !existsSync(`/proc/${oldGuardian}`), { what: "the last image's guardian to exit and be reaped" });
+    // The same directory, never removed and made again (kernfs gives a new one a new inode).
+    if (root !== undefined) expect(statSync(root).ino).toBe(rootIno);
+    expect(guardianOf(d.proc.pid!)).not.toBe(oldGuardian);
     expect((await s2.exec({ command: 'echo works' })).output).toBe('works\n');
   });
 

@@ -17,7 +17,7 @@ import type { StateStore } from '../state.js';
 import { HANDOVER_ENV, namedDescriptors, parseHandover, type Handover } from './schema.js';
 
 /** What a new image was handed at start: the hand-over, or why it cannot read it (and the socket, read leniently). */
-export type Inherited = { handover: Handover } | { problem: string; listenFd?: number };
+export type Inherited = { handover: Handover } | { problem: string; listenFd?: number; guardianPid?: number };
 
 /**
  * Read the hand-over this image was started with, if any (`$PROCCTL_HANDOVER`): first thing at
@@ -39,8 +39,15 @@ export function readInherited(env: NodeJS.ProcessEnv = process.env): { inherited
   const keep = namedDescriptors(raw);
   const parsed = parseHandover(raw);
   if ('handover' in parsed) return { inherited: parsed, keep };
-  const listenFd = (raw as { listen?: { fd?: unknown } })?.listen?.fd;
-  return { inherited: { problem: parsed.problem, ...(typeof listenFd === 'number' ? { listenFd } : {}) }, keep: typeof listenFd === 'number' ? [listenFd] : [] };
+  // Read leniently: the socket, served on; and the last image's guardian, this PID's child still,
+  // which sees its pipe close, kills the sessions it watched (guardian.ts) and exits, reaped here.
+  const lenient = raw as { listen?: { fd?: unknown }; guardian?: { pid?: unknown } } | null;
+  const listenFd = lenient?.listen?.fd;
+  const guardianPid = lenient?.guardian?.pid;
+  return {
+    inherited: { problem: parsed.problem, ...(typeof listenFd === 'number' ? { listenFd } : {}), ...(Number.isInteger(guardianPid) ? { guardianPid: guardianPid as number } : {}) },
+    keep: typeof listenFd === 'number' ? [listenFd] : [],
+  };
 }
 
 /** What the new image lends the adoption: its registry, records, guardian and the tools' follow-up. */
@@ -99,4 +106,13 @@ export function adoptSessions(host: AdoptionHost, h: Pick<Handover, 'guardian' |
   }
   host.guardian.settled();
   return { adopted, lost };
+}
+
+/**
+ * A hand-over this image could not read: the last image's guardian, this PID's child, sees its
+ * pipe close, kills the sessions it watched and exits (guardian.ts); reaped here, not left a zombie.
+ */
+export function reapOldGuardian(pid: number, log: Logger): void {
+  const addon = nativeSpawner();
+  if (!(addon instanceof Error)) adoptChild(addon, pid, (code, signal) => log.info({ pid, code, signal }, 'restart: the last image\'s guardian, not taken over, has exited'));
 }
