@@ -92,6 +92,28 @@ describe("a terminal's tap that fails goes on reading its master", () => {
     expect(all.split('\n').filter((l) => l.startsWith('got:')).map((l) => l.trim().slice(0, 20))).toEqual([`got:${long.slice(0, 16)}`, 'got:after-the-fault', 'got:carried']);
   }, 120_000);
 
+  // libuv takes a master's hang-up (every holder of the job's side closed it) after a short read
+  // for the end of its output, while the kernel may still hold what the job wrote last: a stream
+  // that ended there lost it (runner/launch/tap.ts readToMasterEnd). Many jobs that print a burst
+  // and exit at once meet that moment; each spool must end with the job's last line.
+  it.each([
+    ['its tap failed at once (EINVAL)', 'EINVAL@0'],
+    ['node-pty reads it (no tap: the probe says EINVAL)', 'probe:EINVAL'],
+  ])('a terminal read from its master (%s) keeps the output a job printed just before it exited', async (_, fault) => {
+    const state = makeStateDir();
+    const d = await startDaemon({ env: { PROCCTL_STATE_DIR: state, PROCCTL_FAULT_TAP: fault, PROCCTL_INTERRUPT: 'false' } });
+    const s = new Scoped(await d.client(), 'tap');
+    const n = 20_000;
+    const jobs = await Promise.all(Array.from({ length: 12 }, () => s.exec({ command: `seq 0 ${n - 1}; echo end`, background: true, pty: true })));
+    for (const job of jobs) pids.add(job.pid);
+    for (const job of jobs) expect((await s.pollUntilEnded(job.sessionId, 60_000)).last).toMatchObject({ status: 'completed', exitCode: 0 });
+    for (const job of jobs) {
+      await waitFor(() => readRecords(state).get(job.sessionId)?.endedAt !== undefined, { what: 'the final record' });
+      const output = spoolOf(state, job.sessionId).replaceAll('\r\n', '\n');
+      expect(countBreak(output, n), `${job.sessionId}: ${output.length} bytes`).toBeUndefined();
+    }
+  }, 120_000);
+
   it('a kernel whose terminal masters do not splice (the probe says EINVAL): no terminal is tapped, node-pty reads them, and the log says so once', async () => {
     const d = await startDaemon({ env: { PROCCTL_FAULT_TAP: 'probe:EINVAL', PROCCTL_INTERRUPT: 'false' } });
     const s = new Scoped(await d.client(), 'tap');

@@ -8,7 +8,7 @@ import type { Spool } from '../../session/spool.js';
 import { adoptChild, nativeSpawner, signalName, type Addon } from '../native.js';
 import { withInherited } from './inherit.js';
 import { ptyPrivates } from './node-pty-privates.js';
-import { readPipeOut, TerminalTap, tapper, tapsInto, tapTrouble, type Tapper } from './tap.js';
+import { readPipeOut, readToMasterEnd, TerminalTap, tapper, tapsInto, tapTrouble, type Tapper } from './tap.js';
 import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec, type TapEnds, type TerminalEnds } from './types.js';
 
 export const PTY_COLS = 120;
@@ -85,6 +85,7 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     }
   }
   term.onData((data: string | Buffer) => hooks.output('stdout', data));
+  if (socket && typeof master === 'number') readToMasterEnd(socket, master, (chunk) => hooks.output('stdout', chunk), hooks.sessionId);
   const release = holdTerminal(term);
   term.onExit(({ exitCode, signal }) => {
     release();
@@ -154,6 +155,7 @@ export function adoptPty(addon: Addon, ends: TerminalEnds, hooks: LaunchHooks): 
     for (const chunk of leftovers) hooks.output('stdout', chunk);
     socket.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
   });
+  readToMasterEnd(socket, ends.terminal, (chunk) => hooks.output('stdout', chunk), hooks.sessionId);
   // EIO: every holder of the job's side closed it, which is the end of the output.
   socket.on('error', () => socket.destroy());
   socket.once('close', () => hooks.closed());

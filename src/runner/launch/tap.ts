@@ -226,6 +226,7 @@ export class TerminalTap {
     }
     this.reader = reader;
     reader.on('data', (chunk: Buffer) => this.hooks.output(chunk, false));
+    readToMasterEnd(reader, fd, (chunk) => this.hooks.output(chunk, false), this.hooks.sessionId);
     // EIO: every holder of the job's side closed it, which is the end of the output.
     reader.on('error', () => reader.destroy());
     reader.once('close', () => this.tellClosed());
@@ -291,6 +292,11 @@ function reopenForWriting(read: number): number {
  * end may still be open somewhere). Any other failure is answered with the bytes read until then.
  */
 export function readPipeOut(fd: number, each: (chunk: Buffer) => void): { bytes: number; error?: NodeJS.ErrnoException } {
+  return readOut(fd, each, 'EAGAIN');
+}
+
+/** Plain reads until a 0 read or the failure `end` names (the normal end); any other failure with the bytes read until then. */
+function readOut(fd: number, each: (chunk: Buffer) => void, end: string): { bytes: number; error?: NodeJS.ErrnoException } {
   let bytes = 0;
   try {
     for (;;) {
@@ -301,6 +307,24 @@ export function readPipeOut(fd: number, each: (chunk: Buffer) => void): { bytes:
       each(buf.subarray(0, n));
     }
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EAGAIN' ? { bytes } : { bytes, error: err as NodeJS.ErrnoException };
+    return (err as NodeJS.ErrnoException).code === end ? { bytes } : { bytes, error: err as NodeJS.ErrnoException };
   }
 }
+
+/**
+ * A terminal's master read by a stream, to its true end. libuv takes a hang-up of the master
+ * (POLLHUP: every holder of the job's side closed it) after a short read for the end of the
+ * output, while the kernel may still hold what the job wrote last for the master (handed to the
+ * reading side a moment after it was written): the stream ends with that output unread. So at
+ * the stream's 'end' (its descriptor still open) the master is read on with plain reads to EIO,
+ * its real end. A master that reads EAGAIN there is still held open by someone: what it says
+ * later cannot be read any more, and the log says so.
+ */
+export function readToMasterEnd(stream: { once(event: 'end', fn: () => void): unknown }, fd: number, each: (chunk: Buffer) => void, sessionId: string): void {
+  stream.once('end', () => {
+    // EAGAIN: someone holds the job's side still; EIO: the end.
+    const { bytes, error } = readOut(fd, each, 'EIO');
+    if (error) tapTrouble('error', sessionId, `a terminal's master could not be read to its end after its hang-up (${error.message}): ${bytes} bytes were read after it, what it still held is lost`, { errno: error.code ?? null, bytes });
+  });
+}
+
