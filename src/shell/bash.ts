@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Node, Parser } from 'web-tree-sitter';
 import { unavailable } from '../base/errors.js';
@@ -81,7 +81,15 @@ export function bashLoading(): Promise<void> | undefined {
   return parser ? undefined : loadBash();
 }
 
+/**
+ * Tests only (docs/testing.md): while the file this names exists, the load waits, so a test can
+ * hold a daemon between serving and judging (what a request that comes first meets).
+ */
+const HOLD_ENV = 'PROCCTL_FAULT_BASH_HOLD';
+
 async function load(): Promise<Parser> {
+  const hold = process.env[HOLD_ENV];
+  while (hold && existsSync(hold)) await new Promise((r) => setTimeout(r, 20));
   const require = createRequire(import.meta.url);
   try {
     const { Language, Parser } = require('web-tree-sitter') as typeof import('web-tree-sitter');

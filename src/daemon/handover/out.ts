@@ -402,6 +402,14 @@ function readAnswer(answer: string): { version: string; carries: string[] } {
 /** The pre-flight's bound on a machine with a core to spare, and how far the load may stretch it. */
 const PREFLIGHT_MS = 20_000;
 const PREFLIGHT_STRETCH_MAX = 15;
+/** Tests only (docs/testing.md): the bound where a core is free, in ms, instead of 20 s; the load still stretches it. */
+const PREFLIGHT_ENV = 'PROCCTL_PREFLIGHT_MS';
+
+/** The bound with a core to spare: 20 s, or what a test set in PROCCTL_PREFLIGHT_MS. */
+function preflightBaseMs(): number {
+  const set = Number(process.env[PREFLIGHT_ENV]);
+  return Number.isFinite(set) && set > 0 ? set : PREFLIGHT_MS;
+}
 
 /**
  * How long the pre-flight may take: 20 s where a core is free, stretched by the tasks that share
@@ -409,8 +417,8 @@ const PREFLIGHT_STRETCH_MAX = 15;
  * second of CPU; a machine at load 45 on two cores gives a process a twentieth of a core or less,
  * and a fixed 20 s refused restarts there that would have gone through (docs/durability.md).
  */
-export function preflightLimitMs(load = loadavg()[0], cores = availableParallelism()): number {
-  return Math.round(PREFLIGHT_MS * Math.min(PREFLIGHT_STRETCH_MAX, Math.max(1, load / Math.max(1, cores))));
+export function preflightLimitMs(load = loadavg()[0], cores = availableParallelism(), base = preflightBaseMs()): number {
+  return Math.round(base * Math.min(PREFLIGHT_STRETCH_MAX, Math.max(1, load / Math.max(1, cores))));
 }
 
 /**
@@ -419,7 +427,9 @@ export function preflightLimitMs(load = loadavg()[0], cores = availableParalleli
  * while the old one still serves. Returns its answer as it said it.
  */
 function nextImageFormat(args: string[]): Promise<string> {
-  const limitMs = preflightLimitMs();
+  // The load the bound is stretched for is the load its time-out reports: the two agree.
+  const [load] = loadavg();
+  const limitMs = preflightLimitMs(load);
   return new Promise((resolve, reject) => {
     // With the daemon's own options and environment: the new image loads its config, checks the
     // sandbox and limits it asks for and loads the addon, as its start will, and says so if it cannot.
@@ -427,7 +437,6 @@ function nextImageFormat(args: string[]): Promise<string> {
       // Killed by execFile at the limit, whatever it printed before (a warning is no refusal): a
       // time-out. An image that died of a signal of its own (killed false) did not start.
       if (err && (err as { killed?: boolean }).killed) {
-        const [load] = loadavg();
         const said = stderr.trim().split('\n')[0];
         reject(unavailable(`the new daemon image (${procctld()}) did not answer its pre-flight within ${Math.round(limitMs / 1000)} s (load average ${load.toFixed(1)} on ${availableParallelism()} cores)${said ? `; it said: ${said}` : ''}; nothing was restarted: try again when the machine is less busy`));
         return;
