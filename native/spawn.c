@@ -763,7 +763,11 @@ static int find_reader(pid_t leader, const char *input, int pty) {
 // within LOOK_LATE_MS of being asked for late (stdinReadersLate, from src/interrupt/kernel.ts:
 // a CPU-bound machine can starve an idle thread) runs on the pool as well; the first answer
 // wins, and the thread skips what is left of an answered batch. When the thread cannot be made,
-// every look runs on the pool, as before (lookThread says why, for the log).
+// every look runs on the pool, as before (lookThread says why, for the log). A planned restart
+// (src/daemon/handover) execs a new image in this PID: the exec ends the thread (its SIGKILL
+// from the kernel is taken at once; the exec takes no longer with it), and a batch still out
+// goes with the old image, where nothing waits for it: the exec is synchronous, and the new
+// image's watcher starts its looks afresh. All its descriptors are close-on-exec.
 
 struct look {
   pid_t leader;
