@@ -13,14 +13,17 @@
 //   that failed.
 // reap(pids) -> [{ pid, code, signal }] for the listed children that have exited.
 // exited() -> the pid of some exited child not yet reaped (left unreaped), or 0.
-// stdinReaders([[leader, input, pty], ...]) -> Promise<number[]>: off the main thread, one
-//   answer per entry (see StdinReaders below).
+// stdinReaders([[leader, input, pty], ...]) -> Promise<number[]>: off the main thread, on a
+//   thread of idle priority, one answer per entry (see StdinReaders below); stdinReadersLate()
+//   and lookThread() go with it.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -663,8 +666,9 @@ static napi_value Exited(napi_env env, napi_callback_info info) {
 // The waiting-for-input watcher asks, for each quiet session, whether a process of its tree is
 // blocked reading the session's stdin: /proc/PID/syscall for each process, /proc/PID/fd/N for
 // the fd it reads, /proc/PID/task/PID/children to walk the tree. A few hundred small reads a
-// second with a thousand sessions; done here on a libuv pool thread, they never hold up a
-// request. src/interrupt/kernel.ts holds the same walk in JS, used when this addon is absent.
+// second with a thousand sessions; done here off the main thread (see "The looks run" below),
+// they never hold up a request. src/interrupt/kernel.ts holds the same walk in JS, used when
+// this addon is absent.
 
 // Syscalls that block reading one fd (its first argument), and those that wait on several.
 static int is_read_call(long nr) {
@@ -749,18 +753,59 @@ static int find_reader(pid_t leader, const char *input, int pty) {
   return waiting;
 }
 
+// The looks run on a thread of the addon's own, "procctl-looks", at SCHED_IDLE: it runs only
+// when the core has nothing else to run, so a look never takes the core from the daemon's main
+// thread (which serves requests) the way a libuv pool thread at normal priority does the moment
+// the watcher's tick wakes it. The pool is shared with fs work, so its threads keep their policy.
+// The thread is made at the first look, fed by a queue under a lock, and hands each batch back
+// to the main thread through a threadsafe function, which resolves the promise. That function
+// keeps the event loop alive only while a batch is out. A batch the thread has not answered
+// within LOOK_LATE_MS of being asked for late (stdinReadersLate, from src/interrupt/kernel.ts:
+// a CPU-bound machine can starve an idle thread) runs on the pool as well; the first answer
+// wins, and the thread skips what is left of an answered batch. When the thread cannot be made,
+// every look runs on the pool, as before (lookThread says why, for the log). A planned restart
+// (src/daemon/handover) execs a new image in this PID: the exec ends the thread (its SIGKILL
+// from the kernel is taken at once; the exec takes no longer with it), and a batch still out
+// goes with the old image, where nothing waits for it: the exec is synchronous, and the new
+// image's watcher starts its looks afresh. All its descriptors are close-on-exec.
+
 struct look {
   pid_t leader;
   int pty;
   char *input;
-  int result;
+  int result;       // the thread's answer
+  int pool_result;  // the pool's, when the batch ran there
 };
 
+struct looker;
+
 struct looks {
-  napi_async_work work;
+  struct looker *looker;   // NULL when it never went to the thread
+  napi_async_work work;  // its run on the pool, if any
   napi_deferred deferred;
   uint32_t n;
   struct look *items;
+  struct looks *next;      // in the thread's queue (under the looker's lock)
+  struct looks *next_out;  // among the batches out, not answered (main thread)
+  atomic_int answered;     // the promise is settled: the thread need not finish it
+  int holders;             // the thread and the pool, each while it has the batch (main thread)
+  bool on_pool;
+  bool settled;
+};
+
+struct looker {
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  struct looks *head, *tail;  // queued for the thread (under lock)
+  bool stop;                  // the environment is going (under lock)
+  int holders;                // the environment, and the thread while it runs (under lock)
+  // Main thread only:
+  int state;                  // 0: not made yet; 1: running; -1: could not be made (the pool)
+  char failure[128];
+  napi_threadsafe_function tsfn;
+  struct looks *out;          // batches given to the thread, not answered yet
+  uint32_t waiting;           // how many: the threadsafe function is ref'd while > 0
+  atomic_int policy_error;    // the thread's sched_setscheduler errno, 0 when at SCHED_IDLE
 };
 
 static void free_looks(struct looks *l) {
@@ -769,35 +814,177 @@ static void free_looks(struct looks *l) {
   free(l);
 }
 
+static void looker_release(struct looker *k) {
+  pthread_mutex_lock(&k->lock);
+  bool last = --k->holders == 0;
+  pthread_mutex_unlock(&k->lock);
+  if (!last) return;
+  for (struct looks *l = k->head, *next; l; l = next) {
+    next = l->next;
+    free_looks(l);
+  }
+  pthread_mutex_destroy(&k->lock);
+  pthread_cond_destroy(&k->wake);
+  free(k);
+}
+
+static void settle_looks(napi_env env, struct looks *l, bool pool, napi_status status);
+
+// The thread: take a batch, look, hand it back; until the environment goes.
+static void *looks_thread(void *data) {
+  struct looker *k = data;
+  pthread_setname_np(pthread_self(), "procctl-looks");
+  struct sched_param none = {0};
+  atomic_store(&k->policy_error, sched_setscheduler(0, SCHED_IDLE, &none) == 0 ? 0 : errno);
+  pthread_mutex_lock(&k->lock);
+  for (;;) {
+    while (!k->head && !k->stop) pthread_cond_wait(&k->wake, &k->lock);
+    if (k->stop) break;
+    struct looks *l = k->head;
+    if (!(k->head = l->next)) k->tail = NULL;
+    pthread_mutex_unlock(&k->lock);
+    for (uint32_t i = 0; i < l->n && !atomic_load(&l->answered); i++) l->items[i].result = find_reader(l->items[i].leader, l->items[i].input, l->items[i].pty);
+    pthread_mutex_lock(&k->lock);
+    // Under the lock: once `stop` is set, the threadsafe function may be gone.
+    if (k->stop || napi_call_threadsafe_function(k->tsfn, l, napi_tsfn_nonblocking) != napi_ok) break;
+  }
+  pthread_mutex_unlock(&k->lock);
+  looker_release(k);
+  return NULL;
+}
+
+// The main thread's side of a batch the thread is done with. No env: the environment is going.
+static void looks_back(napi_env env, napi_value js_callback, void *context, void *data) {
+  struct looks *l = data;
+  if (!env) return;
+  l->holders--;
+  settle_looks(env, l, false, napi_ok);
+}
+
+// Stop the thread before Node closes the threadsafe function (this hook is added after it, and
+// hooks run in reverse order); the thread frees what is left when it has stopped.
+static void looker_stop(void *data) {
+  struct looker *k = data;
+  pthread_mutex_lock(&k->lock);
+  k->stop = true;
+  pthread_cond_signal(&k->wake);
+  pthread_mutex_unlock(&k->lock);
+}
+
+static void looker_gone(void *data) {
+  looker_release(data);
+}
+
+// Make the thread, once. False (and the reason kept) when it cannot be.
+static bool looker_start(napi_env env, struct looker *k) {
+  if (k->state) return k->state > 0;
+  k->state = -1;
+  napi_value name;
+  if (napi_create_string_utf8(env, "procctl:looks", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_threadsafe_function(env, NULL, NULL, name, 0, 1, NULL, NULL, k, looks_back, &k->tsfn) != napi_ok) {
+    snprintf(k->failure, sizeof k->failure, "cannot make the threadsafe function");
+    return false;
+  }
+  napi_unref_threadsafe_function(env, k->tsfn);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  // No signal handler of the daemon's runs on it: it starts with every signal blocked.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  k->holders++;
+  pthread_t thread;
+  int err = pthread_create(&thread, &attr, looks_thread, k);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (err) {
+    k->holders--;
+    snprintf(k->failure, sizeof k->failure, "pthread_create: %s", strerror(err));
+    napi_release_threadsafe_function(k->tsfn, napi_tsfn_abort);
+    return false;
+  }
+  napi_add_env_cleanup_hook(env, looker_stop, k);
+  k->state = 1;
+  return true;
+}
+
 static void looks_execute(napi_env env, void *data) {
   struct looks *l = data;
-  for (uint32_t i = 0; i < l->n; i++) l->items[i].result = find_reader(l->items[i].leader, l->items[i].input, l->items[i].pty);
+  for (uint32_t i = 0; i < l->n && !atomic_load(&l->answered); i++) l->items[i].pool_result = find_reader(l->items[i].leader, l->items[i].input, l->items[i].pty);
 }
 
 static void looks_complete(napi_env env, napi_status status, void *data) {
   struct looks *l = data;
-  napi_value answer;
-  if (status == napi_ok && napi_create_array_with_length(env, l->n, &answer) == napi_ok) {
-    for (uint32_t i = 0; i < l->n; i++) napi_set_element(env, answer, i, procctl_int32(env, l->items[i].result));
-    napi_resolve_deferred(env, l->deferred, answer);
-  } else {
-    napi_value msg, error;
-    napi_create_string_utf8(env, "procctl stdinReaders: the look did not run", NAPI_AUTO_LENGTH, &msg);
-    napi_create_error(env, NULL, msg, &error);
-    napi_reject_deferred(env, l->deferred, error);
-  }
   napi_delete_async_work(env, l->work);
+  l->holders--;
+  settle_looks(env, l, true, status);
+}
+
+// Run a batch on the pool (besides the thread, or instead of it); false when it cannot be queued.
+static bool looks_to_pool(napi_env env, struct looks *l) {
+  napi_value name;
+  if (napi_create_string_utf8(env, "procctl:stdinReaders", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, looks_execute, looks_complete, l, &l->work) != napi_ok) return false;
+  if (napi_queue_async_work(env, l->work) != napi_ok) {
+    napi_delete_async_work(env, l->work);
+    return false;
+  }
+  l->on_pool = true;
+  l->holders++;
+  return true;
+}
+
+// The environment's looker (NULL when it could not be allocated: the looks run on the pool).
+static struct looker *the_looker(napi_env env, napi_callback_info info, size_t *argc, napi_value *args) {
+  void *data = NULL;
+  if (napi_get_cb_info(env, info, argc, args, NULL, &data) != napi_ok) *argc = 0;
+  return data;
+}
+
+// Off the list of batches out; the threadsafe function stops holding the loop with the last.
+static void looks_answered(napi_env env, struct looker *k, struct looks *l) {
+  for (struct looks **p = &k->out; *p; p = &(*p)->next_out) {
+    if (*p == l) {
+      *p = l->next_out;
+      if (--k->waiting == 0) napi_unref_threadsafe_function(env, k->tsfn);
+      return;
+    }
+  }
+}
+
+// The first answer settles the promise (the thread's or the pool's); the batch is freed when
+// neither has it any more.
+static void settle_looks(napi_env env, struct looks *l, bool pool, napi_status status) {
+  if (!l->settled && (status == napi_ok || l->holders == 0)) {
+    l->settled = true;
+    atomic_store(&l->answered, 1);
+    if (l->looker) looks_answered(env, l->looker, l);
+    napi_value answer;
+    if (status == napi_ok && napi_create_array_with_length(env, l->n, &answer) == napi_ok) {
+      for (uint32_t i = 0; i < l->n; i++) napi_set_element(env, answer, i, procctl_int32(env, pool ? l->items[i].pool_result : l->items[i].result));
+      napi_resolve_deferred(env, l->deferred, answer);
+    } else {
+      napi_value msg, error;
+      napi_create_string_utf8(env, "procctl stdinReaders: the look did not run", NAPI_AUTO_LENGTH, &msg);
+      napi_create_error(env, NULL, msg, &error);
+      napi_reject_deferred(env, l->deferred, error);
+    }
+  }
+  if (l->holders > 0) return;
   free_looks(l);
 }
+
 
 // stdinReaders([[leader, input, pty], ...]) -> Promise<number[]>: for each entry, pid when a
 // process of the leader's tree is blocked reading `input` (what the leader's fd 0 pointed at,
 // `pipe:[123]`, `/dev/pts/4`; on a terminal also /dev/tty), -pid when one waits in poll/select
-// with it as fd 0, 0 when none does. The /proc reads run on a libuv pool thread.
+// with it as fd 0, 0 when none does. The /proc reads run on the looks thread (above).
 static napi_value StdinReaders(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value args[1], promise;
-  CHECK(env, napi_get_cb_info(env, info, &argc, args, NULL, NULL));
+  struct looker *k = the_looker(env, info, &argc, args);
   uint32_t n = 0;
   bool is_array = false;
   if (argc < 1 || napi_is_array(env, args[0], &is_array) != napi_ok || !is_array || napi_get_array_length(env, args[0], &n) != napi_ok) {
@@ -828,21 +1015,80 @@ static napi_value StdinReaders(napi_env env, napi_callback_info info) {
     free_looks(l);
     return procctl_throw_usage(env, "stdinReaders: each entry is [leader pid, input as a string without NUL bytes, pty]");
   }
-  napi_value name;
-  if (napi_create_promise(env, &l->deferred, &promise) != napi_ok ||
-      napi_create_string_utf8(env, "procctl:stdinReaders", NAPI_AUTO_LENGTH, &name) != napi_ok ||
-      napi_create_async_work(env, NULL, name, looks_execute, looks_complete, l, &l->work) != napi_ok) {
+  if (napi_create_promise(env, &l->deferred, &promise) != napi_ok) {
     free_looks(l);
     napi_throw_error(env, NULL, "procctl stdinReaders: cannot queue the look");
     return NULL;
   }
-  if (napi_queue_async_work(env, l->work) != napi_ok) {
-    napi_delete_async_work(env, l->work);
-    free_looks(l);
-    napi_throw_error(env, NULL, "procctl stdinReaders: cannot queue the look");
-    return NULL;
+  if (k && looker_start(env, k)) {
+    l->looker = k;
+    l->holders = 1;
+    l->next_out = k->out;
+    k->out = l;
+    if (k->waiting++ == 0) napi_ref_threadsafe_function(env, k->tsfn);
+    pthread_mutex_lock(&k->lock);
+    if (k->tail) k->tail->next = l;
+    else k->head = l;
+    k->tail = l;
+    pthread_cond_signal(&k->wake);
+    pthread_mutex_unlock(&k->lock);
+  } else if (!looks_to_pool(env, l)) {
+    // The promise is made: it is rejected rather than left pending.
+    settle_looks(env, l, true, napi_generic_failure);
   }
   return promise;
+}
+
+// stdinReadersLate(): every batch still out with the thread runs on the pool as well; the first
+// answer settles its promise. For a caller whose look has waited too long (an idle thread
+// waits as long as the machine's cores are busy). Returns how many batches went.
+static napi_value StdinReadersLate(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  struct looker *k = the_looker(env, info, &argc, NULL);
+  int32_t moved = 0;
+  if (k) {
+    for (struct looks *l = k->out; l; l = l->next_out) {
+      if (!l->on_pool && looks_to_pool(env, l)) moved++;
+    }
+  }
+  return procctl_int32(env, moved);
+}
+
+// lookThread() -> { state: 'none' | 'thread' | 'pool', why?, policy? }: where the looks run:
+// not asked yet, on the idle thread (policy: 'idle', or why it is not), or on the pool (why).
+static napi_value LookThread(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  struct looker *k = the_looker(env, info, &argc, NULL);
+  napi_value answer = procctl_object(env), v;
+  int state = k ? k->state : -1;
+  napi_create_string_utf8(env, state == 0 ? "none" : state > 0 ? "thread" : "pool", NAPI_AUTO_LENGTH, &v);
+  napi_set_named_property(env, answer, "state", v);
+  if (state < 0) {
+    napi_create_string_utf8(env, k ? k->failure : "no looker", NAPI_AUTO_LENGTH, &v);
+    napi_set_named_property(env, answer, "why", v);
+  } else if (state > 0) {
+    int err = atomic_load(&k->policy_error);
+    napi_create_string_utf8(env, err == 0 ? "idle" : strerror(err), NAPI_AUTO_LENGTH, &v);
+    napi_set_named_property(env, answer, "policy", v);
+  }
+  return answer;
+}
+
+// The looks' functions share one looker per environment (a worker has its own).
+static void looks_init(napi_env env, napi_value exports) {
+  struct looker *k = calloc(1, sizeof *k);
+  if (k) {
+    pthread_mutex_init(&k->lock, NULL);
+    pthread_cond_init(&k->wake, NULL);
+    k->holders = 1;
+    napi_add_env_cleanup_hook(env, looker_gone, k);
+  }
+  const struct { const char *name; napi_callback fn; } fns[] = {
+    {"stdinReaders", StdinReaders}, {"stdinReadersLate", StdinReadersLate}, {"lookThread", LookThread}};
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value f;
+    if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, k, &f) == napi_ok) napi_set_named_property(env, exports, fns[i].name, f);
+  }
 }
 
 // --- Mounts made ahead -----------------------------------------------------------------------
@@ -987,7 +1233,7 @@ void procctl_spawn_init(napi_env env, napi_value exports) {
   procctl_export(env, exports, "exited", Exited);
   procctl_export(env, exports, "spawn", Spawn);
   procctl_export(env, exports, "reap", Reap);
-  procctl_export(env, exports, "stdinReaders", StdinReaders);
+  looks_init(env, exports);
   procctl_export(env, exports, "prepareMounts", PrepareMounts);
   procctl_export(env, exports, "mountsChanged", MountsChanged);
 }

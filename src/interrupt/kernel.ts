@@ -81,19 +81,38 @@ export function readsOffLoop(): boolean {
 }
 
 /**
+ * A look the addon's idle thread has not answered in this long runs on the libuv pool as well.
+ * The thread runs only when a core has nothing else to run: on a machine whose every core is
+ * busy it can wait for seconds (docs/benchmarks.md, "The looks on a thread of idle priority").
+ */
+export const LOOK_LATE_MS = 100;
+
+/** Where the addon runs the looks (see Addon.lookThread); undefined without the addon or before the first look. */
+export function lookThread(): { state: 'none' | 'thread' | 'pool'; why?: string; policy?: string } | undefined {
+  const addon = nativeSpawner();
+  return addon instanceof Error ? undefined : addon.lookThread?.();
+}
+
+/**
  * `findStdinReader` for many sessions at once, answered in the same order. With the addon
- * (native/spawn.c) the /proc reads run on a libuv pool thread, so a crowd of quiet sessions
- * costs the event loop nothing; without it (not built, or PROCCTL_SPAWN=node) they run here,
- * synchronously, as they always did.
+ * (native/spawn.c) the /proc reads run on a thread of idle priority, so a crowd of quiet
+ * sessions costs the event loop nothing and never takes its core from it (on the libuv pool
+ * when that thread cannot be made, or has not answered in LOOK_LATE_MS); without it (not
+ * built, or PROCCTL_SPAWN=node) they run here, synchronously, as they always did.
  */
 export async function findStdinReaders(queries: readonly ReaderQuery[]): Promise<(StdinReader | undefined)[]> {
   const addon = nativeSpawner();
   if (!(addon instanceof Error) && addon.stdinReaders !== undefined) {
     let answers: number[] | undefined;
+    let late: NodeJS.Timeout | undefined;
     try {
-      answers = await addon.stdinReaders(queries.map((q) => [q.leader, q.stdinId, q.pty]));
+      const asked = addon.stdinReaders(queries.map((q) => [q.leader, q.stdinId, q.pty]));
+      if (addon.stdinReadersLate) late = setTimeout(() => addon.stdinReadersLate?.(), LOOK_LATE_MS).unref();
+      answers = await asked;
     } catch {
       // The look could not run there (cancelled, out of memory): run it here this once.
+    } finally {
+      clearTimeout(late);
     }
     if (answers) return answers.map((a): StdinReader | undefined => (a > 0 ? { pid: a, how: 'read' } : a < 0 ? { pid: -a, how: 'wait' } : undefined));
   }

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { ALL_SCOPES, type Registry } from '../session/registry.js';
 import type { Interrupt, Session } from '../session/session.js';
-import { findStdinReaders, readsOffLoop, type ReaderQuery, type StdinReader } from './kernel.js';
+import { findStdinReaders, lookThread, readsOffLoop, type ReaderQuery, type StdinReader } from './kernel.js';
 import { classifyPrompt, compilePatterns, lastLine, looksLikePrompt } from './prompt.js';
 import { VisitSchedule } from './schedule.js';
 import { trace } from '../base/trace.js';
@@ -214,6 +214,7 @@ export class InterruptWatcher {
       (readers) => {
         const from = trace ? performance.now() : 0;
         this.looking = false;
+        if (!this.toldWhere) this.tellWhere();
         for (let i = 0; i < asked.length; i++) this.settle(asked[i], readers[i], now);
         trace?.span('watcher answers', from, performance.now());
       },
@@ -224,6 +225,16 @@ export class InterruptWatcher {
         this.log.warn({ err }, 'could not look for sessions waiting for input');
       },
     );
+  }
+
+  /** The first answer in: where the looks ran is said once when it is not the idle thread. */
+  private toldWhere = false;
+
+  private tellWhere(): void {
+    this.toldWhere = true;
+    const where = lookThread();
+    if (where?.state === 'pool') this.log.warn({ why: where.why }, 'the looks for sessions waiting for input run on the libuv pool: their own thread could not be made');
+    else if (where?.state === 'thread' && where.policy !== 'idle') this.log.warn({ why: where.policy }, 'the looks for sessions waiting for input run on their own thread at normal priority: it could not be set to idle priority');
   }
 
   /** Whether the session moved on since it was looked at (output, input, an end, an interrupt). */

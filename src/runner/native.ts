@@ -14,9 +14,13 @@ export interface Addon {
   /**
    * For each `[leader, input, pty]`: pid when a process of the leader's tree is blocked reading
    * `input`, -pid when one waits in poll/select with it as fd 0, 0 when none; read off the main
-   * thread. Absent from builds older than the function.
+   * thread, on a thread of idle priority (native/spawn.c). Absent from builds older than the function.
    */
   stdinReaders?(looks: [number, string, boolean][]): Promise<number[]>;
+  /** Every look still waiting for the idle thread runs on the libuv pool as well; the first answer settles it. How many went. */
+  stdinReadersLate?(): number;
+  /** Where the looks run: not asked yet, on the idle thread (`policy`: 'idle', or why not), or on the pool (`why`). */
+  lookThread?(): { state: 'none' | 'thread' | 'pool'; why?: string; policy?: string };
   /**
    * The namespaces a review job gets (steps.mounts without enter), made now on a pool thread, as
    * descriptors for steps.mounts.enter; rejected with the step (syscall) and errno that failed.

@@ -35,7 +35,7 @@ const syscall = (pid: number) => {
 };
 const children = (pid: number) => readFileSync(`/proc/${pid}/task/${pid}/children`, 'latin1').split(' ').filter(Boolean).map(Number);
 
-// With the addon built (the install step builds it), findStdinReaders reads /proc on a pool thread;
+// With the addon built (the install step builds it), findStdinReaders reads /proc on its idle thread;
 // without it, it runs the JS walk. Either way it must answer as findStdinReader does.
 describe('who reads a session input: the addon and the JS walk agree', () => {
   it('answers each entry in order: a reader of the input itself, a child reading it, a sleeper', async () => {
