@@ -92,6 +92,16 @@ export class KeptDescriptors {
     }
   }
 
+  /**
+   * Stop listening, leaving the path alone: the daemon runs on with a guardian of its own, which
+   * may listen there by now (the path is one per state directory; a stale file is unlinked by the next listen).
+   */
+  stopListening(): void {
+    if (this.listening !== undefined) closeAll([this.listening]);
+    this.listening = undefined;
+    this.path = undefined;
+  }
+
   /** The daemon said goodbye, or everything was killed: nobody is to find this guardian any more. */
   unlisten(): void {
     if (this.listening !== undefined) closeAll([this.listening]);

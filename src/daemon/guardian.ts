@@ -231,13 +231,14 @@ let ending = false;
 async function daemonGone(crash: boolean): Promise<void> {
   if (ending) return;
   ending = true;
-  if (crash && (await daemonRunsOn())) {
+  if (crash && (said.split('\n').includes('orphaned') || (await daemonRunsOn()))) {
     // A next image in the daemon's PID that could not read the hand-over closed this guardian's
-    // pipe: it serves, and stops the sessions of the last image itself (as lost). Only those are
-    // this guardian's to kill; its subtrees and its new sessions' cgroups are the image's.
+    // pipe (saying so first, handover/in.ts): it serves, and stops the sessions of the last image
+    // itself (as lost). Only those are this guardian's to kill; its subtrees, its new sessions'
+    // cgroups and the path its own guardian listens on for a crash are the image's.
     process.stderr.write('procctl guardian: the daemon runs on in a new image that did not take this guardian; its sessions are killed, nothing else\n');
     clearInterval(drainer);
-    keeper?.unlisten();
+    keeper?.stopListening();
     killSessions(readSlots(readTable()), false);
     process.exit(0);
   }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { terminate } from '../runner/group.js';
+import { reapChild } from '../runner/native.js';
 import { readStat } from '../runner/procfs.js';
 import { findSessionProcesses } from '../runner/sweep.js';
 import type { RecordKeeper, ShellCommandKept } from '../session/keeper.js';
@@ -172,6 +173,8 @@ export class Records implements RecordKeeper {
         lost.push(s);
         if (r.pid !== undefined && r.pidStartTime !== undefined && readStat(r.pid)?.startTime === r.pidStartTime) {
           ending.set(r.id, terminate({ pgid: r.pid, pids: [] }, 'SIGTERM', caps.killGraceMs));
+          // A leader still this PID's child (a planned restart whose hand-over this image could not read) is reaped here once it goes.
+          reapChild(r.pid);
         }
         this.state.save(toRecord(s));
       }

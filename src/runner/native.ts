@@ -168,6 +168,17 @@ export function adoptChild(addon: Addon, pid: number, onExit: ExitListener, pidf
 }
 
 /**
+ * A child of this PID that nothing here follows any more (the last image's guardian, the leader
+ * of a session a new image could not take over): reaped once it exits, never left a zombie.
+ * Nothing when it is not our child, or the addon (its reaper) cannot be loaded.
+ */
+export function reapChild(pid: number, onExit: ExitListener = () => undefined): void {
+  if (!(pid > 0) || readStat(pid)?.ppid !== process.pid) return;
+  const addon = loadAddon<Addon>(['reap', 'exited']);
+  if (!(addon instanceof Error)) adoptChild(addon, pid, onExit);
+}
+
+/**
  * Stop reaping until `thaw` (a restart's last step): an exit the old image reaped would never
  * reach the new one. The pids still running are handed over; `thaw` undoes it when the restart fails.
  */

@@ -19,6 +19,19 @@ import { cliOn } from '../cli/run.js';
 
 const pids = new Set<number>();
 
+/** The zombie children of `pid` (exited, not reaped). */
+function zombiesOf(pid: number): number[] {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  return children.filter((c) => {
+    try {
+      const stat = readFileSync(`/proc/${c}/stat`, 'latin1');
+      return stat.slice(stat.lastIndexOf(')') + 2)[0] === 'Z';
+    } catch {
+      return false;
+    }
+  });
+}
+
 afterEach(async () => {
   await stopAllDaemons();
   killLeftovers(pids);
@@ -238,10 +251,12 @@ describe('refusals are safe (SPEC §19)', () => {
 
   it('a new image that cannot read the hand-over stops what it was given as lost, says why, and leaves nothing running', async () => {
     const pkg = packageCopy('0.1.0');
-    const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld') });
+    const d = await startDaemon({ procctld: join(pkg, 'bin', 'procctld'), env: { PROCCTL_ON_CRASH: 'keep' } });
     const s = new Scoped(await d.client(), 'unreadable');
     const job = await s.exec({ command: 'sleep 60', background: true });
+    const term = await s.exec({ command: 'sleep 60', background: true, pty: true });
     pids.add(job.pid);
+    pids.add(term.pid);
     const oldGuardian = guardianOf(d.proc.pid!)!;
     expect(oldGuardian).toBeDefined();
     const root = (await daemonStatus(d)).cgroups.root as string | undefined;
@@ -251,19 +266,24 @@ describe('refusals are safe (SPEC §19)', () => {
     writeFileSync(schema, readFileSync(schema, 'utf8').replace('format: z.literal(HANDOVER_FORMAT),', 'format: z.literal(HANDOVER_FORMAT), extra: z.string(),'));
     await restartAndWait(d);
     const s2 = new Scoped(await d.client(), 'unreadable');
-    await waitFor(() => !alive(job.pid), { what: 'the session given over to be stopped' });
+    await waitFor(() => !alive(job.pid) && !alive(term.pid), { what: 'the sessions given over to be stopped' });
     const rec = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
     expect(rec.status).toBe('failed');
     expect(rec.reason).toBe('lost');
     const poll = await s2.process({ action: 'poll', sessionId: job.sessionId });
     expect(JSON.stringify(poll)).toMatch(/could not take it over in a planned restart: the hand-over is not readable: extra/);
-    expect((await daemonStatus(d)).restarts).toMatchObject({ planned: 1, lost: 1 });
+    expect((await daemonStatus(d)).restarts).toMatchObject({ planned: 1, lost: 2 });
     // The last image's guardian saw its pipe close with the daemon's PID running on: it killed its
     // own sessions and went, reaped by the new image, leaving the new image's cgroups alone.
     await waitFor(() => !existsSync(`/proc/${oldGuardian}`), { what: "the last image's guardian to exit and be reaped" });
     // The same directory, never removed and made again (kernfs gives a new one a new inode).
     if (root !== undefined) expect(statSync(root).ino).toBe(rootIno);
     expect(guardianOf(d.proc.pid!)).not.toBe(oldGuardian);
+    // It left the path the new image's guardian listens on for a crash (one per state directory) alone.
+    await waitFor(() => guardianOf(d.proc.pid!) !== undefined, { what: "the new image's guardian" });
+    expect(existsSync(join(d.env.PROCCTL_STATE_DIR!, 'guardian.sock'))).toBe(true);
+    // The lost sessions' leaders, children of this PID, are reaped: no zombie is left.
+    await waitFor(() => zombiesOf(d.proc.pid!).length === 0, { what: `no zombie child of the daemon (${zombiesOf(d.proc.pid!).join(', ')})` });
     expect((await s2.exec({ command: 'echo works' })).output).toBe('works\n');
   });
 

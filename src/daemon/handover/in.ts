@@ -1,10 +1,10 @@
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { CgroupLayout } from '../../cgroup/host.js';
 import type { Config } from '../../config/schema.js';
 import { adoptJob, type HandedJob } from '../../runner/handover.js';
 import { adoptChannels } from '../../runner/start.js';
-import { adoptChild, nativeSpawner } from '../../runner/native.js';
+import { adoptChild, nativeSpawner, reapChild } from '../../runner/native.js';
 import { seedResources } from '../../runner/cgroup.js';
 import { followOf, resumeSession } from '../../session/carry.js';
 import type { Registry } from '../../session/registry.js';
@@ -18,6 +18,9 @@ import { HANDOVER_ENV, namedDescriptors, parseHandover, type Handover } from './
 
 /** What a new image was handed at start: the hand-over, or why it cannot read it (and the socket, read leniently). */
 export type Inherited = { handover: Handover } | { problem: string; listenFd?: number; guardianPid?: number };
+
+/** What a new image that cannot read its hand-over says to the last image's guardian before closing its pipe (daemon/guardian.ts). */
+export const ORPHANED = 'orphaned';
 
 /**
  * Read the hand-over this image was started with, if any (`$PROCCTL_HANDOVER`): first thing at
@@ -39,13 +42,22 @@ export function readInherited(env: NodeJS.ProcessEnv = process.env): { inherited
   const keep = namedDescriptors(raw);
   const parsed = parseHandover(raw);
   if ('handover' in parsed) return { inherited: parsed, keep };
-  // Read leniently: the socket, served on; and the last image's guardian, this PID's child still,
-  // which sees its pipe close, kills the sessions it watched (guardian.ts) and exits, reaped here.
-  const lenient = raw as { listen?: { fd?: unknown }; guardian?: { pid?: unknown } } | null;
+  // Read leniently: the socket, served on; and the last image's guardian, this PID's child still:
+  // told on its pipe that the daemon runs on without it, before the pipe is closed with the rest,
+  // it kills the sessions it watched and exits (guardian.ts), reaped here.
+  const lenient = raw as { listen?: { fd?: unknown }; guardian?: { pid?: unknown; pipe?: unknown } } | null;
   const listenFd = lenient?.listen?.fd;
   const guardianPid = lenient?.guardian?.pid;
+  const pipe = lenient?.guardian?.pipe;
+  if (typeof pipe === 'number' && pipe > 2) {
+    try {
+      writeSync(pipe, `${ORPHANED}\n`);
+    } catch {
+      // gone or not a pipe: its end is the guardian's sign, as before (it checks whether this PID runs on)
+    }
+  }
   return {
-    inherited: { problem: parsed.problem, ...(typeof listenFd === 'number' ? { listenFd } : {}), ...(Number.isInteger(guardianPid) ? { guardianPid: guardianPid as number } : {}) },
+    inherited: { problem: parsed.problem, ...(typeof listenFd === 'number' ? { listenFd } : {}), ...(typeof guardianPid === 'number' && guardianPid > 0 ? { guardianPid } : {}) },
     keep: typeof listenFd === 'number' ? [listenFd] : [],
   };
 }
@@ -113,6 +125,5 @@ export function adoptSessions(host: AdoptionHost, h: Pick<Handover, 'guardian' |
  * pipe close, kills the sessions it watched and exits (guardian.ts); reaped here, not left a zombie.
  */
 export function reapOldGuardian(pid: number, log: Logger): void {
-  const addon = nativeSpawner();
-  if (!(addon instanceof Error)) adoptChild(addon, pid, (code, signal) => log.info({ pid, code, signal }, 'restart: the last image\'s guardian, not taken over, has exited'));
+  reapChild(pid, (code, signal) => log.info({ pid, code, signal }, "restart: the last image's guardian, not taken over, has exited"));
 }

@@ -298,16 +298,18 @@ export function readPipeOut(fd: number, each: (chunk: Buffer) => void): { bytes:
 /** Plain reads until a 0 read or the failure `end` names (the normal end); any other failure with the bytes read until then. */
 function readOut(fd: number, each: (chunk: Buffer) => void, end: string): { bytes: number; error?: NodeJS.ErrnoException } {
   let bytes = 0;
-  try {
-    for (;;) {
-      const buf = Buffer.allocUnsafe(64 * 1024);
-      const n = readSync(fd, buf);
-      if (n === 0) return { bytes };
-      bytes += n;
-      each(buf.subarray(0, n));
+  for (;;) {
+    const buf = Buffer.allocUnsafe(64 * 1024);
+    let n: number;
+    try {
+      n = readSync(fd, buf);
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === end ? { bytes } : { bytes, error: err as NodeJS.ErrnoException };
     }
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === end ? { bytes } : { bytes, error: err as NodeJS.ErrnoException };
+    if (n === 0) return { bytes };
+    bytes += n;
+    // Outside the try: a failure of what takes the bytes is not a failure to read them.
+    each(buf.subarray(0, n));
   }
 }
 
@@ -320,8 +322,10 @@ function readOut(fd: number, each: (chunk: Buffer) => void, end: string): { byte
  * its real end. A master that reads EAGAIN there is still held open by someone: what it says
  * later cannot be read any more, and the log says so.
  */
-export function readToMasterEnd(stream: { once(event: 'end', fn: () => void): unknown }, fd: number, each: (chunk: Buffer) => void, sessionId: string): void {
+export function readToMasterEnd(stream: { once(event: 'end', fn: () => void): unknown; destroyed: boolean }, fd: number, each: (chunk: Buffer) => void, sessionId: string): void {
   stream.once('end', () => {
+    // Destroyed first (its release): its descriptor is closed, its number maybe another file's.
+    if (stream.destroyed) return;
     // EAGAIN: someone holds the job's side still; EIO: the end.
     const { bytes, error } = readOut(fd, each, 'EIO');
     if (error) tapTrouble('error', sessionId, `a terminal's master could not be read to its end after its hang-up (${error.message}): ${bytes} bytes were read after it, what it still held is lost`, { errno: error.code ?? null, bytes });
