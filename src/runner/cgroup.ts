@@ -3,6 +3,7 @@ import type { SessionCgroup } from '../cgroup/session.js';
 import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
+import { samplingThread } from './sample-thread.js';
 import { samplerTiming, UsageSampler } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -30,9 +31,24 @@ export const sameResources = (a: Resources, b: Resources): boolean =>
 const usage = new UsageSampler<Session>(
   (s) => cgroups.get(s)!.resources(),
   (s) => s.running,
-  // 3% of the thread; the ports sampler has the other 2% of the samplers' 5%.
-  samplerTiming(0.03, 'usage'),
+  // On the daemon's thread (first reads, and refreshes where the samplers' thread cannot run) 3%
+  // of it; the ports sampler has the other 2% of the samplers' 5%. On the samplers' thread 15% of
+  // a core, and the ports 10%: together at most a quarter of one core (docs/benchmarks.md).
+  samplerTiming(0.03, 'usage', 0.15),
   sameResources,
+  {
+    // The refresh's reads on the samplers' thread (runner/sample-thread.ts); each session's part of a sample is made here.
+    read: (sessions) => {
+      const cgs = sessions.map((s) => cgroups.get(s)!);
+      return samplingThread.usage(cgs.map((cg) => cg.usagePlan()))?.then((b) => ({
+        cpuMs: b.cpuMs,
+        sample: (i: number) => {
+          const r = b.readings[i];
+          return r === null ? undefined : cgs[i].fromReading(r);
+        },
+      }));
+    },
+  },
 );
 
 /**

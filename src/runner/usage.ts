@@ -22,14 +22,36 @@ export interface UsageTiming {
   budget?: number;
   /** What the bench's trace calls its turns (base/trace.ts). */
   name?: string;
+  /**
+   * The share of one core a refresh read on the sampling thread may take (its own CPU time, not
+   * the daemon's thread): after a batch that took T ms of CPU the next starts no sooner than
+   * T / threadBudget ms after it began (and never sooner than `everyMs`).
+   */
+  threadBudget?: number;
+}
+
+/**
+ * Where a sampler's refreshes are read when not on the daemon's thread: a batch of keys read
+ * elsewhere (the sampling thread, runner/sample-thread.ts), each answer made a sample on this
+ * thread when the batch comes back. `read` answers undefined when it cannot (no thread: then the
+ * refresh reads here, a slice per turn, as before).
+ */
+export interface ReadElsewhere<K, V> {
+  read(keys: K[]): Promise<Batch<V>> | undefined;
+}
+
+/** A batch read elsewhere: the CPU time its reads took there, and the sample of the key at each index, made when asked (undefined: none was read, the held one stays). */
+export interface Batch<V> {
+  cpuMs: number;
+  sample(index: number): V | undefined;
 }
 
 /**
  * The daemon's samplers (cgroup usage, runner/cgroup.ts; listening ports, runner/ports.ts) share
  * 5% of its thread: each is given its part of it.
  */
-export function samplerTiming(budget: number, name?: string): UsageTiming {
-  return { everyMs: 1000, idleRefreshes: 3, sliceMs: 0.1, budget, name };
+export function samplerTiming(budget: number, name?: string, threadBudget?: number): UsageTiming {
+  return { everyMs: 1000, idleRefreshes: 3, sliceMs: 0.1, budget, name, threadBudget };
 }
 
 const TIMING = samplerTiming(0.05, 'sampler');
@@ -77,6 +99,8 @@ export class UsageSampler<K, V = Resources> {
      * session whose figures did not move, which is most of a thousand quiet sessions.
      */
     private readonly same?: (held: V, read: V) => boolean,
+    /** Where refreshes are read, when not here. */
+    private readonly elsewhere?: ReadElsewhere<K, V>,
   ) {}
 
   /** The held sample of `key` (read now when none is held), at most about `everyMs` old. */
@@ -175,6 +199,7 @@ export class UsageSampler<K, V = Resources> {
 
   /** The next refresh in `ms` (the timer stays set while a refresh reads, so `active` holds). */
   private schedule(ms: number): void {
+    clearTimeout(this.timer);
     this.timer = setTimeout(() => this.refresh(), ms);
     this.timer.unref();
   }
@@ -196,6 +221,20 @@ export class UsageSampler<K, V = Resources> {
     if (this.held.size === 0) return this.stop();
     this.refreshing = true;
     const began = performance.now();
+    const batch = this.elsewhere?.read(keys);
+    if (batch !== undefined) {
+      void batch.then(
+        (b) => this.take(keys, b, began),
+        // The thread is gone (sample-thread.ts says so once): this refresh and the next read here.
+        () => this.readHere(keys, began),
+      );
+      return;
+    }
+    this.readHere(keys, began);
+  }
+
+  /** Read a refresh's keys on this thread, a slice per turn, and put the samples in together at the end. */
+  private readHere(keys: K[], began: number): void {
     let spentMs = 0;
     let next = 0;
     // The new samples are held back and put in together at the end: readers see one refresh at
@@ -227,5 +266,24 @@ export class UsageSampler<K, V = Resources> {
       }
     };
     turn();
+  }
+
+  /** A refresh read elsewhere is back: its samples put in, in this one turn; the next refresh scheduled within the thread's budget. */
+  private take(keys: K[], batch: Batch<V>, began: number): void {
+    this.refreshing = false;
+    if (this.timer === undefined) return;
+    const from = performance.now();
+    const budget = this.timing.threadBudget ?? 1;
+    this.schedule(Math.max(this.timing.everyMs, batch.cpuMs / budget) - (from - began));
+    for (let i = 0; i < keys.length; i++) {
+      const h = this.held.get(keys[i]);
+      // A key found gone or ended meanwhile keeps the sample it had.
+      if (h === undefined || !this.live(keys[i])) continue;
+      const value = batch.sample(i);
+      if (value === undefined) continue;
+      this.reads++;
+      if (!this.same?.(h.value, value)) h.value = value;
+    }
+    trace?.span(`${this.timing.name ?? 'sampler'} take`, from, performance.now());
   }
 }
