@@ -306,9 +306,10 @@ export class SessionCgroup {
   /**
    * The figures from what readUsage read (here, or on the sampling thread): what the session's
    * samples keep across reads (the most memory and processes seen where no controller keeps them)
-   * is kept here, on the thread that owns the session.
+   * is kept here, on the thread that owns the session. `held`: the sample held now, answered
+   * itself when the figures are its own.
    */
-  fromReading(r: UsageReading, final = false, exitPeakBytes = 0): Resources {
+  fromReading(r: UsageReading, final = false, exitPeakBytes = 0, held?: Resources): Resources {
     let memoryPeakBytes = r.memoryPeakBytes;
     if (memoryPeakBytes === undefined) {
       this.sampledPeak = Math.max(this.sampledPeak, r.memoryBytes, exitPeakBytes);
@@ -321,6 +322,8 @@ export class SessionCgroup {
       processes = r.counted ?? 0;
       this.sampledProcesses = Math.max(this.sampledProcesses, processes);
     }
+    // The figures did not move: the sample held is kept, and nothing is made.
+    if (held && held.cpuMs === r.cpuMs && held.memoryBytes === r.memoryBytes && held.memoryPeakBytes === memoryPeakBytes && held.processes === processes) return held;
     return { cpuMs: r.cpuMs, memoryBytes: r.memoryBytes, memoryPeakBytes, processes };
   }
 

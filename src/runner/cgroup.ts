@@ -1,9 +1,9 @@
 import { whenEmpty } from '../cgroup/empty.js';
-import type { SessionCgroup } from '../cgroup/session.js';
+import type { SessionCgroup, UsageReading } from '../cgroup/session.js';
 import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
-import { samplingThread } from './sample-thread.js';
+import { samplingThread, USAGE_FIELDS } from './sample-thread.js';
 import { samplerTiming, UsageSampler } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -38,16 +38,21 @@ const usage = new UsageSampler<Session>(
   sameResources,
   {
     // The refresh's reads on the samplers' thread (runner/sample-thread.ts); each session's part of a sample is made here.
-    read: (sessions) => {
-      const cgs = sessions.map((s) => cgroups.get(s)!);
-      return samplingThread.usage(cgs.map((cg) => cg.usagePlan()))?.then((b) => ({
+    read: (sessions) =>
+      samplingThread.usage(sessions, planOf)?.then((b) => ({
         cpuMs: b.cpuMs,
-        sample: (i: number) => {
-          const r = b.readings[i];
-          return r === null ? undefined : cgs[i].fromReading(r);
+        sample: (i: number, held: Resources) => {
+          const f = b.figures;
+          const o = i * USAGE_FIELDS;
+          if (Number.isNaN(f[o])) return undefined;
+          reading.cpuMs = f[o];
+          reading.memoryBytes = f[o + 1];
+          reading.memoryPeakBytes = Number.isNaN(f[o + 2]) ? undefined : f[o + 2];
+          reading.processes = Number.isNaN(f[o + 3]) ? undefined : f[o + 3];
+          reading.counted = Number.isNaN(f[o + 4]) ? undefined : f[o + 4];
+          return cgroups.get(sessions[i])?.fromReading(reading, false, 0, held);
         },
-      }));
-    },
+      })),
   },
 );
 
@@ -61,6 +66,11 @@ export function holdResources(sessions: Iterable<Session>): Promise<void> | unde
 }
 
 const measured = (s: Session) => s.running && cgroups.has(s);
+
+const planOf = (s: Session) => cgroups.get(s)!.usagePlan();
+
+/** One reading at a time is made a sample (SessionCgroup.fromReading keeps nothing of it): one object for them all. */
+const reading: UsageReading = { cpuMs: 0, memoryBytes: 0 };
 
 /** The usage sample held for a running session, if one is (a restart hands it to the next image). */
 export function heldResources(session: Session): Resources | undefined {

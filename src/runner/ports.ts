@@ -41,20 +41,24 @@ interface Look {
   pids: string;
   /** Each namespace's growth when the descriptors were read. */
   tables: string;
+  /** Made from the samplers' thread's reads (its growth clock, and its own last look at the session). */
+  byThread: boolean;
 }
 
 const looks = new WeakMap<Session, Look>();
 
 const byPort = (a: ListenPort, b: ListenPort) => a.port - b.port || (a.address < b.address ? -1 : a.address > b.address ? 1 : 0);
 
-/** What a look at `s` reads: plain data (the sampling thread reads it without the session). */
-function plan(s: Session): PortsPlan {
+/** Whose ports a look at `s` reads: plain data (the sampling thread reads it without the session). */
+function where(s: Session): PortsPlan {
   const cg = cgroupOf(s);
+  return cg ? { members: cg.usagePlan().members } : { leader: s.pid };
+}
+
+/** What a look here reads: where, and what its last look depended on. */
+function plan(s: Session): PortsPlan {
   const last = looks.get(s);
-  return {
-    ...(cg ? { members: cg.usagePlan().members } : { leader: s.pid }),
-    ...(last ? { last: { pids: last.pids, tables: last.tables } } : {}),
-  };
+  return last ? { ...where(s), last: { pids: last.pids, tables: last.tables } } : where(s);
 }
 
 /**
@@ -77,14 +81,12 @@ export function lookAtPorts(s: Session, now = Date.now(), fresh = false): Listen
  * listen on. Undefined when the reading read no descriptors but the session's last look is not the
  * one its plan named (a look here came between): the held ports stay until the next.
  */
-export function takePorts(s: Session, r: PortsReading, table: (ns: string) => Table | undefined): ListenPort[] | undefined {
+export function takePorts(s: Session, r: PortsReading, table: (ns: string) => Table | undefined, byThread = false): ListenPort[] | undefined {
   const last = looks.get(s);
   if (r.sockets === undefined) {
     if (!last || last.pids !== r.pids || last.tables !== r.tables) return last?.ports;
     // Nothing new listens and its processes are the same: what it found, less what closed since.
-    const kept = last.found.filter((f) => table(f.ns)?.listening.has(f.inode));
-    if (kept.length === last.found.length) return last.ports;
-    return note(s, kept, r.pids, r.tables);
+    return kept(s, last, table);
   }
   const found: Look['found'] = [];
   for (const { ns, inodes } of r.sockets) {
@@ -95,15 +97,22 @@ export function takePorts(s: Session, r: PortsReading, table: (ns: string) => Ta
       if (port) found.push({ inode, ns, port });
     }
   }
-  return note(s, found, r.pids, r.tables);
+  return note(s, found, r.pids, r.tables, byThread);
+}
+
+/** What `last` found that still listens; the session told when something closed. */
+function kept(s: Session, last: Look, table: (ns: string) => Table | undefined): ListenPort[] {
+  const still = last.found.filter((f) => table(f.ns)?.listening.has(f.inode));
+  if (still.length === last.found.length) return last.ports;
+  return note(s, still, last.pids, last.tables, last.byThread);
 }
 
 /** Keep what a look found and tell the session its ports: each address and port once, by port. */
-function note(s: Session, found: Look['found'], pids: string, tables: string): ListenPort[] {
+function note(s: Session, found: Look['found'], pids: string, tables: string, byThread: boolean): ListenPort[] {
   const unique = new Map<string, ListenPort>();
   for (const f of found) unique.set(`${f.port.address}\0${f.port.port}`, f.port);
   const ports = [...unique.values()].sort(byPort);
-  looks.set(s, { found, ports, pids, tables });
+  looks.set(s, { found, ports, pids, tables, byThread });
   s.notePorts(ports);
   return ports;
 }
@@ -117,15 +126,29 @@ const sampler = new UsageSampler<Session, ListenPort[]>(
   samplerTiming(0.02, 'ports', 0.1),
   undefined,
   {
-    // The refresh's reads on the samplers' thread (runner/sample-thread.ts); what they found is kept here (takePorts).
+    // The refresh's reads on the samplers' thread (runner/sample-thread.ts); what they found is kept here.
     read: (sessions) =>
-      samplingThread.ports(sessions.map(plan))?.then((b) => ({
-        cpuMs: b.cpuMs,
-        sample: (i: number) => {
-          const r = b.readings[i];
-          return r === null ? undefined : takePorts(sessions[i], r, (ns) => b.tables.get(ns));
-        },
-      })),
+      samplingThread.ports(sessions, where)?.then((b) => {
+        const looked = new Map(b.looked);
+        const table = (ns: string) => b.tables.get(ns);
+        return {
+          cpuMs: b.cpuMs,
+          sample: (i: number, held: ListenPort[]) => {
+            const s = sessions[i];
+            const r = looked.get(i);
+            if (r !== undefined) return takePorts(s, r, table, true);
+            // Its processes and namespaces' growth were those of the thread's last look at it: that one's ports, less what closed.
+            const last = looks.get(s);
+            if (last === undefined || !last.byThread) {
+              // The last look was made here: the thread's says nothing of it. Read in full next time.
+              samplingThread.lookAgain(s);
+              return held;
+            }
+            if (last.found.length === 0) return last.ports;
+            return kept(s, last, table);
+          },
+        };
+      }),
   },
 );
 

@@ -1,24 +1,71 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { UsagePlan, UsageReading } from '../cgroup/session.js';
+import type { UsagePlan } from '../cgroup/session.js';
 import type { PortsPlan, PortsReading, Table } from './ports-read.js';
 
-/** What the daemon asks the sampling thread: one batch of plans to read. */
-export type ToSampleThread = { id: number; kind: 'usage'; plans: UsagePlan[] } | { id: number; kind: 'ports'; plans: PortsPlan[] };
+/**
+ * What the daemon asks the sampling thread: read the keys `ids`, in that order. Each key's plan
+ * (plain paths and pids) is sent once, with the first batch that has it (`plans`); a key left out
+ * of a batch is forgotten there, and sent again if it comes back. `forget`: ports keys whose last
+ * look the thread must not trust (one was made on the daemon's thread since): read in full.
+ */
+export type ToSampleThread =
+  | { id: number; kind: 'usage'; ids: Int32Array; plans: [number, UsagePlan][] }
+  | { id: number; kind: 'ports'; ids: Int32Array; plans: [number, PortsPlan][]; forget: number[] };
 
-/** What it answers: each plan's reading (null where the read failed), the thread's CPU time for the batch, and for ports the namespaces' tables. */
+/** Per usage key, these figures in a row (NaN: none; cpuMs NaN: the read failed). */
+export const USAGE_FIELDS = 5;
+
+/**
+ * What it answers, with the thread's CPU time for the batch. Usage: USAGE_FIELDS numbers a key
+ * (cpuMs, memoryBytes, memoryPeakBytes, processes, counted), a buffer handed over, not copied.
+ * Ports: only the keys whose look read their descriptors (by index in the batch); the others'
+ * processes and namespaces' growth were those of their last look (the daemon keeps what that
+ * found, less what closed: `tables` says what listens now).
+ */
 export type FromSampleThread =
   | { kind: 'ready'; priority: SamplePriority }
-  | { id: number; kind: 'usage'; readings: (UsageReading | null)[]; cpuMs: number }
-  | { id: number; kind: 'ports'; readings: (PortsReading | null)[]; tables: Map<string, Table>; cpuMs: number };
+  | { id: number; kind: 'usage'; figures: Float64Array; cpuMs: number }
+  | { id: number; kind: 'ports'; looked: [number, PortsReading][]; tables: Map<string, Table>; cpuMs: number };
 
 /** The priority the thread got: SCHED_IDLE (the addon's idleThread), else nice 19, else none it could set. */
 export type SamplePriority = 'idle' | 'nice 19' | 'normal';
 
 const WORKER = new URL('./sample-worker.js', import.meta.url);
 
-type Answer<K extends FromSampleThread['kind']> = Extract<FromSampleThread, { kind: K }>;
+type Answer<K extends 'usage' | 'ports'> = Extract<FromSampleThread, { kind: K }>;
+
+/** The keys of one kind of sample as the thread knows them: a number each, and which plans it holds. */
+class Keys<K extends object, P> {
+  private readonly ids = new WeakMap<K, number>();
+  private next = 1;
+  /** The keys whose plans the thread holds (those of the last batch). */
+  private sent = new Set<number>();
+  /** Ports keys to be read in full at the next batch. */
+  readonly forget = new Set<number>();
+
+  idOf(key: K): number {
+    let id = this.ids.get(key);
+    if (id === undefined) this.ids.set(key, (id = this.next++));
+    return id;
+  }
+
+  /** A batch of `keys`: their numbers, and the plans of those the thread does not hold. */
+  batch(keys: readonly K[], planOf: (key: K) => P): { ids: Int32Array; plans: [number, P][] } {
+    const ids = new Int32Array(keys.length);
+    const plans: [number, P][] = [];
+    const sent = new Set<number>();
+    for (let i = 0; i < keys.length; i++) {
+      const id = this.idOf(keys[i]);
+      ids[i] = id;
+      sent.add(id);
+      if (!this.sent.has(id)) plans.push([id, planOf(keys[i])]);
+    }
+    this.sent = sent;
+    return { ids, plans };
+  }
+}
 
 /**
  * The samplers' thread (sample-worker.ts): the periodic refreshes of the usage and ports samplers
@@ -26,7 +73,9 @@ type Answer<K extends FromSampleThread['kind']> = Extract<FromSampleThread, { ki
  * and the daemon's thread only makes the samples from what comes back, in one turn. At a thousand
  * sessions those reads took 3.5-5% of the daemon's thread in 0.1 ms turns that 2-4% of requests
  * met; the thread runs at the lowest priority the kernel gives without privileges (SCHED_IDLE,
- * else nice 19), so a request preempts it at once. It gets paths and pids, never a session.
+ * else nice 19), so a request preempts it at once. It gets paths and pids, never a session, each
+ * session's once: a batch is a list of numbers, and its answer numbers (usage) or the few looks
+ * that changed (ports), so the daemon's part stays small.
  *
  * Started at the first refresh and kept (unreferenced: the daemon's exit does not wait for it; an
  * exec of a new image ends it with every other thread). Where it cannot start (the sources run as
@@ -38,6 +87,8 @@ export class SampleThread {
   private failed = false;
   private next = 1;
   private readonly waiting = new Map<number, { resolve: (m: FromSampleThread) => void; reject: (e: Error) => void }>();
+  private readonly usageKeys = new Keys<object, UsagePlan>();
+  private readonly portsKeys = new Keys<object, PortsPlan>();
   /** The priority the thread said it got (undefined until it said). */
   priority: SamplePriority | undefined;
 
@@ -46,14 +97,25 @@ export class SampleThread {
     return WORKER.protocol === 'file:' && existsSync(fileURLToPath(WORKER));
   }
 
-  /** Read usage plans there; undefined when there is no thread to read them. */
-  usage(plans: UsagePlan[]): Promise<Answer<'usage'>> | undefined {
-    return this.ask({ id: 0, kind: 'usage', plans }) as Promise<Answer<'usage'>> | undefined;
+  /** Read the usage of `keys` there (each key's plan asked for once); undefined when there is no thread to read them. */
+  usage<K extends object>(keys: readonly K[], planOf: (key: K) => UsagePlan): Promise<Answer<'usage'>> | undefined {
+    if (!this.start()) return undefined;
+    const { ids, plans } = this.usageKeys.batch(keys, planOf as (key: object) => UsagePlan);
+    return this.ask({ id: 0, kind: 'usage', ids, plans }) as Promise<Answer<'usage'>> | undefined;
   }
 
-  /** Read ports plans there; undefined when there is no thread to read them. */
-  ports(plans: PortsPlan[]): Promise<Answer<'ports'>> | undefined {
-    return this.ask({ id: 0, kind: 'ports', plans }) as Promise<Answer<'ports'>> | undefined;
+  /** Look at the ports of `keys` there; undefined when there is no thread to read them. */
+  ports<K extends object>(keys: readonly K[], planOf: (key: K) => PortsPlan): Promise<Answer<'ports'>> | undefined {
+    if (!this.start()) return undefined;
+    const { ids, plans } = this.portsKeys.batch(keys, planOf as (key: object) => PortsPlan);
+    const forget = [...this.portsKeys.forget];
+    this.portsKeys.forget.clear();
+    return this.ask({ id: 0, kind: 'ports', ids, plans, forget }) as Promise<Answer<'ports'>> | undefined;
+  }
+
+  /** The next ports batch reads `key`'s descriptors whatever its last look there found (a look here came between). */
+  lookAgain(key: object): void {
+    this.portsKeys.forget.add(this.portsKeys.idOf(key));
   }
 
   /** End the thread (daemon shutdown); reads go on here if asked again. */
@@ -66,13 +128,13 @@ export class SampleThread {
   }
 
   private ask(m: ToSampleThread): Promise<FromSampleThread> | undefined {
-    const worker = this.start();
+    const worker = this.worker;
     if (!worker) return undefined;
     const id = this.next++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       try {
-        worker.postMessage({ ...m, id });
+        worker.postMessage({ ...m, id }, [m.ids.buffer as ArrayBuffer]);
       } catch (err) {
         this.waiting.delete(id);
         reject(err as Error);

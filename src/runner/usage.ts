@@ -40,10 +40,14 @@ export interface ReadElsewhere<K, V> {
   read(keys: K[]): Promise<Batch<V>> | undefined;
 }
 
-/** A batch read elsewhere: the CPU time its reads took there, and the sample of the key at each index, made when asked (undefined: none was read, the held one stays). */
+/**
+ * A batch read elsewhere: the CPU time its reads took there, and the sample of the key at each
+ * index, made when asked: `held` itself when the figures did not move (nothing made), undefined
+ * when none was read (the held one stays).
+ */
 export interface Batch<V> {
   cpuMs: number;
-  sample(index: number): V | undefined;
+  sample(index: number, held: V): V | undefined;
 }
 
 /**
@@ -223,6 +227,7 @@ export class UsageSampler<K, V = Resources> {
     const began = performance.now();
     const batch = this.elsewhere?.read(keys);
     if (batch !== undefined) {
+      trace?.span(`${this.timing.name ?? 'sampler'} send`, began, performance.now());
       void batch.then(
         (b) => this.take(keys, b, began),
         // The thread is gone (sample-thread.ts says so once): this refresh and the next read here.
@@ -279,10 +284,10 @@ export class UsageSampler<K, V = Resources> {
       const h = this.held.get(keys[i]);
       // A key found gone or ended meanwhile keeps the sample it had.
       if (h === undefined || !this.live(keys[i])) continue;
-      const value = batch.sample(i);
+      const value = batch.sample(i, h.value);
       if (value === undefined) continue;
       this.reads++;
-      if (!this.same?.(h.value, value)) h.value = value;
+      if (value !== h.value && !this.same?.(h.value, value)) h.value = value;
     }
     trace?.span(`${this.timing.name ?? 'sampler'} take`, from, performance.now());
   }
