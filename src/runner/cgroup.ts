@@ -38,8 +38,8 @@ const usage = new UsageSampler<Session>(
   sameResources,
   {
     // The refresh's reads on the samplers' thread (runner/sample-thread.ts); each session's part of a sample is made here.
-    read: (sessions) =>
-      samplingThread.usage(sessions, planOf)?.then((b) => ({
+    read: (sessions, ids, fresh) =>
+      samplingThread.usage(ids, fresh, (i) => cgroups.get(sessions[i])!.usagePlan())?.then((b) => ({
         cpuMs: b.cpuMs,
         sample: (i: number, held: Resources) => {
           const f = b.figures;
@@ -66,8 +66,6 @@ export function holdResources(sessions: Iterable<Session>): Promise<void> | unde
 }
 
 const measured = (s: Session) => s.running && cgroups.has(s);
-
-const planOf = (s: Session) => cgroups.get(s)!.usagePlan();
 
 /** One reading at a time is made a sample (SessionCgroup.fromReading keeps nothing of it): one object for them all. */
 const reading: UsageReading = { cpuMs: 0, memoryBytes: 0 };

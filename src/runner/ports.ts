@@ -127,8 +127,8 @@ const sampler = new UsageSampler<Session, ListenPort[]>(
   undefined,
   {
     // The refresh's reads on the samplers' thread (runner/sample-thread.ts); what they found is kept here.
-    read: (sessions) =>
-      samplingThread.ports(sessions, where)?.then((b) => {
+    read: (sessions, ids, fresh) =>
+      samplingThread.ports(ids, fresh, (i) => where(sessions[i]))?.then((b) => {
         const looked = new Map(b.looked);
         const table = (ns: string) => b.tables.get(ns);
         return {
@@ -141,7 +141,7 @@ const sampler = new UsageSampler<Session, ListenPort[]>(
             const last = looks.get(s);
             if (last === undefined || !last.byThread) {
               // The last look was made here: the thread's says nothing of it. Read in full next time.
-              samplingThread.lookAgain(s);
+              samplingThread.lookAgain(ids[i]);
               return held;
             }
             if (last.found.length === 0) return last.ports;

@@ -36,37 +36,6 @@ const WORKER = new URL('./sample-worker.js', import.meta.url);
 
 type Answer<K extends 'usage' | 'ports'> = Extract<FromSampleThread, { kind: K }>;
 
-/** The keys of one kind of sample as the thread knows them: a number each, and which plans it holds. */
-class Keys<K extends object, P> {
-  private readonly ids = new WeakMap<K, number>();
-  private next = 1;
-  /** The keys whose plans the thread holds (those of the last batch). */
-  private sent = new Set<number>();
-  /** Ports keys to be read in full at the next batch. */
-  readonly forget = new Set<number>();
-
-  idOf(key: K): number {
-    let id = this.ids.get(key);
-    if (id === undefined) this.ids.set(key, (id = this.next++));
-    return id;
-  }
-
-  /** A batch of `keys`: their numbers, and the plans of those the thread does not hold. */
-  batch(keys: readonly K[], planOf: (key: K) => P): { ids: Int32Array; plans: [number, P][] } {
-    const ids = new Int32Array(keys.length);
-    const plans: [number, P][] = [];
-    const sent = new Set<number>();
-    for (let i = 0; i < keys.length; i++) {
-      const id = this.idOf(keys[i]);
-      ids[i] = id;
-      sent.add(id);
-      if (!this.sent.has(id)) plans.push([id, planOf(keys[i])]);
-    }
-    this.sent = sent;
-    return { ids, plans };
-  }
-}
-
 /**
  * The samplers' thread (sample-worker.ts): the periodic refreshes of the usage and ports samplers
  * (runner/cgroup.ts, runner/ports.ts) read every held session's files there, a batch a refresh,
@@ -74,8 +43,8 @@ class Keys<K extends object, P> {
  * sessions those reads took 3.5-5% of the daemon's thread in 0.1 ms turns that 2-4% of requests
  * met; the thread runs at the lowest priority the kernel gives without privileges (SCHED_IDLE,
  * else nice 19), so a request preempts it at once. It gets paths and pids, never a session, each
- * session's once: a batch is a list of numbers, and its answer numbers (usage) or the few looks
- * that changed (ports), so the daemon's part stays small.
+ * sample's once (runner/usage.ts numbers them): a batch is a list of numbers, and its answer
+ * numbers (usage) or the few looks that read descriptors (ports), so the daemon's part stays small.
  *
  * Started at the first refresh and kept (unreferenced: the daemon's exit does not wait for it; an
  * exec of a new image ends it with every other thread). Where it cannot start (the sources run as
@@ -87,8 +56,8 @@ export class SampleThread {
   private failed = false;
   private next = 1;
   private readonly waiting = new Map<number, { resolve: (m: FromSampleThread) => void; reject: (e: Error) => void }>();
-  private readonly usageKeys = new Keys<object, UsagePlan>();
-  private readonly portsKeys = new Keys<object, PortsPlan>();
+  /** Ports keys to be read in full at the next batch. */
+  private forget: number[] = [];
   /** The priority the thread said it got (undefined until it said). */
   priority: SamplePriority | undefined;
 
@@ -97,25 +66,28 @@ export class SampleThread {
     return WORKER.protocol === 'file:' && existsSync(fileURLToPath(WORKER));
   }
 
-  /** Read the usage of `keys` there (each key's plan asked for once); undefined when there is no thread to read them. */
-  usage<K extends object>(keys: readonly K[], planOf: (key: K) => UsagePlan): Promise<Answer<'usage'>> | undefined {
+  /**
+   * Read the usage of the samples numbered `ids` there; `fresh`, the indexes of those never sent,
+   * whose plans `planOf` gives. Undefined when there is no thread to read them.
+   */
+  usage(ids: Int32Array, fresh: number[], planOf: (index: number) => UsagePlan): Promise<Answer<'usage'>> | undefined {
     if (!this.start()) return undefined;
-    const { ids, plans } = this.usageKeys.batch(keys, planOf as (key: object) => UsagePlan);
+    const plans = fresh.map((i): [number, UsagePlan] => [ids[i], planOf(i)]);
     return this.ask({ id: 0, kind: 'usage', ids, plans }) as Promise<Answer<'usage'>> | undefined;
   }
 
-  /** Look at the ports of `keys` there; undefined when there is no thread to read them. */
-  ports<K extends object>(keys: readonly K[], planOf: (key: K) => PortsPlan): Promise<Answer<'ports'>> | undefined {
+  /** Look at the ports of the samples numbered `ids` there (as `usage`); undefined when there is no thread to read them. */
+  ports(ids: Int32Array, fresh: number[], planOf: (index: number) => PortsPlan): Promise<Answer<'ports'>> | undefined {
     if (!this.start()) return undefined;
-    const { ids, plans } = this.portsKeys.batch(keys, planOf as (key: object) => PortsPlan);
-    const forget = [...this.portsKeys.forget];
-    this.portsKeys.forget.clear();
+    const plans = fresh.map((i): [number, PortsPlan] => [ids[i], planOf(i)]);
+    const forget = this.forget;
+    this.forget = [];
     return this.ask({ id: 0, kind: 'ports', ids, plans, forget }) as Promise<Answer<'ports'>> | undefined;
   }
 
-  /** The next ports batch reads `key`'s descriptors whatever its last look there found (a look here came between). */
-  lookAgain(key: object): void {
-    this.portsKeys.forget.add(this.portsKeys.idOf(key));
+  /** The next ports batch reads sample `id`'s descriptors whatever its last look there found (a look here came between). */
+  lookAgain(id: number): void {
+    this.forget.push(id);
   }
 
   /** End the thread (daemon shutdown); reads go on here if asked again. */
@@ -134,7 +106,7 @@ export class SampleThread {
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       try {
-        worker.postMessage({ ...m, id }, [m.ids.buffer as ArrayBuffer]);
+        worker.postMessage({ ...m, id });
       } catch (err) {
         this.waiting.delete(id);
         reject(err as Error);
@@ -153,7 +125,7 @@ export class SampleThread {
       // Without the bench's trace file: a trace of the thread would be written over the daemon's at its end.
       const env = { ...process.env };
       delete env.PROCCTL_TRACE_FILE;
-      worker = new Worker(WORKER, { name: 'procctl-sampler', env, resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 8 } });
+      worker = new Worker(WORKER, { name: 'procctl-sampler', env, resourceLimits: { maxOldGenerationSizeMb: 64 } });
     } catch (err) {
       this.fail(`cannot start (${(err as Error).message})`);
       return undefined;

@@ -8,6 +8,12 @@ export interface UsageTiming {
   /** A sample nobody asked for in this many refreshes is let go. */
   idleRefreshes: number;
   /**
+   * The same while refreshes are read on the samplers' thread, where a held sample costs the
+   * daemon's thread nothing: kept longer, a client coming back after a pause finds its samples
+   * fresh instead of read again a slice per turn on the daemon's thread (`hold`).
+   */
+  threadIdleRefreshes?: number;
+  /**
    * A turn of the event loop that reads samples (a refresh, or the first reads of `hold`) stops
    * once it has read for this long, after its first sample; the next turn goes on. A request that
    * comes meanwhile waits for the turn, and on a loaded machine a few samples took long enough to
@@ -37,7 +43,12 @@ export interface UsageTiming {
  * refresh reads here, a slice per turn, as before).
  */
 export interface ReadElsewhere<K, V> {
-  read(keys: K[]): Promise<Batch<V>> | undefined;
+  /**
+   * Read `keys`, known there by `ids` (one number per held sample, new when a sample is held
+   * anew); `fresh`: the indexes of those it was never sent, whose plans go with this batch. Every
+   * held sample is in every batch: one left out is one let go.
+   */
+  read(keys: K[], ids: Int32Array, fresh: number[]): Promise<Batch<V>> | undefined;
 }
 
 /**
@@ -55,7 +66,7 @@ export interface Batch<V> {
  * 5% of its thread: each is given its part of it.
  */
 export function samplerTiming(budget: number, name?: string, threadBudget?: number): UsageTiming {
-  return { everyMs: 1000, idleRefreshes: 3, sliceMs: 0.1, budget, name, threadBudget };
+  return { everyMs: 1000, idleRefreshes: 3, threadIdleRefreshes: 30, sliceMs: 0.1, budget, name, threadBudget };
 }
 
 const TIMING = samplerTiming(0.05, 'sampler');
@@ -67,6 +78,8 @@ interface Held<V> {
   value: V;
   /** The refresh count when it was last asked for. */
   asked: number;
+  /** Its number for the samplers' thread (0: none yet). */
+  id?: number;
 }
 
 /**
@@ -87,6 +100,9 @@ export class UsageSampler<K, V = Resources> {
   private timer: NodeJS.Timeout | undefined;
   private refreshes = 0;
   private refreshing = false;
+  /** The last refresh was read elsewhere. */
+  private elsewhereOk = false;
+  private nextId = 1;
   /** Samples read so far, first asks and refreshes alike. */
   reads = 0;
 
@@ -218,24 +234,44 @@ export class UsageSampler<K, V = Resources> {
     if (this.refreshing) return;
     this.refreshes++;
     const keys: K[] = [];
+    const idle = this.elsewhereOk ? (this.timing.threadIdleRefreshes ?? this.timing.idleRefreshes) : this.timing.idleRefreshes;
     for (const [key, h] of this.held) {
-      if (this.refreshes - h.asked > this.timing.idleRefreshes || !this.live(key)) this.held.delete(key);
+      if (this.refreshes - h.asked > idle || !this.live(key)) this.held.delete(key);
       else keys.push(key);
     }
     if (this.held.size === 0) return this.stop();
     this.refreshing = true;
     const began = performance.now();
-    const batch = this.elsewhere?.read(keys);
+    const batch = this.elsewhere === undefined ? undefined : this.sendElsewhere(keys);
+    this.elsewhereOk = batch !== undefined;
     if (batch !== undefined) {
       trace?.span(`${this.timing.name ?? 'sampler'} send`, began, performance.now());
       void batch.then(
         (b) => this.take(keys, b, began),
         // The thread is gone (sample-thread.ts says so once): this refresh and the next read here.
-        () => this.readHere(keys, began),
+        () => {
+          this.elsewhereOk = false;
+          this.readHere(keys, began);
+        },
       );
       return;
     }
     this.readHere(keys, began);
+  }
+
+  /** Hand a refresh's keys to be read elsewhere, each known by its number there. */
+  private sendElsewhere(keys: K[]): Promise<Batch<V>> | undefined {
+    const ids = new Int32Array(keys.length);
+    const fresh: number[] = [];
+    for (let i = 0; i < keys.length; i++) {
+      const h = this.held.get(keys[i])!;
+      if (h.id === undefined) {
+        h.id = this.nextId++;
+        fresh.push(i);
+      }
+      ids[i] = h.id;
+    }
+    return this.elsewhere!.read(keys, ids, fresh);
   }
 
   /** Read a refresh's keys on this thread, a slice per turn, and put the samples in together at the end. */
