@@ -63,7 +63,8 @@ export interface Batch<V> {
 
 /**
  * The daemon's samplers (cgroup usage, runner/cgroup.ts; listening ports, runner/ports.ts) share
- * 5% of its thread: each is given its part of it.
+ * 5% of its thread where they read on it, and a quarter of a core on the samplers' thread: each is
+ * given its part of both.
  */
 export function samplerTiming(budget: number, name?: string, threadBudget?: number): UsageTiming {
   return { everyMs: 1000, idleRefreshes: 3, threadIdleRefreshes: 30, sliceMs: 0.1, budget, name, threadBudget };
@@ -78,7 +79,7 @@ interface Held<V> {
   value: V;
   /** The refresh count when it was last asked for. */
   asked: number;
-  /** Its number for the samplers' thread (0: none yet). */
+  /** Its number for the samplers' thread (none until its first batch there). */
   id?: number;
 }
 
@@ -94,6 +95,11 @@ interface Held<V> {
  * The refreshes keep to a budget of the thread (`budget`): with a thousand sessions on a busy
  * machine, reading every cgroup took a third of a core when done once a second, so the next
  * refresh waits until the reads of the last fit in the budget, and samples are that much older.
+ *
+ * Given somewhere else to read them (`elsewhere`: the samplers' thread, at idle priority), the
+ * refreshes are read there, a batch each, and this thread only puts each batch's samples in, in
+ * one turn; their budget is then of that thread's core (`threadBudget`), and a sample unasked is
+ * kept longer (`threadIdleRefreshes`). First reads stay here: the request that asks waits for them.
  */
 export class UsageSampler<K, V = Resources> {
   private readonly held = new Map<K, Held<V>>();
