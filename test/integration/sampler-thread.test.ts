@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { restartAndWait } from '../helpers/restart.js';
 import { Scoped } from '../helpers/session.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'procctl-sampler-'));
@@ -78,5 +79,31 @@ describe("the samplers' reads run on a thread of their own, at idle priority", (
     expect(count('ports take')).toBeGreaterThanOrEqual(1);
     expect(count('usage refresh')).toBe(0);
     expect(count('ports refresh')).toBe(0);
+  });
+
+  it('leaves no samplers\' thread of the last image behind a planned restart: the new image has its own, one', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'sampler-restart');
+    const r = await s.exec({ command: 'sleep 120', background: true });
+    pids.add(r.pid);
+    const idleThreads = () => threadsOf(d.proc.pid!).filter((t) => t.policy === 5);
+    // Asked for, its samples are refreshed on the thread, which starts at the first refresh.
+    await waitFor(async () => (await s.list()) && idleThreads().length === 1, { what: "the samplers' thread" });
+    const before = idleThreads()[0].tid;
+    s.c.close();
+    await restartAndWait(d);
+    const t = new Scoped(await d.client(), 'sampler-restart');
+    expect((await t.list()).find((x) => x.sessionId === r.sessionId)?.status).toBe('running');
+    await waitFor(async () => (await t.list()) && idleThreads().length === 1 && idleThreads()[0].tid !== before, { what: "the new image's samplers' thread" });
+    // A few refreshes on: still the one.
+    const after = idleThreads()[0].tid;
+    for (let i = 0; i < 3; i++) {
+      await t.list();
+      await new Promise((res) => setTimeout(res, 700));
+    }
+    expect(idleThreads().map((x) => x.tid)).toEqual([after]);
+    await t.process({ action: 'kill', sessionId: r.sessionId });
+    t.c.close();
+    expect(await d.stop()).toBe(0);
   });
 });
