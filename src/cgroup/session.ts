@@ -17,6 +17,56 @@ export interface Resources {
   processes: number;
 }
 
+/** The files a session's usage is read from (SessionCgroup.usagePlan): paths only, so a thread that has no session can read them. */
+export interface UsagePlan {
+  /** The directory whose cgroup.procs lists the session's processes. */
+  members: string;
+  /** v2 cpu.stat (usage_usec), where v2 counts CPU time. */
+  cpuStat?: string;
+  /** v1 cpuacct.usage (ns), read where cpu.stat says nothing. */
+  cpuacctUsage?: string;
+  /** The memory controller's files, when the session has one. */
+  memory?: { current: string; peak: string };
+  /** The pids controller's files, when the session has one. */
+  pids?: { current: string; peak: string };
+}
+
+/** What one read of a UsagePlan found: the kernel's figures as they are, before a session's own peaks are kept (SessionCgroup.fromReading). */
+export interface UsageReading {
+  cpuMs: number;
+  memoryBytes: number;
+  /** The memory controller's peak; undefined where memory is sampled from the members. */
+  memoryPeakBytes?: number;
+  /** The pids controller's count; undefined where none counts. */
+  processes?: number;
+  /** The members counted, where no controller counts them and the session runs. */
+  counted?: number;
+}
+
+/**
+ * Read what a session uses now from its plan's files (the reads SessionCgroup.resources makes;
+ * the sampling thread makes them for the daemon's periodic refresh). `final`: at the session's
+ * end, the most processes it had at once where the kernel keeps that, and no members' memory.
+ */
+export function readUsage(plan: UsagePlan, final = false): UsageReading {
+  let cpuMs = 0;
+  const usage = plan.cpuStat === undefined ? undefined : readKeyed(plan.cpuStat)?.get('usage_usec');
+  if (usage !== undefined) cpuMs = usage / 1000;
+  else {
+    const ns = plan.cpuacctUsage === undefined ? undefined : readNumber(plan.cpuacctUsage);
+    if (ns !== undefined) cpuMs = ns / 1e6;
+  }
+  const r: UsageReading = { cpuMs: Math.round(cpuMs), memoryBytes: 0 };
+  let members: number[] | undefined;
+  if (plan.memory) {
+    r.memoryBytes = readNumber(plan.memory.current) ?? 0;
+    r.memoryPeakBytes = readNumber(plan.memory.peak) ?? r.memoryBytes;
+  } else if (!final) for (const pid of (members ??= readPids(plan.members))) r.memoryBytes += rssBytes(pid);
+  if (plan.pids) r.processes = (final ? readNumber(plan.pids.peak) : undefined) ?? readNumber(plan.pids.current);
+  if (r.processes === undefined && !final) r.counted = (members ??= readPids(plan.members)).length;
+  return r;
+}
+
 /** Why a limit ended a session, from the kernel's own counters. */
 export type LimitHit = 'memory_limit' | 'process_limit';
 
@@ -234,36 +284,47 @@ export class SessionCgroup {
    * by any sample or `exitPeakBytes` (the largest single process the leader's wait reported).
    */
   resources(final = false, exitPeakBytes = 0): Resources {
-    let cpuMs = 0;
-    const usage = this.v2 ? readKeyed(join(this.v2, 'cpu.stat'))?.get('usage_usec') : undefined;
-    if (usage !== undefined) cpuMs = usage / 1000;
-    else {
-      const acct = this.v1.cpuacct ?? this.v1.cpu;
-      const ns = acct ? readNumber(join(acct, 'cpuacct.usage')) : undefined;
-      if (ns !== undefined) cpuMs = ns / 1e6;
-    }
-    let memoryBytes = 0;
-    let memoryPeakBytes = 0;
-    let members: number[] | undefined;
+    return this.fromReading(readUsage(this.usagePlan(), final), final, exitPeakBytes);
+  }
+
+  private plan: UsagePlan | undefined;
+
+  /** Which files say what the session uses: plain paths, which another thread can read (readUsage). */
+  usagePlan(): UsagePlan {
+    if (this.plan) return this.plan;
+    const plan: UsagePlan = { members: this.members_ };
+    if (this.v2) plan.cpuStat = join(this.v2, 'cpu.stat');
+    const acct = this.v1.cpuacct ?? this.v1.cpu;
+    if (acct) plan.cpuacctUsage = join(acct, 'cpuacct.usage');
     const mem = this.dirFor('memory');
-    if (mem) {
-      memoryBytes = readNumber(join(mem.dir, mem.v2 ? 'memory.current' : 'memory.usage_in_bytes')) ?? 0;
-      memoryPeakBytes = readNumber(join(mem.dir, mem.v2 ? 'memory.peak' : 'memory.max_usage_in_bytes')) ?? memoryBytes;
-    } else {
-      if (!final) for (const pid of (members ??= this.members())) memoryBytes += rssBytes(pid);
-      this.sampledPeak = Math.max(this.sampledPeak, memoryBytes, exitPeakBytes);
+    if (mem) plan.memory = { current: join(mem.dir, mem.v2 ? 'memory.current' : 'memory.usage_in_bytes'), peak: join(mem.dir, mem.v2 ? 'memory.peak' : 'memory.max_usage_in_bytes') };
+    const pids = this.dirFor('pids');
+    if (pids) plan.pids = { current: join(pids.dir, 'pids.current'), peak: join(pids.dir, 'pids.peak') };
+    return (this.plan = plan);
+  }
+
+  /**
+   * The figures from what readUsage read (here, or on the sampling thread): what the session's
+   * samples keep across reads (the most memory and processes seen where no controller keeps them)
+   * is kept here, on the thread that owns the session. `held`: the sample held now, answered
+   * itself when the figures are its own.
+   */
+  fromReading(r: UsageReading, final = false, exitPeakBytes = 0, held?: Resources): Resources {
+    let memoryPeakBytes = r.memoryPeakBytes;
+    if (memoryPeakBytes === undefined) {
+      this.sampledPeak = Math.max(this.sampledPeak, r.memoryBytes, exitPeakBytes);
       memoryPeakBytes = this.sampledPeak;
     }
-    const pids = this.dirFor('pids');
-    const count = (file: string) => (pids ? readNumber(join(pids.dir, file)) : undefined);
-    let processes = (final ? count('pids.peak') : undefined) ?? count('pids.current');
+    let processes = r.processes;
     if (processes === undefined && final) processes = this.sampledProcesses;
     else if (processes === undefined) {
       // Counted from the members while it runs; at the end, the most any look saw (the leader at least).
-      processes = (members ??= this.members()).length;
+      processes = r.counted ?? 0;
       this.sampledProcesses = Math.max(this.sampledProcesses, processes);
     }
-    return { cpuMs: Math.round(cpuMs), memoryBytes, memoryPeakBytes, processes };
+    // The figures did not move: the sample held is kept, and nothing is made.
+    if (held && held.cpuMs === r.cpuMs && held.memoryBytes === r.memoryBytes && held.memoryPeakBytes === memoryPeakBytes && held.processes === processes) return held;
+    return { cpuMs: r.cpuMs, memoryBytes: r.memoryBytes, memoryPeakBytes, processes };
   }
 
   /** Remove the session's directories (each must be empty): true when all are gone. */

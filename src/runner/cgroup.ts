@@ -1,8 +1,9 @@
 import { whenEmpty } from '../cgroup/empty.js';
-import type { SessionCgroup } from '../cgroup/session.js';
+import type { SessionCgroup, UsageReading } from '../cgroup/session.js';
 import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
+import { samplingThread, USAGE_FIELDS } from './sample-thread.js';
 import { samplerTiming, UsageSampler } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -30,9 +31,29 @@ export const sameResources = (a: Resources, b: Resources): boolean =>
 const usage = new UsageSampler<Session>(
   (s) => cgroups.get(s)!.resources(),
   (s) => s.running,
-  // 3% of the thread; the ports sampler has the other 2% of the samplers' 5%.
-  samplerTiming(0.03, 'usage'),
+  // On the daemon's thread (first reads, and refreshes where the samplers' thread cannot run) 3%
+  // of it; the ports sampler has the other 2% of the samplers' 5%. On the samplers' thread 15% of
+  // a core, and the ports 10%: together at most a quarter of one core (docs/benchmarks.md).
+  samplerTiming(0.03, 'usage', 0.15),
   sameResources,
+  {
+    // The refresh's reads on the samplers' thread (runner/sample-thread.ts); each session's part of a sample is made here.
+    read: (sessions, ids, fresh) =>
+      samplingThread.usage(ids, fresh, (i) => cgroups.get(sessions[i])!.usagePlan())?.then((b) => ({
+        cpuMs: b.cpuMs,
+        sample: (i: number, held: Resources) => {
+          const f = b.figures;
+          const o = i * USAGE_FIELDS;
+          if (Number.isNaN(f[o])) return undefined;
+          reading.cpuMs = f[o];
+          reading.memoryBytes = f[o + 1];
+          reading.memoryPeakBytes = Number.isNaN(f[o + 2]) ? undefined : f[o + 2];
+          reading.processes = Number.isNaN(f[o + 3]) ? undefined : f[o + 3];
+          reading.counted = Number.isNaN(f[o + 4]) ? undefined : f[o + 4];
+          return cgroups.get(sessions[i])?.fromReading(reading, false, 0, held);
+        },
+      })),
+  },
 );
 
 /**
@@ -45,6 +66,9 @@ export function holdResources(sessions: Iterable<Session>): Promise<void> | unde
 }
 
 const measured = (s: Session) => s.running && cgroups.has(s);
+
+/** One reading at a time is made a sample (SessionCgroup.fromReading keeps nothing of it): one object for them all. */
+const reading: UsageReading = { cpuMs: 0, memoryBytes: 0 };
 
 /** The usage sample held for a running session, if one is (a restart hands it to the next image). */
 export function heldResources(session: Session): Resources | undefined {

@@ -1,9 +1,10 @@
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { endianness } from 'node:os';
 import type { ListenPort, Session } from '../session/session.js';
 import { cgroupOf } from './cgroup.js';
-import { childrenOf } from './procfs.js';
+import { readPorts, readTable, type PortsPlan, type PortsReading, type Table } from './ports-read.js';
+import { samplingThread } from './sample-thread.js';
 import { samplerTiming, UsageSampler } from './usage.js';
+
+export { listenRows, parseLocal } from './ports-read.js';
 
 /**
  * The TCP ports a session's processes listen on (SPEC §20), from the session's own sockets: its
@@ -13,126 +14,23 @@ import { samplerTiming, UsageSampler } from './usage.js';
  * session's, whatever its number.
  */
 
-/** Descriptors looked at per session and sample, at most: a job holding more is not read past them. */
-const MAX_FDS = 10_000;
 /** A namespace's LISTEN table is read again after this long (one read serves every session in it meanwhile). */
 const TABLE_MS = 250;
 
-interface Table {
-  at: number;
-  /** Listening socket inode → where it listens. */
-  listening: Map<string, ListenPort>;
-  /** Bumped by each read that found a listening socket the read before it had not: a session's descriptors matter again only then. */
-  growth: number;
-}
-
+/** The tables this thread read, by namespace (the sampling thread keeps its own). */
 const tables = new Map<string, Table>();
 let growthClock = 0;
-
-const little = endianness() === 'LE';
-
-/** `0100007F` (a 32-bit word as /proc writes it, in host order) → its four bytes in network order. */
-function wordBytes(hex: string, out: number[]): void {
-  const b = [0, 2, 4, 6].map((i) => parseInt(hex.slice(i, i + 2), 16));
-  out.push(...(little ? b.reverse() : b));
-}
-
-/** An IPv6 address as RFC 5952 writes it: lower case, the longest run of zero groups as `::`, v4-mapped with its dotted tail. */
-function ipv6Text(bytes: number[]): string {
-  if (bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff) return `::ffff:${bytes.slice(12).join('.')}`;
-  const groups = Array.from({ length: 8 }, (_, i) => (bytes[2 * i] << 8) | bytes[2 * i + 1]);
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) [best, bestLen] = [i, j - i];
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (best < 0) return hex.join(':');
-  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
-}
-
-/** `0100007F:1F90` (tcp) or 32 hex digits and a port (tcp6) → address and port. */
-export function parseLocal(field: string, v6: boolean): ListenPort {
-  const [hex, portHex] = field.split(':');
-  const bytes: number[] = [];
-  for (let i = 0; i < hex.length; i += 8) wordBytes(hex.slice(i, i + 8), bytes);
-  return { address: v6 ? ipv6Text(bytes) : bytes.join('.'), port: parseInt(portHex, 16) };
-}
-
-/** The LISTEN rows of a /proc/net/tcp or tcp6 text: inode → where it listens. */
-export function listenRows(text: string, v6: boolean, into = new Map<string, ListenPort>()): Map<string, ListenPort> {
-  for (const line of text.split('\n').slice(1)) {
-    const f = line.trim().split(/\s+/);
-    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode …; 0A is TCP_LISTEN.
-    if (f.length < 10 || f[3] !== '0A' || f[9] === '0') continue;
-    into.set(f[9], parseLocal(f[1], v6));
-  }
-  return into;
-}
-
-function readText(path: string): string {
-  try {
-    return readFileSync(path, 'latin1');
-  } catch {
-    return '';
-  }
-}
+const tick = () => String(++growthClock);
 
 /** The listening sockets of the network namespace `ns`, read through `pid`'s view of it (kept TABLE_MS). */
 function tableOf(ns: string, pid: number, now: number, fresh: boolean): Table {
   const hit = tables.get(ns);
   if (hit && now - hit.at < TABLE_MS && !fresh) return hit;
-  const listening = listenRows(readText(`/proc/${pid}/net/tcp`), false);
-  listenRows(readText(`/proc/${pid}/net/tcp6`), true, listening);
-  // One clock for all namespaces: a table made anew (its namespace let go meanwhile) never repeats an old value.
-  const growth = hit && ![...listening.keys()].some((inode) => !hit.listening.has(inode)) ? hit.growth : ++growthClock;
-  const table = { at: now, listening, growth };
+  const table = readTable(pid, now, hit, tick);
   tables.set(ns, table);
   // Namespaces of ended sandboxes go: none is kept past its time unless asked again.
   if (tables.size > 64) for (const [k, t] of tables) if (now - t.at >= TABLE_MS) tables.delete(k);
   return table;
-}
-
-/** The processes of a session now: its cgroup's members, else its leader and the leader's descendants. */
-function processesOf(s: Session): number[] {
-  const cg = cgroupOf(s);
-  if (cg) return cg.members();
-  if (s.pid === undefined) return [];
-  const out: number[] = [];
-  for (const queue = [s.pid]; queue.length > 0 && out.length < 10_000; ) {
-    const pid = queue.pop()!;
-    out.push(pid);
-    queue.push(...childrenOf(pid));
-  }
-  return out;
-}
-
-/** The socket inodes among a process's descriptors (up to `budget` descriptors looked at); how many it looked at. */
-function socketsOf(pid: number, into: Set<string>, budget: number): number {
-  let fds: string[];
-  try {
-    fds = readdirSync(`/proc/${pid}/fd`);
-  } catch {
-    return 0;
-  }
-  const n = Math.min(fds.length, budget);
-  for (let i = 0; i < n; i++) {
-    let target: string;
-    try {
-      target = readlinkSync(`/proc/${pid}/fd/${fds[i]}`);
-    } catch {
-      continue;
-    }
-    if (target.startsWith('socket:[')) into.add(target.slice(8, -1));
-  }
-  return n;
 }
 
 /** What one look found, and what it depended on: with the same processes and no new listening socket, only a close can change the ports. */
@@ -143,66 +41,78 @@ interface Look {
   pids: string;
   /** Each namespace's growth when the descriptors were read. */
   tables: string;
+  /** Made from the samplers' thread's reads (its growth clock, and its own last look at the session). */
+  byThread: boolean;
 }
 
 const looks = new WeakMap<Session, Look>();
 
 const byPort = (a: ListenPort, b: ListenPort) => a.port - b.port || (a.address < b.address ? -1 : a.address > b.address ? 1 : 0);
 
+/** Whose ports a look at `s` reads: plain data (the sampling thread reads it without the session). */
+function where(s: Session): PortsPlan {
+  const cg = cgroupOf(s);
+  return cg ? { members: cg.usagePlan().members } : { leader: s.pid };
+}
+
+/** What a look here reads: where, and what its last look depended on. */
+function plan(s: Session): PortsPlan {
+  const last = looks.get(s);
+  return last ? { ...where(s), last: { pids: last.pids, tables: last.tables } } : where(s);
+}
+
 /**
- * Look at a session's ports now. Cheap when nothing moved: the descriptors are read only when its
- * set of processes changed or a namespace it is in has a listening socket it had not at the last
- * read (a listen anywhere in it); a close needs no read, its socket is simply gone from the
- * table. The session is told what was found (Session.notePorts keeps the last seen, for its record).
+ * Look at a session's ports now (the reads: ports-read.ts readPorts). The session is told what
+ * was found (Session.notePorts keeps the last seen, for its record).
  */
 export function lookAtPorts(s: Session, now = Date.now(), fresh = false): ListenPort[] {
-  const pids = processesOf(s);
-  const nsOf = new Map<number, string>();
   const seen = new Map<string, Table>();
-  for (const pid of pids) {
-    let ns: string;
-    try {
-      ns = readlinkSync(`/proc/${pid}/ns/net`);
-    } catch {
-      continue;
-    }
-    nsOf.set(pid, ns);
-    if (!seen.has(ns)) seen.set(ns, tableOf(ns, pid, now, fresh));
-  }
-  const pidKey = pids.join(',');
-  const tableKey = [...seen].map(([ns, t]) => `${ns}=${t.growth}`).join(';');
+  const reading = readPorts(plan(s), (ns, pid) => {
+    const t = tableOf(ns, pid, now, fresh);
+    seen.set(ns, t);
+    return t;
+  });
+  return takePorts(s, reading, (ns) => seen.get(ns))!;
+}
+
+/**
+ * What a look's reading says of `s`'s ports, kept (note): with the same processes and tables as
+ * its last look, what that found less what closed since; else what the descriptors read now
+ * listen on. Undefined when the reading read no descriptors but the session's last look is not the
+ * one its plan named (a look here came between): the held ports stay until the next.
+ */
+export function takePorts(s: Session, r: PortsReading, table: (ns: string) => Table | undefined, byThread = false): ListenPort[] | undefined {
   const last = looks.get(s);
-  if (last && last.pids === pidKey && last.tables === tableKey) {
+  if (r.sockets === undefined) {
+    if (!last || last.pids !== r.pids || last.tables !== r.tables) return last?.ports;
     // Nothing new listens and its processes are the same: what it found, less what closed since.
-    const kept = last.found.filter((f) => seen.get(f.ns)?.listening.has(f.inode));
-    if (kept.length === last.found.length) return last.ports;
-    return note(s, kept, pidKey, tableKey);
+    return kept(s, last, table);
   }
   const found: Look['found'] = [];
-  // Nothing listens in any of its namespaces: no descriptor needs reading.
-  if ([...seen.values()].some((t) => t.listening.size > 0)) {
-    let budget = MAX_FDS;
-    for (const pid of pids) {
-      const ns = nsOf.get(pid);
-      const table = ns === undefined ? undefined : seen.get(ns);
-      if (!table || table.listening.size === 0 || budget <= 0) continue;
-      const sockets = new Set<string>();
-      budget -= socketsOf(pid, sockets, budget);
-      for (const inode of sockets) {
-        const port = table.listening.get(inode);
-        if (port) found.push({ inode, ns: ns!, port });
-      }
+  for (const { ns, inodes } of r.sockets) {
+    const listening = table(ns)?.listening;
+    if (!listening) continue;
+    for (const inode of new Set(inodes)) {
+      const port = listening.get(inode);
+      if (port) found.push({ inode, ns, port });
     }
   }
-  return note(s, found, pidKey, tableKey);
+  return note(s, found, r.pids, r.tables, byThread);
+}
+
+/** What `last` found that still listens; the session told when something closed. */
+function kept(s: Session, last: Look, table: (ns: string) => Table | undefined): ListenPort[] {
+  const still = last.found.filter((f) => table(f.ns)?.listening.has(f.inode));
+  if (still.length === last.found.length) return last.ports;
+  return note(s, still, last.pids, last.tables, last.byThread);
 }
 
 /** Keep what a look found and tell the session its ports: each address and port once, by port. */
-function note(s: Session, found: Look['found'], pids: string, tables: string): ListenPort[] {
+function note(s: Session, found: Look['found'], pids: string, tables: string, byThread: boolean): ListenPort[] {
   const unique = new Map<string, ListenPort>();
   for (const f of found) unique.set(`${f.port.address}\0${f.port.port}`, f.port);
   const ports = [...unique.values()].sort(byPort);
-  looks.set(s, { found, ports, pids, tables });
+  looks.set(s, { found, ports, pids, tables, byThread });
   s.notePorts(ports);
   return ports;
 }
@@ -211,8 +121,35 @@ function note(s: Session, found: Look['found'], pids: string, tables: string): L
 const sampler = new UsageSampler<Session, ListenPort[]>(
   (s) => lookAtPorts(s),
   (s) => s.running,
-  // 2% of the thread: the usage sampler has the other 3% of the samplers' 5% (runner/usage.ts).
-  samplerTiming(0.02, 'ports'),
+  // 2% of the daemon's thread where it reads (runner/cgroup.ts has the other 3% of the samplers'
+  // 5%); 10% of a core on the samplers' thread (the usage sampler has 15%).
+  samplerTiming(0.02, 'ports', 0.1),
+  undefined,
+  {
+    // The refresh's reads on the samplers' thread (runner/sample-thread.ts); what they found is kept here.
+    read: (sessions, ids, fresh) =>
+      samplingThread.ports(ids, fresh, (i) => where(sessions[i]))?.then((b) => {
+        const looked = new Map(b.looked);
+        const table = (ns: string) => b.tables.get(ns);
+        return {
+          cpuMs: b.cpuMs,
+          sample: (i: number, held: ListenPort[]) => {
+            const s = sessions[i];
+            const r = looked.get(i);
+            if (r !== undefined) return takePorts(s, r, table, true);
+            // Its processes and namespaces' growth were those of the thread's last look at it: that one's ports, less what closed.
+            const last = looks.get(s);
+            if (last === undefined || !last.byThread) {
+              // The last look was made here: the thread's says nothing of it. Read in full next time.
+              samplingThread.lookAgain(ids[i]);
+              return held;
+            }
+            if (last.found.length === 0) return last.ports;
+            return kept(s, last, table);
+          },
+        };
+      }),
+  },
 );
 
 /**

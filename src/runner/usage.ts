@@ -8,6 +8,12 @@ export interface UsageTiming {
   /** A sample nobody asked for in this many refreshes is let go. */
   idleRefreshes: number;
   /**
+   * The same while refreshes are read on the samplers' thread, where a held sample costs the
+   * daemon's thread nothing: kept longer, a client coming back after a pause finds its samples
+   * fresh instead of read again a slice per turn on the daemon's thread (`hold`).
+   */
+  threadIdleRefreshes?: number;
+  /**
    * A turn of the event loop that reads samples (a refresh, or the first reads of `hold`) stops
    * once it has read for this long, after its first sample; the next turn goes on. A request that
    * comes meanwhile waits for the turn, and on a loaded machine a few samples took long enough to
@@ -22,14 +28,46 @@ export interface UsageTiming {
   budget?: number;
   /** What the bench's trace calls its turns (base/trace.ts). */
   name?: string;
+  /**
+   * The share of one core a refresh read on the sampling thread may take (its own CPU time, not
+   * the daemon's thread): after a batch that took T ms of CPU the next starts no sooner than
+   * T / threadBudget ms after it began (and never sooner than `everyMs`).
+   */
+  threadBudget?: number;
+}
+
+/**
+ * Where a sampler's refreshes are read when not on the daemon's thread: a batch of keys read
+ * elsewhere (the sampling thread, runner/sample-thread.ts), each answer made a sample on this
+ * thread when the batch comes back. `read` answers undefined when it cannot (no thread: then the
+ * refresh reads here, a slice per turn, as before).
+ */
+export interface ReadElsewhere<K, V> {
+  /**
+   * Read `keys`, known there by `ids` (one number per held sample, new when a sample is held
+   * anew); `fresh`: the indexes of those it was never sent, whose plans go with this batch. Every
+   * held sample is in every batch: one left out is one let go.
+   */
+  read(keys: K[], ids: Int32Array, fresh: number[]): Promise<Batch<V>> | undefined;
+}
+
+/**
+ * A batch read elsewhere: the CPU time its reads took there, and the sample of the key at each
+ * index, made when asked: `held` itself when the figures did not move (nothing made), undefined
+ * when none was read (the held one stays).
+ */
+export interface Batch<V> {
+  cpuMs: number;
+  sample(index: number, held: V): V | undefined;
 }
 
 /**
  * The daemon's samplers (cgroup usage, runner/cgroup.ts; listening ports, runner/ports.ts) share
- * 5% of its thread: each is given its part of it.
+ * 5% of its thread where they read on it, and a quarter of a core on the samplers' thread: each is
+ * given its part of both.
  */
-export function samplerTiming(budget: number, name?: string): UsageTiming {
-  return { everyMs: 1000, idleRefreshes: 3, sliceMs: 0.1, budget, name };
+export function samplerTiming(budget: number, name?: string, threadBudget?: number): UsageTiming {
+  return { everyMs: 1000, idleRefreshes: 3, threadIdleRefreshes: 30, sliceMs: 0.1, budget, name, threadBudget };
 }
 
 const TIMING = samplerTiming(0.05, 'sampler');
@@ -41,6 +79,8 @@ interface Held<V> {
   value: V;
   /** The refresh count when it was last asked for. */
   asked: number;
+  /** Its number for the samplers' thread (none until its first batch there). */
+  id?: number;
 }
 
 /**
@@ -55,12 +95,20 @@ interface Held<V> {
  * The refreshes keep to a budget of the thread (`budget`): with a thousand sessions on a busy
  * machine, reading every cgroup took a third of a core when done once a second, so the next
  * refresh waits until the reads of the last fit in the budget, and samples are that much older.
+ *
+ * Given somewhere else to read them (`elsewhere`: the samplers' thread, at idle priority), the
+ * refreshes are read there, a batch each, and this thread only puts each batch's samples in, in
+ * one turn; their budget is then of that thread's core (`threadBudget`), and a sample unasked is
+ * kept longer (`threadIdleRefreshes`). First reads stay here: the request that asks waits for them.
  */
 export class UsageSampler<K, V = Resources> {
   private readonly held = new Map<K, Held<V>>();
   private timer: NodeJS.Timeout | undefined;
   private refreshes = 0;
   private refreshing = false;
+  /** The last refresh was read elsewhere. */
+  private elsewhereOk = false;
+  private nextId = 1;
   /** Samples read so far, first asks and refreshes alike. */
   reads = 0;
 
@@ -77,6 +125,8 @@ export class UsageSampler<K, V = Resources> {
      * session whose figures did not move, which is most of a thousand quiet sessions.
      */
     private readonly same?: (held: V, read: V) => boolean,
+    /** Where refreshes are read, when not here. */
+    private readonly elsewhere?: ReadElsewhere<K, V>,
   ) {}
 
   /** The held sample of `key` (read now when none is held), at most about `everyMs` old. */
@@ -175,6 +225,7 @@ export class UsageSampler<K, V = Resources> {
 
   /** The next refresh in `ms` (the timer stays set while a refresh reads, so `active` holds). */
   private schedule(ms: number): void {
+    clearTimeout(this.timer);
     this.timer = setTimeout(() => this.refresh(), ms);
     this.timer.unref();
   }
@@ -189,13 +240,48 @@ export class UsageSampler<K, V = Resources> {
     if (this.refreshing) return;
     this.refreshes++;
     const keys: K[] = [];
+    const idle = this.elsewhereOk ? (this.timing.threadIdleRefreshes ?? this.timing.idleRefreshes) : this.timing.idleRefreshes;
     for (const [key, h] of this.held) {
-      if (this.refreshes - h.asked > this.timing.idleRefreshes || !this.live(key)) this.held.delete(key);
+      if (this.refreshes - h.asked > idle || !this.live(key)) this.held.delete(key);
       else keys.push(key);
     }
     if (this.held.size === 0) return this.stop();
     this.refreshing = true;
     const began = performance.now();
+    const batch = this.elsewhere === undefined ? undefined : this.sendElsewhere(keys);
+    this.elsewhereOk = batch !== undefined;
+    if (batch !== undefined) {
+      trace?.span(`${this.timing.name ?? 'sampler'} send`, began, performance.now());
+      void batch.then(
+        (b) => this.take(keys, b, began),
+        // The thread is gone (sample-thread.ts says so once): this refresh and the next read here.
+        () => {
+          this.elsewhereOk = false;
+          this.readHere(keys, began);
+        },
+      );
+      return;
+    }
+    this.readHere(keys, began);
+  }
+
+  /** Hand a refresh's keys to be read elsewhere, each known by its number there. */
+  private sendElsewhere(keys: K[]): Promise<Batch<V>> | undefined {
+    const ids = new Int32Array(keys.length);
+    const fresh: number[] = [];
+    for (let i = 0; i < keys.length; i++) {
+      const h = this.held.get(keys[i])!;
+      if (h.id === undefined) {
+        h.id = this.nextId++;
+        fresh.push(i);
+      }
+      ids[i] = h.id;
+    }
+    return this.elsewhere!.read(keys, ids, fresh);
+  }
+
+  /** Read a refresh's keys on this thread, a slice per turn, and put the samples in together at the end. */
+  private readHere(keys: K[], began: number): void {
     let spentMs = 0;
     let next = 0;
     // The new samples are held back and put in together at the end: readers see one refresh at
@@ -227,5 +313,24 @@ export class UsageSampler<K, V = Resources> {
       }
     };
     turn();
+  }
+
+  /** A refresh read elsewhere is back: its samples put in, in this one turn; the next refresh scheduled within the thread's budget. */
+  private take(keys: K[], batch: Batch<V>, began: number): void {
+    this.refreshing = false;
+    if (this.timer === undefined) return;
+    const from = performance.now();
+    const budget = this.timing.threadBudget ?? 1;
+    this.schedule(Math.max(this.timing.everyMs, batch.cpuMs / budget) - (from - began));
+    for (let i = 0; i < keys.length; i++) {
+      const h = this.held.get(keys[i]);
+      // A key found gone or ended meanwhile keeps the sample it had.
+      if (h === undefined || !this.live(keys[i])) continue;
+      const value = batch.sample(i, h.value);
+      if (value === undefined) continue;
+      this.reads++;
+      if (value !== h.value && !this.same?.(h.value, value)) h.value = value;
+    }
+    trace?.span(`${this.timing.name ?? 'sampler'} take`, from, performance.now());
   }
 }

@@ -221,4 +221,46 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
     // With the whole thread to use, the same reads refresh again within that second.
     expect(await refreshesIn(1)).toBeGreaterThanOrEqual(1);
   }, 30_000);
+
+  it('reads refreshes elsewhere when it can: each held sample sent once by number, the samples put in together, here again once that fails', async () => {
+    const c = counter();
+    const batches: { ids: number[]; fresh: number[] }[] = [];
+    let failing = false;
+    const elsewhere = {
+      read: (ks: number[], ids: Int32Array, fresh: number[]) => {
+        batches.push({ ids: [...ids], fresh: [...fresh] });
+        if (failing) return Promise.reject(new Error('gone'));
+        // The reads made there: the same counter, so a fresh sample shows.
+        const read = ks.map((k) => c.read(k));
+        return Promise.resolve({ cpuMs: 0, sample: (i: number, held: Resources) => (read[i].cpuMs === held.cpuMs ? held : read[i]) });
+      },
+    };
+    const sampler = new UsageSampler(c.read, () => true, { everyMs: 20, idleRefreshes: 2, threadIdleRefreshes: 1_000 }, undefined, elsewhere);
+    try {
+      for (const k of keys) sampler.of(k);
+      await waitFor(() => batches.length >= 3 && keys.every((k) => sampler.of(k).cpuMs >= 3), { what: 'refreshes read elsewhere' });
+      // The first batch sends every sample's plan; the next ones only their numbers, the same ones.
+      expect(batches[0].fresh).toEqual(keys.map((_, i) => i));
+      expect(batches[1].fresh).toEqual([]);
+      expect(batches[1].ids).toEqual(batches[0].ids);
+      expect(new Set(batches[0].ids).size).toBe(keys.length);
+      // A sample held anew is a new number, with its plan.
+      sampler.of(1000);
+      const seen = batches.length;
+      await waitFor(() => batches.length > seen, { what: 'the next batch' });
+      const next = batches[batches.length - 1];
+      expect(next.fresh).toEqual([keys.length]);
+      expect(next.ids.slice(0, keys.length)).toEqual(batches[0].ids);
+      // Read there, a sample unasked is kept longer (threadIdleRefreshes) than idleRefreshes.
+      await waitFor(() => batches.length > seen + 4, { what: 'more batches' });
+      expect(sampler.size).toBe(keys.length + 1);
+      // Once the reads there fail, the refresh reads here (and keeps what is unasked only idleRefreshes).
+      failing = true;
+      const here = c.reads.get(7)!;
+      await waitFor(() => sampler.of(7) && (c.reads.get(7) ?? 0) > here + 1, { what: 'refreshes read here after a failed batch' });
+      await waitFor(() => sampler.of(7) && sampler.size === 1, { what: 'the unasked samples let go' });
+    } finally {
+      sampler.close();
+    }
+  });
 });

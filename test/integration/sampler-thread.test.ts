@@ -1,0 +1,109 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startDaemon, stopAllDaemons, waitFor } from '../helpers/daemon.js';
+import { restartAndWait } from '../helpers/restart.js';
+import { Scoped } from '../helpers/session.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'procctl-sampler-'));
+const pids = new Set<number>();
+
+afterAll(async () => {
+  await stopAllDaemons();
+  for (const pid of pids) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Each thread of `pid`: its scheduling policy (stat field 41; 5 is SCHED_IDLE) and nice value (field 19). */
+function threadsOf(pid: number): { tid: number; policy: number; nice: number }[] {
+  const out = [];
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1');
+      // Fields from the third on, after the command's closing parenthesis.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.push({ tid: Number(tid), nice: Number(f[19 - 3]), policy: Number(f[41 - 3]) });
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
+}
+
+/** Listens on a port the kernel picks once the daemon has had its first look, then burns CPU in 50 ms spells. */
+const LATE_SERVER =
+  `exec node -e "setTimeout(() => { const s = require('net').createServer().listen(0, '127.0.0.1', () => console.log('port', s.address().port)); ` +
+  `const burn = () => { const t = Date.now(); while (Date.now() - t < 50); setImmediate(burn); }; burn(); }, 500)"`;
+
+describe("the samplers' reads run on a thread of their own, at idle priority", () => {
+  it("refreshes a running session's usage and ports with no refresh read on the daemon's thread", async () => {
+    const file = join(dir, 'trace.json');
+    const d = await startDaemon({ env: { PROCCTL_TRACE_FILE: file } });
+    const s = new Scoped(await d.client(), 'sampler');
+    const r = await s.exec({ command: LATE_SERVER, background: true });
+    pids.add(r.pid);
+    const listed = async () => (await s.list()).find((x) => x.sessionId === r.sessionId);
+    // The first look, before it listens: the port can only be found by a refresh.
+    const first = await listed();
+    expect(first.ports).toBeUndefined();
+    expect(first.resources).toBeDefined();
+    const port = Number((await waitFor(async () => /port (\d+)/.exec((await s.log(r.sessionId, { offset: 0 })).output), { what: 'the server to print its port' }))[1]);
+    await waitFor(async () => (await listed())?.ports?.some((p: { port: number }) => p.port === port), { what: "list to show the port the session listened on after the daemon's first look" });
+    // Its CPU time grows from refresh to refresh while it burns.
+    const seen = new Set<number>();
+    await waitFor(
+      async () => {
+        seen.add((await listed()).resources.cpuMs);
+        return [...seen].filter((ms) => ms > 0).length >= 3;
+      },
+      { timeoutMs: 30_000, everyMs: 100, what: 'three different CPU times of the burning session in list' },
+    );
+    // One thread of the daemon runs under SCHED_IDLE: the samplers'.
+    const idle = threadsOf(d.proc.pid!).filter((t) => t.policy === 5);
+    expect(idle.length).toBe(1);
+    await s.process({ action: 'kill', sessionId: r.sessionId });
+    s.c.close();
+    await d.stop();
+    expect(existsSync(file)).toBe(true);
+    const t = JSON.parse(readFileSync(file, 'utf8')) as { kinds: string[]; spans: number[][] };
+    const count = (kind: string) => t.spans.filter((sp) => t.kinds[sp[0]] === kind).length;
+    // Refreshes were made (their samples taken on the daemon's thread in one turn each), none read there.
+    expect(count('usage take')).toBeGreaterThanOrEqual(2);
+    expect(count('ports take')).toBeGreaterThanOrEqual(1);
+    expect(count('usage refresh')).toBe(0);
+    expect(count('ports refresh')).toBe(0);
+  });
+
+  it('leaves no samplers\' thread of the last image behind a planned restart: the new image has its own, one', async () => {
+    const d = await startDaemon();
+    const s = new Scoped(await d.client(), 'sampler-restart');
+    const r = await s.exec({ command: 'sleep 120', background: true });
+    pids.add(r.pid);
+    const idleThreads = () => threadsOf(d.proc.pid!).filter((t) => t.policy === 5);
+    // Asked for, its samples are refreshed on the thread, which starts at the first refresh.
+    await waitFor(async () => (await s.list()) && idleThreads().length === 1, { what: "the samplers' thread" });
+    const before = idleThreads()[0].tid;
+    s.c.close();
+    await restartAndWait(d);
+    const t = new Scoped(await d.client(), 'sampler-restart');
+    expect((await t.list()).find((x) => x.sessionId === r.sessionId)?.status).toBe('running');
+    await waitFor(async () => (await t.list()) && idleThreads().length === 1 && idleThreads()[0].tid !== before, { what: "the new image's samplers' thread" });
+    // A few refreshes on: still the one.
+    const after = idleThreads()[0].tid;
+    for (let i = 0; i < 3; i++) {
+      await t.list();
+      await new Promise((res) => setTimeout(res, 700));
+    }
+    expect(idleThreads().map((x) => x.tid)).toEqual([after]);
+    await t.process({ action: 'kill', sessionId: r.sessionId });
+    t.c.close();
+    expect(await d.stop()).toBe(0);
+  });
+});
