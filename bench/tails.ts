@@ -430,7 +430,7 @@ async function hold(client: BenchClient, count: number, pids: Set<number>, polle
 
 /**
  * Counts a daemon's garbage collections from its `--trace-gc` lines (its own pid's, not a helper's
- * that took its flags): `take()` says what came since the last take.
+ * that took its flags, and its main isolate's, not a worker thread's): `take()` says what came since the last take.
  */
 function gcCounter(daemon: BenchDaemon) {
   let young = 0;
@@ -438,13 +438,19 @@ function gcCounter(daemon: BenchDaemon) {
   let youngMaxMs = 0;
   let full = 0;
   let partial = '';
-  const line = new RegExp(`^\\[${daemon.pid}:[^\\]]*\\]\\s+\\d+ ms: (Scavenge|Mark-Compact|Minor Mark-Compact)\\b.*?, ([\\d.]+) / [\\d.]+ ms`);
+  const line = new RegExp(`^\\[${daemon.pid}:([^\\]]*)\\]\\s+\\d+ ms: (Scavenge|Mark-Compact|Minor Mark-Compact)\\b.*?, ([\\d.]+) / [\\d.]+ ms`);
+  // The daemon's own isolate: the first to collect (the samplers' worker thread starts later, at a first
+  // refresh, and its collections, printed with its isolate's address, hold no request).
+  let isolate: string | undefined;
   daemon.onOutput = (text) => {
     const lines = (partial + text).split('\n');
     partial = lines.pop() ?? '';
     for (const l of lines) {
-      const m = line.exec(l);
-      if (!m) continue;
+      const found = line.exec(l);
+      if (!found) continue;
+      isolate ??= found[1];
+      if (found[1] !== isolate) continue;
+      const m = [found[0], found[2], found[3]];
       if (m[1] === 'Mark-Compact') full++;
       else {
         young++;

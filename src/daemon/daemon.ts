@@ -56,6 +56,7 @@ import { closeCgroups, openCgroups, removeUnusedSubtrees, type CgroupLayout } fr
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
 import { cgroupRemovalsSettled } from '../runner/cgroup.js';
+import { samplingThread } from '../runner/sample-thread.js';
 import { AuditBus } from '../audit/events.js';
 import { auditDir } from '../audit/files.js';
 import { AuditTrail } from '../audit/writer.js';
@@ -680,6 +681,8 @@ export class ProcctlDaemon implements Daemon {
     }, 200).unref();
     await closed;
     this.guardian.stop();
+    // The samplers' thread (runner/sample-thread.ts) ends with the sessions it read for.
+    samplingThread.close();
     await cgroupRemovalsSettled();
     closeCgroups(this.cgroups);
     await this.metrics?.close();

@@ -21,12 +21,16 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Each thread of `pid`: its scheduling policy (stat field 41; 5 is SCHED_IDLE) and nice value (field 19). */
+/**
+ * Each thread of `pid` but the input watcher's looks thread (`procctl-looks`, also of idle
+ * priority: native/spawn.c): its scheduling policy (stat field 41; 5 is SCHED_IDLE) and nice value (field 19).
+ */
 function threadsOf(pid: number): { tid: number; policy: number; nice: number }[] {
   const out = [];
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1');
+      if (stat.includes('(procctl-looks)')) continue;
       // Fields from the third on, after the command's closing parenthesis.
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       out.push({ tid: Number(tid), nice: Number(f[19 - 3]), policy: Number(f[41 - 3]) });
