@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { loadAddon } from '../base/addon.js';
 import { bridgeSignals } from '../base/signal-bridge.js';
+import { readStat } from '../runner/procfs.js';
 import type { Session } from '../session/session.js';
 import { keptChanges, keptMessage, type KeptExtra } from './handover/crash.js';
 import { readSlots, SLOT_BYTES, slotLine } from './guardian-slots.js';
@@ -89,7 +90,10 @@ export class GuardianLink {
         pair = addon.keepPair();
       }
     }
-    const env = { ...process.env, [GUARDIAN_ENV]: JSON.stringify({ ...crash, onCrash: pair ? crash.onCrash : 'kill', ...tidy }) };
+    // The daemon it watches, named here: a guardian that loads after the daemon died (a crash just
+    // after the start) has another parent by then, and must not take that one for the daemon.
+    const daemon = { pid: process.pid, startTime: readStat(process.pid)?.startTime };
+    const env = { ...process.env, [GUARDIAN_ENV]: JSON.stringify({ ...crash, onCrash: pair ? crash.onCrash : 'kill', ...tidy, daemon }) };
     const child = spawn(process.execPath, [script, ...cgroupRoots], { stdio: ['pipe', 'ignore', 'inherit', table, ...(pair ? [pair[1]] : [])], detached: true, env });
     if (pair) {
       closeSync(pair[1]);

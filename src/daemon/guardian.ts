@@ -34,6 +34,8 @@ interface Settings {
   /** The cgroup subtrees the daemon made (or took from a run before), removed when empty; its state directory's lock. */
   made?: string[];
   lock?: string;
+  /** The daemon that started it: its pid and start time (as its state directory's lock records them). */
+  daemon?: { pid: number; startTime?: number };
 }
 const settings = ((): Settings => {
   try {
@@ -42,10 +44,14 @@ const settings = ((): Settings => {
     return { onCrash: 'kill', crashGraceMs: 0, socket: '' };
   }
 })();
-/** The daemon that started this guardian (a planned restart's next image is the same process). */
-const DAEMON = process.ppid;
+/**
+ * The daemon that started this guardian (a planned restart's next image is the same process), as
+ * it named itself: not this process's parent at load, which after a crash before the load is the
+ * daemon's own parent or a subreaper. Its parent only from a daemon too old to say.
+ */
+const DAEMON = settings.daemon?.pid ?? process.ppid;
 /** And its start time (as its state directory's lock records it): a new daemon given the same pid is not it. */
-const DAEMON_START = readStat(DAEMON)?.startTime;
+const DAEMON_START = settings.daemon ? settings.daemon.startTime : readStat(DAEMON)?.startTime;
 /** How long the cgroups of killed sessions are waited for to empty before they are left as they are. */
 const TIDY_MS = 5000;
 /** Where the daemon makes sessions' cgroups (argv, from GuardianLink.start). */

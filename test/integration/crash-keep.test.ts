@@ -48,6 +48,27 @@ async function keeping(env: Record<string, string>, scope: string, config?: unkn
 }
 
 describe('a crash keeps the sessions (durability.onCrash "keep")', () => {
+  it('a crash before the guardian has even loaded: the guardian knows its daemon by what it was told, not by its parent, and keeps the sessions for the next daemon', async () => {
+    const { state, env } = keepingState();
+    // Every guardian this daemon starts waits 1.5 s before it loads (a slow machine's node start):
+    // the daemon is killed meanwhile, and the guardian's parent is another process by its load.
+    const slow = join(state, '..', `slow-guardian-${process.pid}.cjs`);
+    writeFileSync(slow, "if ((process.argv[1] || '').endsWith('guardian.js')) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);\n");
+    const [d1, s1] = await keeping({ ...env, NODE_OPTIONS: `--require ${slow}` }, 'early');
+    const job = await s1.exec({ command: 'sleep 300', background: true });
+    pids.add(job.pid);
+    await keptByGuardian(state, job.sessionId);
+    const guardian = guardianOf(d1.proc.pid!);
+    expect(guardian, 'the guardian, started and not loaded yet').toBeDefined();
+    await crashDaemon(d1.proc.pid!, state);
+    expect(alive(job.pid)).toBe(true);
+    const [d2, s2] = await keeping(env, 'early');
+    expect((await daemonStatus(d2)).restarts).toMatchObject({ crash: 1, adopted: 1, lost: 0 });
+    const listed = (await s2.list()).find((x: any) => x.sessionId === job.sessionId);
+    expect(listed, JSON.stringify(listed)).toMatchObject({ status: 'running' });
+    rmSync(slow, { force: true });
+  });
+
   it('a counter keeps every number exactly once across a SIGKILL of the daemon and a new daemon; a pipe session takes input after it', async () => {
     const { state, env } = keepingState();
     const [d1, s1] = await keeping(env, 'keep');
