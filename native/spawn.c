@@ -805,7 +805,8 @@ struct looker {
   napi_threadsafe_function tsfn;
   struct looks *out;          // batches given to the thread, not answered yet
   uint32_t waiting;           // how many: the threadsafe function is ref'd while > 0
-  atomic_int policy_error;    // the thread's sched_setscheduler errno, 0 when at SCHED_IDLE
+  atomic_int policy_error;    // the thread's sched_setscheduler errno, 0 when at SCHED_IDLE, -1 when left at normal priority
+  atomic_bool idle;           // whether the thread is to run at SCHED_IDLE (lookThreadIdle; by default yes)
 };
 
 static void free_looks(struct looks *l) {
@@ -835,7 +836,8 @@ static void *looks_thread(void *data) {
   struct looker *k = data;
   pthread_setname_np(pthread_self(), "procctl-looks");
   struct sched_param none = {0};
-  atomic_store(&k->policy_error, sched_setscheduler(0, SCHED_IDLE, &none) == 0 ? 0 : errno);
+  if (atomic_load(&k->idle)) atomic_store(&k->policy_error, sched_setscheduler(0, SCHED_IDLE, &none) == 0 ? 0 : errno);
+  else atomic_store(&k->policy_error, -1);
   pthread_mutex_lock(&k->lock);
   for (;;) {
     while (!k->head && !k->stop) pthread_cond_wait(&k->wake, &k->lock);
@@ -1068,10 +1070,25 @@ static napi_value LookThread(napi_env env, napi_callback_info info) {
     napi_set_named_property(env, answer, "why", v);
   } else if (state > 0) {
     int err = atomic_load(&k->policy_error);
-    napi_create_string_utf8(env, err == 0 ? "idle" : strerror(err), NAPI_AUTO_LENGTH, &v);
+    napi_create_string_utf8(env, err == 0 ? "idle" : err == -1 ? "normal" : strerror(err), NAPI_AUTO_LENGTH, &v);
     napi_set_named_property(env, answer, "policy", v);
   }
   return answer;
+}
+
+// lookThreadIdle(idle): whether the looks thread, when it is made, runs at SCHED_IDLE (by default)
+// or at normal priority. An idle thread that hands a batch back holds the threadsafe function's
+// lock while it wakes the main thread, which preempts it and may then wait for that lock; where
+// jobs share the daemon's CPU group (no cpu controller for sessions), the idle thread may wait
+// long for the core, and the main thread with it. The daemon asks for normal priority there.
+static napi_value LookThreadIdle(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value args[1];
+  struct looker *k = the_looker(env, info, &argc, args);
+  bool idle = true;
+  if (argc < 1 || napi_get_value_bool(env, args[0], &idle) != napi_ok) return procctl_throw_usage(env, "lookThreadIdle(idle: boolean)");
+  if (k) atomic_store(&k->idle, idle);
+  return NULL;
 }
 
 // The looks' functions share one looker per environment (a worker has its own).
@@ -1081,10 +1098,11 @@ static void looks_init(napi_env env, napi_value exports) {
     pthread_mutex_init(&k->lock, NULL);
     pthread_cond_init(&k->wake, NULL);
     k->holders = 1;
+    atomic_store(&k->idle, true);
     napi_add_env_cleanup_hook(env, looker_gone, k);
   }
   const struct { const char *name; napi_callback fn; } fns[] = {
-    {"stdinReaders", StdinReaders}, {"stdinReadersLate", StdinReadersLate}, {"lookThread", LookThread}};
+    {"stdinReaders", StdinReaders}, {"stdinReadersLate", StdinReadersLate}, {"lookThread", LookThread}, {"lookThreadIdle", LookThreadIdle}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, k, &f) == napi_ok) napi_set_named_property(env, exports, fns[i].name, f);

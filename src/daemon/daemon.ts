@@ -57,6 +57,7 @@ import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
 import { cgroupRemovalsSettled } from '../runner/cgroup.js';
 import { samplingThread } from '../runner/sample-thread.js';
+import { setHelperPriority } from '../runner/helper-priority.js';
 import { AuditBus } from '../audit/events.js';
 import { auditDir } from '../audit/files.js';
 import { AuditTrail } from '../audit/writer.js';
@@ -320,6 +321,8 @@ export class ProcctlDaemon implements Daemon {
     // root changed across it), empty ones too (a session whose processes exited, its leader a zombie
     // while reaping is frozen), which adopt() still reads the final usage of. The next cold start removes them.
     const planned = this.inherited !== undefined && 'handover' in this.inherited;
+    // The helper threads' priority follows from where the sessions run (runner/helper-priority.ts).
+    setHelperPriority(this.cgroups.controllers.cpu !== null);
     const unused = planned ? [] : removeUnusedSubtrees(this.cgroups, this.state.dir);
     if (unused.length > 0) this.log.info({ removed: unused }, 'removed the cgroup subtrees a run before left where this one makes none');
     requireLimits(this.cgroups, this.current);

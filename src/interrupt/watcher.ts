@@ -234,7 +234,7 @@ export class InterruptWatcher {
     this.toldWhere = true;
     const where = lookThread();
     if (where?.state === 'pool') this.log.warn({ why: where.why }, 'the looks for sessions waiting for input run on the libuv pool: their own thread could not be made');
-    else if (where?.state === 'thread' && where.policy !== 'idle') this.log.warn({ why: where.policy }, 'the looks for sessions waiting for input run on their own thread at normal priority: it could not be set to idle priority');
+    else if (where?.state === 'thread' && where.policy !== 'idle' && where.policy !== 'normal') this.log.warn({ why: where.policy }, 'the looks for sessions waiting for input run on their own thread at normal priority: it could not be set to idle priority');
   }
 
   /** Whether the session moved on since it was looked at (output, input, an end, an interrupt). */

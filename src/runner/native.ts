@@ -21,6 +21,8 @@ export interface Addon {
   stdinReadersLate?(): number;
   /** Where the looks run: not asked yet, on the idle thread (`policy`: 'idle', or why not), or on the pool (`why`). */
   lookThread?(): { state: 'none' | 'thread' | 'pool'; why?: string; policy?: string };
+  /** Whether the looks thread, once made, runs at SCHED_IDLE (by default) or at normal priority (runner/helper-priority.ts). */
+  lookThreadIdle?(idle: boolean): void;
   /**
    * The namespaces a review job gets (steps.mounts without enter), made now on a pool thread, as
    * descriptors for steps.mounts.enter; rejected with the step (syscall) and errno that failed.

@@ -60,6 +60,14 @@ export class SampleThread {
   private forget: number[] = [];
   /** The priority the thread said it got (undefined until it said). */
   priority: SamplePriority | undefined;
+  /**
+   * Whether the thread lowers its priority (SCHED_IDLE, else nice 19) when it starts: by default
+   * yes. Its answers are posted under the message port's lock, which the main thread, woken by
+   * them, may then wait for; where jobs share the daemon's CPU group (no cpu controller for
+   * sessions) a low-priority thread may wait long for the core, and the main thread with it. The
+   * daemon says no there (runner/helper-priority.ts).
+   */
+  lowPriority = true;
 
   /** Whether the thread's code is there (a build; not when the sources run as they are, e.g. under a test runner). */
   static available(): boolean {
@@ -125,7 +133,7 @@ export class SampleThread {
       // Without the bench's trace file: a trace of the thread would be written over the daemon's at its end.
       const env = { ...process.env };
       delete env.PROCCTL_TRACE_FILE;
-      worker = new Worker(WORKER, { name: 'procctl-sampler', env, resourceLimits: { maxOldGenerationSizeMb: 64 } });
+      worker = new Worker(WORKER, { name: 'procctl-sampler', env, workerData: { lowPriority: this.lowPriority }, resourceLimits: { maxOldGenerationSizeMb: 64 } });
     } catch (err) {
       this.fail(`cannot start (${(err as Error).message})`);
       return undefined;

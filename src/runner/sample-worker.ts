@@ -1,6 +1,6 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { loadAddon } from '../base/addon.js';
 import { readUsage, type UsagePlan } from '../cgroup/session.js';
 import { readPorts, readTable, type PortsPlan, type PortsReading, type Table } from './ports-read.js';
@@ -20,6 +20,7 @@ if (!port) throw new Error('sample-worker.js runs as the samplers\' thread (node
  * preempts a read at once; SCHED_IDLE does, nice 19 still gets a small share of the core.
  */
 function lowerPriority(): SamplePriority {
+  if ((workerData as { lowPriority?: boolean } | null)?.lowPriority === false) return 'normal';
   const addon = loadAddon<{ idleThread(): boolean }>(['idleThread']);
   if (!(addon instanceof Error)) {
     try {

@@ -257,6 +257,11 @@ export class UsageSampler<K, V = Resources> {
         // The thread is gone (sample-thread.ts says so once): this refresh and the next read here.
         () => {
           this.elsewhereOk = false;
+          // Their plans may not have reached the thread: each is sent again with the next batch.
+          for (const key of keys) {
+            const h = this.held.get(key);
+            if (h) h.id = undefined;
+          }
           this.readHere(keys, began);
         },
       );

@@ -41,12 +41,43 @@ function threadsOf(pid: number): { tid: number; policy: number; nice: number }[]
   return out;
 }
 
+/** Every thread of `pid`, its name (comm) with it. */
+function allThreadsOf(pid: number): { tid: number; comm: string; policy: number; nice: number }[] {
+  const out = [];
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.push({ tid: Number(tid), comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), nice: Number(f[19 - 3]), policy: Number(f[41 - 3]) });
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
+}
+
 /** Listens on a port the kernel picks once the daemon has had its first look, then burns CPU in 50 ms spells. */
 const LATE_SERVER =
   `exec node -e "setTimeout(() => { const s = require('net').createServer().listen(0, '127.0.0.1', () => console.log('port', s.address().port)); ` +
   `const burn = () => { const t = Date.now(); while (Date.now() - t < 50); setImmediate(burn); }; burn(); }, 500)"`;
 
 describe("the samplers' reads run on a thread of their own, at idle priority", () => {
+  it('where sessions have no CPU group of their own (cgroups off), the helper threads run at normal priority: a busy job in the daemon\'s group would keep an idle one, and the main thread waiting for its lock, off the core', async () => {
+    const d = await startDaemon({ config: { cgroups: { mode: 'off' } } });
+    const s = new Scoped(await d.client(), 'sampler');
+    const r = await s.exec({ command: LATE_SERVER, background: true });
+    pids.add(r.pid);
+    const reader = await s.exec({ command: 'cat', background: true });
+    pids.add(reader.pid);
+    const listed = async () => (await s.list()).find((x) => x.sessionId === r.sessionId);
+    const port = Number((await waitFor(async () => /port (\d+)/.exec((await s.log(r.sessionId, { offset: 0 })).output), { what: 'the server to print its port' }))[1]);
+    // Found by a refresh (the samplers' thread runs), while the watcher looks at the reader (its thread runs).
+    await waitFor(async () => (await listed())?.ports?.some((p: { port: number }) => p.port === port), { what: 'list to show the port' });
+    const looks = await waitFor(() => allThreadsOf(d.proc.pid!).find((t) => t.comm === 'procctl-looks'), { what: 'the looks thread' });
+    expect(looks!.policy).toBe(0);
+    expect(allThreadsOf(d.proc.pid!).filter((t) => t.policy === 5 || t.nice === 19)).toEqual([]);
+  });
+
   it("refreshes a running session's usage and ports with no refresh read on the daemon's thread", async () => {
     const file = join(dir, 'trace.json');
     const d = await startDaemon({ env: { PROCCTL_TRACE_FILE: file } });
