@@ -1,29 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findStdinReader, findStdinReaders } from '../../../src/interrupt/kernel.js';
-import { fdTarget } from '../../../src/runner/procfs.js';
 import { waitFor } from '../../helpers/daemon.js';
+import { killGroups, runInGroup } from '../../helpers/stdin-reader.js';
 
-/** Real processes in their own groups, killed by group at the end. */
-const started: ChildProcess[] = [];
-afterAll(() => {
-  for (const p of started) {
-    try {
-      process.kill(-p.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-});
-
-function run(script: string): { pid: number; stdinId: string } {
-  const p = spawn('/bin/bash', ['--norc', '-c', script], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
-  started.push(p);
-  const stdinId = fdTarget(p.pid!, 0);
-  if (!stdinId) throw new Error(`no fd 0 for ${p.pid}`);
-  return { pid: p.pid!, stdinId };
-}
+afterAll(killGroups);
+const run = runInGroup;
 
 /** The syscall a process is in, as /proc/PID/syscall says it ("running", or a number and arguments). */
 const syscall = (pid: number) => {

@@ -1,32 +1,15 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findStdinReaders, lookThread } from '../../../src/interrupt/kernel.js';
-import { fdTarget } from '../../../src/runner/procfs.js';
 import { nativeSpawner } from '../../../src/runner/native.js';
 import { fileURLToPath } from 'node:url';
 import { waitFor } from '../../helpers/daemon.js';
+import { killGroups, runInGroup } from '../../helpers/stdin-reader.js';
 
-/** Real processes in their own groups, killed by group at the end. */
-const started: ChildProcess[] = [];
-afterAll(() => {
-  for (const p of started) {
-    try {
-      process.kill(-p.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-});
-
-function run(script: string): { pid: number; stdinId: string } {
-  const p = spawn('/bin/bash', ['--norc', '-c', script], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
-  started.push(p);
-  const stdinId = fdTarget(p.pid!, 0);
-  if (!stdinId) throw new Error(`no fd 0 for ${p.pid}`);
-  return { pid: p.pid!, stdinId };
-}
+afterAll(killGroups);
+const run = runInGroup;
 
 const READ = process.arch === 'arm64' ? '63 ' : '0 ';
 const syscall = (pid: number) => {
