@@ -329,7 +329,10 @@ describe('process kill', () => {
 
   it('sends the given signal; a job that handles it ends by itself before the grace', async () => {
     const s = scopes.next('sigint');
-    const r = await bg(s, "trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.1; done");
+    // `wait` on a child in the background, not a foreground `sleep`: bash acts on a SIGINT that
+    // came while it waited for a foreground child only if that child died of it too, and a sleep
+    // that ended just before the signal reached it (a loaded machine) left the trap unrun.
+    const r = await bg(s, "trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.1 & wait $!; done");
     await s.waitOutput(r.sessionId, 'ready');
     const k = await within(s.process({ action: 'kill', sessionId: r.sessionId, signal: 'SIGINT', graceMs: 10_000 }), 9000, 'kill');
     expect(k.status).toBe('failed');
