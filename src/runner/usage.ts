@@ -72,6 +72,9 @@ export function samplerTiming(budget: number, name?: string, threadBudget?: numb
 
 const TIMING = samplerTiming(0.05, 'sampler');
 
+/** A refresh read elsewhere that is not back within this many refreshes' time is read here instead. */
+const LATE_REFRESHES = 3;
+
 /** First reads `hold` makes in one turn of the event loop, at most (and no more than a slice's worth). */
 const FIRST_AT_ONCE = 16;
 
@@ -248,27 +251,46 @@ export class UsageSampler<K, V = Resources> {
     if (this.held.size === 0) return this.stop();
     this.refreshing = true;
     const began = performance.now();
-    const batch = this.elsewhere === undefined ? undefined : this.sendElsewhere(keys);
+    const batch = this.elsewhere === undefined || this.late ? undefined : this.sendElsewhere(keys);
     this.elsewhereOk = batch !== undefined;
     if (batch !== undefined) {
       trace?.span(`${this.timing.name ?? 'sampler'} send`, began, performance.now());
+      // A batch not back in LATE_REFRESHES refreshes' time (the thread starved of the CPU, or stuck
+      // in a read) does not hold the samples still: this refresh is read here, and every one after
+      // it until the batch comes back, whose answer is then dropped.
+      let over = false;
+      const deadline = setTimeout(() => {
+        over = true;
+        this.late = true;
+        this.readHere(keys, began);
+      }, this.timing.everyMs * LATE_REFRESHES);
+      deadline.unref();
       void batch.then(
-        (b) => this.take(keys, b, began),
+        (b) => {
+          clearTimeout(deadline);
+          if (over) this.late = false;
+          else this.take(keys, b, began);
+        },
         // The thread is gone (sample-thread.ts says so once): this refresh and the next read here.
         () => {
+          clearTimeout(deadline);
+          this.late = false;
           this.elsewhereOk = false;
           // Their plans may not have reached the thread: each is sent again with the next batch.
           for (const key of keys) {
             const h = this.held.get(key);
             if (h) h.id = undefined;
           }
-          this.readHere(keys, began);
+          if (!over) this.readHere(keys, began);
         },
       );
       return;
     }
     this.readHere(keys, began);
   }
+
+  /** A batch read elsewhere is out past its deadline: refreshes read here until it comes back. */
+  private late = false;
 
   /** Hand a refresh's keys to be read elsewhere, each known by its number there. */
   private sendElsewhere(keys: K[]): Promise<Batch<V>> | undefined {

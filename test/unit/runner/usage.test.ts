@@ -263,4 +263,33 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
       sampler.close();
     }
   });
+
+  it('reads here while a batch sent elsewhere is late, drops its answer when it comes, and sends the next batch there again', async () => {
+    const c = counter();
+    let hold: ((b: { cpuMs: number; sample: () => Resources | undefined }) => void) | undefined;
+    let batches = 0;
+    const elsewhere = {
+      read: () => {
+        batches++;
+        // The first batch is not answered until the test says so (a thread starved of the CPU).
+        if (batches === 1) return new Promise<{ cpuMs: number; sample: () => Resources | undefined }>((resolve) => (hold = resolve));
+        return Promise.resolve({ cpuMs: 0, sample: () => undefined });
+      },
+    };
+    const sampler = new UsageSampler(c.read, () => true, { everyMs: 20, idleRefreshes: 1_000 }, undefined, elsewhere);
+    try {
+      sampler.of(1);
+      const first = c.reads.get(1)!;
+      // Past the late batch's deadline, refreshes read here, and send nothing more meanwhile.
+      await waitFor(() => sampler.of(1).cpuMs >= first + 2, { what: 'refreshes read here while the batch is late' });
+      expect(batches).toBe(1);
+      // The late answer, when it comes, is dropped (it would put back an old sample); the next batch goes there again.
+      const before = sampler.of(1);
+      hold!({ cpuMs: 0, sample: () => ({ cpuMs: -1, memoryBytes: 0, memoryPeakBytes: 0, processes: 0 }) });
+      await waitFor(() => batches >= 2, { what: 'a batch sent there again' });
+      expect(sampler.of(1).cpuMs).toBeGreaterThanOrEqual(before.cpuMs);
+    } finally {
+      sampler.close();
+    }
+  });
 });
