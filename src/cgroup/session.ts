@@ -17,6 +17,10 @@ export interface Resources {
   processes: number;
 }
 
+/** Two samples with the same figures. */
+export const sameResources = (a: Resources, b: Resources): boolean =>
+  a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
+
 /** The files a session's usage is read from (SessionCgroup.usagePlan): paths only, so a thread that has no session can read them. */
 export interface UsagePlan {
   /** The directory whose cgroup.procs lists the session's processes. */
@@ -322,9 +326,9 @@ export class SessionCgroup {
       processes = r.counted ?? 0;
       this.sampledProcesses = Math.max(this.sampledProcesses, processes);
     }
-    // The figures did not move: the sample held is kept, and nothing is made.
-    if (held && held.cpuMs === r.cpuMs && held.memoryBytes === r.memoryBytes && held.memoryPeakBytes === memoryPeakBytes && held.processes === processes) return held;
-    return { cpuMs: r.cpuMs, memoryBytes: r.memoryBytes, memoryPeakBytes, processes };
+    const sample = { cpuMs: r.cpuMs, memoryBytes: r.memoryBytes, memoryPeakBytes, processes };
+    // The figures did not move: the sample held is kept (the one made here is young garbage).
+    return held && sameResources(held, sample) ? held : sample;
   }
 
   /** Remove the session's directories (each must be empty): true when all are gone. */

@@ -1,9 +1,9 @@
 import { whenEmpty } from '../cgroup/empty.js';
-import type { SessionCgroup, UsageReading } from '../cgroup/session.js';
+import { sameResources, type SessionCgroup, type UsageReading } from '../cgroup/session.js';
 import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
-import { samplingThread, USAGE_FIELDS } from './sample-thread.js';
+import { samplingThread, usageAt } from './sample-thread.js';
 import { samplerTiming, UsageSampler } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -18,10 +18,6 @@ export function giveCgroup(session: Session, cg: SessionCgroup): void {
 export function cgroupOf(session: Session): SessionCgroup | undefined {
   return cgroups.get(session);
 }
-
-/** Two samples with the same figures. */
-export const sameResources = (a: Resources, b: Resources): boolean =>
-  a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
 
 /**
  * Running sessions' figures, one held sample each while they are asked for (runner/usage.ts). A
@@ -41,17 +37,7 @@ const usage = new UsageSampler<Session>(
     read: (sessions, ids, fresh) =>
       samplingThread.usage(ids, fresh, (i) => cgroups.get(sessions[i])!.usagePlan())?.then((b) => ({
         cpuMs: b.cpuMs,
-        sample: (i: number, held: Resources) => {
-          const f = b.figures;
-          const o = i * USAGE_FIELDS;
-          if (Number.isNaN(f[o])) return undefined;
-          reading.cpuMs = f[o];
-          reading.memoryBytes = f[o + 1];
-          reading.memoryPeakBytes = Number.isNaN(f[o + 2]) ? undefined : f[o + 2];
-          reading.processes = Number.isNaN(f[o + 3]) ? undefined : f[o + 3];
-          reading.counted = Number.isNaN(f[o + 4]) ? undefined : f[o + 4];
-          return cgroups.get(sessions[i])?.fromReading(reading, false, 0, held);
-        },
+        sample: (i: number, held: Resources) => (usageAt(b.figures, i, reading) ? cgroups.get(sessions[i])?.fromReading(reading, false, 0, held) : undefined),
       })),
   },
 );

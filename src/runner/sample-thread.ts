@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { UsagePlan } from '../cgroup/session.js';
+import type { UsagePlan, UsageReading } from '../cgroup/session.js';
 import type { PortsPlan, PortsReading, Table } from './ports-read.js';
 
 /**
@@ -16,6 +16,31 @@ export type ToSampleThread =
 
 /** Per usage key, these figures in a row (NaN: none; cpuMs NaN: the read failed). */
 export const USAGE_FIELDS = 5;
+
+const orNaN = (n: number | undefined) => (n === undefined ? NaN : n);
+const orNone = (n: number) => (Number.isNaN(n) ? undefined : n);
+
+/** Write the `i`th key's reading into a usage answer's row (the thread's side). */
+export function putUsage(figures: Float64Array, i: number, r: UsageReading): void {
+  const o = i * USAGE_FIELDS;
+  figures[o] = r.cpuMs;
+  figures[o + 1] = r.memoryBytes;
+  figures[o + 2] = orNaN(r.memoryPeakBytes);
+  figures[o + 3] = orNaN(r.processes);
+  figures[o + 4] = orNaN(r.counted);
+}
+
+/** Read the `i`th key's row of a usage answer into `into` (the daemon's side): false when the thread could not read it. */
+export function usageAt(figures: Float64Array, i: number, into: UsageReading): boolean {
+  const o = i * USAGE_FIELDS;
+  if (Number.isNaN(figures[o])) return false;
+  into.cpuMs = figures[o];
+  into.memoryBytes = figures[o + 1];
+  into.memoryPeakBytes = orNone(figures[o + 2]);
+  into.processes = orNone(figures[o + 3]);
+  into.counted = orNone(figures[o + 4]);
+  return true;
+}
 
 /**
  * What it answers, with the thread's CPU time for the batch. Usage: USAGE_FIELDS numbers a key

@@ -4,7 +4,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { loadAddon } from '../base/addon.js';
 import { readUsage, type UsagePlan } from '../cgroup/session.js';
 import { readPorts, readTable, type PortsPlan, type PortsReading, type Table } from './ports-read.js';
-import { USAGE_FIELDS, type FromSampleThread, type SamplePriority, type ToSampleThread } from './sample-thread.js';
+import { putUsage, USAGE_FIELDS, type FromSampleThread, type SamplePriority, type ToSampleThread } from './sample-thread.js';
 
 /**
  * The samplers' thread (sample-thread.ts starts it): reads each batch of usage or ports plans it
@@ -64,8 +64,6 @@ const tables = new Map<string, Table>();
 let growthClock = 0;
 const tick = () => `t${++growthClock}`;
 
-const orNaN = (n: number | undefined) => (n === undefined ? NaN : n);
-
 function answer(m: ToSampleThread): { answer: FromSampleThread; transfer: ArrayBuffer[] } {
   const from = cpuMs();
   if (m.kind === 'usage') {
@@ -75,13 +73,7 @@ function answer(m: ToSampleThread): { answer: FromSampleThread; transfer: ArrayB
       const plan = usagePlans.get(m.ids[i]);
       if (plan === undefined) continue;
       try {
-        const r = readUsage(plan);
-        const o = i * USAGE_FIELDS;
-        figures[o] = r.cpuMs;
-        figures[o + 1] = r.memoryBytes;
-        figures[o + 2] = orNaN(r.memoryPeakBytes);
-        figures[o + 3] = orNaN(r.processes);
-        figures[o + 4] = orNaN(r.counted);
+        putUsage(figures, i, readUsage(plan));
       } catch {
         // not read: the held sample stays
       }
