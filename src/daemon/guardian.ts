@@ -232,17 +232,20 @@ process.stdin.on('data', (chunk: string) => {
   if (keeper && chunk.includes('drain')) keeper.drain(liveSessions);
   if (said.length > 64) said = said.slice(-64);
 });
+/** Whether the daemon said `word` on a line of its own (its last 64 characters are kept). */
+const saidLine = (word: string) => said.split('\n').includes(word);
 let ending = false;
 /** The daemon is gone: act on a crash (the cgroups of what was killed removed), then go. */
 async function daemonGone(crash: boolean): Promise<void> {
   if (ending) return;
   ending = true;
-  if (crash && (said.split('\n').includes('orphaned') || (await daemonRunsOn()))) {
+  const told = crash && saidLine('orphaned');
+  if (told || (crash && (await daemonRunsOn()))) {
     // A next image in the daemon's PID that could not read the hand-over closed this guardian's
     // pipe (saying so first, handover/in.ts): it serves, and stops the sessions of the last image
     // itself (as lost). Only those are this guardian's to kill; its subtrees, its new sessions'
     // cgroups and the path its own guardian listens on for a crash are the image's.
-    process.stderr.write('procctl guardian: the daemon runs on in a new image that did not take this guardian; its sessions are killed, nothing else\n');
+    process.stderr.write(`procctl guardian: the daemon runs on in a new image that did not take this guardian (${told ? 'it said so' : 'its process runs on'}); its sessions are killed, nothing else\n`);
     clearInterval(drainer);
     keeper?.stopListening();
     killSessions(readSlots(readTable()), false);
@@ -253,5 +256,5 @@ async function daemonGone(crash: boolean): Promise<void> {
   if (killed) await tidyCgroups().catch((err: Error) => process.stderr.write(`procctl guardian: ${err.message}\n`));
   process.exit(0);
 }
-process.stdin.on('end', () => void daemonGone(!said.split('\n').includes('bye')));
+process.stdin.on('end', () => void daemonGone(!saidLine('bye')));
 process.stdin.on('error', () => void daemonGone(true));

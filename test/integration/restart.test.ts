@@ -276,6 +276,8 @@ describe('refusals are safe (SPEC §19)', () => {
     // The last image's guardian saw its pipe close with the daemon's PID running on: it killed its
     // own sessions and went, reaped by the new image, leaving the new image's cgroups alone.
     await waitFor(() => !existsSync(`/proc/${oldGuardian}`), { what: "the last image's guardian to exit and be reaped" });
+    // Told so on its pipe by the new image, not left to find the daemon's process running on.
+    expect(d.stderr()).toContain('did not take this guardian (it said so)');
     // The same directory, never removed and made again (kernfs gives a new one a new inode).
     if (root !== undefined) expect(statSync(root).ino).toBe(rootIno);
     expect(guardianOf(d.proc.pid!)).not.toBe(oldGuardian);
