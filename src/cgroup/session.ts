@@ -21,6 +21,9 @@ export interface Resources {
 export const sameResources = (a: Resources, b: Resources): boolean =>
   a.cpuMs === b.cpuMs && a.memoryBytes === b.memoryBytes && a.memoryPeakBytes === b.memoryPeakBytes && a.processes === b.processes;
 
+/** fromReading's figures before it knows whether they are new (one object, reused). */
+const scratch: Resources = { cpuMs: 0, memoryBytes: 0, memoryPeakBytes: 0, processes: 0 };
+
 /** The files a session's usage is read from (SessionCgroup.usagePlan): paths only, so a thread that has no session can read them. */
 export interface UsagePlan {
   /** The directory whose cgroup.procs lists the session's processes. */
@@ -326,9 +329,12 @@ export class SessionCgroup {
       processes = r.counted ?? 0;
       this.sampledProcesses = Math.max(this.sampledProcesses, processes);
     }
-    const sample = { cpuMs: r.cpuMs, memoryBytes: r.memoryBytes, memoryPeakBytes, processes };
-    // The figures did not move: the sample held is kept (the one made here is young garbage).
-    return held && sameResources(held, sample) ? held : sample;
+    scratch.cpuMs = r.cpuMs;
+    scratch.memoryBytes = r.memoryBytes;
+    scratch.memoryPeakBytes = memoryPeakBytes;
+    scratch.processes = processes;
+    // The figures did not move: the sample held is kept, and nothing is made (a thousand quiet sessions a refresh).
+    return held && sameResources(held, scratch) ? held : { ...scratch };
   }
 
   /** Remove the session's directories (each must be empty): true when all are gone. */
