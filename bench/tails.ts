@@ -1,7 +1,7 @@
 import type { BenchOptions } from './lib/options.js';
 import type { BenchClient } from './lib/client.js';
 import { execFileSync } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchDaemon } from './lib/daemon.js';
@@ -72,7 +72,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
     ['--trace-gc'],
   );
   const traced: { page: Sent[]; poll: Sent[] }[] = [];
-  const gcs = gcCounter(daemon);
+  const gcs = gcCounter(daemon, keepTrace ? join(keepTrace, 'daemon.log') : undefined);
   const client = await daemon.client();
   // The floors: bare servers (bench/lib/bare-rpc.ts) answering the bytes the daemon answered, a
   // page of 50, the whole list, and each polled session's poll; each asked beside the daemon's
@@ -220,7 +220,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   }
   if (traceFile) {
     const t = new DaemonTrace(traceFile);
-    if (keepTrace) writeFileSync(join(keepTrace, 'sent.json'), JSON.stringify({ traced, floors: rounds.map((r) => ({ poll: p99(r.pollFloor), page: p99(r.pageFloor) })) }));
+    if (keepTrace) writeFileSync(join(keepTrace, 'sent.json'), JSON.stringify({ traced, floors: rounds.map((r) => ({ poll: p99(r.pollFloor), page: p99(r.pageFloor), raw: { pollFloor: r.pollFloor, pollTwin: r.pollTwin, pageFloor: r.pageFloor, pageTwin: r.pageTwin, status: r.status } })) }));
     else rmSync(traceFile, { force: true });
     if (t.full.requests || t.full.spans) opts.log(`  ! the trace filled up (requests ${t.full.requests}, spans ${t.full.spans}): later ones are missing`);
     traced.forEach((sent, r) => {
@@ -432,7 +432,8 @@ async function hold(client: BenchClient, count: number, pids: Set<number>, polle
  * Counts a daemon's garbage collections from its `--trace-gc` lines (its own pid's, not a helper's
  * that took its flags, and its main isolate's, not a worker thread's): `take()` says what came since the last take.
  */
-function gcCounter(daemon: BenchDaemon) {
+/** Counts the daemon's collections from its `--trace-gc` lines; with `log`, keeps all it printed there too (TAILS_TRACE=DIR). */
+function gcCounter(daemon: BenchDaemon, log?: string) {
   let young = 0;
   let youngMs = 0;
   let youngMaxMs = 0;
@@ -443,6 +444,7 @@ function gcCounter(daemon: BenchDaemon) {
   // refresh, and its collections, printed with its isolate's address, hold no request).
   let isolate: string | undefined;
   daemon.onOutput = (text) => {
+    if (log) appendFileSync(log, text);
     const lines = (partial + text).split('\n');
     partial = lines.pop() ?? '';
     for (const l of lines) {

@@ -4,7 +4,7 @@ import type { Resources, Session } from '../session/session.js';
 import { signalGroup } from './group.js';
 import { readStat } from './procfs.js';
 import { samplingThread, usageAt } from './sample-thread.js';
-import { samplerTiming, UsageSampler } from './usage.js';
+import { samplerTiming, UsageSampler, type Walkable } from './usage.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -47,7 +47,7 @@ const usage = new UsageSampler<Session>(
  * not held a few per turn (UsageSampler.hold): undefined when all were at hand, else a promise
  * to wait for before asking sessionResources.
  */
-export function holdResources(sessions: Iterable<Session>): Promise<void> | undefined {
+export function holdResources(sessions: Walkable<Session>): Promise<void> | undefined {
   return usage.hold(sessions, measured);
 }
 

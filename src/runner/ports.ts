@@ -2,7 +2,7 @@ import type { ListenPort, Session } from '../session/session.js';
 import { cgroupOf } from './cgroup.js';
 import { readPorts, readTable, type PortsPlan, type PortsReading, type Table } from './ports-read.js';
 import { samplingThread } from './sample-thread.js';
-import { samplerTiming, UsageSampler } from './usage.js';
+import { samplerTiming, UsageSampler, type Walkable } from './usage.js';
 
 export { listenRows, parseLocal } from './ports-read.js';
 
@@ -161,7 +161,7 @@ export function askPorts(s: Session): void {
 }
 
 /** askPorts for many sessions: the first looks a few per turn (UsageSampler.hold); a promise when some must wait. */
-export function askPortsOf(sessions: Iterable<Session>): Promise<void> | undefined {
+export function askPortsOf(sessions: Walkable<Session>): Promise<void> | undefined {
   return sampler.hold(sessions, looked);
 }
 

@@ -202,6 +202,15 @@ export class Registry {
     return this.sessions.values();
   }
 
+  /**
+   * Visit every session, in the order added. A walk made at every request (daemon.status holds a
+   * usage sample of each) goes this way: a `for…of` over `all()` where the optimizer does not
+   * inline the iterator made a result object per session, 39 kB a status at 1,000 sessions.
+   */
+  forEach(visit: (s: Session) => void): void {
+    this.sessions.forEach(visit);
+  }
+
   /** The sessions added while running and not yet seen to end, live: a walk sees those added during it. */
   live(): IterableIterator<Session> {
     return this.liveSet.values();

@@ -113,7 +113,7 @@ function sectionOf(config: Config, held: ConfigSections, status: SandboxStatus):
  */
 function runningTotals(d: Daemon): ReturnType<typeof sumRunning> | Promise<ReturnType<typeof sumRunning>> {
   // Samples not held yet (the first status after a quiet spell) are read a few per turn, not all in this one.
-  const reading = holdResources(d.registry.all());
+  const reading = holdResources(d.registry);
   return reading ? reading.then(() => sumRunning(d)) : sumRunning(d);
 }
 
