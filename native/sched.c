@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <node_api.h>
 #include "errors.h"
 #include "napi-util.h"
@@ -26,7 +28,21 @@ static napi_value IdleThread(napi_env env, napi_callback_info info) {
   return procctl_bool(env, true);
 }
 
+// nameThread(name): the calling thread's name as ps, top -H and /proc/<pid>/task/*/comm show it
+// (the kernel keeps 15 bytes). Node names none of its threads.
+static napi_value NameThread(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value arg;
+  char name[16];
+  size_t len;
+  if (napi_get_cb_info(env, info, &argc, &arg, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 1 || napi_get_value_string_utf8(env, arg, name, sizeof name, &len) != napi_ok) return procctl_throw_usage(env, "nameThread(name: string)");
+  if (prctl(PR_SET_NAME, name, 0, 0, 0) != 0) return procctl_throw_errno(env, errno, "prctl(PR_SET_NAME)");
+  return procctl_bool(env, true);
+}
+
 // Called by addon.c, the module's one init.
 void procctl_sched_init(napi_env env, napi_value exports) {
   procctl_export(env, exports, "idleThread", IdleThread);
+  procctl_export(env, exports, "nameThread", NameThread);
 }

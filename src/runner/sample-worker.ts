@@ -20,8 +20,16 @@ if (!port) throw new Error('sample-worker.js runs as the samplers\' thread (node
  * preempts a read at once; SCHED_IDLE does, nice 19 still gets a small share of the core.
  */
 function lowerPriority(): SamplePriority {
+  const addon = loadAddon<{ idleThread(): boolean; nameThread?(name: string): boolean }>(['idleThread']);
+  // Named as the looks thread is (procctl-looks): ps and top -H tell it from Node's own threads.
+  if (!(addon instanceof Error)) {
+    try {
+      addon.nameThread?.('procctl-sampler');
+    } catch {
+      // unnamed, as Node's threads are
+    }
+  }
   if ((workerData as { lowPriority?: boolean } | null)?.lowPriority === false) return 'normal';
-  const addon = loadAddon<{ idleThread(): boolean }>(['idleThread']);
   if (!(addon instanceof Error)) {
     try {
       if (addon.idleThread()) return 'idle';
