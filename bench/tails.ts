@@ -431,8 +431,8 @@ async function hold(client: BenchClient, count: number, pids: Set<number>, polle
 /**
  * Counts a daemon's garbage collections from its `--trace-gc` lines (its own pid's, not a helper's
  * that took its flags, and its main isolate's, not a worker thread's): `take()` says what came since the last take.
+ * With `log` (TAILS_TRACE=DIR), all the daemon printed is kept there too.
  */
-/** Counts the daemon's collections from its `--trace-gc` lines; with `log`, keeps all it printed there too (TAILS_TRACE=DIR). */
 function gcCounter(daemon: BenchDaemon, log?: string) {
   let young = 0;
   let youngMs = 0;
