@@ -6,8 +6,6 @@
 //
 // idleThread() -> true once the calling thread (not the process: Linux applies a pid of 0 to the
 // caller alone) runs under SCHED_IDLE; throws with errno when the kernel refuses.
-// idleThread(tid) does the same for another thread of this process: the threads Node made before
-// any of the daemon's code ran, V8's platform workers among them (src/runner/helper-priority.ts).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -18,13 +16,8 @@
 #include "napi-util.h"
 
 static napi_value IdleThread(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value arg;
-  int32_t tid = 0;
-  if (napi_get_cb_info(env, info, &argc, &arg, NULL, NULL) != napi_ok) return NULL;
-  if (argc >= 1 && (napi_get_value_int32(env, arg, &tid) != napi_ok || tid < 0)) return procctl_throw_usage(env, "idleThread(tid?: a thread id of this process, or none for the calling thread)");
   struct sched_param param = {.sched_priority = 0};
-  if (sched_setscheduler(tid, SCHED_IDLE, &param) != 0) return procctl_throw_errno(env, errno, "sched_setscheduler(SCHED_IDLE)");
+  if (sched_setscheduler(0, SCHED_IDLE, &param) != 0) return procctl_throw_errno(env, errno, "sched_setscheduler(SCHED_IDLE)");
   return procctl_bool(env, true);
 }
 

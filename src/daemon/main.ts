@@ -13,19 +13,13 @@ import { readInherited } from './handover/in.js';
 import { runPreflight } from './handover/preflight.js';
 import { loadAddon } from '../base/addon.js';
 import { mark, type ImageStart } from './handover/timeline.js';
-import { noteBootThreads } from '../runner/helper-priority.js';
 
-/**
- * `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground.
- * `bootThreads`: the threads the process had before any of its code ran (bin/procctld lists them
- * first thing), given the helpers' priority (runner/helper-priority.ts).
- */
-export async function runDaemon(argv: string[], image?: ImageStart, bootThreads: readonly number[] = []): Promise<void> {
+/** `procctld [--socket PATH] [--config FILE] [--log-level LEVEL]`: run the daemon in the foreground. */
+export async function runDaemon(argv: string[], image?: ImageStart): Promise<void> {
   // A restarting daemon asks the image it would start whether it can take over (SPEC §19): with the
   // same options, it loads the config and the addon and checks the sandbox, then says its format.
   if (argv[0] === '--handover-format') return runPreflight(argv.slice(1));
   mark('modules');
-  noteBootThreads(bootThreads);
   // A planned restart's hand-over names descriptors to keep; it is read before anything is closed.
   const { inherited, keep } = readInherited();
   // Before anything is opened: what it inherited must not reach a job.

@@ -23,8 +23,6 @@ export interface Addon {
   lookThread?(): { state: 'none' | 'thread' | 'pool'; why?: string; policy?: string };
   /** Whether the looks thread, once made, runs at SCHED_IDLE (by default) or at normal priority (runner/helper-priority.ts). */
   lookThreadIdle?(idle: boolean): void;
-  /** The thread `tid` of this process (the caller without one) to SCHED_IDLE (native/sched.c); throws with errno when refused. */
-  idleThread?(tid?: number): boolean;
   /**
    * The namespaces a review job gets (steps.mounts without enter), made now on a pool thread, as
    * descriptors for steps.mounts.enter; rejected with the step (syscall) and errno that failed.

@@ -79,7 +79,7 @@ const LATE_REFRESHES = 3;
 const FIRST_AT_ONCE = 16;
 
 /**
- * What `hold` walks: an array, a Map or Set of keys, or the session registry. Walked with
+ * What `hold` walks: an array or a Set of keys, or the session registry. Walked with
  * `forEach`, which makes nothing per key where a `for…of` the optimizer does not inline makes an
  * iterator result per key.
  */

@@ -208,7 +208,7 @@ export class Registry {
    * inline the iterator made a result object per session, 39 kB a status at 1,000 sessions.
    */
   forEach(visit: (s: Session) => void): void {
-    this.sessions.forEach(visit);
+    this.sessions.forEach((s) => visit(s));
   }
 
   /** The sessions added while running and not yet seen to end, live: a walk sees those added during it. */
