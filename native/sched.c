@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <node_api.h>
 #include "errors.h"
