@@ -75,6 +75,15 @@ const TIMING = samplerTiming(0.05, 'sampler');
 /** A refresh read elsewhere that is not back within this many refreshes' time is read here instead. */
 const LATE_REFRESHES = 3;
 
+/**
+ * Once no sample has been asked for in `idleRefreshes` refreshes, the samples the samplers'
+ * thread keeps (up to `threadIdleRefreshes`) are read only at every this many refreshes: a client
+ * back after a pause still finds them held, at most this many seconds old, and a daemon nobody
+ * asks anything does not read a thousand sessions' files every second for half a minute (5% of a
+ * core on the bench's VM, against the idle target of 5% for the whole daemon).
+ */
+const UNASKED_EVERY = 5;
+
 /** First reads `hold` makes in one turn of the event loop, at most (and no more than a slice's worth). */
 const FIRST_AT_ONCE = 16;
 
@@ -141,7 +150,7 @@ export class UsageSampler<K, V = Resources> {
     private readonly elsewhere?: ReadElsewhere<K, V>,
   ) {}
 
-  /** The held sample of `key` (read now when none is held), at most about `everyMs` old. */
+  /** The held sample of `key` (read now when none is held), at most about `everyMs` old (UNASKED_EVERY refreshes after a spell nobody asked for any). */
   of(key: K): V {
     let h = this.held.get(key);
     if (h === undefined) {
@@ -254,11 +263,17 @@ export class UsageSampler<K, V = Resources> {
     this.refreshes++;
     const keys: K[] = [];
     const idle = this.elsewhereOk ? (this.timing.threadIdleRefreshes ?? this.timing.idleRefreshes) : this.timing.idleRefreshes;
+    let lastAsked = -1;
     for (const [key, h] of this.held) {
       if (this.refreshes - h.asked > idle || !this.live(key)) this.held.delete(key);
-      else keys.push(key);
+      else {
+        keys.push(key);
+        if (h.asked > lastAsked) lastAsked = h.asked;
+      }
     }
     if (this.held.size === 0) return this.stop();
+    const unasked = this.refreshes - lastAsked;
+    if (unasked > this.timing.idleRefreshes && unasked % UNASKED_EVERY !== 0) return this.schedule(this.timing.everyMs);
     this.refreshing = true;
     const began = performance.now();
     const batch = this.elsewhere === undefined || this.late ? undefined : this.sendElsewhere(keys);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Resources } from '../../../src/cgroup/session.js';
 import { UsageSampler } from '../../../src/runner/usage.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -261,6 +261,41 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
       await waitFor(() => sampler.of(7) && sampler.size === 1, { what: 'the unasked samples let go' });
     } finally {
       sampler.close();
+    }
+  });
+
+  it('reads the samples kept there only every fifth refresh once nobody asks for any, and every refresh again once one is asked', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const c = counter();
+    let batches = 0;
+    const elsewhere = {
+      read: () => {
+        batches++;
+        return Promise.resolve({ cpuMs: 0, sample: () => undefined });
+      },
+    };
+    const sampler = new UsageSampler(c.read, () => true, { everyMs: 20, idleRefreshes: 2, threadIdleRefreshes: 1_000 }, undefined, elsewhere);
+    /** Batches sent over the next `n` refreshes (one each 20 ms). */
+    const over = async (n: number) => {
+      const from = batches;
+      for (let i = 0; i < n; i++) await vi.advanceTimersByTimeAsync(20);
+      return batches - from;
+    };
+    try {
+      for (const k of keys) sampler.of(k);
+      // Asked for at refresh 0: the first two refreshes read them.
+      expect(await over(2)).toBe(2);
+      // Unasked for more than idleRefreshes: refreshes 3 and 4 read nothing, the fifth does...
+      expect(await over(3)).toBe(1);
+      // ...and every fifth after it; all are still held.
+      expect(await over(20)).toBe(4);
+      expect(sampler.size).toBe(keys.length);
+      // One asked for again: every refresh reads again.
+      sampler.of(keys[3]);
+      expect(await over(2)).toBe(2);
+    } finally {
+      sampler.close();
+      vi.useRealTimers();
     }
   });
 
