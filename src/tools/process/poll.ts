@@ -6,6 +6,11 @@ import { sessionResources } from '../../runner/cgroup.js';
 import { askPorts } from '../../runner/ports.js';
 import { target } from './target.js';
 import { jsonAnswer, LARGE_TEXT } from '../json-answer.js';
+import type { JsonText } from '../json-text.js';
+import type { Session } from '../../session/session.js';
+
+/** A poll's answer: the result's fields, or, for a large output, the same as JSON bytes. */
+type PollAnswer = Record<string, unknown> | JsonText;
 
 const MAX_WAIT_MS = 120_000;
 
@@ -31,12 +36,23 @@ export function nulRuns(text: string): string {
   return text.includes('\0'.repeat(NUL_RUN)) ? text.replace(NUL_RUNS, (run) => `[${run.length} NUL characters]`) : text;
 }
 
-export async function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+/**
+ * Not async: a poll that does not wait is answered in the turn it was read, as a list is
+ * (rpc/connection.ts: an answer at hand is never in flight). As an async function every poll was
+ * a promise, held in the connection's map of requests in flight until answered: a set and a
+ * delete per poll, whose table the long-lived map holds and the collector moves to the old
+ * generation.
+ */
+export function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams): PollAnswer | Promise<PollAnswer> {
   const s = target(d, ctx, p);
-  const v = ctx.voice;
   const wait = Math.min(p.timeout ?? 0, MAX_WAIT_MS);
-  if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) await s.waitForChange(wait, ctx.signal);
+  if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) return s.waitForChange(wait, ctx.signal).then(() => pollAnswer(ctx, s));
+  return pollAnswer(ctx, s);
+}
 
+/** What a poll answers now: the output since the last one, and what to do next. */
+function pollAnswer(ctx: CallContext, s: Session): PollAnswer {
+  const v = ctx.voice;
   const drained = s.drain();
   const notes: string[] = [];
   for (const stream of ['stdout', 'stderr'] as const) {
