@@ -12,12 +12,18 @@ import { readStat } from '../../../src/runner/procfs.js';
 const addon = nativeSpawner() as Addon;
 const parents = new Set<ChildProcess>();
 
-/** A job whose parent is another process (a shell in `wait`), which reaps it the moment it ends; goes on `go`. */
+/**
+ * A job whose parent is another process (a shell in `wait`), which reaps it the moment it ends;
+ * goes on `go`. Handed back once the job says its trap is set: a SIGUSR1 before it would end the
+ * job by the signal, not as the script says.
+ */
 async function foreignJob(script: string): Promise<{ pid: number; go: () => Promise<void> }> {
-  const parent = spawn('sh', ['-c', 'sh -c "$1" & echo $!; wait', 'sh', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const parent = spawn('sh', ['-c', 'sh -c "$1" & echo "pid $!"; wait', 'sh', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   parents.add(parent);
-  const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
-  const pid = Number(line.toString().trim());
+  // The parent's "pid N" and the job's "ready", in either order.
+  let out = '';
+  while (!/pid \d+\n/.test(out) || !out.includes('ready\n')) out += ((await once(parent.stdout!, 'data')) as [Buffer])[0].toString();
+  const pid = Number(/pid (\d+)/.exec(out)![1]);
   return {
     pid,
     go: async () => {
@@ -39,8 +45,8 @@ afterEach(() => {
 });
 
 // The job waits for SIGUSR1, then ends as told: a trap, so the shell, the leader, is what ends.
-const EXIT_7 = 'trap "exit 7" USR1; while :; do sleep 0.05; done';
-const TERM_ITSELF = 'trap "trap - TERM; kill -TERM \\$\\$" USR1; while :; do sleep 0.05; done';
+const EXIT_7 = 'trap "exit 7" USR1; echo ready; while :; do sleep 0.05; done';
+const TERM_ITSELF = 'trap "trap - TERM; kill -TERM \\$\\$" USR1; echo ready; while :; do sleep 0.05; done';
 
 const probe = await (async () => {
   if (!addon.pidfdOpen || !addon.pidfdExit) return 'the addon has no pidfdOpen/pidfdExit: rebuild it (node scripts/build-addon.mjs)';
