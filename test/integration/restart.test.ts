@@ -7,7 +7,7 @@ import { daemonStatus, operator, restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { guardianOf } from '../helpers/state.js';
 import { TestClient } from '../helpers/rpc.js';
-import { Scoped } from '../helpers/session.js';
+import { Scoped, within } from '../helpers/session.js';
 import { cliOn } from '../cli/run.js';
 
 /**
@@ -157,14 +157,12 @@ describe('planned restart (SPEC §19)', () => {
     const failures: string[] = [];
     let answered = 0;
     // A connection left without an answer is a failure said with when it was made, not a hang of the loop.
-    const within = <T,>(p: Promise<T>, what: string) =>
-      Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: nothing in 10 s`)), 10_000).unref())]);
     const hammer = (async () => {
       while (!stop) {
         const at = new Date().toISOString();
         try {
-          const c = await within(TestClient.connect(d.socket), `a connection made at ${at}`);
-          const r = await within(c.request('daemon.status'), `daemon.status on a connection made at ${at}`);
+          const c = await within(TestClient.connect(d.socket), 10_000, `a connection made at ${at}`);
+          const r = await within(c.request('daemon.status'), 10_000, `an answer to daemon.status on a connection made at ${at}`);
           c.close();
           if (r.result) answered++;
         } catch (err) {
