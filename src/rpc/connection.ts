@@ -92,7 +92,7 @@ const made = (message: unknown): { id: Id; result: JsonText } | undefined => {
 function serialize(message: unknown): string {
   if (Array.isArray(message)) return `[${message.map(serialize).join(',')}]`;
   const m = made(message);
-  if (m) return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${m.result.bytes.toString('utf8')}}`;
+  if (m) return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${typeof m.result.bytes === 'string' ? m.result.bytes : m.result.bytes.toString('utf8')}}`;
   return JSON.stringify(message);
 }
 
@@ -209,8 +209,22 @@ export class Connection {
       return;
     }
     this.inFlight++;
-    void this.onLine(line, this.readAt);
+    let answered: Promise<void> | undefined;
+    try {
+      answered = this.answer(line, this.readAt);
+    } catch (err) {
+      // This line only: the lines read with it are still answered.
+      this.log.error({ err }, 'answering a request failed');
+    }
+    if (answered === undefined) this.done();
+    else void answered.finally(this.done);
   }
+
+  /** A line is answered (start counted it in flight). */
+  private readonly done = (): void => {
+    this.inFlight--;
+    this.endIfDone();
+  };
 
   private setReading(on: boolean): void {
     if (on === this.reading || this.closed) return;
@@ -234,45 +248,52 @@ export class Connection {
     }
   }
 
-  /** Answer one line; it counts as in flight until then (start counted it). */
-  private async onLine(line: string, readAt: number): Promise<void> {
-    try {
-      await this.answer(line, readAt);
-    } finally {
-      this.inFlight--;
-      this.endIfDone();
-    }
-  }
-
-  private async answer(line: string, readAt: number): Promise<void> {
+  /**
+   * Answer one line: at once when every request in it is answered at once (a poll, a list, a
+   * status: written in the turn it was read), else a promise that settles once it is. Not async:
+   * an async chain made three promises per request and answered it microtasks later, work a
+   * thousand-session client's every poll paid for (docs/benchmarks.md).
+   */
+  private answer(line: string, readAt: number): Promise<void> | undefined {
     let message: unknown;
     try {
       message = JSON.parse(line);
     } catch (err) {
       this.send(errorResponse(null, PARSE_ERROR, `parse error: ${(err as Error).message}; send one JSON-RPC message per line`));
-      return;
+      return undefined;
     }
     if (Array.isArray(message)) {
       if (message.length === 0) {
         this.send(errorResponse(null, INVALID_REQUEST, 'invalid request: an empty batch'));
-        return;
+        return undefined;
       }
       if (message.length > MAX_BATCH) {
         this.send(errorResponse(null, INVALID_REQUEST, `invalid request: a batch holds at most ${MAX_BATCH} requests, this one ${message.length}; send the rest as lines of their own (they are pipelined)`));
-        return;
+        return undefined;
       }
-      const responses = (await Promise.all(message.map((m) => this.handle(m)))).filter((r): r is Response => r !== undefined);
-      if (responses.length) this.send(responses);
-      return;
+      return Promise.all(message.map((m) => this.handle(m))).then((all) => {
+        const responses = all.filter((r): r is Response => r !== undefined);
+        if (responses.length) this.send(responses);
+      });
     }
     const parsedAt = trace ? performance.now() : 0;
-    const response = await this.handle(message);
-    if (response) this.send(response);
-    if (trace && response) trace.request(this.traced!, response.id, (message as { method?: string }).method ?? '', readAt, parsedAt, performance.now());
+    const response = this.handle(message);
+    if (!isThenable(response)) {
+      this.reply(message, response, readAt, parsedAt);
+      return undefined;
+    }
+    return response.then((r) => this.reply(message, r, readAt, parsedAt));
   }
 
-  /** Handle one request object; undefined for a notification. */
-  private async handle(req: unknown): Promise<Response | undefined> {
+  /** Send a single request's response (none for a notification). */
+  private reply(message: unknown, response: Response | undefined, readAt: number, parsedAt: number): void {
+    if (!response) return;
+    this.send(response);
+    if (trace) trace.request(this.traced!, response.id, (message as { method?: string }).method ?? '', readAt, parsedAt, performance.now());
+  }
+
+  /** Handle one request object: its response (undefined for a notification), at once when its method answered at once. */
+  private handle(req: unknown): Response | undefined | Promise<Response | undefined> {
     if (typeof req !== 'object' || req === null || Array.isArray(req)) {
       return errorResponse(null, INVALID_REQUEST, 'invalid request: expected a JSON-RPC 2.0 request object');
     }
@@ -314,6 +335,11 @@ export class Connection {
     // long-lived map holds and so moves out of the young generation: most of what a list left
     // for the full collections (docs/benchmarks.md, a list page of 50 every round).
     if (!isThenable(answer)) return hasId ? { jsonrpc: '2.0', id, result: answer ?? {} } : undefined;
+    return this.settle(id, hasId, r.method, request, answer);
+  }
+
+  /** A request its method answers later: in flight (cancellable by id) until then. */
+  private async settle(id: Id, hasId: boolean, method: string, request: InFlight, answer: PromiseLike<unknown>): Promise<Response | undefined> {
     if (hasId) this.pending.set(id, request);
     try {
       const result = await answer;
@@ -321,7 +347,7 @@ export class Connection {
       return hasId ? { jsonrpc: '2.0', id, result: result ?? {} } : undefined;
     } catch (err) {
       if (this.abandoned?.has(request)) return undefined;
-      return this.failed(id, hasId, r.method, err);
+      return this.failed(id, hasId, method, err);
     } finally {
       if (hasId && this.pending.get(id) === request) this.pending.delete(id);
     }
@@ -336,7 +362,7 @@ export class Connection {
   send(message: unknown): void {
     if (this.closed || this.socket.destroyed) return;
     const m = made(message);
-    if (!m) {
+    if (!m || typeof m.result.bytes === 'string') {
       this.socket.write(`${serialize(message)}\n`, this.onWritten);
       return;
     }

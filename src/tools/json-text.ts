@@ -1,8 +1,9 @@
 /**
  * A result whose JSON is already made, as UTF-8 bytes: the transport writes them as the result
  * as they are, so a large answer put together from kept pieces (process list) is neither
- * serialized nor encoded a second time. Anything that serializes it the ordinary way gets the
- * same value back through toJSON.
+ * serialized nor encoded a second time. A small one kept to be given again (a quiet poll's) is
+ * held as a string instead, which the transport writes in the response's one string. Anything
+ * that serializes it the ordinary way gets the same value back through toJSON.
  */
 export class JsonText {
   /**
@@ -11,13 +12,13 @@ export class JsonText {
    * simply does not call it.
    */
   constructor(
-    readonly bytes: Buffer,
+    readonly bytes: Buffer | string,
     readonly written?: () => void,
   ) {}
 
   /** The value, for a reader that wants it as an object (tests, a batch's generic path). */
   get value(): unknown {
-    return JSON.parse(this.bytes.toString('utf8'));
+    return JSON.parse(typeof this.bytes === 'string' ? this.bytes : this.bytes.toString('utf8'));
   }
 
   toJSON(): unknown {

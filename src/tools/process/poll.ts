@@ -6,7 +6,9 @@ import { sessionResources } from '../../runner/cgroup.js';
 import { askPorts } from '../../runner/ports.js';
 import { target } from './target.js';
 import { jsonAnswer, LARGE_TEXT } from '../json-answer.js';
-import type { JsonText } from '../json-text.js';
+import { JsonText } from '../json-text.js';
+import type { Resources } from '../../cgroup/session.js';
+import type { Voice } from '../../schema/voice.js';
 import type { Session } from '../../session/session.js';
 
 /** A poll's answer: the result's fields, or, for a large output, the same as JSON bytes. */
@@ -50,10 +52,52 @@ export function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams): PollA
   return pollAnswer(ctx, s);
 }
 
-/** What a poll answers now: the output since the last one, and what to do next. */
+/**
+ * A quiet poll's answer as made for a session, and what it was made from: while none of that
+ * moves, the next quiet poll of it in the same voice is the same bytes, and is answered with them.
+ */
+interface KeptPoll {
+  voice: Voice;
+  /** The session's revision (every change of what it shows but its output and running time) and its output count. */
+  revision: number;
+  outputChars: number;
+  /** Its usage sample (replaced when read again with other figures, never changed) and the retry it advised. */
+  resources: Resources | undefined;
+  retryInMs: number | undefined;
+  answer: JsonText;
+}
+
+const keptPolls = new WeakMap<Session, KeptPoll>();
+
+/**
+ * What a poll answers now: the output since the last one, and what to do next. A poll that finds
+ * nothing new (an agent polling a quiet session, most polls of a thousand) gives the answer kept
+ * from the last one when nothing it says has changed: the result is neither made nor serialized
+ * again, a third of what the daemon's thread spent on such a poll besides the write itself.
+ */
 function pollAnswer(ctx: CallContext, s: Session): PollAnswer {
   const v = ctx.voice;
   const drained = s.drain();
+  // Both are looked at (and held) before the answer is chosen: a first look may change what the session shows.
+  const resources = sessionResources(s);
+  askPorts(s);
+  // Which way the text ends: a question still open, a running session (with how soon to poll again), or its end.
+  const asking = s.interrupt !== undefined && s.endedAt === undefined;
+  const retry = !asking && s.running ? retryInMs(s.notePoll(drained.text !== '')) : undefined;
+  const quiet = drained.text === '' && drained.dropped.stdout === 0 && drained.dropped.stderr === 0;
+  if (quiet) {
+    const k = keptPolls.get(s);
+    if (k && k.voice === v && k.revision === s.revision && k.outputChars === s.output.totalChars && k.resources === resources && k.retryInMs === retry) return k.answer;
+  }
+  const result = made(v, s, drained, resources, asking, retry);
+  if (!quiet || result instanceof JsonText) return result;
+  const answer = new JsonText(JSON.stringify(result));
+  keptPolls.set(s, { voice: v, revision: s.revision, outputChars: s.output.totalChars, resources, retryInMs: retry, answer });
+  return answer;
+}
+
+/** The answer made anew. */
+function made(v: Voice, s: Session, drained: ReturnType<Session['drain']>, resources: Resources | undefined, asking: boolean, retry: number | undefined): PollAnswer {
   const notes: string[] = [];
   for (const stream of ['stdout', 'stderr'] as const) {
     const n = drained.dropped[stream];
@@ -74,9 +118,7 @@ function pollAnswer(ctx: CallContext, s: Session): PollAnswer {
     result.checkpoint = checkpoint;
     lines.unshift(`[checkpoint: ${checkpoint.name} at ${checkpoint.at}]`);
   }
-  const resources = sessionResources(s);
   if (resources) result.resources = resources;
-  askPorts(s);
   if (s.ports.length > 0) {
     result.ports = s.ports;
     lines.unshift(`[listening on ${s.ports.map((p) => (p.address.includes(':') ? `[${p.address}]:${p.port}` : `${p.address}:${p.port}`)).join(', ')}${s.running ? '' : ' when last seen'}]`);
@@ -87,11 +129,11 @@ function pollAnswer(ctx: CallContext, s: Session): PollAnswer {
   }
   if (s.interrupt) result.interrupt = interruptView(s.interrupt);
   // An ended session may still ask about its held changes (SPEC §16): how it ended, then the question.
-  if (s.interrupt && s.endedAt === undefined) {
+  if (asking) {
     after.push(interruptText(s, v));
-  } else if (s.running) {
+  } else if (retry !== undefined) {
     if (!drained.text) after.push('(no new output)');
-    result.retryInMs = retryInMs(s.notePoll(drained.text !== ''));
+    result.retryInMs = retry;
     after.push(`Session ${s.id} is still running; poll again in about ${Math.round((result.retryInMs as number) / 1000)}s with ${v.call({ action: 'poll', sessionId: s.id })}, or wait for it to end with ${v.call({ action: 'wait', sessionIds: [s.id] })}.`);
   } else {
     Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });

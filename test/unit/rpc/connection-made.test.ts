@@ -12,13 +12,17 @@ afterEach(() => {
   for (const fn of cleanup.splice(0)) fn();
 });
 
-/** One connection with `methods` over a real Unix socket; `ask` sends a line and resolves with the next line answered. */
-async function connection(methods: Map<string, Method>): Promise<(line: string) => Promise<string>> {
+/**
+ * One connection with `methods` over a real Unix socket; `ask` sends a line and resolves with the
+ * next line answered. `accepted` is given the daemon's end of it before the connection is made.
+ */
+async function connection(methods: Map<string, Method>, accepted_?: (s: Socket) => void): Promise<(line: string) => Promise<string>> {
   const dir = mkdtempSync(join(tmpdir(), 'procctl-made-'));
   const path = join(dir, 's');
   let accepted: Socket | undefined;
   const server = createServer((s) => {
     accepted = s;
+    accepted_?.(s);
     new Connection(s, methods, 1 << 20, pino({ level: 'silent' }));
   });
   await new Promise<void>((r) => server.listen(path, r));
@@ -78,5 +82,32 @@ describe('a made result that wants its bytes back', () => {
     expect(await ask('{"jsonrpc":"2.0","id":1,"method":"made"}')).toBe('{"jsonrpc":"2.0","id":1,"result":{"a":1}}');
     await ask('{"jsonrpc":"2.0","id":2,"method":"made"}');
     expect(told).toBe(2);
+  });
+});
+
+describe('an answer at hand', () => {
+  it('is written in the turn its line was read, before any microtask its method queued', async () => {
+    const order: string[] = [];
+    const methods = new Map<string, Method>([
+      [
+        'now',
+        () => {
+          queueMicrotask(() => order.push('microtask'));
+          return { at: 'once' };
+        },
+      ],
+      ['later', async () => ({ at: 'later' })],
+    ]);
+    const ask = await connection(methods, (s) => {
+      const write = s.write.bind(s) as (...args: unknown[]) => boolean;
+      (s as { write: unknown }).write = (...args: unknown[]) => {
+        order.push('write');
+        return write(...args);
+      };
+    });
+    expect(JSON.parse(await ask('{"jsonrpc":"2.0","id":1,"method":"now"}')).result).toEqual({ at: 'once' });
+    expect(order).toEqual(['write', 'microtask']);
+    // A method that answers a promise is answered when it settles, as before.
+    expect(JSON.parse(await ask('{"jsonrpc":"2.0","id":2,"method":"later"}')).result).toEqual({ at: 'later' });
   });
 });
