@@ -388,7 +388,17 @@ export class Session {
   }
 
   get runtimeMs(): number {
-    return (this.endedAt ?? this.now()) - this.startedAt;
+    return this.runtimeMsAt(this.now());
+  }
+
+  /** Its running time when its clock reads `now` (clock()): a page of sessions reads the clock once, not once a session. */
+  runtimeMsAt(now: number): number {
+    return (this.endedAt ?? now) - this.startedAt;
+  }
+
+  /** Its clock's time now (the daemon's clock, which every session of a daemon shares). */
+  clock(): number {
+    return this.now();
   }
 
   /** Changes whenever what `list` shows of it changes, its output and running time aside (those have counts of their own). */

@@ -21,13 +21,14 @@ export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonT
   // few per turn, and this answer waits for them, not every other client's request behind it.
   const looks = askPortsOf(page.sessions);
   const samples = holdResources(page.sessions);
-  if (looks || samples) return Promise.all([looks, samples]).then(() => answer(d, ctx, p, offset, d.registry.page(ctx.scope, offset, p.limit)));
-  return answer(d, ctx, p, offset, page);
+  if (looks || samples) return Promise.all([looks, samples]).then(() => answer(d, ctx, p, offset, d.registry.page(ctx.scope, offset, p.limit), true));
+  return answer(d, ctx, p, offset, page, false);
 }
 
-function answer(d: Daemon, ctx: CallContext, p: ProcessParams, offset: number, page: Page): JsonText {
+/** `later`: the page was taken again once the first looks were in. */
+function answer(d: Daemon, ctx: CallContext, p: ProcessParams, offset: number, page: Page, later: boolean): JsonText {
   // The page as it is once the looks are in: a session new to it since is looked at now.
-  for (const s of page.sessions) askPorts(s);
+  if (later) for (const s of page.sessions) askPorts(s);
   const key = `${ctx.scope}\0${offset}\0${p.limit ?? ''}`;
   const pages = keptPages(d);
   const last = pages.get(key);
@@ -112,8 +113,9 @@ type Page = { sessions: Session[]; total: number; running: number };
 function withRuntimes(kept: KeptPage, sessions: Session[]): Buffer | undefined {
   const spare = kept.spare.pop();
   const out = spare ? (kept.bytes.copy(spare), spare) : Buffer.from(kept.bytes);
+  const now = sessions.length > 0 ? sessions[0].clock() : 0;
   for (let i = 0; i < sessions.length; i++) {
-    if (!writeDigits(out, kept.at[i], kept.width[i], sessions[i].runtimeMs)) return undefined;
+    if (!writeDigits(out, kept.at[i], kept.width[i], sessions[i].runtimeMsAt(now))) return undefined;
   }
   return out;
 }
@@ -140,6 +142,7 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
   const at = new Uint32Array(entries.length);
   const width = new Uint8Array(entries.length);
   const lines: string[] = [];
+  const now = page.sessions.length > 0 ? page.sessions[0].clock() : 0;
   put('{"sessions":[');
   for (let i = 0; i < entries.length; i++) {
     const s = page.sessions[i];
@@ -150,7 +153,7 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
       put(`{"scope":${JSON.stringify(s.scope)},`);
       put(e.head.subarray(1));
     } else put(e.head);
-    const ms = String(s.runtimeMs);
+    const ms = String(s.runtimeMsAt(now));
     at[i] = pos;
     width[i] = ms.length;
     put(ms);
