@@ -37,6 +37,16 @@ const SWEEP_PER_TICK = 200;
  */
 const SWEEP_SLICE_MS = 0.05;
 const SWEEP_CHECK = 8;
+/**
+ * The sweep runs at every this many ticks, not at each. Everything that needs a visit soon is
+ * planned (a new session, a quiet period started by input, a backoff's end, an expiry), so the
+ * sweep only catches what no plan covers: a session that printed while backing off (its backoff
+ * ends within 3 s and plans its visit anyway), one that had no process yet at its planned visit,
+ * detection switched on in the config. At every tick it held the daemon's thread some 0.05 ms of
+ * a tick's 0.15 at 1,000 sessions, on a thread the requests between two ticks leave with cold
+ * caches, and was a third of what the slowest polls met (docs/benchmarks.md).
+ */
+const SWEEP_EVERY = 8;
 
 /** A session looked at in the kernel this tick, with what it was looked at for. */
 interface Look {
@@ -154,6 +164,16 @@ export class InterruptWatcher {
       const s = this.registry.find(ALL_SCOPES, id);
       if (s) this.visit(s, now, cfg, looks, maxLooks);
     }
+    if (this.ticks++ % SWEEP_EVERY === 0) this.sweep(now, cfg, looks, maxLooks);
+    if (looks.length > 0) this.look(looks, now);
+    trace?.span('watcher tick', from, performance.now());
+  }
+
+  /** Ticks so far: the sweep runs at every SWEEP_EVERY-th. */
+  private ticks = 0;
+
+  /** Visit the next sessions of the registry in turn, for a slice of the thread (SWEEP_SLICE_MS). */
+  private sweep(now: number, cfg: Config['interrupt'], looks: Look[], maxLooks: number): void {
     this.cursor ??= this.registry.live();
     const sweepUntil = performance.now() + SWEEP_SLICE_MS;
     for (let n = 0; n < SWEEP_PER_TICK; n++) {
@@ -165,8 +185,6 @@ export class InterruptWatcher {
       }
       this.visit(next.value, now, cfg, looks, maxLooks);
     }
-    if (looks.length > 0) this.look(looks, now);
-    trace?.span('watcher tick', from, performance.now());
   }
 
   /** One session: expire its interrupt, or take it into this tick's looks, or plan when to come back. */

@@ -34,3 +34,33 @@ describe('VisitSchedule', () => {
     expect(s.due(1e12)).toEqual([]);
   });
 });
+
+describe('VisitSchedule, in any order of times', () => {
+  it('gives every id once, at the first call at or after its latest earliest time, whatever order they were planned in', () => {
+    // A pseudo-random walk of plans and ticks against the plain rule it must follow.
+    let seed = 7;
+    const rnd = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const s = new VisitSchedule(50);
+    const want = new Map<string, number>();
+    let now = 0;
+    for (let step = 0; step < 5000; step++) {
+      if (rnd(3) > 0) {
+        const id = `s${rnd(300)}`;
+        const at = now + rnd(rnd(2) ? 200 : 100_000);
+        s.at(id, at);
+        const before = want.get(id);
+        if (before === undefined || at < before) want.set(id, at);
+      } else {
+        now += rnd(120);
+        const due = [...s.due(now)].sort();
+        const expected = [...want].filter(([, at]) => at <= now).map(([id]) => id).sort();
+        expect(due).toEqual(expected);
+        for (const id of due) want.delete(id);
+      }
+    }
+    expect(s.size).toBe(want.size);
+  });
+});
