@@ -41,8 +41,8 @@ const SWEEP_CHECK = 8;
  * The sweep runs at every this many ticks, not at each. Everything that needs a visit soon is
  * planned (a new session, a quiet period started by input, a backoff's end, an expiry), so the
  * sweep only catches what no plan covers: a session that printed while backing off (its backoff
- * ends within 3 s and plans its visit anyway), one that had no process yet at its planned visit,
- * detection switched on in the config. At every tick it held the daemon's thread some 0.05 ms of
+ * ends within 3 s and plans its visit anyway), or running sessions when a reload of the config
+ * switches detection on. At every tick it held the daemon's thread some 0.05 ms of
  * a tick's 0.15 at 1,000 sessions, on a thread the requests between two ticks leave with cold
  * caches, and was a third of what the slowest polls met (docs/benchmarks.md).
  */
@@ -196,7 +196,10 @@ export class InterruptWatcher {
       else this.schedule.at(s.id, s.interrupt.expiresAt);
       return;
     }
-    if (!cfg.enabled || !s.stdinOpen || !s.input || s.pid === undefined) return;
+    if (!cfg.enabled || !s.stdinOpen) return;
+    // Its process is still starting: come back once it could have gone quiet, not a sweep later.
+    if (s.pid === undefined) return this.schedule.at(s.id, now + QUIET_MS.recognised);
+    if (!s.input) return;
     const quietSince = quietStart(s);
     const quiet = now - quietSince;
     if (quiet < QUIET_MS.recognised) return this.schedule.at(s.id, quietSince + QUIET_MS.recognised);
