@@ -241,8 +241,11 @@ export class InterruptWatcher {
       },
       (err) => {
         this.looking = false;
-        // The sweep comes back to them.
-        for (const l of asked) l.state.asked = false;
+        // Looked at again after the shortest backoff, not left to the sweep (a pass takes seconds).
+        for (const l of asked) {
+          l.state.asked = false;
+          this.schedule.at(l.session.id, Date.now() + RECHECK_MIN_MS);
+        }
         this.log.warn({ err }, 'could not look for sessions waiting for input');
       },
     );

@@ -249,8 +249,9 @@ export class Connection {
   }
 
   /**
-   * Answer one line: at once when every request in it is answered at once (a poll, a list, a
-   * status: written in the turn it was read), else a promise that settles once it is. Not async:
+   * Answer one line: at once when it is a single request answered at once (a poll, a list, a
+   * status: written in the turn it was read), else a promise that settles once it is (a batch is
+   * always answered together, a microtask later). Not async:
    * an async chain made three promises per request and answered it microtasks later, work a
    * thousand-session client's every poll paid for (docs/benchmarks.md).
    */
@@ -363,7 +364,7 @@ export class Connection {
     if (this.closed || this.socket.destroyed) return;
     const m = made(message);
     if (!m || typeof m.result.bytes === 'string') {
-      this.socket.write(`${serialize(message)}\n`, this.onWritten);
+      this.socket.write(`${serialize(message)}\n`, m?.result.written ? this.onWrittenThen(m.result.written) : this.onWritten);
       return;
     }
     // A made result goes out as it is, framed, in one writev: its bytes neither copied nor encoded.
@@ -371,18 +372,18 @@ export class Connection {
     this.socket.write(`{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":`);
     this.socket.write(m.result.bytes);
     const written = m.result.written;
-    this.socket.write(
-      RESULT_END,
-      written
-        ? (err?: Error | null) => {
-            this.onWritten();
-            // Out: the bytes may be used again. Not after a failed write: whether the socket is still
-            // holding them is not known then, so they are left to the collector.
-            if (!err) written();
-          }
-        : this.onWritten,
-    );
+    this.socket.write(RESULT_END, written ? this.onWrittenThen(written) : this.onWritten);
     this.socket.uncork();
+  }
+
+  /** onWritten, then `written` (a made result's owner told its bytes are out). */
+  private onWrittenThen(written: () => void): (err?: Error | null) => void {
+    return (err) => {
+      this.onWritten();
+      // Out: the bytes may be used again. Not after a failed write: whether the socket is still
+      // holding them is not known then, so they are left to the collector.
+      if (!err) written();
+    };
   }
 
   /** Send a notification that may be dropped (and counted) if the client stopped reading. */

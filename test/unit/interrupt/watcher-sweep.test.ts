@@ -85,4 +85,53 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
     watcher.tick(start + 1300);
     expect(visited).toBeGreaterThan(before);
   });
+
+  it('comes back to a session whose process is still starting, without waiting for the sweep', () => {
+    let added: ((s: unknown) => void) | undefined;
+    const byId = new Map<string, unknown>();
+    // A crowd the sweep walks slowly (7 a sweep, at every eighth tick): it would reach the new one only passes later.
+    const visits = { n: 0 };
+    const crowd = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
+    const registry = {
+      find: (_scope: string, id: string) => byId.get(id),
+      live: () => crowd.values(),
+      onAdd: (fn: (s: unknown) => void) => (added = fn),
+    } as unknown as Registry;
+    const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
+    const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
+    const start = Date.now();
+    // Visits counted where a visit looks at its input (planning it on add does not).
+    let visited = 0;
+    let running = true;
+    const starting = {
+      id: 'starting',
+      get running() {
+        return running;
+      },
+      paused: false,
+      startedAt: start,
+      output: { lastOutputAt: undefined },
+      get stdinOpen() {
+        visited++;
+        return true;
+      },
+      pid: undefined as number | undefined,
+      input: undefined,
+    };
+    byId.set('starting', starting);
+    added!(starting);
+    // Its first visit (when its quiet period could first count) finds no process yet.
+    watcher.tick(start + 200);
+    expect(visited).toBe(1);
+    // Not before 150 ms have passed, then again, however far the sweep is.
+    watcher.tick(start + 300);
+    expect(visited).toBe(1);
+    watcher.tick(start + 360);
+    expect(visited).toBe(2);
+    // Once it has ended, it is not planned again.
+    running = false;
+    watcher.tick(start + 520);
+    watcher.tick(start + 2000);
+    expect(visited).toBe(2);
+  });
 });

@@ -83,6 +83,15 @@ describe('a made result that wants its bytes back', () => {
     await ask('{"jsonrpc":"2.0","id":2,"method":"made"}');
     expect(told).toBe(2);
   });
+
+  it('is told the same when its JSON is held as a string', async () => {
+    let told = 0;
+    const methods = new Map<string, Method>([['made', () => new JsonText('{"a":"é"}', () => told++)]]);
+    const ask = await connection(methods);
+    expect(await ask('{"jsonrpc":"2.0","id":1,"method":"made"}')).toBe('{"jsonrpc":"2.0","id":1,"result":{"a":"é"}}');
+    await ask('{"jsonrpc":"2.0","id":2,"method":"made"}');
+    expect(told).toBe(2);
+  });
 });
 
 describe('an answer at hand', () => {
