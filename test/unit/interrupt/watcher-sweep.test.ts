@@ -17,6 +17,30 @@ function slowSession(id: number, costMs: number, visits: { n: number }) {
   };
 }
 
+/**
+ * A watcher over a crowd of 1,000 sessions the sweep walks slowly (7 a sweep, at every eighth
+ * tick), and `add` for a session of the test's own, which the registry finds by id and tells the
+ * watcher of, as the daemon's does.
+ */
+function crowdWatcher() {
+  const visits = { n: 0 };
+  const crowd = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
+  let added: ((s: unknown) => void) | undefined;
+  const byId = new Map<string, unknown>();
+  const registry = {
+    find: (_scope: string, id: string) => byId.get(id),
+    live: () => crowd.values(),
+    onAdd: (fn: (s: unknown) => void) => (added = fn),
+  } as unknown as Registry;
+  const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
+  const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
+  const add = (s: { id: string }) => {
+    byId.set(s.id, s);
+    added!(s);
+  };
+  return { watcher, add };
+}
+
 describe('InterruptWatcher: a tick holds the thread briefly', () => {
   it('ends its sweep once it has held the thread for its slice, however many sessions are left to visit', () => {
     const visits = { n: 0 };
@@ -39,17 +63,7 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
   });
 
   it("plans a new session and an interrupt's expiry without waiting for the sweep to come round", () => {
-    const visits = { n: 0 };
-    const crowd = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
-    let added: ((s: unknown) => void) | undefined;
-    const byId = new Map<string, unknown>();
-    const registry = {
-      find: (_scope: string, id: string) => byId.get(id),
-      live: () => crowd.values(),
-      onAdd: (fn: (s: unknown) => void) => (added = fn),
-    } as unknown as Registry;
-    const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
-    const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
+    const { watcher, add } = crowdWatcher();
     const start = Date.now();
     // A running session with a pending interrupt that expires 1 s after it started; the sweep
     // (7 of the 1,000 a tick) would reach it after many seconds of ticks.
@@ -68,8 +82,7 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
       closeInput: () => {},
       settleInterrupt: () => expired++,
     };
-    byId.set('fresh', fresh);
-    added!(fresh);
+    add(fresh);
     // Its first visit is planned when its quiet period could first count (150 ms): it plans the expiry.
     watcher.tick(start + 200);
     expect(visited).toBeGreaterThanOrEqual(1);
@@ -87,18 +100,7 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
   });
 
   it('comes back to a session whose process is still starting, without waiting for the sweep', () => {
-    let added: ((s: unknown) => void) | undefined;
-    const byId = new Map<string, unknown>();
-    // A crowd the sweep walks slowly (7 a sweep, at every eighth tick): it would reach the new one only passes later.
-    const visits = { n: 0 };
-    const crowd = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
-    const registry = {
-      find: (_scope: string, id: string) => byId.get(id),
-      live: () => crowd.values(),
-      onAdd: (fn: (s: unknown) => void) => (added = fn),
-    } as unknown as Registry;
-    const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
-    const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
+    const { watcher, add } = crowdWatcher();
     const start = Date.now();
     // Visits counted where a visit looks at its input (planning it on add does not).
     let visited = 0;
@@ -118,8 +120,7 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
       pid: undefined as number | undefined,
       input: undefined,
     };
-    byId.set('starting', starting);
-    added!(starting);
+    add(starting);
     // Its first visit (when its quiet period could first count) finds no process yet.
     watcher.tick(start + 200);
     expect(visited).toBe(1);
