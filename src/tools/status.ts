@@ -38,7 +38,8 @@ function statusOf(
   sandbox: SandboxSection,
   running: ReturnType<typeof sumRunning> | undefined,
 ) {
-  const changes = { ...review, ...(d.ahead ? { ahead: d.ahead.status() } : {}) };
+  // Copied with Object.assign, not spread with `ahead` added: see cgroupStatus (cgroup/host.ts).
+  const changes = d.ahead ? Object.assign({}, review, { ahead: d.ahead.status() }) : review;
   return {
     version,
     pid: process.pid,
@@ -56,7 +57,7 @@ function statusOf(
     // The approval rules' bash parser (SPEC §8): a failed load is tried again by the next judged request.
     approvals: { parser: bashState() },
     changes,
-    cgroups: { ...cgroupStatus(d.cgroups), ...(running === undefined ? {} : { running }) },
+    cgroups: cgroupStatus(d.cgroups, running),
     audit: { ...d.trail.status(), ...(lastVerifyOf() ? { lastVerify: lastVerifyOf() } : {}) },
     telemetry: d.telemetryStatus(),
     restarts: { ...d.restarts, lastAt: d.restarts.lastAt === null ? null : new Date(d.restarts.lastAt).toISOString() },
