@@ -42,12 +42,22 @@ const WORKER = new URL('./tls-worker.js', import.meta.url);
  * for every session, started at the first intercepted stream and kept (a new one when it ends).
  * The session's end closes its streams and its upstream pool there as it would here.
  */
+/** Ended sessions whose late word from the thread is still told (TlsThread.ended). */
+const ENDED_KEPT = 64;
+
 export class TlsThread {
   private worker: Worker | undefined;
   private next = 1;
   private readonly ids = new WeakMap<InterceptClient, number>();
   private readonly sessions = new Map<number, { client: InterceptClient; open: number; release: () => void }>();
   private readonly streams = new Map<number, { session: number; release: () => void }>();
+  /**
+   * The clients of the last sessions ended, by their number there: what the thread says of a
+   * stream after its session ended here (a refusal read as the job exits, a credential's use) is
+   * still told to its session, never dropped. The job that refuses the proxy's certificate ends
+   * at once, and the thread's word of it raced its session's end.
+   */
+  private readonly ended = new Map<number, InterceptClient>();
 
   /** Whether the thread's code is there (a build; not when the sources run as they are, e.g. under a test runner). */
   static available(): boolean {
@@ -119,10 +129,10 @@ export class TlsThread {
 
   private heard(m: FromTlsThread): void {
     if (m.kind === 'closed') return this.closed(m.id);
-    const s = this.sessions.get(m.session);
-    if (!s) return;
-    if (m.kind === 'denied') s.client.denied(m.host, m.reason);
-    else s.client.used?.(m.name, m.host);
+    const client = this.sessions.get(m.session)?.client ?? this.ended.get(m.session);
+    if (!client) return;
+    if (m.kind === 'denied') client.denied(m.host, m.reason);
+    else client.used?.(m.name, m.host);
   }
 
   private closed(id: number): void {
@@ -141,6 +151,8 @@ export class TlsThread {
     const s = this.sessions.get(session);
     if (!s) return;
     this.sessions.delete(session);
+    this.ended.set(session, s.client);
+    if (this.ended.size > ENDED_KEPT) this.ended.delete(this.ended.keys().next().value!);
     s.release();
     this.post({ kind: 'end', session });
   }
