@@ -104,6 +104,9 @@ function samePage(kept: KeptPage, page: Page): boolean {
 
 type Page = { sessions: Session[]; total: number; running: number };
 
+/** The sessions' clock now, read once for a page (every session of a daemon shares its clock). */
+const clockOf = (sessions: Session[]): number => (sessions.length > 0 ? sessions[0].clock() : 0);
+
 /**
  * A copy of the kept bytes with each session's running time now: a spare copy already written
  * out, or a new one (never the kept buffer itself, nor a copy still on its way out: an answer
@@ -113,7 +116,7 @@ type Page = { sessions: Session[]; total: number; running: number };
 function withRuntimes(kept: KeptPage, sessions: Session[]): Buffer | undefined {
   const spare = kept.spare.pop();
   const out = spare ? (kept.bytes.copy(spare), spare) : Buffer.from(kept.bytes);
-  const now = sessions.length > 0 ? sessions[0].clock() : 0;
+  const now = clockOf(sessions);
   for (let i = 0; i < sessions.length; i++) {
     if (!writeDigits(out, kept.at[i], kept.width[i], sessions[i].runtimeMsAt(now))) return undefined;
   }
@@ -142,7 +145,7 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
   const at = new Uint32Array(entries.length);
   const width = new Uint8Array(entries.length);
   const lines: string[] = [];
-  const now = page.sessions.length > 0 ? page.sessions[0].clock() : 0;
+  const now = clockOf(page.sessions);
   put('{"sessions":[');
   for (let i = 0; i < entries.length; i++) {
     const s = page.sessions[i];

@@ -89,7 +89,7 @@ function pollAnswer(ctx: CallContext, s: Session): PollAnswer {
     const k = keptPolls.get(s);
     if (k && k.voice === v && k.revision === s.revision && k.outputChars === s.output.totalChars && k.resources === resources && k.retryInMs === retry) return k.answer;
   }
-  const result = made(v, s, drained, resources, asking, retry);
+  const result = freshAnswer(v, s, drained, resources, asking, retry);
   if (!quiet || result instanceof JsonText) return result;
   const answer = new JsonText(JSON.stringify(result));
   keptPolls.set(s, { voice: v, revision: s.revision, outputChars: s.output.totalChars, resources, retryInMs: retry, answer });
@@ -97,7 +97,7 @@ function pollAnswer(ctx: CallContext, s: Session): PollAnswer {
 }
 
 /** The answer made anew. */
-function made(v: Voice, s: Session, drained: ReturnType<Session['drain']>, resources: Resources | undefined, asking: boolean, retry: number | undefined): PollAnswer {
+function freshAnswer(v: Voice, s: Session, drained: ReturnType<Session['drain']>, resources: Resources | undefined, asking: boolean, retry: number | undefined): PollAnswer {
   const notes: string[] = [];
   for (const stream of ['stdout', 'stderr'] as const) {
     const n = drained.dropped[stream];
