@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <uv.h>
 #include <node_api.h>
@@ -92,11 +93,26 @@ static int read_back(int fd, char *buf, size_t n, loff_t off) {
   return 0;
 }
 
+// Readable before any target was asked for: JavaScript is asked only when there are bytes to put
+// somewhere. A pipe that is readable and holds none has no writer left (a job that printed nothing
+// and exited): its end, with no file opened for it (creating one cost 0.1-0.3 ms on ext4, between
+// the job's exit and the answer). A read settles it either way: 0 is that end, EAGAIN a wake-up
+// with nothing behind it, and bytes that came since are handed on as a read (read mode's batch).
+static int pipe_ask(pipe_t *p, int64_t *n) {
+  int queued = 0;
+  if (ioctl(p->pipe, FIONREAD, &queued) != 0 || queued > 0) return ROOM;
+  ssize_t r;
+  do r = read(p->pipe, p->buf, p->buflen);
+  while (r < 0 && errno == EINTR);
+  if (r > 0) *n = r;
+  return r > 0 ? MORE : r == 0 ? END : -errno;
+}
+
 // One batch: spliced (or read) into the buffer; returns its status, *n its size.
 static int pipe_batch(pipe_t *p, int64_t *n) {
   target_t *t = p->target;
   *n = 0;
-  if (t->fd == ASK) return ROOM;
+  if (t->fd == ASK) return pipe_ask(p, n);
   if (t->fd < 0) {
     ssize_t r;
     do r = read(p->pipe, p->buf, p->buflen);

@@ -58,8 +58,11 @@ export function splicer(addon: Addon): Splicer | undefined {
  */
 export class SpliceRoute {
   private readonly target: SpliceTarget;
-  /** The target is the spool's file (else: reading, or not asked yet). */
-  private splicing = false;
+  /**
+   * Where the target points: the spool's file, reading into the buffer, or nowhere yet (it asks
+   * when a pipe has bytes: a job that prints nothing opens no file, native/splice.c).
+   */
+  private mode: 'ask' | 'splice' | 'read' = 'ask';
   private refused = false;
   /** Waiting for the spool to drain, to splice again. */
   private waiting = false;
@@ -76,8 +79,8 @@ export class SpliceRoute {
     this.target = addon.spliceTarget();
     // The spool closed its segment (a rotation, a fault, its end): the next batch asks again where to go.
     spool.onFdClosed = () => {
-      if (!this.splicing) return;
-      this.splicing = false;
+      if (this.mode !== 'splice') return;
+      this.mode = 'ask';
       this.target.set(ASK);
     };
   }
@@ -97,7 +100,7 @@ export class SpliceRoute {
    */
   private aim(): void {
     const at = this.refused || this.holding() ? undefined : this.spool.spliceAt();
-    this.splicing = at !== undefined;
+    this.mode = at ? 'splice' : 'read';
     if (at) this.target.set(at.fd, at.offset, at.room);
     else this.target.set(-1);
   }
@@ -108,7 +111,8 @@ export class SpliceRoute {
     this.waiting = true;
     void this.spool.drained().then(() => {
       this.waiting = false;
-      if (!this.splicing && this.pipes.size > 0 && !this.holding()) this.aim();
+      // Only reading is turned back to splicing here: a target that asks does so itself once a pipe has bytes.
+      if (this.mode === 'read' && this.pipes.size > 0 && !this.holding()) this.aim();
     });
   }
 
@@ -119,7 +123,7 @@ export class SpliceRoute {
   }
 
   private batch(pipe: SplicedPipe, stream: Stream, n: number, status: number, deliver: Deliver): void {
-    const spliced = this.splicing;
+    const spliced = this.mode === 'splice';
     let reaim = status === ROOM;
     if (n > 0) {
       const chunk = this.buffer.subarray(0, n);
@@ -129,7 +133,7 @@ export class SpliceRoute {
         const rotated = this.spool.spliced(whole);
         reaim = rotated || reaim;
         if (whole < n) {
-          this.splicing = false;
+          this.mode = 'read';
           this.target.set(-1);
           reaim = false;
         }

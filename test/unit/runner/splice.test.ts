@@ -85,6 +85,25 @@ describe('the splice reader', () => {
     }
   });
 
+  it('a job that prints nothing opens no spool file: its pipes end without asking where to go', async () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    const { chunks } = await run('true', spool);
+    await spool.drained();
+    expect(chunks).toEqual([]);
+    expect(existsSync(spool.file)).toBe(false);
+    expect(spool.totalBytes).toBe(0);
+  });
+
+  it('one stream closed early and the other printing later: the file is opened for the bytes, and holds them all', async () => {
+    const spool = new Spool(fresh(), 64 * MiB);
+    // stdout ends at once with nothing in it; stderr prints after that end was handled.
+    const { chunks } = await run('exec 1>&-; sleep 0.2; echo late >&2; echo later >&2', spool);
+    await spool.drained();
+    expect(text(chunks)).toBe('late\nlater\n');
+    expect(readFileSync(spool.file, 'latin1')).toBe('late\nlater\n');
+    expect(spool.totalBytes).toBe('late\nlater\n'.length);
+  });
+
   it('never splices across a segment: each is cut at half the cap exactly, the rest rotated away and counted', async () => {
     const spool = new Spool(fresh(), 64 * KiB);
     const want = lines(40_000); // 228,890 bytes: several rotations of 32 KiB segments
