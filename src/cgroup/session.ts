@@ -129,7 +129,7 @@ export class SessionCgroup {
    */
   static create(layout: CgroupLayout, sessionId: string, limits: SessionLimits): SessionCgroup {
     const name = `${SESSION_CGROUP_PREFIX}${sessionId}`;
-    const v2 = layout.v2 ? join(layout.v2, name) : undefined;
+    const v2 = SessionCgroup.v2Dir(layout, sessionId);
     const v1: Partial<Record<V1Name, string>> = {};
     for (const [n, dir] of Object.entries(layout.v1) as [V1Name, string][]) if (needsV1(layout, n, limits)) v1[n] = join(dir, name);
     const cg = new SessionCgroup(layout, v2, v1);
@@ -139,6 +139,34 @@ export class SessionCgroup {
     } catch (err) {
       cg.remove();
       throw new Error(`cannot make the session's cgroup: ${(err as Error).message}`);
+    }
+    return cg;
+  }
+
+  /**
+   * Whether a session with these limits lives in its v2 directory alone (it joins no v1
+   * hierarchy): the kind of cgroup that can be made before its session is asked for (cgroup/ahead.ts).
+   */
+  static v2Only(layout: CgroupLayout, limits: SessionLimits): boolean {
+    return layout.v2 !== undefined && (Object.keys(layout.v1) as V1Name[]).every((n) => !needsV1(layout, n, limits));
+  }
+
+  /** The v2 directory a session of this id has (made ahead by cgroup/ahead.ts, or by create). */
+  static v2Dir(layout: CgroupLayout, sessionId: string): string | undefined {
+    return layout.v2 ? join(layout.v2, `${SESSION_CGROUP_PREFIX}${sessionId}`) : undefined;
+  }
+
+  /**
+   * A session's cgroup whose v2 directory was made ahead (v2Only limits), its limits set now.
+   * Throws with what failed; then the directory is removed.
+   */
+  static madeAhead(layout: CgroupLayout, sessionId: string, limits: SessionLimits): SessionCgroup {
+    const cg = new SessionCgroup(layout, SessionCgroup.v2Dir(layout, sessionId), {});
+    try {
+      cg.setLimits(limits);
+    } catch (err) {
+      cg.remove();
+      throw new Error(`cannot set the session's cgroup limits: ${(err as Error).message}`);
     }
     return cg;
   }

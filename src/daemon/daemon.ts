@@ -52,6 +52,7 @@ import { requireSandbox, trustProbe } from '../sandbox/host.js';
 import { hostPrint } from '../sandbox/host-print.js';
 import { credentialProblem } from '../sandbox/credentials.js';
 import { ProxyCa } from '../netproxy/ca.js';
+import { CgroupsAhead } from '../cgroup/ahead.js';
 import { closeCgroups, openCgroups, removeUnusedSubtrees, type CgroupLayout } from '../cgroup/host.js';
 import { requireLimits } from '../cgroup/limits.js';
 import { emptyLeftovers } from '../cgroup/recover.js';
@@ -167,6 +168,8 @@ export class ProcctlDaemon implements Daemon {
   readonly ahead: MountsAhead;
   /** Where sessions' cgroups go (SPEC §15): found at start, "none" until then. */
   cgroups: CgroupLayout;
+  /** Session cgroups made ahead of their execs (cgroup/ahead.ts): once the cgroups are found. */
+  cgroupsAhead: CgroupsAhead | undefined;
   private statusTimer: NodeJS.Timeout | undefined;
   /** What happened, told to the audit trail and the metrics (SPEC §18). */
   readonly audit = new AuditBus();
@@ -317,6 +320,7 @@ export class ProcctlDaemon implements Daemon {
     // taken: the guardian of a crashed run on it removes them only while no daemon holds it.
     this.state.init(this.socketPath);
     this.cgroups = openCgroups(this.current.cgroups, this.state.dir);
+    this.cgroupsAhead = new CgroupsAhead(this.cgroups, () => this.registry.newId(), (id) => this.registry.has(id));
     // Not on a planned restart: the sessions handed over may have their cgroups there (the mode or
     // root changed across it), empty ones too (a session whose processes exited, its leader a zombie
     // while reaping is frozen), which adopt() still reads the final usage of. The next cold start removes them.
@@ -426,6 +430,8 @@ export class ProcctlDaemon implements Daemon {
     if (!handover && taken.length === 0) this.guardian.start(this.runtimeDir, roots, this.crashPolicy(), tidy);
     this.interrupts.start();
     this.scratch.refill();
+    // After the leftovers were listed: what is made from now on is this run's.
+    this.cgroupsAhead?.refill();
     this.notifier.send({ READY: '1', STATUS: this.statusLine(), MAINPID: String(process.pid) });
     if (this.notifier.enabled) {
       this.statusTimer = setInterval(() => this.notifier.send({ STATUS: this.statusLine() }), 5000);
@@ -434,7 +440,9 @@ export class ProcctlDaemon implements Daemon {
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
     this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir, cgroups: this.cgroups.mode, image: this.image }, 'procctld listening');
-    void leftovers.then(({ sessions, stuck }) => {
+    void leftovers.then(({ sessions: found, stuck }) => {
+      // Cgroups a run made ahead for sessions it never started (cgroup/ahead.ts) have no record: removed without a word.
+      const sessions = found.filter((id) => this.registry.has(id));
       if (sessions.length) this.log.warn({ sessions, stuck }, 'emptied and removed the cgroups of sessions a previous run left');
       if (stuck.length) this.log.error({ stuck }, 'these cgroups of a previous run could not be removed');
     });
@@ -687,6 +695,7 @@ export class ProcctlDaemon implements Daemon {
     // The samplers' thread (runner/sample-thread.ts) ends with the sessions it read for.
     samplingThread.close();
     await cgroupRemovalsSettled();
+    await this.cgroupsAhead?.close();
     closeCgroups(this.cgroups);
     await this.metrics?.close();
     await this.telemetry?.shutdown();

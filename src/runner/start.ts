@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import type { CgroupsAhead } from '../cgroup/ahead.js';
 import type { CgroupLayout } from '../cgroup/host.js';
 import { joinCgroup } from '../cgroup/join.js';
 import { checkAsked, sessionLimits } from '../cgroup/limits.js';
@@ -38,6 +39,8 @@ export interface LaunchContext {
   channels: ChannelHost;
   /** Where sessions' cgroups go on this host (SPEC §15), found at start; mode "none" where there are none. */
   cgroups: CgroupLayout;
+  /** Session cgroups made ahead, each under the id its session takes (cgroup/ahead.ts); none where absent. */
+  cgroupsAhead?: CgroupsAhead;
   /**
    * Where what happened is told (the daemon's AuditBus, audit/events.ts, a layer above this one):
    * here, each connection a session's proxy refuses.
@@ -236,7 +239,9 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const limits = sessionLimits(config, scope, p.limits, req.policy.elevated);
   checkAsked(ctx.cgroups, p.limits);
 
-  const id = req.approved?.id ?? ctx.registry.newId();
+  // An approved exec has its id since it was asked for; another may take a cgroup made ahead, and its id with it.
+  const ahead = req.approved ? undefined : ctx.cgroupsAhead?.take(limits);
+  const id = req.approved?.id ?? ahead ?? ctx.registry.newId();
   const confine: Confinement = { config, scope, elevated: req.policy.elevated };
   // A confined job cannot reach the daemon's socket: it reports through a channel of its own.
   const confined = !req.policy.elevated && (config.sandbox.mode !== 'off' || config.sandbox.user !== undefined);
@@ -338,14 +343,18 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   let cgroup: SessionCgroup | undefined;
   if (plan && ctx.cgroups.mode !== 'none') {
     try {
-      cgroup = SessionCgroup.create(ctx.cgroups, id, limits);
+      cgroup = ahead === undefined ? SessionCgroup.create(ctx.cgroups, id, limits) : SessionCgroup.madeAhead(ctx.cgroups, id, limits);
       plan = joinCgroup(plan, cgroup.joinFiles);
     } catch (err) {
       refused = (err as Error).message;
+      cgroup?.remove();
+      cgroup = undefined;
       plan.release();
       plan = undefined;
     }
   }
+  // Refused before it could start: the cgroup made ahead for it goes.
+  if (ahead !== undefined && cgroup === undefined) ctx.cgroupsAhead?.drop(ahead);
 
   const session = new Session({
     id,

@@ -1,0 +1,83 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CgroupsAhead } from '../../../src/cgroup/ahead.js';
+import { closeCgroups, openCgroups, type CgroupLayout } from '../../../src/cgroup/host.js';
+import { SessionCgroup } from '../../../src/cgroup/session.js';
+import { waitFor } from '../../helpers/daemon.js';
+
+/**
+ * Session cgroups made ahead (cgroup/ahead.ts), on this machine's real cgroup2 (root only): an
+ * exec takes one made off its path, under the id its session gets, and nothing made is left.
+ */
+
+const V2 = process.getuid?.() === 0 && (existsSync('/sys/fs/cgroup/unified/cgroup.procs') || existsSync('/sys/fs/cgroup/cgroup.procs'));
+
+const undo: (() => void)[] = [];
+afterEach(() => {
+  for (const f of undo.splice(0).reverse()) f();
+});
+
+function layoutOf(): CgroupLayout {
+  const state = mkdtempSync(join(tmpdir(), 'procctl-cgahead-'));
+  undo.push(() => rmSync(state, { recursive: true, force: true }));
+  const layout = openCgroups({ mode: 'v2' }, state);
+  undo.push(() => closeCgroups(layout));
+  return layout;
+}
+
+const sessionDirs = (layout: CgroupLayout) => readdirSync(layout.v2!).filter((n) => n.startsWith('s-')).sort();
+
+describe.skipIf(!V2)('cgroups made ahead (v2)', () => {
+  it('gives a made directory under an id no session has, and makes the next once the turn is over', async () => {
+    const layout = layoutOf();
+    let n = 0;
+    const ids = new Set<string>();
+    const ahead = new CgroupsAhead(layout, () => `a${++n}`, (id) => ids.has(id));
+    undo.push(() => void ahead.close());
+    expect(ahead.take({})).toBeUndefined(); // none made yet: the caller makes its own
+    ahead.refill();
+    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    const id = ahead.take({})!;
+    expect(existsSync(SessionCgroup.v2Dir(layout, id)!)).toBe(true);
+    const cg = SessionCgroup.madeAhead(layout, id, {});
+    expect(cg.dirs()).toEqual([SessionCgroup.v2Dir(layout, id)]);
+    expect(cg.populated()).toBe(false);
+    await waitFor(() => ahead.ready === 2, { what: 'made again' });
+    expect(cg.remove()).toBe(true);
+  });
+
+  it('skips one whose id a session took meanwhile, and gives none for limits that need a v1 hierarchy', async () => {
+    const layout = layoutOf();
+    let n = 0;
+    const ids = new Set<string>();
+    const ahead = new CgroupsAhead(layout, () => `b${++n}`, (id) => ids.has(id));
+    undo.push(() => void ahead.close());
+    ahead.refill();
+    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    // Drawn again by the registry for other sessions since: neither is given, both are removed.
+    ids.add('b1');
+    ids.add('b2');
+    expect(ahead.take({})).toBeUndefined();
+    expect(sessionDirs(layout)).toEqual([]);
+    await waitFor(() => ahead.ready === 2, { what: 'made again' });
+    expect(sessionDirs(layout)).toEqual(['s-b3', 's-b4']);
+    if (!SessionCgroup.v2Only(layout, { memoryBytes: 64 * 1024 * 1024 })) expect(ahead.take({ memoryBytes: 64 * 1024 * 1024 })).toBeUndefined();
+  });
+
+  it('close removes what it made, a mkdir in flight included, so the daemon\'s own cgroup can go', async () => {
+    const layout = layoutOf();
+    let n = 0;
+    const ahead = new CgroupsAhead(layout, () => `c${++n}`, () => false);
+    ahead.refill();
+    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    ahead.take({});
+    ahead.drop('c2');
+    // A refill is due after the take, and one may be in flight: close waits for it.
+    await new Promise((resolve) => setImmediate(resolve));
+    await ahead.close();
+    expect(sessionDirs(layout)).toEqual([]);
+    expect(ahead.take({})).toBeUndefined();
+  });
+});
