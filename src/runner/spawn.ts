@@ -130,13 +130,20 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearImmediate(drainTurn);
     clearTimeout(timeoutTimer);
     wirings.delete(session);
-    launched?.release();
     init?.release();
     // Let go of the review session's mount namespace off the main thread: its overlay's unmount happens there.
     const end = { exitCode: exited?.code ?? null, signal: exited?.signal ?? null };
     // A limit of the cgroup ended it when the kernel counted a kill or a refused fork and it did not succeed.
     const hit = cg && end.exitCode !== 0 ? cg.limitHit() : undefined;
-    session.finish({ ...end, error, reason: hit ?? limitReason(end, plan.limits), resources: cg?.resources(true, exitPeakBytes) });
+    const peak = exitPeakBytes;
+    session.finish({ ...end, error, reason: hit ?? limitReason(end, plan.limits), resources: cg ? () => cg.resources(true, peak) : undefined });
+    // What is not part of the answer waits for the turn after it: the exec that waits for this end
+    // answers first (docs/benchmarks.md, the exec round trip). Its figures are read then, or when
+    // asked for before, and before its cgroup goes (whose removal waits for that turn too).
+    setImmediate(() => {
+      void session.resources;
+      launched?.release();
+    });
     if (cg) removeCgroupWhenEmpty(cg, opts.onCgroupStuck);
     // With a cgroup nothing can have left the session: it was empty before this end.
     else if (!session.stop && session.pid !== undefined) sweepAfterExit(session.id, session.pid, session.startedAt, opts.killGraceMs);

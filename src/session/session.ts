@@ -176,6 +176,8 @@ export class Session {
   private continuedAt: number | undefined;
   /** What it used, read from its cgroup when it ended. */
   private used: Resources | undefined;
+  /** The read of `used` its end left for later (finish): made when first asked for. */
+  private usedLater: (() => Resources | undefined) | undefined;
   /** The TCP ports it listens on, as last looked at (runner/ports.ts); once it ended, the last seen. */
   private listening: readonly ListenPort[] = [];
   private readonly past: InterruptOutcome[];
@@ -364,6 +366,11 @@ export class Session {
 
   /** What it used (SPEC §15), once it ended in a cgroup. */
   get resources(): Resources | undefined {
+    if (this.usedLater !== undefined) {
+      const read = this.usedLater;
+      this.usedLater = undefined;
+      this.used = read();
+    }
     return this.used;
   }
 
@@ -697,10 +704,15 @@ export class Session {
     return drained;
   }
 
-  /** Record how the session ended; called once by the runner. `reason`: what the runner knows (a resource limit ended it). */
-  finish(outcome: { exitCode: number | null; signal: string | null; error?: string; reason?: FailReason; resources?: Resources }): void {
+  /**
+   * Record how the session ended; called once by the runner. `reason`: what the runner knows (a
+   * resource limit ended it). `resources` may be a read to make when they are first asked for
+   * (the runner asks once the turn is over, before the cgroup they are read from goes).
+   */
+  finish(outcome: { exitCode: number | null; signal: string | null; error?: string; reason?: FailReason; resources?: Resources | (() => Resources | undefined) }): void {
     if (!this.running) return;
-    this.used = outcome.resources;
+    if (typeof outcome.resources === 'function') this.usedLater = outcome.resources;
+    else this.used = outcome.resources;
     if (this.pausedSince !== undefined) {
       this.pausedBefore += this.now() - this.pausedSince;
       this.pausedSince = undefined;
