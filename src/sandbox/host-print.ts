@@ -15,7 +15,11 @@ import { USERNS_SYSCTLS } from './refusal.js';
 /**
  * How long a print is trusted before the host is looked at again: daemon.status is asked after
  * every poll by some clients (1,000 sessions), so the system calls of a look (one per PATH
- * directory tried, ~100) are made at most this often, on a call, never by a timer.
+ * directory tried, ~100) are made at most this often, on a call, never by a timer. A call that
+ * finds it older is answered with it, and the host is looked at once that call's turn is over:
+ * an agent's exec comes seconds after the last one, and a look on its way took 0.5 ms of the
+ * daemon's thread there (docs/benchmarks.md, the exec round trip as agents ask). The next call
+ * after a change sees it.
  */
 export const HOST_RECHECK_MS = 2000;
 
@@ -27,9 +31,25 @@ export interface HostLook {
 
 let seen: { path: string | undefined; at: number; look: HostLook } | undefined;
 
-/** The host as last looked at for this PATH, looked at again after HOST_RECHECK_MS (or for another PATH). */
+/** A look due once this turn is over (only one). */
+let due: NodeJS.Immediate | undefined;
+
+/**
+ * The host as last looked at for this PATH: looked at now the first time (or for another PATH, or
+ * after the clock went back), and once older than HOST_RECHECK_MS, again after this turn.
+ */
 export function hostLook(path = process.env.PATH, now = Date.now()): HostLook {
-  if (seen !== undefined && seen.path === path && now - seen.at < HOST_RECHECK_MS && now >= seen.at) return seen.look;
+  if (seen === undefined || seen.path !== path || now < seen.at) return lookNow(path, now);
+  if (now - seen.at >= HOST_RECHECK_MS && due === undefined) {
+    due = setImmediate(() => {
+      due = undefined;
+      lookNow(path, now);
+    });
+  }
+  return seen.look;
+}
+
+function lookNow(path: string | undefined, now: number): HostLook {
   const programs = findPrograms(path);
   const parts: string[] = [];
   for (const name of PROGRAMS) {
