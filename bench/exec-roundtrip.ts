@@ -18,6 +18,10 @@ import { median, now, p99, round } from './lib/stats.js';
 export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
   const iterations = opts.quick ? 60 : 300;
   const warmup = opts.quick ? 10 : 40;
+  // After each round, a few of each asked after a pause, as an agent's execs come (one, then a
+  // model's turn): the machine's cores have gone idle, and so have its caches.
+  const paused = opts.quick ? 4 : 20;
+  const pauseMs = 100;
   const daemon = await BenchDaemon.start();
   const { shell, args } = daemonShell(daemon.env, 'true');
   opts.log(`exec: ${shell} ${args.join(' ')}; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up)`);
@@ -26,11 +30,11 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
   if (typeof floor === 'string') opts.log(`exec: the C floor (posix_spawn + waitpid) is left out: ${floor}`);
   let lastSpawnCpu = 0;
   let lastFloorCpu = 0;
-  const rounds: { daemon: number[]; spawn: number[]; floor: number[]; daemonCpu: number; helperCpu: number; spawnCpu: number; floorCpu: number }[] = [];
+  const rounds: { daemon: number[]; spawn: number[]; floor: number[]; daemonCpu: number; helperCpu: number; spawnCpu: number; floorCpu: number; paused: { daemon: number[]; spawn: number[]; floor: number[] } }[] = [];
   const helpersCpu = () => daemon.helpers.reduce((sum, pid) => sum + cpuMs(pid), 0);
   try {
     for (let r = 0; r < opts.rounds; r++) {
-      const samples = { daemon: [] as number[], spawn: [] as number[], floor: [] as number[], daemonCpu: 0, helperCpu: 0, spawnCpu: 0, floorCpu: 0 };
+      const samples = { daemon: [] as number[], spawn: [] as number[], floor: [] as number[], daemonCpu: 0, helperCpu: 0, spawnCpu: 0, floorCpu: 0, paused: { daemon: [] as number[], spawn: [] as number[], floor: [] as number[] } };
       let cpu0 = 0;
       let helper0 = 0;
       for (let i = 0; i < warmup + iterations; i++) {
@@ -62,13 +66,24 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
       samples.helperCpu = (helpersCpu() - helper0) / iterations;
       samples.spawnCpu /= iterations;
       samples.floorCpu /= iterations;
+      for (let i = 0; i < paused; i++) {
+        for (let k = 0; k < 3; k++) {
+          const which = (i + k) % 3;
+          await new Promise((resolve) => setTimeout(resolve, pauseMs));
+          if (which === 0) samples.paused.daemon.push(await viaDaemon());
+          else if (which === 1) samples.paused.spawn.push(await viaSpawn());
+          else if (typeof floor !== 'string') samples.paused.floor.push(await viaFloor(floor));
+        }
+      }
       rounds.push(samples);
       await clearFinished(client);
       const floorText = typeof floor === 'string' ? '' : `, C floor median ${round(median(samples.floor), 3)} ms`;
       opts.log(
         `  round ${r + 1}: daemon median ${round(median(samples.daemon), 3)} ms, spawn median ${round(median(samples.spawn), 3)} ms${floorText}; ` +
           `CPU per exec: daemon ${round(samples.daemonCpu, 2)} ms + helpers ${round(samples.helperCpu, 2)} ms, in-process spawn ${round(samples.spawnCpu, 2)} ms` +
-          (typeof floor === 'string' ? '' : `, C floor ${round(samples.floorCpu, 2)} ms`),
+          (typeof floor === 'string' ? '' : `, C floor ${round(samples.floorCpu, 2)} ms`) +
+          `; each after ${pauseMs} ms: daemon ${round(median(samples.paused.daemon), 3)} ms, spawn ${round(median(samples.paused.spawn), 3)} ms` +
+          (typeof floor === 'string' ? '' : `, C floor ${round(median(samples.paused.floor), 3)} ms`),
       );
     }
   } finally {
@@ -111,6 +126,7 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
     const overFloor = rounds.map((s) => median(s.daemon) / median(s.floor));
     const spawnOverFloor = rounds.map((s) => median(s.spawn) / median(s.floor));
     const fMed = median(rounds.map((s) => median(s.floor)));
+    const pausedOverFloor = rounds.map((s) => median(s.paused.daemon) / median(s.paused.floor));
     floorRows.push(
       {
         bench: 'exec',
@@ -129,6 +145,15 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
         rounds: spawnOverFloor.map((x) => round(x, 3)),
         detail: `in-process spawn ${round(sMed, 2)} ms vs ${round(fMed, 2)} ms; for scale`,
       },
+      {
+        // No target: how an agent's execs come, each after a pause (the targets are of execs back to back).
+        bench: 'exec',
+        name: `round-trip of \`true\` after a ${pauseMs} ms pause / the C floor after the same, median ratio`,
+        value: median(pausedOverFloor),
+        unit: 'x',
+        rounds: pausedOverFloor.map((x) => round(x, 3)),
+        detail: `daemon ${round(median(rounds.map((s) => median(s.paused.daemon))), 2)} ms vs ${round(median(rounds.map((s) => median(s.paused.floor))), 2)} ms; ${paused} of each a round, in turn`,
+      },
     );
   }
   return [
@@ -141,6 +166,15 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
       target: { op: '<=', value: 1.0 },
       rounds: ratios.map((x) => round(x, 3)),
       detail: `daemon ${round(dMed, 2)} ms vs in-process spawn ${round(sMed, 2)} ms (${shell} ${args.slice(0, -1).join(' ')})`,
+    },
+    {
+      // No target: how an agent's execs come, each after a pause (the target is of execs back to back).
+      bench: 'exec',
+      name: `round-trip of \`true\` after a ${pauseMs} ms pause / in-process spawn after the same, median ratio`,
+      value: median(rounds.map((s) => median(s.paused.daemon) / median(s.paused.spawn))),
+      unit: 'x',
+      rounds: rounds.map((s) => round(median(s.paused.daemon) / median(s.paused.spawn), 3)),
+      detail: `daemon ${round(median(rounds.map((s) => median(s.paused.daemon))), 2)} ms vs in-process spawn ${round(median(rounds.map((s) => median(s.paused.spawn))), 2)} ms`,
     },
     {
       bench: 'exec',
