@@ -191,7 +191,9 @@ export function followSession(d: Daemon, session: Session, follow: ExecFollow): 
   // A review session's changes are settled (pending, or nothing held) before its end is announced.
   void session.finished.then(() => {
     settleChanges(d, session);
-    noteEnded(d, session);
+    // The trail's end (with the figures read from the session's cgroup) after the turn: the exec
+    // that waits for this end answers first (docs/benchmarks.md, the exec round trip).
+    setImmediate(() => noteEnded(d, session));
     announceExit(d, session);
   });
   if (follow.waitFor && session.readiness?.readyAt === undefined) watchReadiness(session, follow.waitFor, session.cwd);
