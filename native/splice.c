@@ -8,7 +8,8 @@
 //   pipe is empty, read the new bytes back (pread, from the page cache) into `buffer`, and call
 //   onBatch(n, status) once per batch of at most buffer.length bytes. With target's file set to
 //   -1 it reads the pipe into `buffer` instead (the spool's own write path); with -2 (as made) it
-//   asks first, with status 1 and no bytes (so a session that prints nothing opens no file). status:
+//   asks first, with status 1 and no bytes, once the pipe has bytes queued (a pipe readable with
+//   none is at its end: status 2, so a session that prints nothing opens no file). status:
 //     0  more may come (the pipe was emptied, or the batch filled the buffer)
 //     1  target's room is spent: set a new one or read mode (target.set) before returning
 //     2  end of file: no writer is left; the poll is stopped

@@ -17,6 +17,8 @@ const SPARE = 2;
  */
 export class CgroupsAhead {
   private readonly spare: string[] = [];
+  /** Taken, and neither started in (`used`) nor dropped yet: a start that threw leaves one here, for `close`. */
+  private readonly lent = new Set<string>();
   private filling = 0;
   private refillTurn: NodeJS.Immediate | undefined;
   private closed = false;
@@ -45,11 +47,18 @@ export class CgroupsAhead {
       this.refillTurn = undefined;
       this.refill();
     });
+    if (id !== undefined) this.lent.add(id);
     return id;
+  }
+
+  /** A taken cgroup its session now lives in: the session's to remove, as any session's cgroup. */
+  used(id: string): void {
+    this.lent.delete(id);
   }
 
   /** A taken cgroup its session never used (refused before its start): removed. */
   drop(id: string): void {
+    this.lent.delete(id);
     removeDir(SessionCgroup.v2Dir(this.layout, id)!);
   }
 
@@ -73,7 +82,8 @@ export class CgroupsAhead {
   close(): Promise<void> {
     this.closed = true;
     clearImmediate(this.refillTurn);
-    for (const id of this.spare.splice(0)) removeDir(SessionCgroup.v2Dir(this.layout, id)!);
+    for (const id of [...this.spare.splice(0), ...this.lent]) removeDir(SessionCgroup.v2Dir(this.layout, id)!);
+    this.lent.clear();
     return this.filling === 0 ? Promise.resolve() : new Promise((resolve) => this.settled.push(resolve));
   }
 

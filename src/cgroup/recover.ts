@@ -54,17 +54,19 @@ function sessionDirs(layout: CgroupLayout): Map<string, string[]> {
 /**
  * At start, before any session runs: every session cgroup a previous run of this daemon left
  * (it was SIGKILLed, or the machine lost power mid-stop) is emptied and removed, so nothing a
- * previous run started lives on. Returns the session ids found and the directories that would
- * not go within `withinMs` (named in the log). `keep`: the ids of sessions handed over by a
- * planned restart (SPEC §19), whose cgroups are not leftovers.
+ * previous run started lives on. Returns the session ids found, those whose cgroups still held a
+ * process (killed now), and the directories that would not go within `withinMs` (named in the
+ * log). `keep`: the ids of sessions handed over by a planned restart (SPEC §19), whose cgroups
+ * are not leftovers.
  */
-export async function emptyLeftovers(layout: CgroupLayout, withinMs = 5000, keep: ReadonlySet<string> = new Set()): Promise<{ sessions: string[]; stuck: string[] }> {
+export async function emptyLeftovers(layout: CgroupLayout, withinMs = 5000, keep: ReadonlySet<string> = new Set()): Promise<{ sessions: string[]; held: string[]; stuck: string[] }> {
   const found = sessionDirs(layout);
   // The cgroups of sessions a planned restart handed to this image are theirs still.
   for (const name of [...found.keys()]) if (keep.has(name.slice(2))) found.delete(name);
-  if (found.size === 0) return { sessions: [], stuck: [] };
+  if (found.size === 0) return { sessions: [], held: [], stuck: [] };
+  const held = [...found].filter(([, dirs]) => dirs.flatMap(treeOf).some((dir) => readPids(dir).length > 0)).map(([name]) => name.slice(2));
   const stuck = await killAndRemove([...found.values()].flat(), withinMs);
-  return { sessions: [...found.keys()].map((n) => n.slice(2)), stuck };
+  return { sessions: [...found.keys()].map((n) => n.slice(2)), held, stuck };
 }
 
 /**

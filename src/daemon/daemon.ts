@@ -440,9 +440,10 @@ export class ProcctlDaemon implements Daemon {
     this.reaper = setInterval(() => this.reap(), REAP_EVERY_MS);
     this.reaper.unref();
     this.log.info({ socket: this.socketPath, config: this.loadedFrom ?? null, stateDir: this.state.dir, cgroups: this.cgroups.mode, image: this.image }, 'procctld listening');
-    void leftovers.then(({ sessions: found, stuck }) => {
-      // Cgroups a run made ahead for sessions it never started (cgroup/ahead.ts) have no record: removed without a word.
-      const sessions = found.filter((id) => this.registry.has(id));
+    void leftovers.then(({ sessions: found, held, stuck }) => {
+      // Cgroups a run made ahead for sessions it never started (cgroup/ahead.ts) are empty and no
+      // session's record names them: removed without a word. One that held a process is told.
+      const sessions = found.filter((id) => held.includes(id) || this.registry.has(id));
       if (sessions.length) this.log.warn({ sessions, stuck }, 'emptied and removed the cgroups of sessions a previous run left');
       if (stuck.length) this.log.error({ stuck }, 'these cgroups of a previous run could not be removed');
     });

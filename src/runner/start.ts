@@ -353,8 +353,9 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
       plan = undefined;
     }
   }
-  // Refused before it could start: the cgroup made ahead for it goes.
-  if (ahead !== undefined && cgroup === undefined) ctx.cgroupsAhead?.drop(ahead);
+  // The cgroup made ahead is the session's now, or goes with a refusal.
+  if (ahead !== undefined && cgroup !== undefined) ctx.cgroupsAhead?.used(ahead);
+  else if (ahead !== undefined) ctx.cgroupsAhead?.drop(ahead);
 
   const session = new Session({
     id,

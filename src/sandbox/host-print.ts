@@ -36,10 +36,12 @@ let due: NodeJS.Immediate | undefined;
 
 /**
  * The host as last looked at for this PATH: looked at now the first time (or for another PATH, or
- * after the clock went back), and once older than HOST_RECHECK_MS, again after this turn.
+ * after the clock went back), and once older than HOST_RECHECK_MS, again after this turn, or now
+ * when `fresh` (a start, a reload, a restart's checks: what they decide stands).
  */
-export function hostLook(path = process.env.PATH, now = Date.now()): HostLook {
+export function hostLook(path = process.env.PATH, now = Date.now(), fresh = false): HostLook {
   if (seen === undefined || seen.path !== path || now < seen.at) return lookNow(path, now);
+  if (fresh && now - seen.at >= HOST_RECHECK_MS) return lookNow(path, now);
   if (now - seen.at >= HOST_RECHECK_MS && due === undefined) {
     due = setImmediate(() => {
       due = undefined;

@@ -265,13 +265,15 @@ let checksBegun = 0;
  * Made again off the loop (bwrap is not waited for in it; asks meanwhile wait for the same one),
  * or, `blocking`, at once in this thread: where nothing is served yet or the answer cannot wait
  * (a start, a reload, a restart's pre-flight, a launch whose caller did not wait for `heldCheck`).
+ * `fresh`: with the host as it is now, not as a look held past its time saw it (a start, a reload,
+ * a restart's checks, which decide on it; a request is answered with the held look, host-print.ts).
  */
-function checkOf(c: SandboxConfig, path: string | undefined, blocking: true): Held;
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: true, fresh?: boolean): Held;
 function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean): Held | Promise<Held>;
-function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean): Held | Promise<Held> {
+function checkOf(c: SandboxConfig, path: string | undefined, blocking: boolean, fresh = false): Held | Promise<Held> {
   const key = keyOf(c, path);
   const now = Date.now();
-  const { print, programs } = hostLook(path, now);
+  const { print, programs } = hostLook(path, now, fresh);
   const found = checks.get(key);
   if (current(found, print, now)) return found;
   const begun = ++checksBegun;
@@ -317,9 +319,9 @@ export class SandboxUnavailable extends Error {
   }
 }
 
-/** Throws when the config asks for confinement this host cannot give; never run unconfined instead. */
-export function requireSandbox(c: SandboxConfig): SandboxCheck {
-  const found = checkSandbox(c);
+/** Throws when the config asks for confinement this host cannot give (as the host is now); never run unconfined instead. */
+export function requireSandbox(c: SandboxConfig, path = process.env.PATH): SandboxCheck {
+  const found = checkOf(c, path, true, true);
   if (found.refused) {
     const what = c.sandbox.mode === 'off' ? 'the configured limits or sandbox.user cannot be applied' : `sandbox.mode "${c.sandbox.mode}" cannot work`;
     throw new SandboxUnavailable(`${what}: ${found.refused}`);

@@ -191,9 +191,10 @@ export function followSession(d: Daemon, session: Session, follow: ExecFollow): 
   // A review session's changes are settled (pending, or nothing held) before its end is announced.
   void session.finished.then(() => {
     settleChanges(d, session);
-    // The trail's end (with the figures read from the session's cgroup) after the turn: the exec
-    // that waits for this end answers first (docs/benchmarks.md, the exec round trip).
-    setImmediate(() => noteEnded(d, session));
+    // The trail's end (with the figures read from the session's cgroup) once the promises of this
+    // turn are through: the exec that waits for this end has answered by then (docs/benchmarks.md,
+    // the exec round trip), and no other request or event has come between.
+    process.nextTick(() => noteEnded(d, session));
     announceExit(d, session);
   });
   if (follow.waitFor && session.readiness?.readyAt === undefined) watchReadiness(session, follow.waitFor, session.cwd);

@@ -66,6 +66,22 @@ describe.skipIf(!V2)('cgroups made ahead (v2)', () => {
     if (!SessionCgroup.v2Only(layout, { memoryBytes: 64 * 1024 * 1024 })) expect(ahead.take({ memoryBytes: 64 * 1024 * 1024 })).toBeUndefined();
   });
 
+  it('close also removes one taken by a start that never said it used or dropped it (it threw), and not one a session lives in', async () => {
+    const layout = layoutOf();
+    let n = 0;
+    const ahead = new CgroupsAhead(layout, () => `d${++n}`, () => false);
+    ahead.refill();
+    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    const lost = ahead.take({})!;
+    const kept = ahead.take({})!;
+    ahead.used(kept);
+    await ahead.close();
+    expect(existsSync(SessionCgroup.v2Dir(layout, lost)!)).toBe(false);
+    // The session's cgroup goes when the session ends, as any session's.
+    expect(existsSync(SessionCgroup.v2Dir(layout, kept)!)).toBe(true);
+    expect(SessionCgroup.madeAhead(layout, kept, {}).remove()).toBe(true);
+  });
+
   it('close removes what it made, a mkdir in flight included, so the daemon\'s own cgroup can go', async () => {
     const layout = layoutOf();
     let n = 0;

@@ -62,9 +62,21 @@ describe('hostPrint', () => {
     for (let i = 0; i < 5; i++) expect(hostPrint(dir, t + HOST_RECHECK_MS + i)).toBe(before);
     await nextTurn();
     // Stamped with the call that found it due: trusted for the window from there.
-    const after = hostPrint(dir, t + HOST_RECHECK_MS + HOST_RECHECK_MS - 1);
+    const after = hostPrint(dir, t + HOST_RECHECK_MS + 1);
     expect(after).toContain(`unshare:${join(dir, 'unshare')}:`);
     rmSync(join(dir, 'unshare'));
+  });
+
+  it('a start, a reload or a restart\'s check asks for it fresh: looked at now once older than the window', async () => {
+    const t = 1.7e12;
+    await nextTurn();
+    const before = hostLook(dir, t, true).print;
+    install('setpriv', 'exit 0');
+    expect(hostLook(dir, t + HOST_RECHECK_MS - 1, true).print).toBe(before);
+    const fresh = hostLook(dir, t + HOST_RECHECK_MS, true);
+    expect(fresh.print).toContain(`setpriv:${join(dir, 'setpriv')}:`);
+    expect(fresh.programs.setpriv).toBe(join(dir, 'setpriv'));
+    rmSync(join(dir, 'setpriv'));
   });
 
   it('another PATH is looked at at once', async () => {
