@@ -98,7 +98,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   const judgement = approved ? undefined : judgeCommand(d.config().approvals, p.command, ctx.scope, d.remembered.list());
   // A rule's "review" makes it a review exec whatever the params say; a deny wins over review's refusals.
   const byRule = approved ? approved.review : judgement?.review && decidedBy(judgement.review);
-  const review = judgement?.decision === 'deny' ? false : await reviewed(d, ctx.scope, p, byRule);
+  const asked = judgement?.decision === 'deny' ? false : reviewed(d, ctx.scope, p, byRule);
+  const review = typeof asked === 'boolean' ? asked : await asked;
   if (p.env) checkEnvOverrides(p.env);
   checkPatterns(p);
   checkQuiet(p);
@@ -106,11 +107,13 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
   if (gated) return gated;
 
   const start = async () => {
-    const kept = await settleKey(d, ctx, p);
+    // Each waited for only where it has something to wait for: no turn of promises on a plain exec's way.
+    const kept = p.key ? await settleKey(d, ctx, p) : undefined;
     // Its overlay may be being mounted ahead (runner/premount.ts): taken once made.
     if (review && !kept) await d.ahead?.settled();
     // The sandbox's check of the host as it is now, made again off the loop if the host changed: the launch finds it held.
-    if (!kept) await heldCheck(d.config());
+    const held = kept ? undefined : heldCheck(d.config());
+    if (held instanceof Promise) await held;
     if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     refuseWhileClosing(d);
     if (kept) return { kept };

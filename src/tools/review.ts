@@ -8,7 +8,7 @@ import type { Daemon } from './context.js';
  * `sandbox.changes`. Review needs a sandbox with workspaces and a host that can mount an overlay;
  * where either is missing the request is refused, never run with direct writes.
  */
-export async function reviewed(d: Daemon, scope: string, p: ExecParams, byRule?: string): Promise<boolean> {
+export function reviewed(d: Daemon, scope: string, p: ExecParams, byRule?: string): boolean | Promise<boolean> {
   const config = d.config();
   const own = Object.hasOwn(config.scopes, scope) ? config.scopes[scope].changes : undefined;
   const mode = byRule ? 'review' : (p.changes ?? own ?? config.sandbox.changes);
@@ -26,7 +26,11 @@ export async function reviewed(d: Daemon, scope: string, p: ExecParams, byRule?:
   if (config.sandbox.mode !== 'workspace-write') {
     throw invalid(`${from}, but review holds a sandboxed job's writes to its workspaces and sandbox.mode is "${config.sandbox.mode}": an operator sets sandbox.mode to "workspace-write" with sandbox.workspaces, or ${instead}; nothing ran`, { path: [byRule ? 'command' : 'changes'] });
   }
-  const support = await d.reviewSupport();
-  if (!support.review) throw unavailable(`${from}, but this host cannot hold changes for review: ${support.reason}; nothing ran`);
-  return true;
+  // Answered at once where nothing asks for review (an exec's usual case): no promise on its way.
+  const supported = (support: Awaited<ReturnType<Daemon['reviewSupport']>>) => {
+    if (!support.review) throw unavailable(`${from}, but this host cannot hold changes for review: ${support.reason}; nothing ran`);
+    return true;
+  };
+  const support = d.reviewSupport();
+  return support instanceof Promise ? support.then(supported) : supported(support);
 }
