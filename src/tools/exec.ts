@@ -196,7 +196,7 @@ export function followSession(d: Daemon, session: Session, follow: ExecFollow): 
     settleChanges(d, session);
     // The trail's end (with the figures read from the session's cgroup) once the promises of this
     // turn are through: the exec that waits for this end has answered by then (docs/benchmarks.md,
-    // the exec round trip), and no other request or event has come between.
+    // the exec round trip), and before any other request is read.
     process.nextTick(() => noteEnded(d, session));
     announceExit(d, session);
   });
