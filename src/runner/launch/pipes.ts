@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
 import { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
+import { closeQuietly } from '../../base/close-quietly.js';
 import { holdReading } from '../../base/hold-reading.js';
 import { adoptChild, nativeSpawner, posixSpawn, type Addon } from '../native.js';
 import { fdTarget } from '../procfs.js';
@@ -40,7 +41,7 @@ function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Laun
   const { stdout, stderr } = outputPipes(addon, child.stdout, child.stderr, hooks);
   stdout.once('close', settle);
   stderr.once('close', settle);
-  const stdin = child.stdin >= 0 ? new Socket({ fd: child.stdin, readable: false, writable: true }) : undefined;
+  const stdin = child.stdin >= 0 ? new InputEnd(child.stdin, hooks) : undefined;
   // The spawner names the socket the job's fd 0 is: no look in /proc needed.
   const stdinId = child.stdinInode === undefined ? undefined : `socket:[${child.stdinInode}]`;
   return wirePipes(child.pid, { stdout, stderr, stdin }, hooks, stdinId, true);
@@ -70,7 +71,7 @@ export function adoptPipes(addon: Addon, ends: PipeEnds, hooks: LaunchHooks): La
   const { stdout, stderr } = outputPipes(addon, ends.stdout, ends.stderr, hooks);
   stdout.once('close', settle);
   stderr.once('close', settle);
-  const stdin = ends.stdin >= 0 ? new Socket({ fd: ends.stdin, readable: false, writable: true }) : undefined;
+  const stdin = ends.stdin >= 0 ? new InputEnd(ends.stdin, hooks) : undefined;
   const launched = withPidfd(wirePipes(ends.pid, { stdout, stderr, stdin }, hooks, ends.stdinId, true), ends.pidfd);
   adoptChild(addon, ends.pid, (code, signal, maxRssBytes, unknown) => {
     launched.told();
@@ -181,14 +182,78 @@ function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
   child.on('close', () => hooks.closed());
   child.stdout!.on('data', (chunk: Buffer) => hooks.output('stdout', chunk));
   child.stderr!.on('data', (chunk: Buffer) => hooks.output('stderr', chunk));
-  return wirePipes(child.pid, { stdout: child.stdout!, stderr: child.stderr!, stdin: child.stdin ?? undefined }, hooks);
+  return wirePipes(child.pid, { stdout: child.stdout!, stderr: child.stderr!, stdin: child.stdin ? new InputEnd(child.stdin, hooks) : undefined }, hooks);
 }
 
 /** A job's output as its launch reads it: a socket, a child_process stream, or a spliced pipe. */
 type OutputStream = Socket | Readable | SplicedPipe;
 
+/**
+ * A job's input end: on the native path its socket's descriptor, made a Node socket only once
+ * something is written to it or it is ended. Most jobs are never written to, and a socket made
+ * for each (a libuv handle, three system calls, and its close) was work on every exec's way.
+ * A job that exits or closes its stdin turns our writes into EPIPE: that only closes stdin.
+ */
+class InputEnd implements JobInput {
+  private socket: Writable | undefined;
+  /** The descriptor not yet made a socket; -1 once it is one, or closed. */
+  private fd: number;
+
+  constructor(
+    end: number | Writable,
+    private readonly hooks: Pick<LaunchHooks, 'inputClosed'>,
+  ) {
+    if (typeof end === 'number') this.fd = end;
+    else {
+      this.fd = -1;
+      this.wire(end);
+    }
+  }
+
+  private wire(socket: Writable): Writable {
+    socket.on('error', () => this.hooks.inputClosed());
+    socket.on('close', () => this.hooks.inputClosed());
+    return (this.socket = socket);
+  }
+
+  /** The socket, made now if it is not yet (undefined once released). */
+  private open(): Writable | undefined {
+    if (this.socket || this.fd < 0) return this.socket;
+    const socket = new Socket({ fd: this.fd, readable: false, writable: true });
+    this.fd = -1;
+    return this.wire(socket);
+  }
+
+  write(data: string | Buffer): void {
+    this.open()?.write(data);
+  }
+
+  end(): void {
+    this.open()?.end();
+  }
+
+  get queued(): number {
+    return this.socket?.writableLength ?? 0;
+  }
+
+  /** Its descriptor while it is open (a restart hands it on), else -1. */
+  descriptor(): number {
+    if (!this.socket) return this.fd;
+    return !this.socket.destroyed && !this.socket.writableEnded ? fdOf(this.socket) : -1;
+  }
+
+  release(): void {
+    if (this.fd >= 0) closeQuietly(this.fd);
+    this.fd = -1;
+    this.socket?.destroy();
+    this.socket?.removeAllListeners();
+    // A destroyed stream still answers a late 'error' from its handle: swallow it.
+    this.socket?.on('error', nothing);
+  }
+}
+
 /** Output's errors and ends, input: the same for either way of starting (the output's reads are wired by each). */
-function wirePipes(pid: number | undefined, pipes: { stdout: OutputStream; stderr: OutputStream; stdin: Writable | undefined }, hooks: LaunchHooks, stdinId?: string, reaped = false): Launched {
+function wirePipes(pid: number | undefined, pipes: { stdout: OutputStream; stderr: OutputStream; stdin: InputEnd | undefined }, hooks: LaunchHooks, stdinId?: string, reaped = false): Launched {
   const { stdin } = pipes;
   // Either kind of output stream is an emitter with destroy (a spliced pipe is no Readable).
   const stdout = pipes.stdout as EventEmitter & { destroy(): unknown };
@@ -196,24 +261,11 @@ function wirePipes(pid: number | undefined, pipes: { stdout: OutputStream; stder
   // A reset on an output stream ends that stream; it must never take the daemon down.
   stdout.on('error', () => stdout.destroy());
   stderr.on('error', () => stderr.destroy());
-  let input: JobInput | undefined;
-  if (stdin) {
-    // A job that exits or closes its stdin turns our writes into EPIPE: that only closes stdin.
-    stdin.on('error', () => hooks.inputClosed());
-    stdin.on('close', () => hooks.inputClosed());
-    input = {
-      write: (data) => void stdin.write(data),
-      end: () => stdin.end(),
-      get queued() {
-        return stdin.writableLength;
-      },
-    };
-  }
   const id = pid !== undefined && stdin ? (stdinId ?? pipeIdentity(pid)) : undefined;
   return {
     pid,
     stdinId: id,
-    input,
+    input: stdin,
     holdOutput: () => {
       const hold = (s: OutputStream) => (s instanceof SplicedPipe ? s.hold() : holdReading(s));
       const resumes = [hold(pipes.stdout), hold(pipes.stderr)];
@@ -227,18 +279,19 @@ function wirePipes(pid: number | undefined, pipes: { stdout: OutputStream; stder
       const out = fdOf(pipes.stdout);
       const err = fdOf(pipes.stderr);
       if (pid === undefined || out < 0 || err < 0) return undefined;
-      return { pid, stdout: out, stderr: err, stdin: stdin && !stdin.destroyed && !stdin.writableEnded ? fdOf(stdin) : -1, stdinId: id, stdinQueued: stdin?.writableLength ?? 0 };
+      return { pid, stdout: out, stderr: err, stdin: stdin?.descriptor() ?? -1, stdinId: id, stdinQueued: stdin?.queued ?? 0 };
     },
     detachOutput: () => {
       stdout.destroy();
       stderr.destroy();
     },
     release: () => {
-      for (const stream of [stdin, stdout, stderr]) {
-        stream?.destroy();
-        stream?.removeAllListeners();
+      stdin?.release();
+      for (const stream of [stdout, stderr]) {
+        stream.destroy();
+        stream.removeAllListeners();
         // A destroyed stream still answers a late 'error' from its handle: swallow it.
-        stream?.on('error', nothing);
+        stream.on('error', nothing);
       }
     },
   };
