@@ -13,7 +13,8 @@ import { median, now, p99, round } from './lib/stats.js';
  * against the kernel's floor: a C loop of posix_spawn + waitpid of the same (bench/native/,
  * compiled now with the system's cc; its rows are left out, and the log says why, where there
  * is none). Each iteration runs the three in turn, the order rotating, so load on a shared
- * machine hits them alike.
+ * machine hits them alike. After each round, a few of each after a 100 ms pause, as an agent's
+ * execs come (no target: the machine's CPUs and caches have gone idle by then, docs/benchmarks.md).
  */
 export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
   const iterations = opts.quick ? 60 : 300;
