@@ -109,6 +109,8 @@ export class InterruptWatcher {
   private readonly schedule = new VisitSchedule(TICK_MS);
   /** Where the sweep is in the registry; a new pass starts once it is done. */
   private cursor: IterableIterator<Session> | undefined;
+  /** Ticks so far: the sweep runs at every SWEEP_EVERY-th. */
+  private ticks = 0;
 
   constructor(
     private readonly registry: Registry,
@@ -168,9 +170,6 @@ export class InterruptWatcher {
     if (looks.length > 0) this.look(looks, now);
     trace?.span('watcher tick', from, performance.now());
   }
-
-  /** Ticks so far: the sweep runs at every SWEEP_EVERY-th. */
-  private ticks = 0;
 
   /** Visit the next sessions of the registry in turn, for a slice of the thread (SWEEP_SLICE_MS). */
   private sweep(now: number, cfg: Config['interrupt'], looks: Look[], maxLooks: number): void {

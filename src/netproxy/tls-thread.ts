@@ -32,6 +32,9 @@ export type FromTlsThread =
 
 const WORKER = new URL('./tls-worker.js', import.meta.url);
 
+/** Ended sessions whose late word from the thread is still told (TlsThread.ended). */
+const ENDED_KEPT = 64;
+
 /**
  * The thread that ends TLS for the credentials' hosts (SPEC §21), away from the daemon's: every
  * byte of an intercepted download is decrypted, scrubbed and encrypted again, and on the
@@ -42,9 +45,6 @@ const WORKER = new URL('./tls-worker.js', import.meta.url);
  * for every session, started at the first intercepted stream and kept (a new one when it ends).
  * The session's end closes its streams and its upstream pool there as it would here.
  */
-/** Ended sessions whose late word from the thread is still told (TlsThread.ended). */
-const ENDED_KEPT = 64;
-
 export class TlsThread {
   private worker: Worker | undefined;
   private next = 1;

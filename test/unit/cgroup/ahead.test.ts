@@ -29,49 +29,52 @@ function layoutOf(): CgroupLayout {
 
 const sessionDirs = (layout: CgroupLayout) => readdirSync(layout.v2!).filter((n) => n.startsWith('s-')).sort();
 
+/** Cgroups made ahead on a layout of their own, under ids `${prefix}1`, `${prefix}2`…; an id in `ids` is a session's already. Closed after the test. */
+function aheadOf(prefix: string) {
+  const layout = layoutOf();
+  let n = 0;
+  const ids = new Set<string>();
+  const ahead = new CgroupsAhead(layout, () => `${prefix}${++n}`, (id) => ids.has(id));
+  undo.push(() => void ahead.close());
+  return { layout, ids, ahead };
+}
+
+/** Until both spares are made. */
+const twoMade = (ahead: CgroupsAhead, what = 'two made ahead') => waitFor(() => ahead.ready === 2, { what });
+
 describe.skipIf(!V2)('cgroups made ahead (v2)', () => {
   it('gives a made directory under an id no session has, and makes the next once the turn is over', async () => {
-    const layout = layoutOf();
-    let n = 0;
-    const ids = new Set<string>();
-    const ahead = new CgroupsAhead(layout, () => `a${++n}`, (id) => ids.has(id));
-    undo.push(() => void ahead.close());
+    const { layout, ahead } = aheadOf('a');
     expect(ahead.take({})).toBeUndefined(); // none made yet: the caller makes its own
     ahead.refill();
-    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    await twoMade(ahead);
     const id = ahead.take({})!;
     expect(existsSync(SessionCgroup.v2Dir(layout, id)!)).toBe(true);
     const cg = SessionCgroup.madeAhead(layout, id, {});
     expect(cg.dirs()).toEqual([SessionCgroup.v2Dir(layout, id)]);
     expect(cg.populated()).toBe(false);
-    await waitFor(() => ahead.ready === 2, { what: 'made again' });
+    await twoMade(ahead, 'made again');
     expect(cg.remove()).toBe(true);
   });
 
   it('skips one whose id a session took meanwhile, and gives none for limits that need a v1 hierarchy', async () => {
-    const layout = layoutOf();
-    let n = 0;
-    const ids = new Set<string>();
-    const ahead = new CgroupsAhead(layout, () => `b${++n}`, (id) => ids.has(id));
-    undo.push(() => void ahead.close());
+    const { layout, ids, ahead } = aheadOf('b');
     ahead.refill();
-    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    await twoMade(ahead);
     // Drawn again by the registry for other sessions since: neither is given, both are removed.
     ids.add('b1');
     ids.add('b2');
     expect(ahead.take({})).toBeUndefined();
     expect(sessionDirs(layout)).toEqual([]);
-    await waitFor(() => ahead.ready === 2, { what: 'made again' });
+    await twoMade(ahead, 'made again');
     expect(sessionDirs(layout)).toEqual(['s-b3', 's-b4']);
     if (!SessionCgroup.v2Only(layout, { memoryBytes: 64 * 1024 * 1024 })) expect(ahead.take({ memoryBytes: 64 * 1024 * 1024 })).toBeUndefined();
   });
 
   it('close also removes one taken by a start that never said it used or dropped it (it threw), and not one a session lives in', async () => {
-    const layout = layoutOf();
-    let n = 0;
-    const ahead = new CgroupsAhead(layout, () => `d${++n}`, () => false);
+    const { layout, ahead } = aheadOf('d');
     ahead.refill();
-    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    await twoMade(ahead);
     const lost = ahead.take({})!;
     const kept = ahead.take({})!;
     ahead.used(kept);
@@ -83,11 +86,9 @@ describe.skipIf(!V2)('cgroups made ahead (v2)', () => {
   });
 
   it('close removes what it made, a mkdir in flight included, so the daemon\'s own cgroup can go', async () => {
-    const layout = layoutOf();
-    let n = 0;
-    const ahead = new CgroupsAhead(layout, () => `c${++n}`, () => false);
+    const { layout, ahead } = aheadOf('c');
     ahead.refill();
-    await waitFor(() => ahead.ready === 2, { what: 'two made ahead' });
+    await twoMade(ahead);
     ahead.take({});
     ahead.drop('c2');
     // A refill is due after the take, and one may be in flight: close waits for it.
