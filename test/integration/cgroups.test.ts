@@ -152,26 +152,30 @@ describe.skipIf(!ROOT || !V2)('sessions as cgroups, v2 membership with v1 contro
   it(why(ROOT && V1 && !SKIP_SANDBOX, "a sandboxed job cannot raise its own limit or move itself out of its cgroup; the limit still holds"), async () => {
     if (SKIP_SANDBOX || !V1) return;
     const MiB = 1024 * 1024;
-    const { s } = await daemon({ sandbox: { mode: 'workspace-write', workspaces: [process.cwd()] }, limits: { session: { memoryBytes: 96 * MiB } } });
+    const { d, s } = await daemon({ sandbox: { mode: 'workspace-write', workspaces: [process.cwd()] }, limits: { session: { memoryBytes: 96 * MiB } } });
     // The attack: given the host paths of its own cgroup (as an agent could guess them), the job
-    // writes a higher memory limit, and writes itself into the daemon's and the root's cgroup.procs.
+    // writes a higher memory limit, writes itself into the daemon's and the root's cgroup.procs,
+    // and into a cgroup the daemon made ahead for a session to come (cgroup/ahead.ts), to be
+    // counted, and kept alive, as that session's.
     const attack = [
-      'read limit; read up; read root',
+      'read limit; read up; read root; read ahead',
       'echo 2147483648 > "$limit" && echo RAISED',
       'echo $$ > "$up" && echo MOVED',
       'echo $$ > "$root" && echo ESCAPED',
+      'echo $$ > "$ahead" && echo PLANTED',
       'echo end',
     ].join('; ');
     const r = await s.exec({ command: attack, background: true });
     seen.add(r.pid);
     const memory = v1Dir(r.pid, 'memory');
     const v2 = join('/sys/fs/cgroup/unified', cgroupsOf(r.pid).get('')!);
-    const paths = [join(memory, 'memory.limit_in_bytes'), join(v2, '..', 'cgroup.procs'), '/sys/fs/cgroup/unified/cgroup.procs'];
+    const spare = await waitFor(() => sessionDirs(d).find((n) => n !== `s-${r.sessionId}`), { what: 'a cgroup made ahead' });
+    const paths = [join(memory, 'memory.limit_in_bytes'), join(v2, '..', 'cgroup.procs'), '/sys/fs/cgroup/unified/cgroup.procs', join(v2, '..', spare, 'cgroup.procs')];
     await s.process({ action: 'write', sessionId: r.sessionId, data: `${paths.join('\n')}\n` });
     const end = await s.waitEnded(r.sessionId);
     const out = (await s.log(r.sessionId, { offset: 0 })).output;
     expect(out).toContain('end');
-    expect(out).not.toMatch(/RAISED|MOVED|ESCAPED/);
+    expect(out).not.toMatch(/RAISED|MOVED|ESCAPED|PLANTED/);
     expect(out).toMatch(/Read-only file system/);
     expect(end.status).toBe('completed');
 
@@ -244,10 +248,12 @@ describe.skipIf(!ROOT || !V2)('sessions as cgroups, v2 membership with v1 contro
   });
 
   it(why(ROOT && V2, 'resources: accounting matches a known load, while running and in the final record'), async () => {
-    const { s } = await daemon({});
+    const { d, s } = await daemon({});
     const load = `${process.execPath} -e "let x = 0; for (let i = 0; i < 3e8; i++) x += i; const b = Buffer.alloc(96 * 1024 * 1024, 1); console.log(x > 0, b.length)"`;
     const r = await s.exec({ command: load, yieldMs: 60_000 });
     expect(r.status).toBe('completed');
+    // Asked for only once its cgroup is gone: the final figures were read before it went (the exec's answer did not wait for them).
+    await waitFor(() => !hasSessionDir(d, r.sessionId), { what: 'the session cgroup to be removed' });
     const rec = (await s.list()).find((x) => x.sessionId === r.sessionId);
     expect(rec.resources.cpuMs).toBeGreaterThanOrEqual(100);
     expect(rec.resources.cpuMs).toBeLessThan(rec.runtimeMs * 2 + 100);
