@@ -16,6 +16,8 @@ export interface RequestContext {
   connection: Connection;
   /** Aborts when the request is cancelled or its connection closes; made when first read. */
   readonly signal: AbortSignal;
+  /** Whether it has been cancelled, read without making the signal. */
+  readonly cancelled: boolean;
 }
 
 /**
@@ -27,7 +29,7 @@ export interface RequestContext {
  */
 class InFlight implements RequestContext {
   private controller: AbortController | undefined;
-  private cancelled = false;
+  private cancelledEarly = false;
 
   constructor(
     readonly connection: Connection,
@@ -38,14 +40,18 @@ class InFlight implements RequestContext {
   get signal(): AbortSignal {
     if (this.controller === undefined) {
       this.controller = new AbortController();
-      if (this.cancelled) this.controller.abort();
+      if (this.cancelledEarly) this.controller.abort();
     }
     return this.controller.signal;
   }
 
+  get cancelled(): boolean {
+    return this.controller === undefined ? this.cancelledEarly : this.controller.signal.aborted;
+  }
+
   cancel(): void {
     if (this.controller !== undefined) this.controller.abort();
-    else this.cancelled = true;
+    else this.cancelledEarly = true;
   }
 }
 

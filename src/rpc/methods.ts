@@ -27,6 +27,10 @@ class From implements Requester {
     return this.rc.signal;
   }
 
+  get cancelled(): boolean {
+    return this.rc.cancelled;
+  }
+
   get client(): object {
     return this.rc.connection;
   }

@@ -1,7 +1,10 @@
-import { randomBytes } from 'node:crypto';
+import { customAlphabet } from 'nanoid';
 import { chmodSync, chownSync, mkdir, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+
+/** A directory's name: 48 random bits as hex, from nanoid's pool. */
+const hex12 = customAlphabet('0123456789abcdef', 12);
 
 /** Directories kept ready, so starting a command creates nothing on disk while it waits. */
 const SPARE = 4;
@@ -18,7 +21,7 @@ export class ScratchDirs {
   constructor(private readonly root: string) {}
 
   private fresh(): string {
-    return join(this.root, randomBytes(6).toString('hex'));
+    return join(this.root, hex12());
   }
 
   /** A new empty directory for one session. */

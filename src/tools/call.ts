@@ -47,6 +47,10 @@ class Call implements CallContext {
   get signal(): AbortSignal {
     return this.from.signal;
   }
+
+  get cancelled(): boolean {
+    return this.from.cancelled ?? this.from.signal.aborted;
+  }
 }
 
 function sameToken(a: string, b: string): boolean {

@@ -114,7 +114,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     // The sandbox's check of the host as it is now, made again off the loop if the host changed: the launch finds it held.
     const held = kept ? undefined : heldCheck(d.config());
     if (held instanceof Promise) await held;
-    if (ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
+    if (ctx.cancelled ?? ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     refuseWhileClosing(d);
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;

@@ -123,6 +123,18 @@ describe("a request's signal", () => {
           return {};
         },
       ],
+      // Asks whether it was cancelled without making its signal (an exec before its spawn), then reads the signal.
+      [
+        'asks',
+        async (_p, rc: RequestContext) => {
+          seen.before = rc.cancelled;
+          await gate;
+          seen.asked = rc.cancelled;
+          seen.asksSignal = rc.signal.aborted;
+          seen.after = rc.cancelled;
+          return {};
+        },
+      ],
     ]);
     const { call, send } = await serve(methods);
     const early = call(1, 'early');
@@ -132,12 +144,23 @@ describe("a request's signal", () => {
     await early;
     expect(seen.early).toBe(true);
     expect(seen.late).toBeUndefined();
+    let asks!: Promise<unknown>;
+    const made = await controllersMadeBy(async () => {
+      asks = call(3, 'asks');
+      send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: 3 } });
+      await call(4, 'quick');
+    });
+    // Cancelled, and asked so: no AbortController was made for it.
+    expect(made).toBe(0);
+    expect(seen.before).toBe(false);
     send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: '1' } });
     // Lines are handled in order: once a request after the cancel is answered, the cancel was read.
     await call(2, 'quick');
     release();
     await late;
     expect(seen.late).toBe(true);
+    await asks;
+    expect(seen).toMatchObject({ asked: true, asksSignal: true, after: true });
   });
 
   it('aborts when the connection closes', async () => {

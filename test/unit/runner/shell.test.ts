@@ -33,6 +33,24 @@ describe('resolveShell', () => {
     expect(resolveShell({ SHELL: fakeShell('not-exec', 0o644) })).toBe('/bin/sh');
   });
 
+  it('looks for the shell again after its time, the call after that seeing the change, none on the call itself', async () => {
+    const t0 = Date.now();
+    const ksh = fakeShell('ksh');
+    expect(resolveShell({ SHELL: ksh }, t0)).toBe(ksh);
+    rmSync(ksh);
+    // Trusted for two seconds; then answered with what was found, and looked for once the turn is over.
+    expect(resolveShell({ SHELL: ksh }, t0 + 1000)).toBe(ksh);
+    expect(resolveShell({ SHELL: ksh }, t0 + 2500)).toBe(ksh);
+    await new Promise((r) => setImmediate(r));
+    expect(resolveShell({ SHELL: ksh }, t0 + 2600)).toBe('/bin/sh');
+    // Installed again: the same way back.
+    fakeShell('ksh');
+    const t1 = Date.now();
+    expect(resolveShell({ SHELL: ksh }, t1 + 2500)).toBe('/bin/sh');
+    await new Promise((r) => setImmediate(r));
+    expect(resolveShell({ SHELL: ksh }, t1 + 2600)).toBe(ksh);
+  });
+
   it.skipIf(!BASH)('runs bash instead of fish', () => {
     expect(resolveShell({ SHELL: fakeShell('fish') })).toBe(BASH);
     expect(resolveShell({ SHELL: '/usr/bin/fish' })).toBe(BASH);
