@@ -17,6 +17,19 @@ export function readFile(path: string): string | undefined {
     return undefined;
   }
   try {
+    return readOpen(fd, false);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The text of a cgroup file held open, read again from its start (cgroupfs makes it anew for a
+ * read at offset 0); undefined when it cannot be read (its cgroup is gone). `fromStart`: each
+ * read at its offset (pread), for a descriptor kept for many reads.
+ */
+export function readOpen(fd: number, fromStart = true): string | undefined {
+  try {
     let size = 0;
     for (;;) {
       if (size === scratch.length) {
@@ -24,15 +37,13 @@ export function readFile(path: string): string | undefined {
         scratch.copy(bigger, 0, 0, size);
         scratch = bigger;
       }
-      const n = readSync(fd, scratch, size, scratch.length - size, null);
+      const n = readSync(fd, scratch, size, scratch.length - size, fromStart ? size : null);
       if (n === 0) break;
       size += n;
     }
     return scratch.toString('latin1', 0, size);
   } catch {
     return undefined;
-  } finally {
-    closeSync(fd);
   }
 }
 
@@ -55,7 +66,11 @@ export function writeFile(path: string, value: string): void {
 
 /** `key value` lines (cgroup.events, memory.events, cpu.stat, pids.events, memory.oom_control) as numbers. */
 export function readKeyed(path: string): Map<string, number> | undefined {
-  const text = readFile(path);
+  return keyed(readFile(path));
+}
+
+/** `key value` lines as numbers (undefined in, undefined out). */
+export function keyed(text: string | undefined): Map<string, number> | undefined {
   if (text === undefined) return undefined;
   const out = new Map<string, number>();
   for (const line of text.split('\n')) {

@@ -129,6 +129,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearTimeout(drainTimer);
     clearImmediate(drainTurn);
     clearTimeout(timeoutTimer);
+    cg?.releaseEvents();
     wirings.delete(session);
     init?.release();
     // Let go of the review session's mount namespace off the main thread: its overlay's unmount happens there.
@@ -226,6 +227,8 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     }
   }
   launched ??= launchPipes(spec, hooks);
+  // The job has started: what its end reads is made ready while it runs.
+  if (!finished) cg?.holdEvents();
   if (plan.sandboxed && launched.pid !== undefined) init = new SandboxInit(launched.pid);
   session.attach({ pid: launched.pid, input: launched.input, stdinId: launched.stdinId, pty, resize: launched.resize, carried: opts.adopt !== undefined });
   if (!finished) wirings.set(session, { launched, timeoutSec: opts.timeoutSec, killGraceMs: opts.killGraceMs, cgroup: cg, sandboxed: plan.sandboxed, limits: plan.limits, exited: exited !== undefined, channel: plan.inherit.length > 0, held: false });

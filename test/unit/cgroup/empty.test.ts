@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -62,5 +62,34 @@ describe.skipIf(!V2)('waiting for a session cgroup to empty (v2)', () => {
     job.kill('SIGKILL');
     await gone;
     expect(await waitCgroupsEmpty([cg], 10_000)).toEqual([false]);
+  });
+
+  it('says populated through cgroup.events held open as it changes, both ways, and lets the descriptor go', async () => {
+    const cg = sessionCgroup();
+    const held = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`) === join(cg.v2!, 'cgroup.events');
+      } catch {
+        return false;
+      }
+    }).length;
+    cg.holdEvents();
+    expect(held()).toBe(1);
+    // Held twice is held once.
+    cg.holdEvents();
+    expect(held()).toBe(1);
+    expect(cg.populated()).toBe(false);
+    const job = spawn('/bin/sh', ['-c', 'echo 0 > "$1" && exec sleep 600', 'job', join(cg.v2!, 'cgroup.procs')], { stdio: 'ignore' });
+    const gone = new Promise((r) => job.once('exit', r));
+    undo.push(() => job.kill('SIGKILL'));
+    // Read again from its start each time: what the kernel says now, not what the first read found.
+    await waitFor(() => cg.populated(), { what: 'the job in its cgroup, seen through the held descriptor' });
+    job.kill('SIGKILL');
+    await gone;
+    await waitFor(() => !cg.populated(), { what: 'the cgroup empty, seen through the held descriptor' });
+    cg.releaseEvents();
+    expect(held()).toBe(0);
+    // By its path once let go.
+    expect(cg.populated()).toBe(false);
   });
 });
