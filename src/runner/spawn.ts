@@ -5,7 +5,7 @@ import type { LaunchPlan } from '../sandbox/plan.js';
 import { noteExitUnknown } from '../session/persist.js';
 import type { Session } from '../session/session.js';
 import { liveGroupMembers, terminate, waitGroupGone } from './group.js';
-import { adoptPipes, launchPipes, type PipeEnds } from './launch/pipes.js';
+import { adoptPipes, launchPipes, type PipeEnds, type StartedOnPipes } from './launch/pipes.js';
 import { adoptPty, launchPty } from './launch/pty.js';
 import type { LaunchHooks, Launched, TerminalEnds } from './launch/types.js';
 import { giveCgroup, removeCgroupWhenEmpty, terminateCgroups, waitCgroupsEmpty } from './cgroup.js';
@@ -33,6 +33,8 @@ export interface SpawnOptions {
    * scratch directory): read when the leader's exit said nothing (a crash left it no parent to wait for it).
    */
   exitFile?: string;
+  /** A job on pipes already started for this session (runner/start.ts, before the session was made): wired, not launched. */
+  started?: StartedOnPipes;
 }
 
 /** Where bwrap writes a sandboxed job's exit status, in its scratch directory (JSON lines; `exit-code` last). */
@@ -218,7 +220,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       launched = adoptPty(addon, opts.adopt, hooks);
       pty = true;
     } else launched = adoptPipes(addon, opts.adopt, hooks);
-  } else if (opts.pty) {
+  } else if (opts.pty && !opts.started) {
     try {
       launched = launchPty(spec, hooks);
       pty = true;
@@ -226,7 +228,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
       warning = `a pseudo-terminal could not be created (${(err as Error).message}); the command runs on pipes`;
     }
   }
-  launched ??= launchPipes(spec, hooks);
+  launched ??= launchPipes(spec, hooks, opts.started);
   // The job has started: what its end reads is made ready while it runs.
   if (!finished) cg?.holdEvents();
   if (plan.sandboxed && launched.pid !== undefined) init = new SandboxInit(launched.pid);

@@ -23,6 +23,7 @@ import { closeEnter, showAsRoot, type Ahead, type MountsAhead } from './premount
 import { scratchFor, type ScratchDirs } from './scratch.js';
 import { resolveShell, shellArgs } from './shell.js';
 import { EXIT_STATUS_FILE, spawnSession } from './spawn.js';
+import { abandon, startOnPipes } from './launch/pipes.js';
 import { stopFileOwner } from './stop.js';
 
 /** What a launch needs from the daemon: the config in force, where files go, who keeps records. */
@@ -221,7 +222,8 @@ export interface JobRequest {
 /**
  * Start a session, the one place a launch happens, in order: room in the scope and its limits,
  * the launch plan (sandbox, user, limits, asked once), the scratch directory and stop file, the
- * environment, the session's cgroup, the spool, the spawn, the watch. A plan this host cannot carry out ends the
+ * environment, the session's cgroup, the spawn (on a terminal: once the session is made), the
+ * session and its spool, the wiring, the watch. A plan this host cannot carry out ends the
  * session at once as a spawn error (nothing ran); it never runs unconfined. Returns the session
  * and any warning for the answer's text.
  *
@@ -358,56 +360,72 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   if (ahead !== undefined && cgroup !== undefined) ctx.cgroupsAhead?.used(ahead);
   else if (ahead !== undefined) ctx.cgroupsAhead?.drop(ahead);
 
-  const session = new Session({
-    id,
-    scope,
-    command: p.command,
-    name: p.name ?? deriveName(p.command),
-    cwd: req.cwd,
-    key: p.key,
-    stdin: p.stdin ?? 'pipe',
-    maxOutputChars: cfg.maxOutputChars,
-    pendingMaxOutputChars: cfg.pendingMaxOutputChars,
-    events: ctx.registry.events,
-    scratch: { dir, stopFile },
-    checkpointKey,
-    spool: cfg.maxLogBytes > 0 ? new Spool(ctx.state.spoolPath(id), cfg.maxLogBytes, ctx.state.disk) : undefined,
-    pastInterrupts: req.approved?.history,
-    waitFor: p.waitFor && describeWaitFor(p.waitFor),
-    notify: p.notify,
-    decision: req.decision,
-    shell: req.shell?.name,
-  });
-  late = session;
-  // An upstream or a job that prints a credential's value: its output says the credential's name instead.
-  session.scrubOutput(creds.map((c) => ({ find: c.value, put: `[credential ${c.name}]` })));
-  if (changes) session.noteChanges(changes);
-  if (user) stopFileOwner(session, user);
-  ctx.registry.add(session);
-
-  const warnings: string[] = [...(plan?.notes ?? []), ...(opened instanceof Error ? [opened.message] : [])];
-  if (channel) void session.finished.then(() => channel.close());
-  if (proxy) void session.finished.then(() => proxy.close());
-  if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && proxyPolicy ? { policy: proxyPolicy } : {}), ...(proxy && creds.length > 0 ? { credentials: creds.map((c) => ({ name: c.name, hosts: [...c.hosts], placeholder: c.placeholder })) } : {}) });
-  if (plan) {
-    const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup });
-    if (warning) warnings.push(warning);
-    plan.release();
-    // The next review session in this workspace finds its overlay mounted.
-    if (review !== undefined && !p.pty && ctx.ahead) {
-      const { ahead } = ctx;
-      setImmediate(() => ahead.prepare(review));
-    }
-  } else {
-    session.finish({ exitCode: null, signal: null, error: `${refused}; nothing ran` });
+  // A job on pipes starts now, and its session is made while it starts: making it (the Session,
+  // its name, its place in the registry: ~40 µs of the daemon's thread) is not on the exec's way
+  // to its spawn (docs/benchmarks.md, the exec round trip). Its exit is told by a later turn.
+  const started = plan && !p.pty ? startOnPipes({ plan, cwd: req.cwd, env, stdin: p.stdin ?? 'pipe' }) : undefined;
+  let wired = false;
+  try {
+    return launched(started);
+  } catch (err) {
+    // Nothing started is left without its session.
+    if (started && !wired) abandon(started);
+    throw err;
   }
-  channel?.handedOver();
-  proxy?.handedOver();
-  if (statusFd !== undefined) closeSync(statusFd);
-  // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
-  ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
-  session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
-  return { session, warnings };
+
+  function launched(started: ReturnType<typeof startOnPipes>): { session: Session; warnings: string[] } {
+    const session = new Session({
+      id,
+      scope,
+      command: p.command,
+      name: p.name ?? deriveName(p.command),
+      cwd: req.cwd,
+      key: p.key,
+      stdin: p.stdin ?? 'pipe',
+      maxOutputChars: cfg.maxOutputChars,
+      pendingMaxOutputChars: cfg.pendingMaxOutputChars,
+      events: ctx.registry.events,
+      scratch: { dir, stopFile },
+      checkpointKey,
+      spool: cfg.maxLogBytes > 0 ? new Spool(ctx.state.spoolPath(id), cfg.maxLogBytes, ctx.state.disk) : undefined,
+      pastInterrupts: req.approved?.history,
+      waitFor: p.waitFor && describeWaitFor(p.waitFor),
+      notify: p.notify,
+      decision: req.decision,
+      shell: req.shell?.name,
+    });
+    late = session;
+    // An upstream or a job that prints a credential's value: its output says the credential's name instead.
+    session.scrubOutput(creds.map((c) => ({ find: c.value, put: `[credential ${c.name}]` })));
+    if (changes) session.noteChanges(changes);
+    if (user) stopFileOwner(session, user);
+    ctx.registry.add(session);
+
+    const warnings: string[] = [...(plan?.notes ?? []), ...(opened instanceof Error ? [opened.message] : [])];
+    if (channel) void session.finished.then(() => channel.close());
+    if (proxy) void session.finished.then(() => proxy.close());
+    if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && proxyPolicy ? { policy: proxyPolicy } : {}), ...(proxy && creds.length > 0 ? { credentials: creds.map((c) => ({ name: c.name, hosts: [...c.hosts], placeholder: c.placeholder })) } : {}) });
+    if (plan) {
+      const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup, started });
+      wired = true;
+      if (warning) warnings.push(warning);
+      plan.release();
+      // The next review session in this workspace finds its overlay mounted.
+      if (review !== undefined && !p.pty && ctx.ahead) {
+        const { ahead } = ctx;
+        setImmediate(() => ahead.prepare(review));
+      }
+    } else {
+      session.finish({ exitCode: null, signal: null, error: `${refused}; nothing ran` });
+    }
+    channel?.handedOver();
+    proxy?.handedOver();
+    if (statusFd !== undefined) closeSync(statusFd);
+    // Approved: its record replaces the pending one now, so a restart never asks again for what runs.
+    ctx.keeper.watch(session, { now: req.approved !== undefined, cgroup: cgroup?.dirs() });
+    session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
+    return { session, warnings };
+  }
 }
 
 /** sandbox.network.upstreamCa's PEM; throws naming the fix. */

@@ -4,7 +4,7 @@ import { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { closeQuietly } from '../../base/close-quietly.js';
 import { holdReading } from '../../base/hold-reading.js';
-import { adoptChild, nativeSpawner, posixSpawn, type Addon } from '../native.js';
+import { adoptChild, nativeSpawner, posixSpawn, type Addon, type ExitListener, type NativeChild } from '../native.js';
 import { fdTarget } from '../procfs.js';
 import type { JobInput } from '../../session/input.js';
 import type { Stream } from '../../session/output.js';
@@ -12,32 +12,88 @@ import { withInherited } from './inherit.js';
 import { SplicedPipe, SpliceRoute, splicer } from './splice.js';
 import { nothing, withPidfd, type LaunchHooks, type Launched, type LaunchSpec } from './types.js';
 
-/** Run on pipes, in a new session and process group (setsid). */
-export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks): Launched {
+/**
+ * Run on pipes, in a new session and process group (setsid). `started`: the job was started by
+ * startOnPipes before its session was made, and is wired to it here.
+ */
+export function launchPipes(spec: LaunchSpec, hooks: LaunchHooks, started?: StartedOnPipes): Launched {
+  if (started) return wireSpawned(started, hooks);
   const addon = nativeSpawner();
-  return addon instanceof Error ? launchForked(spec, hooks) : launchSpawned(addon, spec, hooks);
+  return addon instanceof Error ? launchForked(spec, hooks) : wireSpawned(spawnNow(addon, spec), hooks);
 }
 
 const notStarted: Launched = { pid: undefined, stdinId: undefined, input: undefined, detachOutput: nothing, release: nothing };
 
+/**
+ * A job started on pipes before its session was made (runner/start.ts): the exec's session is
+ * made while the job starts running, not before (docs/benchmarks.md, the exec round trip). Its
+ * exit is held until launchPipes wires it (the exit is told by a later turn of the loop, so it
+ * never comes before), and `abandon` kills it if its session cannot be made.
+ */
+export type StartedOnPipes = { addon: Addon; child: NativeChild; exit: ExitRelay } | { addon: Addon; error: string };
+
+/** Start the job now, through the addon; undefined where there is none (the fork path starts it once its session is made). */
+export function startOnPipes(spec: LaunchSpec): StartedOnPipes | undefined {
+  const addon = nativeSpawner();
+  return addon instanceof Error ? undefined : spawnNow(addon, spec);
+}
+
+/** A job started early whose session could not be made: killed (its group), its descriptors closed; its exit is reaped as any. */
+export function abandon(started: StartedOnPipes): void {
+  if (!('child' in started)) return;
+  const { child } = started;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
+  for (const fd of [child.stdin, child.stdout, child.stderr]) if (fd >= 0) closeQuietly(fd);
+}
+
 /** Through posix_spawn (native/spawn.c): no copy of the daemon's memory, whatever its size. */
-function launchSpawned(addon: Addon, spec: LaunchSpec, hooks: LaunchHooks): Launched {
+function spawnNow(addon: Addon, spec: LaunchSpec): StartedOnPipes {
+  const { file, args, steps } = spec.plan;
+  const exit = new ExitRelay();
+  try {
+    return { addon, child: posixSpawn(addon, file, [file, ...args], spec.env, spec.cwd, spec.stdin === 'null', exit.listener, steps), exit };
+  } catch (err) {
+    return { addon, error: startError(file, spec, err as NodeJS.ErrnoException) };
+  }
+}
+
+/** An exit told before anyone listens is held for the listener to come. */
+class ExitRelay {
+  private to: ExitListener | undefined;
+  private held: Parameters<ExitListener> | undefined;
+
+  readonly listener: ExitListener = (...told) => {
+    if (this.to) this.to(...told);
+    else this.held = told;
+  };
+
+  listen(to: ExitListener): void {
+    this.to = to;
+    const told = this.held;
+    this.held = undefined;
+    if (told) to(...told);
+  }
+}
+
+function wireSpawned(started: StartedOnPipes, hooks: LaunchHooks): Launched {
+  if (!('child' in started)) {
+    hooks.failed(started.error);
+    return notStarted;
+  }
+  const { addon, child } = started;
   // The output is complete once the leader's status is known and both streams have closed.
   let pending = 3;
   const settle = () => {
     if (--pending === 0) hooks.closed();
   };
-  let child;
-  const { file, args, steps } = spec.plan;
-  try {
-    child = posixSpawn(addon, file, [file, ...args], spec.env, spec.cwd, spec.stdin === 'null', (code, signal, maxRssBytes) => {
-      hooks.exit(code, signal, maxRssBytes);
-      settle();
-    }, steps);
-  } catch (err) {
-    hooks.failed(startError(file, spec, err as NodeJS.ErrnoException));
-    return notStarted;
-  }
+  started.exit.listen((code, signal, maxRssBytes) => {
+    hooks.exit(code, signal, maxRssBytes);
+    settle();
+  });
   const { stdout, stderr } = outputPipes(addon, child.stdout, child.stderr, hooks);
   stdout.once('close', settle);
   stderr.once('close', settle);
