@@ -1,6 +1,7 @@
 import { readSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import type { Cancellation } from '../session/session.js';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { refuseConnection } from './refuse.js';
@@ -16,8 +17,8 @@ export interface RequestContext {
   connection: Connection;
   /** Aborts when the request is cancelled or its connection closes; made when first read. */
   readonly signal: AbortSignal;
-  /** Whether it has been cancelled, read without making the signal. */
-  readonly cancelled: boolean;
+  /** The same cancel without an AbortSignal made for it: whether it came, and who waits for it. */
+  readonly cancellation: Cancellation;
 }
 
 /**
@@ -27,9 +28,11 @@ export interface RequestContext {
  * second pass"), so a signal per request was most of what each request left behind. A cancel
  * that comes before the signal is read is kept, and the signal is made already aborted.
  */
-class InFlight implements RequestContext {
+class InFlight implements RequestContext, Cancellation {
   private controller: AbortController | undefined;
-  private cancelledEarly = false;
+  private cancelled = false;
+  /** Told once at the cancel (the cancellation's listeners: each is told once). */
+  private listeners: Set<() => void> | undefined;
 
   constructor(
     readonly connection: Connection,
@@ -40,18 +43,35 @@ class InFlight implements RequestContext {
   get signal(): AbortSignal {
     if (this.controller === undefined) {
       this.controller = new AbortController();
-      if (this.cancelledEarly) this.controller.abort();
+      if (this.cancelled) this.controller.abort();
     }
     return this.controller.signal;
   }
 
-  get cancelled(): boolean {
-    return this.controller === undefined ? this.cancelledEarly : this.controller.signal.aborted;
+  get cancellation(): Cancellation {
+    return this;
+  }
+
+  get aborted(): boolean {
+    return this.cancelled;
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    if (this.cancelled) return;
+    (this.listeners ??= new Set()).add(listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    this.listeners?.delete(listener);
   }
 
   cancel(): void {
-    if (this.controller !== undefined) this.controller.abort();
-    else this.cancelledEarly = true;
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.controller?.abort();
+    const told = this.listeners;
+    this.listeners = undefined;
+    if (told) for (const listener of told) listener();
   }
 }
 

@@ -14,6 +14,7 @@ import { auditVerify, historyTool } from '../tools/audit.js';
 import { Subscriptions } from '../tools/subscribe.js';
 import { closeShell, listShells } from '../tools/shells.js';
 import type { Method, RequestContext } from './connection.js';
+import type { Cancellation } from '../session/session.js';
 
 /**
  * The request's client as the tools see it: its signal, its peer, its connection's notifications.
@@ -27,8 +28,8 @@ class From implements Requester {
     return this.rc.signal;
   }
 
-  get cancelled(): boolean {
-    return this.rc.cancelled;
+  get cancellation(): Cancellation {
+    return this.rc.cancellation;
   }
 
   get client(): object {

@@ -114,6 +114,17 @@ const MAX_DENIED_HOSTS = 100;
 const MAX_PAST_INTERRUPTS = 20;
 
 /**
+ * What a wait needs of a cancel: whether it came, and to be told once it does. An AbortSignal is
+ * one; a request's own cancel is another, lighter one (rpc/connection.ts): no AbortController is
+ * made for an exec that waits for its end.
+ */
+export interface Cancellation {
+  readonly aborted: boolean;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/**
  * One command run: its identity, lifecycle and captured output. It changes only through its own
  * methods: the runner attaches its process and reports its output and end, the stop path
  * records a stop, tools answer its questions; everyone else reads it. Anyone may wait for its
@@ -801,7 +812,7 @@ export class Session {
    * Resolve on the next change, after `ms`, or when `signal` aborts, whichever comes first.
    * `output: false`: output is not a change to this waiter (one waiting for the end is not woken per chunk).
    */
-  waitForChange(ms: number, signal?: AbortSignal, output = true): Promise<void> {
+  waitForChange(ms: number, signal?: Cancellation, output = true): Promise<void> {
     if (!this.running || signal?.aborted) return Promise.resolve();
     const set = output ? this.waiters : this.stateWaiters;
     return new Promise((resolve) => {

@@ -3,6 +3,7 @@ import { SCOPE_NAME } from '../config/schema.js';
 import { forbidden, invalid } from '../base/errors.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { RPC, voiceFor, type Voice } from '../schema/voice.js';
+import type { Cancellation } from '../session/session.js';
 import type { Caller, CallContext, Daemon, Requester } from './context.js';
 import { originOf } from './trail.js';
 
@@ -48,8 +49,8 @@ class Call implements CallContext {
     return this.from.signal;
   }
 
-  get cancelled(): boolean {
-    return this.from.cancelled ?? this.from.signal.aborted;
+  get cancellation(): Cancellation {
+    return this.from.cancellation ?? this.from.signal;
   }
 }
 

@@ -7,6 +7,7 @@ import type { Registry } from '../session/registry.js';
 import type { ScratchDirs } from '../runner/scratch.js';
 import type { LaunchContext } from '../runner/start.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
+import type { Cancellation } from '../session/session.js';
 import type { Voice } from '../schema/voice.js';
 import type { RememberedRule } from '../policy/remembered.js';
 import type { AuditBus, Client, Peer } from '../audit/events.js';
@@ -119,8 +120,11 @@ export interface Caller {
 export interface Requester {
   /** Aborts when the request is cancelled or the connection closes. */
   signal: AbortSignal;
-  /** Whether it has been cancelled, read without making the signal (a signal costs ~15 µs to make: an exec reads this before its spawn). */
-  readonly cancelled?: boolean;
+  /**
+   * The same cancel without an AbortSignal made for it (one costs ~15 µs to make, and lives to the
+   * next full collection): what an exec asks before its spawn and waits on for its end.
+   */
+  readonly cancellation?: Cancellation;
   /** The peer process (SO_PEERCRED), or why it is not known; asked only when it matters. */
   peer(): { pid: number; uid?: number } | { unknown: string };
   /** Send a notification on this client's connection (events of a subscription). */
@@ -135,8 +139,8 @@ export interface Requester {
 export interface CallContext {
   scope: string;
   signal: AbortSignal;
-  /** Whether it has been cancelled, without making the signal; absent where the signal is made anyway (read that). */
-  readonly cancelled?: boolean;
+  /** The same cancel without an AbortSignal made for it; absent where the signal is made anyway (use that). */
+  readonly cancellation?: Cancellation;
   /** How hints in texts name the next step (schema/voice.ts): the tools' own words, or procctl commands. */
   voice: Voice;
   /** Who asks; absent for calls the daemon makes itself. */

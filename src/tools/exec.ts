@@ -13,7 +13,7 @@ import { askPortsNow } from '../runner/ports.js';
 import { stopSession } from '../runner/stop.js';
 import { ExecParamsSchema, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
-import type { Session } from '../session/session.js';
+import type { Cancellation, Session } from '../session/session.js';
 import { noteFollow, type ExecFollow } from '../session/carry.js';
 import { patternError } from '../config/pattern.js';
 import { matchCounts, notifyMatches } from '../readiness/notify.js';
@@ -114,7 +114,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     // The sandbox's check of the host as it is now, made again off the loop if the host changed: the launch finds it held.
     const held = kept ? undefined : heldCheck(d.config());
     if (held instanceof Promise) await held;
-    if (ctx.cancelled ?? ctx.signal.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
+    if ((ctx.cancellation ?? ctx.signal).aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     refuseWhileClosing(d);
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
@@ -140,7 +140,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     const yieldMs = foreground ? FOREVER_MS : clampYield(p.yieldMs ?? cfg.backgroundMs);
     // A scope without background sessions waits for the end: quiet does not end that wait either.
     const quietMs = foreground ? undefined : p.yieldOnQuietMs;
-    const outcome = await waitForEnd(d, session, yieldMs, ctx.signal, quietMs);
+    const outcome = await waitForEnd(d, session, yieldMs, ctx.cancellation ?? ctx.signal, quietMs);
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
@@ -209,7 +209,7 @@ export function followSession(d: Daemon, session: Session, follow: ExecFollow): 
  * printed nothing for `quietMs` (yieldOnQuietMs, from its start or its last output), or the
  * request is cancelled. A restart ends the wait early: the answer is this image's, `running`.
  */
-async function waitForEnd(d: Daemon, session: Session, ms: number, signal: AbortSignal, quietMs?: number): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'quiet' | 'restart' | 'cancelled'> {
+async function waitForEnd(d: Daemon, session: Session, ms: number, signal: Cancellation, quietMs?: number): Promise<'ended' | 'interrupt' | 'ready' | 'yield' | 'quiet' | 'restart' | 'cancelled'> {
   const deadline = Date.now() + ms;
   for (;;) {
     if (!session.running) return 'ended';

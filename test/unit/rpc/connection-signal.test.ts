@@ -123,15 +123,23 @@ describe("a request's signal", () => {
           return {};
         },
       ],
-      // Asks whether it was cancelled without making its signal (an exec before its spawn), then reads the signal.
+      // Asks whether it was cancelled and waits for the cancel without making its signal (an exec before its spawn, and waiting for its end), then reads the signal.
       [
         'asks',
         async (_p, rc: RequestContext) => {
-          seen.before = rc.cancelled;
+          seen.before = rc.cancellation.aborted;
+          await new Promise<void>((r) => rc.cancellation.addEventListener('abort', () => r(), { once: true }));
+          seen.woken = true;
+          // One let go of is not told: the cancel came once, and told each listener once.
+          let again = 0;
+          const listener = () => again++;
+          rc.cancellation.addEventListener('abort', listener);
+          rc.cancellation.removeEventListener('abort', listener);
           await gate;
-          seen.asked = rc.cancelled;
+          seen.asked = rc.cancellation.aborted;
+          seen.again = again === 0;
           seen.asksSignal = rc.signal.aborted;
-          seen.after = rc.cancelled;
+          seen.after = rc.cancellation.aborted;
           return {};
         },
       ],
@@ -150,9 +158,10 @@ describe("a request's signal", () => {
       send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: 3 } });
       await call(4, 'quick');
     });
-    // Cancelled, and asked so: no AbortController was made for it.
+    // Cancelled, asked and waited for so: no AbortController was made for it.
     expect(made).toBe(0);
     expect(seen.before).toBe(false);
+    expect(seen.woken).toBe(true);
     send({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id: '1' } });
     // Lines are handled in order: once a request after the cancel is answered, the cancel was read.
     await call(2, 'quick');
@@ -160,16 +169,18 @@ describe("a request's signal", () => {
     await late;
     expect(seen.late).toBe(true);
     await asks;
-    expect(seen).toMatchObject({ asked: true, asksSignal: true, after: true });
+    expect(seen).toMatchObject({ asked: true, again: true, asksSignal: true, after: true });
   });
 
-  it('aborts when the connection closes', async () => {
+  it('aborts when the connection closes, and tells who waits on its cancellation', async () => {
     let signal: AbortSignal | undefined;
+    let told = false;
     const started = new Promise<void>((resolve) => {
       const methods = new Map<string, Method>([
         [
           'hold',
           (_p, rc: RequestContext) => {
+            rc.cancellation.addEventListener('abort', () => (told = true), { once: true });
             signal = rc.signal;
             resolve();
             return new Promise(() => {});
@@ -185,5 +196,6 @@ describe("a request's signal", () => {
     const deadline = Date.now() + 10_000;
     while (!signal!.aborted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     expect(signal!.aborted).toBe(true);
+    expect(told).toBe(true);
   });
 });
