@@ -131,7 +131,6 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     clearTimeout(drainTimer);
     clearImmediate(drainTurn);
     clearTimeout(timeoutTimer);
-    cg?.releaseEvents();
     wirings.delete(session);
     init?.release();
     // Let go of the review session's mount namespace off the main thread: its overlay's unmount happens there.
@@ -146,6 +145,7 @@ export function spawnSession(session: Session, opts: SpawnOptions): string | und
     setImmediate(() => {
       void session.resources;
       launched?.release();
+      cg?.releaseEvents();
     });
     if (cg) removeCgroupWhenEmpty(cg, opts.onCgroupStuck);
     // With a cgroup nothing can have left the session: it was empty before this end.

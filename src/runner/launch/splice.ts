@@ -202,7 +202,12 @@ export class SplicedPipe extends EventEmitter {
     };
   }
 
-  /** Stop, close the descriptor, and say 'close' (on the next tick, as a socket does). */
+  /**
+   * Stop, say 'close' (on the next tick, as a socket does), and close the descriptor once this
+   * turn is over: at a job's end its pipes end just before its exit is told, and the exec that
+   * waits for that end answers first (docs/benchmarks.md, the exec round trip). Stopped here, it
+   * is read no more; it is no longer handed on by a restart (`destroyed`).
+   */
   destroy(): this {
     if (this.destroyed) return this;
     this.destroyed = true;
@@ -210,7 +215,7 @@ export class SplicedPipe extends EventEmitter {
     this.handle = undefined;
     // Synchronously, while the descriptor is still open: its owner may read out what is left (runner/launch/tap.ts).
     this.emit('closing', this.fd);
-    closeQuietly(this.fd);
+    setImmediate(closeQuietly, this.fd);
     this.gone(this);
     process.nextTick(() => this.emit('close'));
     return this;

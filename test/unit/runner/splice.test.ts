@@ -73,7 +73,8 @@ describe('the splice reader', () => {
     const { chunks, fds } = await run('echo first; sleep 0.3; echo second', spool);
     expect(chunks.map(([, t]) => t)).toEqual(['first\n', 'second\n']);
     expect(readFileSync(spool.file, 'latin1')).toBe('first\nsecond\n');
-    // Its pipes' descriptors are closed at their end (the number free, or another file's since).
+    // Its pipes' descriptors are closed once the turn of their end is over (the number free, or another file's since).
+    await new Promise((r) => setImmediate(r));
     for (const [fd, ino] of fds) {
       let now: number | undefined;
       try {
