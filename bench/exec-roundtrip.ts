@@ -4,6 +4,7 @@ import { BenchDaemon } from './lib/daemon.js';
 import { cpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { daemonShell, runLikeDaemon } from './lib/shell.js';
+import { bareExec } from './lib/floor.js';
 import { spawnFloor } from './lib/spawn-floor.js';
 import { median, now, p99, round } from './lib/stats.js';
 
@@ -14,7 +15,10 @@ import { median, now, p99, round } from './lib/stats.js';
  * compiled now with the system's cc; its rows are left out, and the log says why, where there
  * is none). Each iteration runs the three in turn, the order rotating, so load on a shared
  * machine hits them alike. After each round, a few of each after a 100 ms pause, as an agent's
- * execs come (no target: the machine's CPUs and caches have gone idle by then, docs/benchmarks.md).
+ * execs come (no target: the machine's CPUs and caches have gone idle by then, docs/benchmarks.md),
+ * and a phase of the daemon beside a bare exec server (bench/lib/bare-exec.ts: the same socket,
+ * spawner, job and answer bytes, none of the daemon's work) and Node's spawn, in turn: what any
+ * daemon on this transport pays, and so how much of the round trip is the daemon's own work.
  */
 export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
   const iterations = opts.quick ? 60 : 300;
@@ -23,19 +27,22 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
   // model's turn): the machine's cores have gone idle, and so have its caches.
   const paused = opts.quick ? 4 : 20;
   const pauseMs = 100;
+  const beside = opts.quick ? 20 : 150;
   const daemon = await BenchDaemon.start();
   const { shell, args } = daemonShell(daemon.env, 'true');
   opts.log(`exec: ${shell} ${args.join(' ')}; ${opts.rounds} rounds x ${iterations} iterations (+${warmup} warm-up)`);
   const client = await daemon.client();
   const floor = await spawnFloor(daemon.env, shell, args);
   if (typeof floor === 'string') opts.log(`exec: the C floor (posix_spawn + waitpid) is left out: ${floor}`);
+  // Answering with the bytes the daemon answers this exec with.
+  const bare = await bareExec(await client.call('exec', { command: 'true' }), shell, args.slice(0, -1), daemon.env);
   let lastSpawnCpu = 0;
   let lastFloorCpu = 0;
-  const rounds: { daemon: number[]; spawn: number[]; floor: number[]; daemonCpu: number; helperCpu: number; spawnCpu: number; floorCpu: number; paused: { daemon: number[]; spawn: number[]; floor: number[] } }[] = [];
+  const rounds: { daemon: number[]; spawn: number[]; floor: number[]; daemonCpu: number; helperCpu: number; spawnCpu: number; floorCpu: number; paused: { daemon: number[]; spawn: number[]; floor: number[] }; beside: { daemon: number[]; bare: number[]; spawn: number[] } }[] = [];
   const helpersCpu = () => daemon.helpers.reduce((sum, pid) => sum + cpuMs(pid), 0);
   try {
     for (let r = 0; r < opts.rounds; r++) {
-      const samples = { daemon: [] as number[], spawn: [] as number[], floor: [] as number[], daemonCpu: 0, helperCpu: 0, spawnCpu: 0, floorCpu: 0, paused: { daemon: [] as number[], spawn: [] as number[], floor: [] as number[] } };
+      const samples = { daemon: [] as number[], spawn: [] as number[], floor: [] as number[], daemonCpu: 0, helperCpu: 0, spawnCpu: 0, floorCpu: 0, paused: { daemon: [] as number[], spawn: [] as number[], floor: [] as number[] }, beside: { daemon: [] as number[], bare: [] as number[], spawn: [] as number[] } };
       let cpu0 = 0;
       let helper0 = 0;
       for (let i = 0; i < warmup + iterations; i++) {
@@ -76,6 +83,14 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
           else if (typeof floor !== 'string') samples.paused.floor.push(await viaFloor(floor));
         }
       }
+      for (let i = 0; i < beside; i++) {
+        for (let k = 0; k < 3; k++) {
+          const which = (i + k) % 3;
+          if (which === 0) samples.beside.daemon.push(await viaDaemon());
+          else if (which === 1) samples.beside.bare.push(await viaBare());
+          else samples.beside.spawn.push(await viaSpawn());
+        }
+      }
       rounds.push(samples);
       await clearFinished(client);
       const floorText = typeof floor === 'string' ? '' : `, C floor median ${round(median(samples.floor), 3)} ms`;
@@ -84,11 +99,13 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
           `CPU per exec: daemon ${round(samples.daemonCpu, 2)} ms + helpers ${round(samples.helperCpu, 2)} ms, in-process spawn ${round(samples.spawnCpu, 2)} ms` +
           (typeof floor === 'string' ? '' : `, C floor ${round(samples.floorCpu, 2)} ms`) +
           `; each after ${pauseMs} ms: daemon ${round(median(samples.paused.daemon), 3)} ms, spawn ${round(median(samples.paused.spawn), 3)} ms` +
-          (typeof floor === 'string' ? '' : `, C floor ${round(median(samples.paused.floor), 3)} ms`),
+          (typeof floor === 'string' ? '' : `, C floor ${round(median(samples.paused.floor), 3)} ms`) +
+          `; beside a bare exec server: daemon ${round(median(samples.beside.daemon), 3)} ms, bare ${round(median(samples.beside.bare), 3)} ms, spawn ${round(median(samples.beside.spawn), 3)} ms`,
       );
     }
   } finally {
     client.close();
+    await bare.stop();
     if (typeof floor !== 'string') await floor.stop();
     await daemon.stop();
   }
@@ -108,6 +125,12 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
     lastSpawnCpu = (used.user + used.system) / 1000;
     if (run.code !== 0) throw new Error(`${shell} -c true exited with ${run.code}`);
     return run.ms;
+  }
+
+  async function viaBare(): Promise<number> {
+    const t0 = now();
+    await bare.client.call('exec', { command: 'true' });
+    return now() - t0;
   }
 
   async function viaFloor(f: Exclude<typeof floor, string>): Promise<number> {
@@ -157,6 +180,25 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
       },
     );
   }
+  const besideRows: Metric[] = [
+    {
+      // No target: the daemon's own work, against what any daemon on this socket pays for the same exec.
+      bench: 'exec',
+      name: 'round-trip of `true` / a bare exec server (the same socket, spawner and answer), median ratio',
+      value: median(rounds.map((s) => median(s.beside.daemon) / median(s.beside.bare))),
+      unit: 'x',
+      rounds: rounds.map((s) => round(median(s.beside.daemon) / median(s.beside.bare), 3)),
+      detail: `daemon ${round(median(rounds.map((s) => median(s.beside.daemon))), 2)} ms vs ${round(median(rounds.map((s) => median(s.beside.bare))), 2)} ms (bench/lib/bare-exec.ts); ${beside} of each a round, in turn with Node's spawn`,
+    },
+    {
+      bench: 'exec',
+      name: "a bare exec server / Node's in-process spawn, median ratio",
+      value: median(rounds.map((s) => median(s.beside.bare) / median(s.beside.spawn))),
+      unit: 'x',
+      rounds: rounds.map((s) => round(median(s.beside.bare) / median(s.beside.spawn), 3)),
+      detail: `bare ${round(median(rounds.map((s) => median(s.beside.bare))), 2)} ms vs in-process spawn ${round(median(rounds.map((s) => median(s.beside.spawn))), 2)} ms; for scale: what the target leaves the daemon's own work`,
+    },
+  ];
   return [
     {
       bench: 'exec',
@@ -203,5 +245,6 @@ export async function execRoundTrip(opts: BenchOptions): Promise<Metric[]> {
       detail: 'median daemon round trip minus median in-process spawn',
     },
     ...floorRows,
+    ...besideRows,
   ];
 }
