@@ -8,28 +8,17 @@
  * socket, spawn, job and answer bytes, with none of the daemon's work (its policy, session,
  * cgroup, spool, records and trail). Prints `ready` once it listens.
  */
-import { closeSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, Socket } from 'node:net';
+import { closeSync, readFileSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { nativeSpawner, posixSpawn } from '../../src/runner/native.js';
+import { serveLines } from './line-server.js';
 
 const [socketPath, resultFile, shell, ...args] = process.argv.slice(2);
 const held = readFileSync(resultFile, 'utf8').trim();
 const addon = nativeSpawner();
 if (addon instanceof Error) throw addon;
 
-const server = createServer((conn) => {
-  let pending = '';
-  conn.setEncoding('utf8');
-  conn.on('data', (chunk: string) => {
-    pending += chunk;
-    for (let nl = pending.indexOf('\n'); nl !== -1; nl = pending.indexOf('\n')) {
-      const req = JSON.parse(pending.slice(0, nl)) as { id: number | string; params: { command: string } };
-      pending = pending.slice(nl + 1);
-      run(req.params.command, () => conn.write(`{"jsonrpc":"2.0","id":${JSON.stringify(req.id)},"result":${held}}\n`));
-    }
-  });
-  conn.on('error', () => conn.destroy());
-});
+serveLines(socketPath, (req, conn) => run(String(req.params?.command), () => conn.write(`{"jsonrpc":"2.0","id":${JSON.stringify(req.id)},"result":${held}}\n`)));
 
 /** Start the command, and call `done` once it has exited and both its pipes have ended. */
 function run(command: string, done: () => void): void {
@@ -43,7 +32,3 @@ function run(command: string, done: () => void): void {
   const child = posixSpawn(addon as Exclude<typeof addon, Error>, shell, [shell, ...args, command], process.env, process.cwd(), false, settle);
   for (const fd of [child.stdout, child.stderr]) new Socket({ fd, readable: true, writable: false }).on('data', () => undefined).once('close', settle);
 }
-
-rmSync(socketPath, { force: true });
-server.listen(socketPath, () => process.stdout.write('ready\n'));
-process.once('SIGTERM', () => server.close(() => process.exit(0)));

@@ -7,30 +7,17 @@
  * the daemon answered it). Nothing else: the same bytes on the same transport, with none of the
  * daemon's work. Prints `ready` once it listens.
  */
-import { readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { serveLines } from './line-server.js';
 
 const [socketPath, resultFile, mode] = process.argv.slice(2);
 const held = readFileSync(resultFile, 'utf8').trim();
 // Each session's result as the text written, made once: an answer is a lookup, as the single result is.
 const bySession = mode === '--by-session' ? new Map(Object.entries(JSON.parse(held) as Record<string, unknown>).map(([id, r]) => [id, JSON.stringify(r)])) : undefined;
 
-const server = createServer((conn) => {
-  let pending = '';
-  conn.setEncoding('utf8');
-  conn.on('data', (chunk: string) => {
-    pending += chunk;
-    for (let nl = pending.indexOf('\n'); nl !== -1; nl = pending.indexOf('\n')) {
-      const line = pending.slice(0, nl);
-      pending = pending.slice(nl + 1);
-      const req = JSON.parse(line) as { id: number | string; params?: { sessionId?: string } };
-      const result = bySession ? bySession.get(req.params?.sessionId ?? '') : held;
-      if (result === undefined) throw new Error(`bare-rpc: no result held for session ${req.params?.sessionId}`);
-      conn.write(`{"jsonrpc":"2.0","id":${JSON.stringify(req.id)},"result":${result}}\n`);
-    }
-  });
-  conn.on('error', () => conn.destroy());
+serveLines(socketPath, (req, conn) => {
+  const sessionId = String(req.params?.sessionId ?? '');
+  const result = bySession ? bySession.get(sessionId) : held;
+  if (result === undefined) throw new Error(`bare-rpc: no result held for session ${sessionId}`);
+  conn.write(`{"jsonrpc":"2.0","id":${JSON.stringify(req.id)},"result":${result}}\n`);
 });
-rmSync(socketPath, { force: true });
-server.listen(socketPath, () => process.stdout.write('ready\n'));
-process.once('SIGTERM', () => server.close(() => process.exit(0)));

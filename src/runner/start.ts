@@ -375,22 +375,12 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
 
   function launched(started: ReturnType<typeof startOnPipes>): { session: Session; warnings: string[] } {
     const session = new Session({
-      id,
+      ...commandSession(ctx, id, p, cfg),
       scope,
-      command: p.command,
-      name: p.name ?? deriveName(p.command),
       cwd: req.cwd,
-      key: p.key,
-      stdin: p.stdin ?? 'pipe',
-      maxOutputChars: cfg.maxOutputChars,
-      pendingMaxOutputChars: cfg.pendingMaxOutputChars,
-      events: ctx.registry.events,
       scratch: { dir, stopFile },
       checkpointKey,
-      spool: cfg.maxLogBytes > 0 ? new Spool(ctx.state.spoolPath(id), cfg.maxLogBytes, ctx.state.disk) : undefined,
       pastInterrupts: req.approved?.history,
-      waitFor: p.waitFor && describeWaitFor(p.waitFor),
-      notify: p.notify,
       decision: req.decision,
       shell: req.shell?.name,
     });
@@ -426,6 +416,23 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     session.emit('started', { name: session.name, command: session.command, pid: session.pid ?? null, cwd: req.cwd });
     return { session, warnings };
   }
+}
+
+/** What a command's session takes from its exec's params and the exec config: its command, output caps and spool, waits and notices. */
+export function commandSession(ctx: Pick<LaunchContext, 'registry' | 'state'>, id: string, p: ExecParams, cfg: Config['tools']['exec']) {
+  return {
+    id,
+    command: p.command,
+    name: p.name ?? deriveName(p.command),
+    key: p.key,
+    stdin: p.stdin ?? 'pipe',
+    maxOutputChars: cfg.maxOutputChars,
+    pendingMaxOutputChars: cfg.pendingMaxOutputChars,
+    events: ctx.registry.events,
+    spool: cfg.maxLogBytes > 0 ? new Spool(ctx.state.spoolPath(id), cfg.maxLogBytes, ctx.state.disk) : undefined,
+    waitFor: p.waitFor && describeWaitFor(p.waitFor),
+    notify: p.notify,
+  } satisfies Partial<ConstructorParameters<typeof Session>[0]>;
 }
 
 /** sandbox.network.upstreamCa's PEM; throws naming the fix. */

@@ -2,20 +2,17 @@ import { conflict, limit, unavailable } from '../base/errors.js';
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { removeDir } from '../runner/scratch.js';
-import { startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
+import { commandSession, startJob, type JobRequest, type LaunchContext } from '../runner/start.js';
 import { readStat } from '../runner/procfs.js';
 import { stopSession, stopsItself } from '../runner/stop.js';
 import type { ExecParams } from '../schema/exec.js';
 import type { RecordKeeper } from '../session/keeper.js';
-import { deriveName } from '../session/name.js';
 import { ALL_SCOPES, Registry } from '../session/registry.js';
 import { carrySession, resumeSession, type CarriedSession } from '../session/carry.js';
 import { adoptJob, cannotHandOver, handOver, type HandedJob } from '../runner/handover.js';
 import { adoptChannels } from '../runner/start.js';
 import type { CarriedShell } from './carry.js';
 import { Session, type SessionDecision } from '../session/session.js';
-import { Spool } from '../session/spool.js';
-import { describeWaitFor } from '../schema/exec.js';
 import { SHELL_BOOT, Shell, type ShellSettings } from './shell.js';
 import { ReviewShell, reviewScript } from './review.js';
 
@@ -177,21 +174,11 @@ export class Shells {
     const id = c.id ?? this.ctx.registry.newId();
     const checkpointKey = this.ctx.registry.newId() + this.ctx.registry.newId();
     const session = new Session({
-      id,
+      ...commandSession(this.ctx, id, p, cfg),
       scope: c.scope,
-      command: p.command,
-      name: p.name ?? deriveName(p.command),
       cwd: shell.cwd,
-      key: p.key,
-      stdin: p.stdin ?? 'pipe',
-      maxOutputChars: cfg.maxOutputChars,
-      pendingMaxOutputChars: cfg.pendingMaxOutputChars,
-      events: this.ctx.registry.events,
       checkpointKey,
       shell: shell.name,
-      spool: cfg.maxLogBytes > 0 ? new Spool(this.ctx.state.spoolPath(id), cfg.maxLogBytes, this.ctx.state.disk) : undefined,
-      waitFor: p.waitFor && describeWaitFor(p.waitFor),
-      notify: p.notify,
       decision: c.decision,
     });
     this.ctx.registry.add(session);

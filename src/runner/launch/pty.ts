@@ -1,4 +1,4 @@
-import { closeSync, constants, openSync, readSync } from 'node:fs';
+import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isatty, ReadStream } from 'node:tty';
 import type { JobInput } from '../../session/input.js';
