@@ -71,7 +71,15 @@ class InFlight implements RequestContext, Cancellation {
     this.controller?.abort();
     const told = this.listeners;
     this.listeners = undefined;
-    if (told) for (const listener of told) listener();
+    if (!told) return;
+    // Each is told, as an AbortSignal tells each: one that throws keeps no other from hearing it.
+    for (const listener of told) {
+      try {
+        listener();
+      } catch (err) {
+        this.connection.log.error({ err, method: this.method }, 'a listener of a cancelled request failed');
+      }
+    }
   }
 }
 
@@ -152,7 +160,7 @@ export class Connection {
     readonly socket: Socket,
     private readonly methods: Map<string, Method>,
     private readonly maxFrameBytes: number,
-    private readonly log: Logger,
+    readonly log: Logger,
     /** The user's shared budget of incomplete frames, and this connection's slot in it (the daemon's socket; a session's own channel has none). */
     private readonly budget?: { of: ClientBudget; uid: number; slot?: Slot },
   ) {

@@ -222,8 +222,8 @@ export interface JobRequest {
 /**
  * Start a session, the one place a launch happens, in order: room in the scope and its limits,
  * the launch plan (sandbox, user, limits, asked once), the scratch directory and stop file, the
- * environment, the session's cgroup, the spawn (on a terminal: once the session is made), the
- * session and its spool, the wiring, the watch. A plan this host cannot carry out ends the
+ * environment, the session's cgroup, the spawn (on a terminal, or by fork where the addon is
+ * missing: once the session is made), the session and its spool, the wiring, the watch. A plan this host cannot carry out ends the
  * session at once as a spawn error (nothing ran); it never runs unconfined. Returns the session
  * and any warning for the answer's text.
  *
@@ -368,8 +368,11 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   try {
     return launched(started);
   } catch (err) {
-    // Nothing started is left without its session.
-    if (started && !wired) abandon(started);
+    // Nothing started is left without its session: its group, and whatever of it left the group.
+    if (started && !wired) {
+      abandon(started);
+      cgroup?.kill();
+    }
     throw err;
   }
 
@@ -396,8 +399,9 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     if (proxy) void session.finished.then(() => proxy.close());
     if (channel || proxy) channelsBySession.set(session, { checkpoint: channel, proxy, ...(proxy && proxyPolicy ? { policy: proxyPolicy } : {}), ...(proxy && creds.length > 0 ? { credentials: creds.map((c) => ({ name: c.name, hosts: [...c.hosts], placeholder: c.placeholder })) } : {}) });
     if (plan) {
-      const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup, started });
+      // The job's descriptors and exit are the wiring's from here (it reports a failure of its own through the session).
       wired = true;
+      const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup, started });
       if (warning) warnings.push(warning);
       plan.release();
       // The next review session in this workspace finds its overlay mounted.

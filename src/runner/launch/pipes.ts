@@ -71,11 +71,12 @@ class ExitRelay {
     else this.held = told;
   };
 
+  /** A held exit is told once the code wiring the session is through (a microtask later), as a reaped exit would be. */
   listen(to: ExitListener): void {
     this.to = to;
     const told = this.held;
     this.held = undefined;
-    if (told) to(...told);
+    if (told) queueMicrotask(() => to(...told));
   }
 }
 
