@@ -1,7 +1,7 @@
 import { readSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import type { Cancellation } from '../session/session.js';
+import type { Cancellation } from '../base/cancellation.js';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { refuseConnection } from './refuse.js';

@@ -14,7 +14,7 @@ import { auditVerify, historyTool } from '../tools/audit.js';
 import { Subscriptions } from '../tools/subscribe.js';
 import { closeShell, listShells } from '../tools/shells.js';
 import type { Method, RequestContext } from './connection.js';
-import type { Cancellation } from '../session/session.js';
+import type { Cancellation } from '../base/cancellation.js';
 
 /**
  * The request's client as the tools see it: its signal, its peer, its connection's notifications.

@@ -1,3 +1,4 @@
+import type { Cancellation } from '../base/cancellation.js';
 import { updateModes, type TerminalModes } from './modes.js';
 import type { JobInput } from './input.js';
 import type { Spool } from './spool.js';
@@ -112,17 +113,6 @@ export const MAX_CHECKPOINTS = 20;
 const MAX_DENIED_HOSTS = 100;
 /** How many settled interrupts a session keeps (the newest). */
 const MAX_PAST_INTERRUPTS = 20;
-
-/**
- * What a wait needs of a cancel: whether it came, and to be told once it does. An AbortSignal is
- * one; a request's own cancel is another, lighter one (rpc/connection.ts): no AbortController is
- * made for an exec that waits for its end.
- */
-export interface Cancellation {
-  readonly aborted: boolean;
-  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
-  removeEventListener(type: 'abort', listener: () => void): void;
-}
 
 /**
  * One command run: its identity, lifecycle and captured output. It changes only through its own

@@ -3,7 +3,7 @@ import { SCOPE_NAME } from '../config/schema.js';
 import { forbidden, invalid } from '../base/errors.js';
 import { ALL_SCOPES, scopeRules } from '../policy/scopes.js';
 import { RPC, voiceFor, type Voice } from '../schema/voice.js';
-import type { Cancellation } from '../session/session.js';
+import type { Cancellation } from '../base/cancellation.js';
 import type { Caller, CallContext, Daemon, Requester } from './context.js';
 import { originOf } from './trail.js';
 

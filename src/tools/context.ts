@@ -7,7 +7,7 @@ import type { Registry } from '../session/registry.js';
 import type { ScratchDirs } from '../runner/scratch.js';
 import type { LaunchContext } from '../runner/start.js';
 import type { RecordKeeper, SessionFiles } from '../session/keeper.js';
-import type { Cancellation } from '../session/session.js';
+import type { Cancellation } from '../base/cancellation.js';
 import type { Voice } from '../schema/voice.js';
 import type { RememberedRule } from '../policy/remembered.js';
 import type { AuditBus, Client, Peer } from '../audit/events.js';
