@@ -1,5 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, PROCCTL, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { killLeftovers, waitGone } from '../helpers/procs.js';
@@ -253,6 +255,25 @@ describe('request cancellation', () => {
     expect(ended.stop).toMatchObject({ reason: 'cancelled' });
     const body = await stopFileSeen(watcher, running.sessionId);
     expect(body).toMatchObject({ sessionId: running.sessionId, reason: 'cancelled', by: 'cancelled', signal: 'SIGTERM' });
+  });
+
+  it("$/cancelRequest of an exec still waiting for its key's session to stop: refused, and its command never runs", async () => {
+    const a = await d.client();
+    clients.push(a);
+    const s = scopes.next('cancelkey', a);
+    // Ignores SIGTERM (the stop's first signal), so replacing it takes the whole grace.
+    const first = await bg(s, "trap '' TERM; sleep 600", { key: 'k' });
+    const marker = join(mkdtempSync(join(tmpdir(), 'procctl-cancelkey-')), 'ran');
+    // Both lines in one write: the exec is waiting for the stop when the cancel is read.
+    const pending = s.request('exec', { command: `touch ${marker}`, key: 'k' }, 'exec-2');
+    a.sendRaw('{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"exec-2"}}\n');
+    const r = await within(pending, 15_000, 'the cancelled exec to answer');
+    expect(r.error?.message).toMatch(/the request was cancelled before the command started; nothing ran/);
+    expect(r.error?.data?.kind).toBe('unavailable');
+    const sessions = await s.list();
+    expect(sessions.map((x) => x.sessionId)).toEqual([first.sessionId]);
+    expect(sessions[0]).toMatchObject({ status: 'failed', reason: 'replaced' });
+    expect(existsSync(marker)).toBe(false);
   });
 
   it('$/cancelRequest of a pending poll only ends the wait; twice is harmless', async () => {
