@@ -17,18 +17,18 @@ export function readFile(path: string): string | undefined {
     return undefined;
   }
   try {
-    return readOpen(fd, false);
+    return readOpen(fd);
   } finally {
     closeSync(fd);
   }
 }
 
 /**
- * The text of a cgroup file held open, read again from its start (cgroupfs makes it anew for a
- * read at offset 0); undefined when it cannot be read (its cgroup is gone). `fromStart`: each
- * read at its offset (pread), for a descriptor kept for many reads.
+ * The text of an open cgroup file, read from its start at given offsets (pread), so a descriptor
+ * kept open reads it anew each time (cgroupfs makes it again for a read at offset 0); undefined
+ * when it cannot be read (its cgroup is gone).
  */
-export function readOpen(fd: number, fromStart = true): string | undefined {
+export function readOpen(fd: number): string | undefined {
   try {
     let size = 0;
     for (;;) {
@@ -37,7 +37,7 @@ export function readOpen(fd: number, fromStart = true): string | undefined {
         scratch.copy(bigger, 0, 0, size);
         scratch = bigger;
       }
-      const n = readSync(fd, scratch, size, scratch.length - size, fromStart ? size : null);
+      const n = readSync(fd, scratch, size, scratch.length - size, size);
       if (n === 0) break;
       size += n;
     }

@@ -216,7 +216,7 @@ export class Channels implements ChannelHost {
         throw forbidden(`this channel belongs to session ${own}: a job reports only its own progress`, { path: ['sessionId'] });
       }
       if (!session) throw forbidden(`session ${sessionId} is gone`);
-      return checkpointTool(this.d, { scope: session.scope, signal: rc.signal, voice: RPC }, { ...rest, sessionId: own });
+      return checkpointTool(this.d, { scope: session.scope, signal: rc.signal, cancellation: rc.cancellation, voice: RPC }, { ...rest, sessionId: own });
     });
     for (const name of REFUSED) {
       methods.set(name, () => {

@@ -366,7 +366,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   const started = plan && !p.pty ? startOnPipes({ plan, cwd: req.cwd, env, stdin: p.stdin ?? 'pipe' }) : undefined;
   let wired = false;
   try {
-    return launched(started);
+    return launched();
   } catch (err) {
     // Nothing started is left without its session: its group, and whatever of it left the group.
     if (started && !wired) {
@@ -376,7 +376,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     throw err;
   }
 
-  function launched(started: ReturnType<typeof startOnPipes>): { session: Session; warnings: string[] } {
+  function launched(): { session: Session; warnings: string[] } {
     const session = new Session({
       ...commandSession(ctx, id, p, cfg),
       scope,

@@ -50,7 +50,7 @@ class Call implements CallContext {
   }
 
   get cancellation(): Cancellation {
-    return this.from.cancellation ?? this.from.signal;
+    return this.from.cancellation;
   }
 }
 

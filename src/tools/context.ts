@@ -124,7 +124,7 @@ export interface Requester {
    * The same cancel without an AbortSignal made for it (one costs ~15 µs to make, and lives to the
    * next full collection): what an exec asks before its spawn and waits on for its end.
    */
-  readonly cancellation?: Cancellation;
+  readonly cancellation: Cancellation;
   /** The peer process (SO_PEERCRED), or why it is not known; asked only when it matters. */
   peer(): { pid: number; uid?: number } | { unknown: string };
   /** Send a notification on this client's connection (events of a subscription). */
@@ -139,8 +139,8 @@ export interface Requester {
 export interface CallContext {
   scope: string;
   signal: AbortSignal;
-  /** The same cancel without an AbortSignal made for it; absent where the signal is made anyway (use that). */
-  readonly cancellation?: Cancellation;
+  /** The same cancel without an AbortSignal made for it (a context that has its signal made anyway may give that). */
+  readonly cancellation: Cancellation;
   /** How hints in texts name the next step (schema/voice.ts): the tools' own words, or procctl commands. */
   voice: Voice;
   /** Who asks; absent for calls the daemon makes itself. */

@@ -115,7 +115,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     // The sandbox's check of the host as it is now, made again off the loop if the host changed: the launch finds it held.
     const held = kept ? undefined : heldCheck(d.config());
     if (held instanceof Promise) await held;
-    if ((ctx.cancellation ?? ctx.signal).aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
+    if (ctx.cancellation.aborted) throw unavailable('the request was cancelled before the command started; nothing ran');
     refuseWhileClosing(d);
     if (kept) return { kept };
     const inherited = daemonInheritance(d.config().env).env;
@@ -141,7 +141,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     const yieldMs = foreground ? FOREVER_MS : clampYield(p.yieldMs ?? cfg.backgroundMs);
     // A scope without background sessions waits for the end: quiet does not end that wait either.
     const quietMs = foreground ? undefined : p.yieldOnQuietMs;
-    const outcome = await waitForEnd(d, session, yieldMs, ctx.cancellation ?? ctx.signal, quietMs);
+    const outcome = await waitForEnd(d, session, yieldMs, ctx.cancellation, quietMs);
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }

@@ -148,3 +148,9 @@ export function sharedDaemon(opts: StartOptions, use: (shared: SharedDaemon) => 
     }
   });
 }
+
+/** A tool's call context's cancel for a call made in-process: never cancelled (its signal and its cancellation, one object). */
+export function uncancelled(): { signal: AbortSignal; cancellation: AbortSignal } {
+  const signal = new AbortController().signal;
+  return { signal, cancellation: signal };
+}

@@ -87,7 +87,7 @@ async function resumeApproval(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
     if (kept.length > 0) d.remembered.add(kept);
     const history = [...s.pastInterrupts, { id: approval.id, kind: approval.kind, reason: approval.reason, createdAt: approval.createdAt, endedAt: Date.now(), outcome: 'answered' as const }];
     // Exactly the exec that was asked for, in its own scope (whoever approves it), never asking the rules again.
-    const result = await execTool(d, { scope: s.scope, signal: ctx.signal, voice: ctx.voice, caller: ctx.caller }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history, ...(pending.review ? { review: pending.review } : {}), ...(s.decision ? { decision: s.decision } : {}) });
+    const result = await execTool(d, { scope: s.scope, signal: ctx.signal, cancellation: ctx.cancellation, voice: ctx.voice, caller: ctx.caller }, { ...pending.params, workdir: pending.cwd }, { id: s.id, history, ...(pending.review ? { review: pending.review } : {}), ...(s.decision ? { decision: s.decision } : {}) });
     started = true;
     // ifRunning "keep" found a running session of the key: exec would have started nothing, so the request is gone.
     if (result.sessionId !== s.id && d.registry.find(s.scope, s.id) === s) forgetQuietly(d, s);

@@ -48,7 +48,7 @@ export function nulRuns(text: string): string {
 export function pollAction(d: Daemon, ctx: CallContext, p: ProcessParams): PollAnswer | Promise<PollAnswer> {
   const s = target(d, ctx, p);
   const wait = Math.min(p.timeout ?? 0, MAX_WAIT_MS);
-  if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) return s.waitForChange(wait, ctx.cancellation ?? ctx.signal).then(() => pollAnswer(ctx, s));
+  if (wait > 0 && s.running && !s.interrupt && !s.output.hasPending) return s.waitForChange(wait, ctx.cancellation).then(() => pollAnswer(ctx, s));
   return pollAnswer(ctx, s);
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { uncancelled } from '../../helpers/session.js';
 import { RPC } from '../../../src/schema/voice.js';
 import { EventBus } from '../../../src/session/events.js';
 import { Registry } from '../../../src/session/registry.js';
@@ -13,7 +14,7 @@ function daemonWith(n: number) {
     registry.add(new Session({ id: `s${i}`, scope: 'default', command: `echo ${i}`, name: `echo-${i}`, cwd: '/', stdin: 'pipe', maxOutputChars: 1000, pendingMaxOutputChars: 1000, events: new EventBus(), now: () => 0 }));
   }
   const d = { registry } as unknown as Daemon;
-  const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
+  const ctx: CallContext = { scope: 'default', ...uncancelled(), voice: RPC };
   return () => listAction(d, ctx, { action: 'list' });
 }
 
@@ -55,7 +56,7 @@ describe('process list pages, kept and written again', () => {
       registry.add(new Session({ id: `s${i}`, scope: 'default', command: `echo ${i}`, name: `echo-${i}`, cwd: '/', stdin: 'pipe', maxOutputChars: 1000, pendingMaxOutputChars: 1000, events: new EventBus(), now: () => clock }));
     for (let i = 0; i < 7; i++) add(i);
     const d = { registry } as unknown as Daemon;
-    const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
+    const ctx: CallContext = { scope: 'default', ...uncancelled(), voice: RPC };
     const page = (offset: number, limit: number) => {
       const r = listAction(d, ctx, { action: 'list', offset, limit }) as JsonText;
       const v = r.value as { sessions: { sessionId: string; runtimeMs: number }[]; total: number };

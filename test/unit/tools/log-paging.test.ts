@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Spool } from '../../../src/session/spool.js';
 import { describe, expect, it } from 'vitest';
+import { uncancelled } from '../../helpers/session.js';
 import { EventBus } from '../../../src/session/events.js';
 import { Registry } from '../../../src/session/registry.js';
 import { Session } from '../../../src/session/session.js';
@@ -201,7 +202,7 @@ describe('logAction', () => {
     });
     registry.add(s);
     const d = { registry } as unknown as Daemon;
-    const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
+    const ctx: CallContext = { scope: 'default', ...uncancelled(), voice: RPC };
     return { s, log: (p: { offset?: number; limit?: number }) => logAction(d, ctx, { action: 'log', sessionId: 'sess', ...p }) };
   }
 
@@ -243,7 +244,7 @@ describe('logAction', () => {
       const s = new Session({ id: 'sess', scope: 'default', command: 'x', name: 'x', cwd: '/', stdin: 'pipe', maxOutputChars: 100, pendingMaxOutputChars: 10, events: new EventBus(), now: () => 0, spool });
       registry.add(s);
       const d = { registry } as unknown as Daemon;
-      const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
+      const ctx: CallContext = { scope: 'default', ...uncancelled(), voice: RPC };
       // One line of 1,000 characters, no newline: the spool has it all, memory the newest 100.
       const line = Array.from({ length: 100 }, (_, i) => String(i % 10).repeat(10)).join('');
       for (let i = 0; i < 1000; i += 100) s.onOutput('stdout', Buffer.from(line.slice(i, i + 100)));

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { uncancelled } from '../../helpers/session.js';
 import { RPC } from '../../../src/schema/voice.js';
 import { EventBus } from '../../../src/session/events.js';
 import { Registry } from '../../../src/session/registry.js';
@@ -18,7 +19,7 @@ describe('process poll answers at once when it does not wait', () => {
     const s = new Session({ id: 's1', scope: 'default', command: 'echo 1', name: 'echo-1', cwd: '/', stdin: 'pipe', maxOutputChars: 1000, pendingMaxOutputChars: 1000, events: new EventBus(), now: () => 0 });
     registry.add(s);
     const d = { registry } as unknown as Daemon;
-    const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice: RPC };
+    const ctx: CallContext = { scope: 'default', ...uncancelled(), voice: RPC };
 
     const now = pollAction(d, ctx, { action: 'poll', sessionId: 's1' });
     expect(isThenable(now)).toBe(false);

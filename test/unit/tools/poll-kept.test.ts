@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { uncancelled } from '../../helpers/session.js';
 import { cliVoice, RPC } from '../../../src/schema/voice.js';
 import { EventBus } from '../../../src/session/events.js';
 import { Registry } from '../../../src/session/registry.js';
@@ -9,7 +10,7 @@ import { pollAction } from '../../../src/tools/process/poll.js';
 
 /** A poll of `s1` now, in `voice`: the answer as given, and its value. */
 function poll(d: Daemon, voice = RPC) {
-  const ctx: CallContext = { scope: 'default', signal: new AbortController().signal, voice };
+  const ctx: CallContext = { scope: 'default', ...uncancelled(), voice };
   const answer = pollAction(d, ctx, { action: 'poll', sessionId: 's1' });
   if (answer instanceof Promise) throw new Error('a poll without a timeout answered a promise');
   return { answer, value: (answer instanceof JsonText ? answer.value : answer) as Record<string, unknown> };
