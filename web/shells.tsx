@@ -68,7 +68,7 @@ export function Shells() {
           </thead>
           <tbody>
             {shells.map((sh) => [
-              <tr data-shell={sh.name} data-host={sh.host} data-scope={sh.scope} class={`shell-${sh.state}`}>
+              <tr data-shell={sh.name} data-host={sh.host} data-scope={sh.scope} data-session={sh.sessionId ?? undefined} class={`shell-${sh.state}`}>
                 {fleet && <td class="host">{sh.host}</td>}
                 <td class="name"><code>{sh.name}</code></td>
                 <td class="scope">{sh.scope}</td>

@@ -208,7 +208,10 @@ describe.skipIf(!CHROMIUM)('the console in a browser', () => {
     const busy = await c.exec({ command: 'echo two; sleep 600', shell: 'dev', scope: 'agent', waitFor: { output: 'two' }, yieldMs: 20_000 });
     expect(busy.status).toBe('running');
     const row = page.locator('table.shells tr[data-shell="dev"][data-scope="agent"]');
-    await row.locator('td.status', { hasText: 'busy' }).waitFor({ timeout: 30_000 });
+    // The row as it is once the second command runs: a push from the moment the first had said its
+    // end but not yet finished (busy, one command) is not this one.
+    await page.locator(`table.shells tr[data-shell="dev"][data-session="${busy.sessionId}"]`).waitFor({ timeout: 30_000 });
+    expect(await row.locator('td.status').innerText()).toBe('busy');
     expect(await row.locator('td.cmd').innerText()).toBe(dir);
     expect(await row.locator('td.count').innerText()).toBe('2');
     expect(await row.locator('td.runtime').innerText()).toMatch(/ago$/);
