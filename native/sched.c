@@ -33,8 +33,16 @@ static napi_value NameThread(napi_env env, napi_callback_info info) {
   return procctl_bool(env, true);
 }
 
+// yieldCpu(): sched_yield for the calling thread: a thread ready on this CPU (the client woken by
+// the answer just written) runs before the daemon's own work after it (src/base/yield-cpu.ts).
+static napi_value YieldCpu(napi_env env, napi_callback_info info) {
+  sched_yield();
+  return NULL;
+}
+
 // Called by addon.c, the module's one init.
 void procctl_sched_init(napi_env env, napi_value exports) {
   procctl_export(env, exports, "idleThread", IdleThread);
   procctl_export(env, exports, "nameThread", NameThread);
+  procctl_export(env, exports, "yieldCpu", YieldCpu);
 }

@@ -2,6 +2,7 @@ import { readSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Cancellation } from '../base/cancellation.js';
+import { yieldCpu } from '../base/yield-cpu.js';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { refuseConnection } from './refuse.js';
@@ -399,6 +400,8 @@ export class Connection {
     const m = made(message);
     if (!m || typeof m.result.bytes === 'string') {
       this.socket.write(`${serialize(message)}\n`, m?.result.written ? this.onWrittenThen(m.result.written) : this.onWritten);
+      // Its reader before the daemon's own work after it (base/yield-cpu.ts): the kernel woke it on this CPU.
+      yieldCpu();
       return;
     }
     // A made result goes out as it is, framed, in one writev: its bytes neither copied nor encoded.
@@ -408,6 +411,7 @@ export class Connection {
     const written = m.result.written;
     this.socket.write(RESULT_END, written ? this.onWrittenThen(written) : this.onWritten);
     this.socket.uncork();
+    yieldCpu();
   }
 
   /** onWritten, then `written` (a made result's owner told its bytes are out). */

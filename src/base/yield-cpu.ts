@@ -1,0 +1,20 @@
+import { loadAddon } from './addon.js';
+
+let yieldNow: (() => void) | null | undefined;
+
+/**
+ * Let a thread that is ready to run on this CPU run before the caller goes on (sched_yield):
+ * called once an answer is written. Linux wakes the reader of a Unix socket on the writer's CPU
+ * (a "sync" wake-up: it expects the writer to sleep next), so what the daemon does after an
+ * answer (an ended session's record, its trail entry, its cgroup and directories let go) kept
+ * the client reading that answer waiting 150-450 µs, with the other core idle (docs/benchmarks.md,
+ * the exec round trip). With nothing else ready on this CPU it returns at once (~1 µs). Nothing
+ * where the addon cannot be had.
+ */
+export function yieldCpu(): void {
+  if (yieldNow === undefined) {
+    const addon = loadAddon<{ yieldCpu(): void }>(['yieldCpu']);
+    yieldNow = addon instanceof Error ? null : addon.yieldCpu;
+  }
+  yieldNow?.();
+}
