@@ -9,6 +9,7 @@ import type { PipeEnds } from './launch/pipes.js';
 import type { TerminalEnds } from './launch/types.js';
 import { nativeSpawner } from './native.js';
 import { EXIT_STATUS_FILE, holdWiring, spawnSession, wiringOf } from './spawn.js';
+import { JobEnv } from './env.js';
 import { channelsOf, type CarriedChannel, type CarriedCredential, type SessionChannels } from './start.js';
 import type { NetworkPolicy } from '../config/schema.js';
 
@@ -148,5 +149,5 @@ export function adoptJob(session: Session, job: HandedJob, layout: CgroupLayout,
     release: () => undefined,
   };
   const exitFile = job.sandboxed && session.tmpdir ? join(session.tmpdir, EXIT_STATUS_FILE) : undefined;
-  spawnSession(session, { plan, env: {}, timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, pty: false, cgroup, onCgroupStuck, adopt: job.ends, ...(exitFile ? { exitFile } : {}) });
+  spawnSession(session, { plan, env: JobEnv.empty(), timeoutSec: job.timeoutSec, killGraceMs: job.killGraceMs, pty: false, cgroup, onCgroupStuck, adopt: job.ends, ...(exitFile ? { exitFile } : {}) });
 }

@@ -8,7 +8,7 @@ export type { SpawnSteps };
 
 /** The project's own addon (native/spawn.c): posix_spawn, which does not copy the daemon's memory. */
 export interface Addon {
-  spawn(file: string, argv: string[], env: string[], cwd: string, stdinNull: boolean, steps?: SpawnSteps): NativeChild;
+  spawn(file: string, argv: string[], env: readonly string[], cwd: string, stdinNull: boolean, steps?: SpawnSteps): NativeChild;
   reap(pids: number[]): { pid: number; code: number | null; signal: number | null; maxRssBytes?: number }[];
   exited(): number;
   /**
@@ -130,9 +130,8 @@ export function spawnFallbackReason(): string | null {
  * when `stdinNull`), every signal at its default and none blocked. Throws an Error with `code`
  * (ENOENT, EACCES, …) when it cannot start. `onExit` hears the leader's status once.
  */
-export function posixSpawn(addon: Addon, file: string, argv: string[], env: NodeJS.ProcessEnv, cwd: string, stdinNull: boolean, onExit: ExitListener, steps?: SpawnSteps): NativeChild {
-  const pairs: string[] = [];
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) pairs.push(`${k}=${v}`);
+export function posixSpawn(addon: Addon, file: string, argv: string[], env: NodeJS.ProcessEnv | readonly string[], cwd: string, stdinNull: boolean, onExit: ExitListener, steps?: SpawnSteps): NativeChild {
+  const pairs = Array.isArray(env) ? env : envPairs(env as NodeJS.ProcessEnv);
   listen(addon);
   const child = addon.spawn(file, argv, pairs, cwd, stdinNull, steps);
   running.set(child.pid, onExit);
@@ -198,6 +197,13 @@ export function freezeReaping(): { pids: number[]; thaw: () => void } {
       setImmediate(reapExited);
     },
   };
+}
+
+/** NAME=value for each variable set. */
+function envPairs(env: NodeJS.ProcessEnv): string[] {
+  const pairs: string[] = [];
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) pairs.push(`${k}=${v}`);
+  return pairs;
 }
 
 function listen(addon: Addon): void {

@@ -1,3 +1,4 @@
+import type { JobEnv } from './env.js';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { SessionCgroup } from '../cgroup/session.js';
 import { limitReason } from '../sandbox/limits.js';
@@ -17,7 +18,7 @@ import { findSessionProcesses, sweepAfterExit } from './sweep.js';
 export interface SpawnOptions {
   /** What to run and how it is confined (runner/start.ts asked sandbox/plan.ts). */
   plan: LaunchPlan;
-  env: NodeJS.ProcessEnv;
+  env: JobEnv;
   /** Seconds; 0 = none. */
   timeoutSec: number;
   killGraceMs: number;

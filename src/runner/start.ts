@@ -18,7 +18,7 @@ import { deriveName } from '../session/name.js';
 import type { Registry } from '../session/registry.js';
 import { Session, type ChangesSummary, type InterruptOutcome, type SessionDecision } from '../session/session.js';
 import { Spool } from '../session/spool.js';
-import { buildEnv } from './env.js';
+import { JobEnv } from './env.js';
 import { closeEnter, showAsRoot, type Ahead, type MountsAhead } from './premount.js';
 import { scratchFor, type ScratchDirs } from './scratch.js';
 import { resolveShell, shellArgs } from './shell.js';
@@ -292,7 +292,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   if (proxyOpened instanceof Error) refused = proxyOpened.message;
   const bundle = proxy && creds.length > 0 ? writeBundle(dir, ctx.trustBundle!()!) : undefined;
   const shell = resolveShell(process.env);
-  const env = buildEnv(req.policy.inherited, p.env, {
+  const env = JobEnv.of(req.policy.inherited, p.env, {
     PROCCTL_SESSION_ID: id,
     PROCCTL_SCOPE: scope,
     PROCCTL_SOCKET: channel ? `fd:${channel.fd}` : ctx.socketPath,
@@ -305,7 +305,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     ...(bundle ? trustEnv(bundle) : {}),
   });
   // Nothing the job inherits carries a credential's value (a valueEnv the env policy did not withhold, a copy of it).
-  for (const c of creds) for (const [k, v] of Object.entries(env)) if (v?.includes(c.value) && !(p.env && k in p.env)) delete env[k];
+  const jobEnv = env.without(creds.map((c) => c.value), p.env);
   let changes: ChangesSummary | undefined;
   /** The workspace a review session's overlay covers. */
   let review: string | undefined;
@@ -363,7 +363,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   // A job on pipes starts now, and its session is made while it starts: making it (the Session,
   // its name, its place in the registry: ~40 µs of the daemon's thread) is not on the exec's way
   // to its spawn (docs/benchmarks.md, the exec round trip). Its exit is told by a later turn.
-  const started = plan && !p.pty ? startOnPipes({ plan, cwd: req.cwd, env, stdin: p.stdin ?? 'pipe' }) : undefined;
+  const started = plan && !p.pty ? startOnPipes({ plan, cwd: req.cwd, env: jobEnv, stdin: p.stdin ?? 'pipe' }) : undefined;
   let wired = false;
   try {
     return launched();
@@ -401,7 +401,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     if (plan) {
       // The job's descriptors and exit are the wiring's from here (it reports a failure of its own through the session).
       wired = true;
-      const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup, started });
+      const warning = spawnSession(session, { plan, env: jobEnv, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup, started });
       if (warning) warnings.push(warning);
       plan.release();
       // The next review session in this workspace finds its overlay mounted.

@@ -55,7 +55,7 @@ function spawnNow(addon: Addon, spec: LaunchSpec): StartedOnPipes {
   const { file, args, steps } = spec.plan;
   const exit = new ExitRelay();
   try {
-    return { addon, child: posixSpawn(addon, file, [file, ...args], spec.env, spec.cwd, spec.stdin === 'null', exit.listener, steps), exit };
+    return { addon, child: posixSpawn(addon, file, [file, ...args], spec.env.pairs(), spec.cwd, spec.stdin === 'null', exit.listener, steps), exit };
   } catch (err) {
     return { addon, error: startError(file, spec, err as NodeJS.ErrnoException) };
   }
@@ -223,7 +223,7 @@ function launchForked(spec: LaunchSpec, hooks: LaunchHooks): Launched {
     child = withInherited(spec.plan.inherit, () =>
       spawn(file, args, {
         cwd: spec.cwd,
-        env: spec.env,
+        env: spec.env.object(),
         detached: true,
         stdio: [spec.stdin === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
       }),

@@ -44,7 +44,7 @@ export function launchPty(spec: LaunchSpec, hooks: LaunchHooks): Launched {
       cols: PTY_COLS,
       rows: PTY_ROWS,
       cwd: spec.cwd,
-      env: spec.env as Record<string, string>,
+      env: spec.env.object() as Record<string, string>,
       // Raw bytes: the session decodes them (UTF-8 across chunks) and spools them without re-encoding.
       encoding: null,
     }),

@@ -1,3 +1,4 @@
+import type { JobEnv } from '../env.js';
 import type { JobInput } from '../../session/input.js';
 import type { Stream } from '../../session/output.js';
 import type { Spool } from '../../session/spool.js';
@@ -85,7 +86,7 @@ export interface LaunchSpec {
   /** What to run and how it is confined (src/sandbox/plan.ts): the shell, or bwrap around it. */
   plan: Pick<LaunchPlan, 'file' | 'args' | 'steps' | 'wrapped' | 'inherit'>;
   cwd: string;
-  env: NodeJS.ProcessEnv;
+  env: JobEnv;
   stdin: 'pipe' | 'null';
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ProcctlError } from '../../../src/base/errors.js';
-import { buildEnv, checkEnvOverrides } from '../../../src/runner/env.js';
+import { checkEnvOverrides, JobEnv } from '../../../src/runner/env.js';
 
 function refusal(overrides: Record<string, string>): ProcctlError {
   try {
@@ -47,7 +47,7 @@ describe('checkEnvOverrides', () => {
   });
 });
 
-describe('buildEnv', () => {
+describe('JobEnv', () => {
   const base = {
     HOME: '/home/u',
     PATH: '/usr/bin:/bin',
@@ -61,35 +61,66 @@ describe('buildEnv', () => {
   };
 
   it('starts from the daemon environment without the daemon-only variables', () => {
-    const env = buildEnv(base, undefined, {});
+    const env = JobEnv.of(base, undefined, {}).object();
     expect(env).toEqual({ HOME: '/home/u', PATH: '/usr/bin:/bin', KEEP: 'base' });
   });
 
   it('does not change the daemon environment it is given', () => {
     const copy = { ...base };
-    buildEnv(copy, { KEEP: 'over' }, { PROCCTL_SESSION_ID: 'x' });
+    JobEnv.of(copy, { KEEP: 'over' }, { PROCCTL_SESSION_ID: 'x' }).object();
     expect(copy).toEqual(base);
   });
 
   it('lays the caller\'s variables over the daemon\'s', () => {
-    const env = buildEnv(base, { KEEP: 'over', NEW: 'n' }, {});
+    const env = JobEnv.of(base, { KEEP: 'over', NEW: 'n' }, {}).object();
     expect(env.KEEP).toBe('over');
     expect(env.NEW).toBe('n');
     expect(env.HOME).toBe('/home/u');
   });
 
   it('lets the session\'s own variables win over the caller\'s', () => {
-    const env = buildEnv(base, { PROCCTL_SESSION_ID: 'spoofed', PROCCTL_SOCKET: '/evil' }, {
+    const env = JobEnv.of(base, { PROCCTL_SESSION_ID: 'spoofed', PROCCTL_SOCKET: '/evil' }, {
       PROCCTL_SESSION_ID: 'real',
       PROCCTL_SOCKET: '/run/procctl.sock',
       PROCCTL_STOP_FILE: '/run/stop',
       PROCCTL_TMPDIR: '/tmp/s',
-    });
+    }).object();
     expect(env).toMatchObject({
       PROCCTL_SESSION_ID: 'real',
       PROCCTL_SOCKET: '/run/procctl.sock',
       PROCCTL_STOP_FILE: '/run/stop',
       PROCCTL_TMPDIR: '/tmp/s',
     });
+  });
+
+  it('gives the spawner each variable once, NAME=value, as the object has it, whichever of the three set it', () => {
+    const cases: [Record<string, string> | undefined, Record<string, string>][] = [
+      [undefined, { PROCCTL_SESSION_ID: 'x' }],
+      [{ KEEP: 'over', NEW: 'n' }, { PROCCTL_SESSION_ID: 'x' }],
+      [{ HOME: 'h', PROCCTL_SESSION_ID: 'spoofed' }, { PROCCTL_SESSION_ID: 'real', PATH: '/own' }],
+      [{ constructor: 'c', toString: 't' }, {}],
+    ];
+    for (const [overrides, own] of cases) {
+      const env = JobEnv.of(base, overrides, own);
+      const pairs = env.pairs();
+      const names = pairs.map((p) => p.slice(0, p.indexOf('=')));
+      expect(new Set(names).size).toBe(names.length);
+      expect(Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)]))).toEqual(env.object());
+    }
+  });
+
+  it('makes the inherited part once: a second exec over the same inherited environment gets the same strings', () => {
+    const a = JobEnv.of(base, undefined, { PROCCTL_SESSION_ID: 'a' }).pairs();
+    const b = JobEnv.of(base, undefined, { PROCCTL_SESSION_ID: 'b' }).pairs();
+    expect(a.slice(0, -1)).toEqual(b.slice(0, -1));
+    expect(a.at(-1)).toBe('PROCCTL_SESSION_ID=a');
+    expect(b.at(-1)).toBe('PROCCTL_SESSION_ID=b');
+  });
+
+  it('leaves out a variable holding a credential\'s value, unless the caller set it', () => {
+    const env = JobEnv.of({ ...base, TOKEN_COPY: 'xx-secret-xx', OTHER: 'fine' }, { MINE: 'secret' }, { PROCCTL_SESSION_ID: 's' }).without(['secret'], { MINE: 'secret' });
+    expect(env.object()).not.toHaveProperty('TOKEN_COPY');
+    expect(env.object()).toMatchObject({ OTHER: 'fine', MINE: 'secret', PROCCTL_SESSION_ID: 's' });
+    expect(env.pairs()).not.toContain('TOKEN_COPY=xx-secret-xx');
   });
 });

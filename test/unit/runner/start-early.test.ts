@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { JobEnv } from '../../../src/runner/env.js';
 import { abandon, launchPipes, startOnPipes, type StartedOnPipes } from '../../../src/runner/launch/pipes.js';
 import type { LaunchHooks, LaunchSpec } from '../../../src/runner/launch/types.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -11,7 +12,7 @@ import { waitFor } from '../../helpers/daemon.js';
  */
 
 function spec(script: string): LaunchSpec {
-  return { plan: { file: '/bin/sh', args: ['-c', script], steps: undefined, wrapped: () => ({ file: '/bin/sh', args: ['-c', script] }), inherit: [] }, cwd: '/', env: { PATH: process.env.PATH }, stdin: 'pipe' };
+  return { plan: { file: '/bin/sh', args: ['-c', script], steps: undefined, wrapped: () => ({ file: '/bin/sh', args: ['-c', script] }), inherit: [] }, cwd: '/', env: JobEnv.of({ PATH: process.env.PATH }, undefined, {}), stdin: 'pipe' };
 }
 
 /** Hooks that record what a session would be told. */
