@@ -4,12 +4,13 @@ let yieldNow: (() => void) | null | undefined;
 
 /**
  * Let a thread that is ready to run on this CPU run before the caller goes on (sched_yield):
- * called once an answer is written. Linux wakes the reader of a Unix socket on the writer's CPU
- * (a "sync" wake-up: it expects the writer to sleep next), so what the daemon does after an
- * answer (an ended session's record, its trail entry, its cgroup and directories let go) kept
- * the client reading that answer waiting 150-450 µs, with the other core idle (docs/benchmarks.md,
- * the exec round trip). With nothing else ready on this CPU it returns at once (~1 µs). Nothing
- * where the addon cannot be had.
+ * called once an answer made in a later turn than its request is written (rpc/connection.ts
+ * send). Linux wakes the reader of a Unix socket on the writer's CPU (a "sync" wake-up: it
+ * expects the writer to sleep next), so what the daemon does after an exec's answer (the ended
+ * session's record, its trail entry, its cgroup and directories let go) kept the client reading
+ * that answer waiting 150-450 µs, with the other core idle (docs/benchmarks.md, the exec round
+ * trip). With nothing else ready on this CPU it returns at once (~1 µs). Nothing where the addon
+ * cannot be had.
  */
 export function yieldCpu(): void {
   if (yieldNow === undefined) {

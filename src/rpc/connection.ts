@@ -309,22 +309,22 @@ export class Connection {
       }
       return Promise.all(message.map((m) => this.handle(m))).then((all) => {
         const responses = all.filter((r): r is Response => r !== undefined);
-        if (responses.length) this.send(responses);
+        if (responses.length) this.send(responses, true);
       });
     }
     const parsedAt = trace ? performance.now() : 0;
     const response = this.handle(message);
     if (!isThenable(response)) {
-      this.reply(message, response, readAt, parsedAt);
+      this.reply(message, response, readAt, parsedAt, false);
       return undefined;
     }
-    return response.then((r) => this.reply(message, r, readAt, parsedAt));
+    return response.then((r) => this.reply(message, r, readAt, parsedAt, true));
   }
 
   /** Send a single request's response (none for a notification). */
-  private reply(message: unknown, response: Response | undefined, readAt: number, parsedAt: number): void {
+  private reply(message: unknown, response: Response | undefined, readAt: number, parsedAt: number, later: boolean): void {
     if (!response) return;
-    this.send(response);
+    this.send(response, later);
     if (trace) trace.request(this.traced!, response.id, (message as { method?: string }).method ?? '', readAt, parsedAt, performance.now());
   }
 
@@ -395,13 +395,19 @@ export class Connection {
     return hasId ? { jsonrpc: '2.0', id, error } : undefined;
   }
 
-  send(message: unknown): void {
+  /**
+   * Write a message. `later`: an answer made in a later turn than its request was read in (an exec
+   * answered at its job's end): that turn has more work of its own (the session's record, trail
+   * entry and cleanup), and the reader, woken on this CPU, runs first (base/yield-cpu.ts). An
+   * answer made in its request's turn (a poll, a list) is followed by the daemon's sleep: no yield,
+   * which would only let the daemon's helper threads take the CPU before the next request.
+   */
+  send(message: unknown, later = false): void {
     if (this.closed || this.socket.destroyed) return;
     const m = made(message);
     if (!m || typeof m.result.bytes === 'string') {
       this.socket.write(`${serialize(message)}\n`, m?.result.written ? this.onWrittenThen(m.result.written) : this.onWritten);
-      // Its reader before the daemon's own work after it (base/yield-cpu.ts): the kernel woke it on this CPU.
-      yieldCpu();
+      if (later) yieldCpu();
       return;
     }
     // A made result goes out as it is, framed, in one writev: its bytes neither copied nor encoded.
@@ -411,7 +417,7 @@ export class Connection {
     const written = m.result.written;
     this.socket.write(RESULT_END, written ? this.onWrittenThen(written) : this.onWritten);
     this.socket.uncork();
-    yieldCpu();
+    if (later) yieldCpu();
   }
 
   /** onWritten, then `written` (a made result's owner told its bytes are out). */
