@@ -127,7 +127,8 @@ export function spawnFallbackReason(): string | null {
 
 /**
  * Start `file` with `argv` in a new session (setsid), stdio on socketpairs (stdin on /dev/null
- * when `stdinNull`), every signal at its default and none blocked. Throws an Error with `code`
+ * when `stdinNull`), every signal at its default and none blocked; `env` as an object or as
+ * NAME=value strings (runner/env.ts JobEnv.pairs). Throws an Error with `code`
  * (ENOENT, EACCES, …) when it cannot start. `onExit` hears the leader's status once.
  */
 export function posixSpawn(addon: Addon, file: string, argv: string[], env: NodeJS.ProcessEnv | readonly string[], cwd: string, stdinNull: boolean, onExit: ExitListener, steps?: SpawnSteps): NativeChild {

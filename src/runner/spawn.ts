@@ -1,4 +1,3 @@
-import type { JobEnv } from './env.js';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { SessionCgroup } from '../cgroup/session.js';
 import { limitReason } from '../sandbox/limits.js';
@@ -14,6 +13,7 @@ import { SandboxInit } from './namespace.js';
 import { nativeSpawner, signalName } from './native.js';
 import { stopSession } from './stop.js';
 import { findSessionProcesses, sweepAfterExit } from './sweep.js';
+import type { JobEnv } from './env.js';
 
 export interface SpawnOptions {
   /** What to run and how it is confined (runner/start.ts asked sandbox/plan.ts). */

@@ -292,6 +292,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   if (proxyOpened instanceof Error) refused = proxyOpened.message;
   const bundle = proxy && creds.length > 0 ? writeBundle(dir, ctx.trustBundle!()!) : undefined;
   const shell = resolveShell(process.env);
+  // Nothing the job inherits carries a credential's value (a valueEnv the env policy did not withhold, a copy of it).
   const env = JobEnv.of(req.policy.inherited, p.env, {
     PROCCTL_SESSION_ID: id,
     PROCCTL_SCOPE: scope,
@@ -303,9 +304,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     ...(proxy ? proxyEnv() : {}),
     ...(proxy ? Object.fromEntries(creds.map((c) => [credentialVariable(c.name), c.placeholder])) : {}),
     ...(bundle ? trustEnv(bundle) : {}),
-  });
-  // Nothing the job inherits carries a credential's value (a valueEnv the env policy did not withhold, a copy of it).
-  const jobEnv = env.without(creds.map((c) => c.value), p.env);
+  }).without(creds.map((c) => c.value), p.env);
   let changes: ChangesSummary | undefined;
   /** The workspace a review session's overlay covers. */
   let review: string | undefined;
@@ -363,7 +362,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
   // A job on pipes starts now, and its session is made while it starts: making it (the Session,
   // its name, its place in the registry: ~40 µs of the daemon's thread) is not on the exec's way
   // to its spawn (docs/benchmarks.md, the exec round trip). Its exit is told by a later turn.
-  const started = plan && !p.pty ? startOnPipes({ plan, cwd: req.cwd, env: jobEnv, stdin: p.stdin ?? 'pipe' }) : undefined;
+  const started = plan && !p.pty ? startOnPipes({ plan, cwd: req.cwd, env, stdin: p.stdin ?? 'pipe' }) : undefined;
   let wired = false;
   try {
     return launched();
@@ -401,7 +400,7 @@ export function startJob(ctx: LaunchContext, req: JobRequest): { session: Sessio
     if (plan) {
       // The job's descriptors and exit are the wiring's from here (it reports a failure of its own through the session).
       wired = true;
-      const warning = spawnSession(session, { plan, env: jobEnv, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup, started });
+      const warning = spawnSession(session, { plan, env, timeoutSec: p.timeout ?? cfg.timeoutSec, killGraceMs: cfg.killGraceMs, pty: p.pty ?? false, cgroup, started });
       if (warning) warnings.push(warning);
       plan.release();
       // The next review session in this workspace finds its overlay mounted.

@@ -1,9 +1,9 @@
-import type { JobEnv } from '../env.js';
 import type { JobInput } from '../../session/input.js';
 import type { Stream } from '../../session/output.js';
 import type { Spool } from '../../session/spool.js';
 import type { LaunchPlan } from '../../sandbox/plan.js';
 import { closeQuietly } from '../../base/close-quietly.js';
+import type { JobEnv } from '../env.js';
 
 /** What a session writes its input to: a pipe or a terminal. */
 
