@@ -168,9 +168,10 @@ export interface OutputChunk {
 }
 
 /** One session's live output, until the returned function closes it. */
-export function followOutput(host: string, sessionId: string, onChunk: (c: OutputChunk) => void): () => void {
+export function followOutput(host: string, sessionId: string, onChunk: (c: OutputChunk) => void, onFollowing: () => void): () => void {
   const es = new EventSource(`/api/events?${new URLSearchParams({ session: sessionId, host })}`);
   es.addEventListener('output', (e) => onChunk(JSON.parse((e as MessageEvent).data)));
+  es.addEventListener('following', () => onFollowing(), { once: true });
   es.addEventListener('bye', () => es.close());
   return () => es.close();
 }

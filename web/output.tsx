@@ -32,23 +32,38 @@ function Chunks({ chunks }: { chunks: OutputChunk[] }) {
 const PAGE = 200;
 
 /**
- * Follow a session's output: its stream first (kept aside), then the last page of its log, then
- * what the stream brought after that page (by offset), so nothing shows twice or goes missing.
+ * Follow a session's output: its stream first (kept aside), then, once the console says the stream
+ * is live (`following`), the last page of its log, then what the stream brought after that page
+ * (by offset), so nothing shows twice or goes missing. A log read before the stream was live could
+ * miss what the job printed between the two.
  */
 function useFollow(host: string, sessionId: string, first: (page: LogPage) => void, chunk: (c: OutputChunk) => void): void {
   useEffect(() => {
     let seen: number | undefined;
     const early: OutputChunk[] = [];
-    const stop = followOutput(host, sessionId, (c) => {
-      if (seen === undefined) early.push(c);
-      else if (c.offset === undefined || c.offset >= seen) chunk(c);
-    });
-    read('read', { action: 'log', sessionId, limit: PAGE, host }).then((page: LogPage) => {
-      first(page);
-      seen = page.totalChars;
-      for (const c of early) if (c.offset === undefined || c.offset >= seen) chunk(c);
-    }, () => (seen = 0));
-    return stop;
+    let stopped = false;
+    const stop = followOutput(
+      host,
+      sessionId,
+      (c) => {
+        if (seen === undefined) early.push(c);
+        else if (c.offset === undefined || c.offset >= seen) chunk(c);
+      },
+      () =>
+        void read('read', { action: 'log', sessionId, limit: PAGE, host }).then(
+          (page: LogPage) => {
+            if (stopped) return;
+            first(page);
+            seen = page.totalChars;
+            for (const c of early) if (c.offset === undefined || c.offset >= seen) chunk(c);
+          },
+          () => (seen = 0),
+        ),
+    );
+    return () => {
+      stopped = true;
+      stop();
+    };
   }, [host, sessionId]);
 }
 

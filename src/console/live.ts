@@ -198,6 +198,9 @@ export class DaemonLink {
       viewer.send('shells', { host: this.host, shells: JSON.parse(this.shells) });
     }
     this.sync();
+    // A session's page reads its log once this link's subscription is live (`following`): output
+    // printed after that read comes on the stream, and none falls between the two.
+    if (viewer.sessionId !== undefined) void this.syncing.then(() => viewer.send('following', {}));
     return () => {
       this.viewers.delete(viewer);
       this.sync();

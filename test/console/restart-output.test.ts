@@ -23,9 +23,10 @@ afterEach(async () => {
   killLeftovers(pids);
 });
 
-/** A session view's stream of pushes (`/api/events?session=ID`), its output events as they come. */
-function followSession(c: TestConsole, cookie: string, sessionId: string): { output: () => { data: string; offset: number }[] } {
+/** A session view's stream of pushes (`/api/events?session=ID`), its output events as they come, and whether it was told it is live. */
+function followSession(c: TestConsole, cookie: string, sessionId: string): { output: () => { data: string; offset: number }[]; following: () => boolean } {
   const got: { data: string; offset: number }[] = [];
+  let following = false;
   let text = '';
   const req = request(`${c.origin}/api/events?${new URLSearchParams({ session: sessionId })}`, { headers: { cookie } }, (res) => {
     res.setEncoding('utf8');
@@ -37,14 +38,33 @@ function followSession(c: TestConsole, cookie: string, sessionId: string): { out
         const event = /^event: (.*)$/m.exec(block)?.[1];
         const data = /^data: (.*)$/m.exec(block)?.[1];
         if (event === 'output' && data) got.push(JSON.parse(data));
+        if (event === 'following') following = true;
       }
     });
   });
   req.on('error', () => undefined);
   req.end();
   streams.add(req);
-  return { output: () => got };
+  return { output: () => got, following: () => following };
 }
+
+describe("a session's page", () => {
+  it('is told once its stream is live (it reads the log then), and what the job prints after that reaches it', async () => {
+    const d = await startDaemon();
+    const ui = await startConsole(d);
+    const cookie = await cookieOf(ui);
+    const s = new Scoped(await d.client(), 'agent');
+    const job = await s.exec({ command: 'cat', background: true });
+    pids.add(job.pid);
+    // No page was open: the console subscribes for this one, and says so once it has.
+    const page = followSession(ui, cookie, job.sessionId);
+    await waitFor(() => page.following(), { what: 'the console to say the stream is live' });
+    await s.process({ action: 'write', sessionId: job.sessionId, data: 'first-line\n' });
+    await waitFor(() => page.output().some((c) => c.data.includes('first-line')), { what: 'the line printed after, on the stream' });
+    await s.process({ action: 'kill', sessionId: job.sessionId });
+    s.c.close();
+  });
+});
 
 describe('the console across a planned restart', () => {
   it("sends a session's page what it printed while the link was down, each character once", async () => {
