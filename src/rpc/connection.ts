@@ -2,7 +2,7 @@ import { readSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Cancellation } from '../base/cancellation.js';
-import { yieldCpu } from '../base/yield-cpu.js';
+import { answered } from '../base/yield-cpu.js';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, toRpcError, type RpcError } from './errors.js';
 import { LineSplitter } from './lines.js';
 import { refuseConnection } from './refuse.js';
@@ -315,16 +315,16 @@ export class Connection {
     const parsedAt = trace ? performance.now() : 0;
     const response = this.handle(message);
     if (!isThenable(response)) {
-      this.reply(message, response, readAt, parsedAt, false);
+      this.reply(message, response, readAt, parsedAt);
       return undefined;
     }
-    return response.then((r) => this.reply(message, r, readAt, parsedAt, true));
+    return response.then((r) => this.reply(message, r, readAt, parsedAt));
   }
 
   /** Send a single request's response (none for a notification). */
-  private reply(message: unknown, response: Response | undefined, readAt: number, parsedAt: number, later: boolean): void {
+  private reply(message: unknown, response: Response | undefined, readAt: number, parsedAt: number): void {
     if (!response) return;
-    this.send(response, later);
+    this.send(response, true);
     if (trace) trace.request(this.traced!, response.id, (message as { method?: string }).method ?? '', readAt, parsedAt, performance.now());
   }
 
@@ -396,18 +396,16 @@ export class Connection {
   }
 
   /**
-   * Write a message. `later`: an answer made in a later turn than its request was read in (an exec
-   * answered at its job's end): that turn has more work of its own (the session's record, trail
-   * entry and cleanup), and the reader, woken on this CPU, runs first (base/yield-cpu.ts). An
-   * answer made in its request's turn (a poll, a list) is followed by the daemon's sleep: no yield,
-   * which would only let the daemon's helper threads take the CPU before the next request.
+   * Write a message. `answer`: a request's answer, whose reader, woken on this CPU, runs first
+   * when the turn has work behind it (a session's end; base/yield-cpu.ts). A notification does
+   * not yield: an exec's `exited` event goes out before its answer, in the same turn.
    */
-  send(message: unknown, later = false): void {
+  send(message: unknown, answer = false): void {
     if (this.closed || this.socket.destroyed) return;
     const m = made(message);
     if (!m || typeof m.result.bytes === 'string') {
       this.socket.write(`${serialize(message)}\n`, m?.result.written ? this.onWrittenThen(m.result.written) : this.onWritten);
-      if (later) yieldCpu();
+      if (answer) answered();
       return;
     }
     // A made result goes out as it is, framed, in one writev: its bytes neither copied nor encoded.
@@ -417,7 +415,7 @@ export class Connection {
     const written = m.result.written;
     this.socket.write(RESULT_END, written ? this.onWrittenThen(written) : this.onWritten);
     this.socket.uncork();
-    if (later) yieldCpu();
+    if (answer) answered();
   }
 
   /** onWritten, then `written` (a made result's owner told its bytes are out). */

@@ -1,4 +1,5 @@
 import type { Cancellation } from '../base/cancellation.js';
+import { yieldAfterAnswers } from '../base/yield-cpu.js';
 import { updateModes, type TerminalModes } from './modes.js';
 import type { JobInput } from './input.js';
 import type { Spool } from './spool.js';
@@ -732,6 +733,8 @@ export class Session {
     const failure = this.failReason(outcome);
     this.state = failure ? { status: 'failed', ...end, reason: failure, ...(outcome.error === undefined ? {} : { error: outcome.error }) } : { status: 'completed', ...end };
     this.io = undefined;
+    // Its record, trail entry and cleanup follow the answers this end makes (an exec's): their readers first.
+    yieldAfterAnswers();
     this.ended();
   }
 
