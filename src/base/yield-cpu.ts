@@ -10,7 +10,7 @@ let yieldNow: (() => void) | null | undefined;
  * waiting 150-450 µs, with the other core idle (docs/benchmarks.md, the exec round trip). With
  * nothing else ready on this CPU it returns at once (~1 µs). Nothing where the addon cannot be had.
  */
-export function yieldCpu(): void {
+function yieldCpu(): void {
   if (yieldNow === undefined) {
     const addon = loadAddon<{ yieldCpu(): void }>(['yieldCpu']);
     yieldNow = addon instanceof Error ? null : addon.yieldCpu;
