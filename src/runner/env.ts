@@ -28,7 +28,6 @@ export function checkEnvOverrides(overrides: Record<string, string>): void {
 /** The daemon's inherited variables as every job gets them: without DAEMON_ONLY, and as NAME=value strings. */
 interface Base {
   object: NodeJS.ProcessEnv;
-  names: Set<string>;
   /** [name, "NAME=value"] in order. */
   pairs: [string, string][];
 }
@@ -46,7 +45,7 @@ function baseOf(env: NodeJS.ProcessEnv): Base {
       object[name] = value;
       pairs.push([name, `${name}=${value}`]);
     }
-    base = { object, names: new Set(Object.keys(object)), pairs };
+    base = { object, pairs };
     bases.set(env, base);
   }
   return base;
@@ -86,7 +85,7 @@ export class JobEnv {
   pairs(): string[] {
     const { base, top } = this;
     const names = Object.keys(top);
-    const over = names.some((name) => base.names.has(name));
+    const over = names.some((name) => Object.hasOwn(base.object, name));
     const out: string[] = [];
     for (const [name, pair] of base.pairs) if (!over || !Object.hasOwn(top, name)) out.push(pair);
     for (const name of names) out.push(`${name}=${top[name]}`);
