@@ -48,14 +48,20 @@ function followSession(c: TestConsole, cookie: string, sessionId: string): { out
   return { output: () => got, following: () => following };
 }
 
+/** A daemon, its console and a person's cookie, and a `cat` in the background that prints what it is written. */
+async function catBehindConsole() {
+  const d = await startDaemon();
+  const ui = await startConsole(d);
+  const cookie = await cookieOf(ui);
+  const s = new Scoped(await d.client(), 'agent');
+  const job = await s.exec({ command: 'cat', background: true });
+  pids.add(job.pid);
+  return { d, ui, cookie, s, job };
+}
+
 describe("a session's page", () => {
   it('is told once its stream is live (it reads the log then), and what the job prints after that reaches it', async () => {
-    const d = await startDaemon();
-    const ui = await startConsole(d);
-    const cookie = await cookieOf(ui);
-    const s = new Scoped(await d.client(), 'agent');
-    const job = await s.exec({ command: 'cat', background: true });
-    pids.add(job.pid);
+    const { ui, cookie, s, job } = await catBehindConsole();
     // No page was open: the console subscribes for this one, and says so once it has.
     const page = followSession(ui, cookie, job.sessionId);
     await waitFor(() => page.following(), { what: 'the console to say the stream is live' });
@@ -68,12 +74,7 @@ describe("a session's page", () => {
 
 describe('the console across a planned restart', () => {
   it("sends a session's page what it printed while the link was down, each character once", async () => {
-    const d = await startDaemon();
-    const ui = await startConsole(d);
-    const cookie = await cookieOf(ui);
-    const s = new Scoped(await d.client(), 'agent');
-    const job = await s.exec({ command: 'cat', background: true });
-    pids.add(job.pid);
+    const { d, ui, cookie, s, job } = await catBehindConsole();
     const id = job.sessionId;
     const say = (on: Scoped, data: string) => on.process({ action: 'write', sessionId: id, data });
     await say(s, 'before-the-page\n');
