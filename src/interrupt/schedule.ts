@@ -65,6 +65,22 @@ export class VisitSchedule {
   /** What `due` answers, used again at each call. */
   private readonly taken: string[] = [];
 
+  /**
+   * When the first visit planned is due (infinity when none is): the earliest time planned in
+   * the first bucket, or that bucket's start when each of its ids has moved (the tick that finds
+   * it empty takes it off).
+   */
+  earliest(): number {
+    if (this.keys.length === 0) return Number.POSITIVE_INFINITY;
+    const k = this.keys[0];
+    let first = Number.POSITIVE_INFINITY;
+    for (const id of this.buckets.get(k)!) {
+      const at = this.planned.get(id);
+      if (at !== undefined && Math.floor(at / this.bucketMs) === k && at < first) first = at;
+    }
+    return first === Number.POSITIVE_INFINITY ? k * this.bucketMs : first;
+  }
+
   /** How many visits are planned. */
   get size(): number {
     return this.planned.size;

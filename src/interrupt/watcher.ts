@@ -24,7 +24,7 @@ const LOOKS_PER_TICK = { offLoop: 100, onLoop: 20 } as const;
  * Besides the sessions due, a tick visits at most this many sessions in turn (the sweep), to
  * find new sessions and quiet periods that began while a session was backing off. Touching every
  * session of a thousand at each tick costs a quarter to half a millisecond of cache misses on a
- * busy machine; with up to this many sessions, every one is still visited at every tick.
+ * busy machine; with up to this many sessions, every one is still visited at every sweep.
  */
 const SWEEP_PER_TICK = 200;
 /**
@@ -38,15 +38,23 @@ const SWEEP_PER_TICK = 200;
 const SWEEP_SLICE_MS = 0.05;
 const SWEEP_CHECK = 8;
 /**
- * The sweep runs at every this many ticks, not at each. Everything that needs a visit soon is
- * planned (a new session, a quiet period started by input, a backoff's end, an expiry), so the
- * sweep only catches what no plan covers: a session that printed while backing off (its backoff
- * ends within 3 s and plans its visit anyway), or running sessions when a reload of the config
- * switches detection on. At every tick it held the daemon's thread some 0.05 ms of
- * a tick's 0.15 at 1,000 sessions, on a thread the requests between two ticks leave with cold
- * caches, and was a third of what the slowest polls met (docs/benchmarks.md).
+ * The watcher has no steady tick: its timer is set for the next visit planned (never sooner than
+ * TICK_MS after the last tick), so a quiet daemon is woken only when something is due. Visits
+ * that can wait (a look after a backoff of RELAXED_FROM_MS or more, and the sweep) are planned on a
+ * grid of this many ms, so a thousand quiet sessions share a few wake-ups a second. Ticking 20
+ * times a second held an idle daemon's thread 6-10% of a core on the bench's VM, whose vCPU wakes
+ * slowly (a Node timer doing nothing costs ~3 ms of CPU a wake there): docs/benchmarks.md.
+ *
+ * The sweep runs at most once a grid step, while any session is live. Everything that needs a
+ * visit soon is planned (a new session, a quiet period started by input, an answer or a
+ * continue, a backoff's end, an expiry), so the sweep only catches what no plan covers: a
+ * session that printed while backing off (its backoff ends within 3 s and plans its visit
+ * anyway), or running sessions when a reload of the config switches detection on.
  */
-const SWEEP_EVERY = 8;
+const RELAXED_MS = 500;
+const RELAXED_FROM_MS = 1000;
+/** The first grid point after `t`. */
+const relaxed = (t: number) => (Math.floor(t / RELAXED_MS) + 1) * RELAXED_MS;
 
 /** A session looked at in the kernel this tick, with what it was looked at for. */
 interface Look {
@@ -109,8 +117,14 @@ export class InterruptWatcher {
   private readonly schedule = new VisitSchedule(TICK_MS);
   /** Where the sweep is in the registry; a new pass starts once it is done. */
   private cursor: IterableIterator<Session> | undefined;
-  /** Ticks so far: the sweep runs at every SWEEP_EVERY-th. */
-  private ticks = 0;
+  /** Whether the timer runs (start, until stop). */
+  private started = false;
+  /** When the timer is set to tick (infinity: not set), when the last tick was, when the sweep goes on. */
+  private armedAt = Number.POSITIVE_INFINITY;
+  private lastTickAt = Number.NEGATIVE_INFINITY;
+  private nextSweepAt = 0;
+  /** In a tick, plans do not move the timer: the tick sets it for the earliest once done. */
+  private ticking = false;
 
   constructor(
     private readonly registry: Registry,
@@ -122,22 +136,51 @@ export class InterruptWatcher {
     registry.onAdd((s) => {
       this.replan(s);
       s.quietRestarted = () => this.replan(s);
+      // The sweep resumes with a live session (one not running yet is found by it once it runs).
+      this.arm(this.nextSweepAt);
     });
   }
 
   /** Plan `s`'s next visit for when its current quiet period could first count. */
   private replan(s: Session): void {
-    if (s.running && !this.stopped) this.schedule.at(s.id, quietStart(s) + QUIET_MS.recognised);
+    if (s.running && !this.stopped) this.plan(s.id, quietStart(s) + QUIET_MS.recognised);
   }
 
-  start(): void {
-    this.stopped = false;
-    this.timer = setInterval(() => this.tick(Date.now()), TICK_MS);
+  /** Visit `id` at `at` (or at the first tick after it), the timer moved sooner if need be. */
+  private plan(id: string, at: number): void {
+    this.schedule.at(id, at);
+    if (!this.ticking) this.arm(at);
+  }
+
+  /** Set the timer for `at` (no sooner than TICK_MS after the last tick) unless it is set sooner. */
+  private arm(at: number): void {
+    if (!this.started) return;
+    const when = Math.max(at, this.lastTickAt + TICK_MS);
+    if (when >= this.armedAt) return;
+    clearTimeout(this.timer);
+    this.armedAt = when;
+    // At most an hour ahead (a timer past 2^31 ms fires at once): a tick with nothing due sets it again.
+    this.timer = setTimeout(this.fire, Math.min(Math.max(0, when - Date.now()), 3_600_000));
     this.timer.unref();
   }
 
+  private readonly fire = () => {
+    this.armedAt = Number.POSITIVE_INFINITY;
+    this.timer = undefined;
+    this.tick(Date.now());
+  };
+
+  start(): void {
+    this.stopped = false;
+    this.started = true;
+    this.arm(Date.now());
+  }
+
   stop(): void {
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.armedAt = Number.POSITIVE_INFINITY;
+    this.started = false;
     this.stopped = true;
     this.schedule.clear();
     this.cursor = undefined;
@@ -162,12 +205,20 @@ export class InterruptWatcher {
     const cfg = this.config().interrupt;
     const maxLooks = readsOffLoop() ? LOOKS_PER_TICK.offLoop : LOOKS_PER_TICK.onLoop;
     const looks: Look[] = [];
+    this.ticking = true;
     for (const id of this.schedule.due(now)) {
       const s = this.registry.find(ALL_SCOPES, id);
       if (s) this.visit(s, now, cfg, looks, maxLooks);
     }
-    if (this.ticks++ % SWEEP_EVERY === 0) this.sweep(now, cfg, looks, maxLooks);
+    if (now >= this.nextSweepAt) {
+      this.sweep(now, cfg, looks, maxLooks);
+      this.nextSweepAt = relaxed(now);
+    }
+    this.ticking = false;
+    this.lastTickAt = now;
     if (looks.length > 0) this.look(looks, now);
+    // The next tick: the earliest visit planned, and the sweep's next step while a session is live.
+    this.arm(Math.min(this.schedule.earliest(), this.cursor !== undefined || this.registry.hasLive() ? this.nextSweepAt : Number.POSITIVE_INFINITY));
     trace?.span('watcher tick', from, performance.now());
   }
 
@@ -192,29 +243,29 @@ export class InterruptWatcher {
     if (!s.running || s.paused) return;
     if (s.interrupt) {
       if (now >= s.interrupt.expiresAt) this.expire(s);
-      else this.schedule.at(s.id, s.interrupt.expiresAt);
+      else this.plan(s.id, s.interrupt.expiresAt);
       return;
     }
     if (!cfg.enabled || !s.stdinOpen) return;
     // Its process is still starting: come back once it could have gone quiet, not a sweep later.
-    if (s.pid === undefined) return this.schedule.at(s.id, now + QUIET_MS.recognised);
+    if (s.pid === undefined) return this.plan(s.id, now + QUIET_MS.recognised);
     if (!s.input) return;
     const quietSince = quietStart(s);
     const quiet = now - quietSince;
-    if (quiet < QUIET_MS.recognised) return this.schedule.at(s.id, quietSince + QUIET_MS.recognised);
+    if (quiet < QUIET_MS.recognised) return this.plan(s.id, quietSince + QUIET_MS.recognised);
     let st = this.state.get(s);
     if (!st || st.since !== quietSince) {
       st = { since: quietSince, backoff: 0, nextCheckAt: 0, seenReader: false, prompt: null, asked: false };
       this.state.set(s, st);
     }
     if (st.asked) return;
-    if (now < st.nextCheckAt) return this.schedule.at(s.id, st.nextCheckAt);
+    if (now < st.nextCheckAt) return this.plan(s.id, st.nextCheckAt);
     if (st.prompt === null) st.prompt = looksLikePrompt(lastLine(s.output.tail(500)), this.extraPatterns());
     const prompt = st.prompt;
     const needed = QUIET_MS[prompt ?? 'none'];
-    if (quiet < needed) return this.schedule.at(s.id, quietSince + needed);
+    if (quiet < needed) return this.plan(s.id, quietSince + needed);
     // One batch out at a time, of a bounded size: the rest wait for the next tick.
-    if (this.looking || looks.length >= maxLooks) return this.schedule.at(s.id, now + TICK_MS);
+    if (this.looking || looks.length >= maxLooks) return this.plan(s.id, now + TICK_MS);
     st.asked = true;
     looks.push({ session: s, state: st, since: quietSince, promptLike: prompt !== undefined });
   }
@@ -243,7 +294,7 @@ export class InterruptWatcher {
         // Looked at again after the shortest backoff, not left to the sweep (a pass takes seconds).
         for (const l of asked) {
           l.state.asked = false;
-          this.schedule.at(l.session.id, Date.now() + RECHECK_MIN_MS);
+          this.plan(l.session.id, Date.now() + RECHECK_MIN_MS);
         }
         this.log.warn({ err }, 'could not look for sessions waiting for input');
       },
@@ -276,7 +327,7 @@ export class InterruptWatcher {
     if (reader !== undefined && (reader.how === 'read' || l.promptLike)) {
       if (!st.seenReader) {
         st.seenReader = true;
-        this.schedule.at(l.session.id, now + TICK_MS);
+        this.plan(l.session.id, now + TICK_MS);
       } else {
         // No more looks in this quiet period: it is raised (or a new period starts).
         st.nextCheckAt = Number.POSITIVE_INFINITY;
@@ -286,9 +337,11 @@ export class InterruptWatcher {
     } else {
       st.seenReader = false;
       st.backoff = Math.min(RECHECK_MAX_MS, Math.max(RECHECK_MIN_MS, st.backoff * 2));
-      // Jitter, so sessions started together do not stay in step and crowd one tick.
+      // Jitter, so sessions started together do not stay in step and crowd one tick; a long
+      // backoff's end on the grid, where the other quiet sessions' looks share its wake-up.
       st.nextCheckAt = now + st.backoff * (0.75 + Math.random() / 2);
-      this.schedule.at(l.session.id, st.nextCheckAt);
+      if (st.backoff >= RELAXED_FROM_MS) st.nextCheckAt = relaxed(st.nextCheckAt);
+      this.plan(l.session.id, st.nextCheckAt);
     }
   }
 
@@ -319,7 +372,7 @@ export class InterruptWatcher {
       expiresAt: now + timeoutSeconds * 1000,
     };
     s.raiseInterrupt(interrupt);
-    this.schedule.at(s.id, interrupt.expiresAt);
+    this.plan(s.id, interrupt.expiresAt);
     s.emit('waiting_input', { interrupt: interruptView(interrupt), tail: tail.slice(-500) });
     this.log.debug({ sessionId: s.id, kind: info.kind }, 'session waiting for input');
   }

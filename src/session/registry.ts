@@ -216,6 +216,11 @@ export class Registry {
     return this.liveSet.values();
   }
 
+  /** Whether any session is live (added while running, not yet seen to end). */
+  hasLive(): boolean {
+    return this.liveSet.size > 0;
+  }
+
   running(scope?: string): Session[] {
     const out: Session[] = [];
     for (const s of this.liveSet) if (s.running && this.sessions.get(s.id) === s && (scope === undefined || inScope(s, scope))) out.push(s);

@@ -30,6 +30,7 @@ function crowdWatcher() {
   const registry = {
     find: (_scope: string, id: string) => byId.get(id),
     live: () => crowd.values(),
+    hasLive: () => true,
     onAdd: (fn: (s: unknown) => void) => (added = fn),
   } as unknown as Registry;
   const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
@@ -46,19 +47,21 @@ describe('InterruptWatcher: a tick holds the thread briefly', () => {
     const visits = { n: 0 };
     // 1,000 sessions, each visit 20 µs: a sweep of 200 would hold the thread 4 ms.
     const sessions = Array.from({ length: 1000 }, (_, i) => slowSession(i, 0.02, visits));
-    const registry = { find: () => undefined, live: () => sessions.values(), onAdd: () => {} } as unknown as Registry;
+    const registry = { find: () => undefined, live: () => sessions.values(), hasLive: () => true, onAdd: () => {} } as unknown as Registry;
     const config = () => ({ interrupt: { enabled: true, promptPatterns: [] } }) as unknown as Config;
     const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
-    watcher.tick(Date.now());
+    // On the sweep's grid of half-seconds (what needs a visit sooner is planned).
+    const t0 = 1_000_000_000_000;
+    watcher.tick(t0);
     // The slice (0.05 ms) is checked every 8 visits: past it after 3, so the sweep stops at the 8th.
     expect(visits.n).toBe(7);
-    // The next ticks do not sweep: the sweep runs at every eighth tick (what needs a visit is planned).
-    for (let i = 0; i < 7; i++) watcher.tick(Date.now());
+    // Ticks before the next grid point do not sweep.
+    for (let t = t0 + 50; t < t0 + 500; t += 50) watcher.tick(t);
     expect(visits.n).toBe(7);
-    // The eighth goes on where the first stopped, and a pass still reaches every session.
-    watcher.tick(Date.now());
+    // The one at it goes on where the first stopped, and a pass still reaches every session.
+    watcher.tick(t0 + 500);
     expect(visits.n).toBe(14);
-    for (let i = 0; i < 20_000 && visits.n < 1000; i++) watcher.tick(Date.now());
+    for (let i = 2; i < 20_000 && visits.n < 1000; i++) watcher.tick(t0 + 500 * i);
     expect(visits.n).toBeGreaterThanOrEqual(1000);
   });
 

@@ -1,0 +1,118 @@
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Config } from '../../../src/config/schema.js';
+import { InterruptWatcher } from '../../../src/interrupt/watcher.js';
+import type { Registry } from '../../../src/session/registry.js';
+
+/**
+ * A quiet session with its input open and no reader the watcher can ask the kernel about (no
+ * stdin id): each look it is due for settles at once as "nobody reads", and backs off. `looks`
+ * counts them (each reads its last line once per quiet period, then not again: so counted by
+ * `stdinOpen`, read at every visit that gets past the running checks).
+ */
+function quietSession(id: string, start: number) {
+  const counts = { visits: 0 };
+  const s = {
+    id,
+    running: true,
+    paused: false,
+    interrupt: undefined,
+    get stdinOpen() {
+      counts.visits++;
+      return true;
+    },
+    pid: 4242,
+    input: {},
+    stdinId: undefined,
+    startedAt: start,
+    lastInputAt: undefined as number | undefined,
+    lastContinuedAt: undefined,
+    output: { lastOutputAt: undefined, tail: () => 'building...\n' },
+    quietRestarted: undefined as undefined | (() => void),
+  };
+  return { s, counts };
+}
+
+function watcherOver(sessions: { id: string }[]) {
+  let added: ((s: unknown) => void) | undefined;
+  const registry = {
+    find: (_scope: string, id: string) => sessions.find((s) => s.id === id),
+    live: () => sessions.values(),
+    hasLive: () => sessions.length > 0,
+    onAdd: (fn: (s: unknown) => void) => (added = fn),
+  } as unknown as Registry;
+  const config = () => ({ interrupt: { enabled: true, promptPatterns: [], timeoutSeconds: 300 } }) as unknown as Config;
+  const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
+  const ticks: number[] = [];
+  const tick = watcher.tick.bind(watcher);
+  watcher.tick = (now: number) => {
+    ticks.push(now);
+    tick(now);
+  };
+  return { watcher, ticks, add: (s: { id: string }) => added!(s) };
+}
+
+describe('InterruptWatcher: its timer is set for what is due, not a steady tick', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ now: 1_000_000_000_000 });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('sleeps while no session is live', () => {
+    const { watcher, ticks } = watcherOver([]);
+    watcher.start();
+    vi.advanceTimersByTime(60_000);
+    // The first tick, at start, finds nothing planned and nobody live: no timer after it.
+    expect(ticks.length).toBe(1);
+    expect(vi.getTimerCount()).toBe(0);
+    watcher.stop();
+  });
+
+  it('looks at a quiet session with a backoff, its long waits on a half-second grid shared by the sweep, and comes at once when a quiet period restarts', () => {
+    const start = Date.now();
+    const sessions: { id: string }[] = [];
+    const { watcher, ticks, add } = watcherOver(sessions);
+    watcher.start();
+    const { s, counts } = quietSession('quiet', start);
+    sessions.push(s);
+    add(s);
+    vi.advanceTimersByTime(60_000);
+    // Looked at again and again (no reader: the backoff doubles to 3 s, with jitter) ...
+    expect(counts.visits).toBeGreaterThan(15);
+    // ... in far fewer wake-ups than a tick every 50 ms (1,200 a minute): the sweep's two a
+    // second, and the looks' own while the backoff is short.
+    expect(ticks.length).toBeLessThan(160);
+    // Once the backoff is long, every tick is on the grid.
+    const late = ticks.filter((t) => t > start + 20_000);
+    expect(late.length).toBeGreaterThan(0);
+    expect(late.filter((t) => t % 500 !== 0)).toEqual([]);
+    // Input written by hand restarts its quiet period: visited once that could count (150 ms),
+    // not at the next grid point.
+    vi.advanceTimersByTime(500 - (Date.now() % 500) + 20);
+    const before = counts.visits;
+    s.lastInputAt = Date.now();
+    s.quietRestarted!();
+    vi.advanceTimersByTime(200);
+    expect(counts.visits).toBeGreaterThan(before);
+    expect(ticks.at(-1)! % 500).not.toBe(0);
+    watcher.stop();
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('ticks no more often than every 50 ms, however near the plans', () => {
+    const start = Date.now();
+    const sessions: { id: string }[] = [];
+    const { watcher, ticks, add } = watcherOver(sessions);
+    watcher.start();
+    for (let i = 0; i < 20; i++) {
+      const { s } = quietSession(`q${i}`, start + i * 7);
+      sessions.push(s);
+      add(s);
+    }
+    vi.advanceTimersByTime(10_000);
+    for (let i = 1; i < ticks.length; i++) expect(ticks[i] - ticks[i - 1]).toBeGreaterThanOrEqual(50);
+    watcher.stop();
+  });
+});
