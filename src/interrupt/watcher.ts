@@ -38,8 +38,8 @@ const SWEEP_PER_TICK = 200;
 const SWEEP_SLICE_MS = 0.05;
 const SWEEP_CHECK = 8;
 /**
- * The watcher has no steady tick: its timer is set for the next visit planned (never sooner than
- * TICK_MS after the last tick), so a quiet daemon is woken only when something is due. Visits
+ * The watcher has no steady tick: its timer is set for the next visit planned (on a grid of
+ * TICK_MS, one tick a grid point at most), so a quiet daemon is woken only when something is due. Visits
  * that can wait (a look after a backoff of RELAXED_FROM_MS or more, and the sweep) are planned on a
  * grid of this many ms, so a thousand quiet sessions share a few wake-ups a second. Ticking 20
  * times a second held an idle daemon's thread 6-10% of a core on the bench's VM, whose vCPU wakes
@@ -53,7 +53,9 @@ const SWEEP_CHECK = 8;
  */
 const RELAXED_MS = 500;
 const RELAXED_FROM_MS = 1000;
-/** The first grid point after `t`. */
+/** The tick after the one at `now` (a timer fires a little after its grid point). */
+const nextTick = (now: number) => (Math.floor(now / TICK_MS) + 1) * TICK_MS;
+/** The first grid point of the relaxed visits after `t`. */
 const relaxed = (t: number) => (Math.floor(t / RELAXED_MS) + 1) * RELAXED_MS;
 
 /** A session looked at in the kernel this tick, with what it was looked at for. */
@@ -152,10 +154,14 @@ export class InterruptWatcher {
     if (!this.ticking) this.arm(at);
   }
 
-  /** Set the timer for `at` (no sooner than TICK_MS after the last tick) unless it is set sooner. */
+  /**
+   * Set the timer for the first point of the TICK_MS grid at or after `at`, past the last tick's,
+   * unless it is set sooner: ticks fall where a steady tick's would, so a visit waits no longer
+   * than it did, and never come closer than TICK_MS.
+   */
   private arm(at: number): void {
     if (!this.started) return;
-    const when = Math.max(at, this.lastTickAt + TICK_MS);
+    const when = Math.max(Math.ceil(at / TICK_MS) * TICK_MS, (Math.floor(this.lastTickAt / TICK_MS) + 1) * TICK_MS);
     if (when >= this.armedAt) return;
     clearTimeout(this.timer);
     this.armedAt = when;
@@ -265,7 +271,7 @@ export class InterruptWatcher {
     const needed = QUIET_MS[prompt ?? 'none'];
     if (quiet < needed) return this.plan(s.id, quietSince + needed);
     // One batch out at a time, of a bounded size: the rest wait for the next tick.
-    if (this.looking || looks.length >= maxLooks) return this.plan(s.id, now + TICK_MS);
+    if (this.looking || looks.length >= maxLooks) return this.plan(s.id, nextTick(now));
     st.asked = true;
     looks.push({ session: s, state: st, since: quietSince, promptLike: prompt !== undefined });
   }
@@ -327,7 +333,7 @@ export class InterruptWatcher {
     if (reader !== undefined && (reader.how === 'read' || l.promptLike)) {
       if (!st.seenReader) {
         st.seenReader = true;
-        this.plan(l.session.id, now + TICK_MS);
+        this.plan(l.session.id, nextTick(now));
       } else {
         // No more looks in this quiet period: it is raised (or a new period starts).
         st.nextCheckAt = Number.POSITIVE_INFINITY;

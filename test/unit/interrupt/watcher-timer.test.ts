@@ -4,6 +4,14 @@ import type { Config } from '../../../src/config/schema.js';
 import { InterruptWatcher } from '../../../src/interrupt/watcher.js';
 import type { Registry } from '../../../src/session/registry.js';
 
+// The kernel's answer, set by a test: which of the looks' leaders read their input (none by default).
+const reading = new Set<number>();
+vi.mock('../../../src/interrupt/kernel.js', () => ({
+  readsOffLoop: () => true,
+  lookThread: () => undefined,
+  findStdinReaders: async (queries: { leader: number }[]) => queries.map((q) => (reading.has(q.leader) ? { pid: q.leader, how: 'read' } : undefined)),
+}));
+
 /**
  * A quiet session with its input open and no reader the watcher can ask the kernel about (no
  * stdin id): each look it is due for settles at once as "nobody reads", and backs off. `looks`
@@ -33,7 +41,8 @@ function quietSession(id: string, start: number) {
   return { s, counts };
 }
 
-function watcherOver(sessions: { id: string }[]) {
+/** `lateMs`: each tick reads the clock this long after its timer's time, as a real timer fires a little late. */
+function watcherOver(sessions: { id: string }[], lateMs = 0) {
   let added: ((s: unknown) => void) | undefined;
   const registry = {
     find: (_scope: string, id: string) => sessions.find((s) => s.id === id),
@@ -47,7 +56,7 @@ function watcherOver(sessions: { id: string }[]) {
   const tick = watcher.tick.bind(watcher);
   watcher.tick = (now: number) => {
     ticks.push(now);
-    tick(now);
+    tick(now + lateMs);
   };
   return { watcher, ticks, add: (s: { id: string }) => added!(s) };
 }
@@ -99,6 +108,37 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
     expect(ticks.at(-1)! % 500).not.toBe(0);
     watcher.stop();
     expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('raises a prompt as soon as a steady tick did: looked at on the first tick its quiet period counts, confirmed on the next', async () => {
+    const start = Date.now() + 17; // between two ticks
+    vi.setSystemTime(start);
+    const sessions: { id: string }[] = [];
+    const { watcher, ticks, add } = watcherOver(sessions, 1);
+    watcher.start();
+    const raised: number[] = [];
+    const { s } = quietSession('asking', start);
+    Object.assign(s, {
+      stdinId: '8:1234',
+      pty: false,
+      output: { lastOutputAt: start + 5, tail: () => 'Continue? [y/N] ' },
+      raiseInterrupt: () => raised.push(Date.now()),
+      emit: () => {},
+    });
+    reading.add(s.pid);
+    sessions.push(s);
+    add(s);
+    await vi.advanceTimersByTimeAsync(1000);
+    reading.clear();
+    // Quiet from start + 5 and prompt-like: counted from start + 155, looked at on the first tick
+    // of the 50 ms grid after it, seen reading, confirmed on the next, raised in the turn after
+    // that (not a grid point later).
+    const first = Math.ceil((start + 155) / 50) * 50;
+    expect(ticks).toContain(first);
+    expect(raised).toHaveLength(1);
+    expect(raised[0]).toBeGreaterThanOrEqual(first + 50);
+    expect(raised[0]).toBeLessThan(first + 100);
+    watcher.stop();
   });
 
   it('ticks no more often than every 50 ms, however near the plans', () => {
