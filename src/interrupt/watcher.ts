@@ -212,19 +212,23 @@ export class InterruptWatcher {
     const maxLooks = readsOffLoop() ? LOOKS_PER_TICK.offLoop : LOOKS_PER_TICK.onLoop;
     const looks: Look[] = [];
     this.ticking = true;
-    for (const id of this.schedule.due(now)) {
-      const s = this.registry.find(ALL_SCOPES, id);
-      if (s) this.visit(s, now, cfg, looks, maxLooks);
+    try {
+      for (const id of this.schedule.due(now)) {
+        const s = this.registry.find(ALL_SCOPES, id);
+        if (s) this.visit(s, now, cfg, looks, maxLooks);
+      }
+      if (now >= this.nextSweepAt) {
+        this.sweep(now, cfg, looks, maxLooks);
+        this.nextSweepAt = relaxed(now);
+      }
+    } finally {
+      // Whatever a visit threw, the next tick is set: the earliest visit planned, and the sweep's
+      // next step while a session is live.
+      this.ticking = false;
+      this.lastTickAt = now;
+      this.arm(Math.min(this.schedule.earliest(), this.cursor !== undefined || this.registry.hasLive() ? this.nextSweepAt : Number.POSITIVE_INFINITY));
     }
-    if (now >= this.nextSweepAt) {
-      this.sweep(now, cfg, looks, maxLooks);
-      this.nextSweepAt = relaxed(now);
-    }
-    this.ticking = false;
-    this.lastTickAt = now;
     if (looks.length > 0) this.look(looks, now);
-    // The next tick: the earliest visit planned, and the sweep's next step while a session is live.
-    this.arm(Math.min(this.schedule.earliest(), this.cursor !== undefined || this.registry.hasLive() ? this.nextSweepAt : Number.POSITIVE_INFINITY));
     trace?.span('watcher tick', from, performance.now());
   }
 

@@ -141,6 +141,32 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
     watcher.stop();
   });
 
+  it('sets its next tick even when a visit throws', () => {
+    const start = Date.now();
+    const sessions: { id: string }[] = [];
+    const { watcher, ticks, add } = watcherOver(sessions);
+    watcher.start();
+    const { s, counts } = quietSession('quiet', start);
+    let fail = true;
+    Object.defineProperty(s, 'paused', {
+      get() {
+        if (fail) {
+          fail = false;
+          throw new Error('a visit went wrong');
+        }
+        return false;
+      },
+    });
+    sessions.push(s);
+    add(s);
+    expect(() => vi.advanceTimersByTime(1000)).toThrow('a visit went wrong');
+    const after = ticks.length;
+    vi.advanceTimersByTime(5000);
+    expect(ticks.length).toBeGreaterThan(after);
+    expect(counts.visits).toBeGreaterThan(0);
+    watcher.stop();
+  });
+
   it('ticks no more often than every 50 ms, however near the plans', () => {
     const start = Date.now();
     const sessions: { id: string }[] = [];
