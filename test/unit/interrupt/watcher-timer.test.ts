@@ -41,8 +41,13 @@ function quietSession(id: string, start: number) {
   return { s, counts };
 }
 
-/** `lateMs`: each tick reads the clock this long after its timer's time, as a real timer fires a little late. */
-function watcherOver(sessions: { id: string }[], lateMs = 0) {
+/**
+ * A started watcher over the sessions given to `add` (the registry tells it of each, as the
+ * daemon's does), and the times its ticks ran at. `lateMs`: each tick reads the clock this long
+ * after its timer's time, as a real timer fires a little late.
+ */
+function startedWatcher(lateMs = 0) {
+  const sessions: { id: string }[] = [];
   let added: ((s: unknown) => void) | undefined;
   const registry = {
     find: (_scope: string, id: string) => sessions.find((s) => s.id === id),
@@ -58,7 +63,12 @@ function watcherOver(sessions: { id: string }[], lateMs = 0) {
     ticks.push(now);
     tick(now + lateMs);
   };
-  return { watcher, ticks, add: (s: { id: string }) => added!(s) };
+  watcher.start();
+  const add = (s: { id: string }) => {
+    sessions.push(s);
+    added!(s);
+  };
+  return { watcher, ticks, add };
 }
 
 describe('InterruptWatcher: its timer is set for what is due, not a steady tick', () => {
@@ -70,8 +80,7 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
   });
 
   it('sleeps while no session is live', () => {
-    const { watcher, ticks } = watcherOver([]);
-    watcher.start();
+    const { watcher, ticks } = startedWatcher();
     vi.advanceTimersByTime(60_000);
     // The first tick, at start, finds nothing planned and nobody live: no timer after it.
     expect(ticks.length).toBe(1);
@@ -81,11 +90,8 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
 
   it('looks at a quiet session with a backoff, its long waits on a half-second grid shared by the sweep, and comes at once when a quiet period restarts', () => {
     const start = Date.now();
-    const sessions: { id: string }[] = [];
-    const { watcher, ticks, add } = watcherOver(sessions);
-    watcher.start();
+    const { watcher, ticks, add } = startedWatcher();
     const { s, counts } = quietSession('quiet', start);
-    sessions.push(s);
     add(s);
     vi.advanceTimersByTime(60_000);
     // Looked at again and again (no reader: the backoff doubles to 3 s, with jitter) ...
@@ -113,9 +119,7 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
   it('raises a prompt as soon as a steady tick did: looked at on the first tick its quiet period counts, confirmed on the next', async () => {
     const start = Date.now() + 17; // between two ticks
     vi.setSystemTime(start);
-    const sessions: { id: string }[] = [];
-    const { watcher, ticks, add } = watcherOver(sessions, 1);
-    watcher.start();
+    const { watcher, ticks, add } = startedWatcher(1);
     const raised: number[] = [];
     const { s } = quietSession('asking', start);
     Object.assign(s, {
@@ -126,7 +130,6 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
       emit: () => {},
     });
     reading.add(s.pid);
-    sessions.push(s);
     add(s);
     await vi.advanceTimersByTimeAsync(1000);
     reading.clear();
@@ -143,9 +146,7 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
 
   it('sets its next tick even when a visit throws', () => {
     const start = Date.now();
-    const sessions: { id: string }[] = [];
-    const { watcher, ticks, add } = watcherOver(sessions);
-    watcher.start();
+    const { watcher, ticks, add } = startedWatcher();
     const { s, counts } = quietSession('quiet', start);
     let fail = true;
     Object.defineProperty(s, 'paused', {
@@ -157,7 +158,6 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
         return false;
       },
     });
-    sessions.push(s);
     add(s);
     expect(() => vi.advanceTimersByTime(1000)).toThrow('a visit went wrong');
     const after = ticks.length;
@@ -169,12 +169,9 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
 
   it('ticks no more often than every 50 ms, however near the plans', () => {
     const start = Date.now();
-    const sessions: { id: string }[] = [];
-    const { watcher, ticks, add } = watcherOver(sessions);
-    watcher.start();
+    const { watcher, ticks, add } = startedWatcher();
     for (let i = 0; i < 20; i++) {
       const { s } = quietSession(`q${i}`, start + i * 7);
-      sessions.push(s);
       add(s);
     }
     vi.advanceTimersByTime(10_000);
