@@ -161,7 +161,7 @@ export class InterruptWatcher {
    */
   private arm(at: number): void {
     if (!this.started) return;
-    const when = Math.max(Math.ceil(at / TICK_MS) * TICK_MS, (Math.floor(this.lastTickAt / TICK_MS) + 1) * TICK_MS);
+    const when = Math.max(Math.ceil(at / TICK_MS) * TICK_MS, nextTick(this.lastTickAt));
     if (when >= this.armedAt) return;
     clearTimeout(this.timer);
     this.armedAt = when;
