@@ -53,6 +53,7 @@ const SWEEP_CHECK = 8;
  */
 const RELAXED_MS = 500;
 const RELAXED_FROM_MS = 1000;
+const SWEEP_DETECTION_OFF_MS = 5000;
 /** The tick after the one at `now` (a timer fires a little after its grid point). */
 const nextTick = (now: number) => (Math.floor(now / TICK_MS) + 1) * TICK_MS;
 /** The first grid point of the relaxed visits after `t`. */
@@ -219,7 +220,9 @@ export class InterruptWatcher {
       }
       if (now >= this.nextSweepAt) {
         this.sweep(now, cfg, looks, maxLooks);
-        this.nextSweepAt = relaxed(now);
+        // With detection off a visit does nothing but expire interrupts (planned): the sweep only
+        // looks for a reload that switched it on, every few seconds.
+        this.nextSweepAt = relaxed(cfg.enabled ? now : now + SWEEP_DETECTION_OFF_MS);
       }
     } finally {
       // Whatever a visit threw, the next tick is set: the earliest visit planned, and the sweep's

@@ -46,7 +46,7 @@ function quietSession(id: string, start: number) {
  * daemon's does), and the times its ticks ran at. `lateMs`: each tick reads the clock this long
  * after its timer's time, as a real timer fires a little late.
  */
-function startedWatcher(lateMs = 0) {
+function startedWatcher(lateMs = 0, detection = { enabled: true }) {
   const sessions: { id: string }[] = [];
   let added: ((s: unknown) => void) | undefined;
   const registry = {
@@ -55,7 +55,7 @@ function startedWatcher(lateMs = 0) {
     hasLive: () => sessions.length > 0,
     onAdd: (fn: (s: unknown) => void) => (added = fn),
   } as unknown as Registry;
-  const config = () => ({ interrupt: { enabled: true, promptPatterns: [], timeoutSeconds: 300 } }) as unknown as Config;
+  const config = () => ({ interrupt: { enabled: detection.enabled, promptPatterns: [], timeoutSeconds: 300 } }) as unknown as Config;
   const watcher = new InterruptWatcher(registry, config, pino({ level: 'silent' }));
   const ticks: number[] = [];
   const tick = watcher.tick.bind(watcher);
@@ -141,6 +141,22 @@ describe('InterruptWatcher: its timer is set for what is due, not a steady tick'
     expect(raised).toHaveLength(1);
     expect(raised[0]).toBeGreaterThanOrEqual(first + 50);
     expect(raised[0]).toBeLessThan(first + 100);
+    watcher.stop();
+  });
+
+  it('with detection off, sweeps only every few seconds, and looks again soon after a reload switches it on', () => {
+    const start = Date.now();
+    const detection = { enabled: false };
+    const { watcher, ticks, add } = startedWatcher(0, detection);
+    const { s, counts } = quietSession('quiet', start);
+    add(s);
+    vi.advanceTimersByTime(60_000);
+    // A sweep every 5 s (and the session's first planned visit): not two a second.
+    expect(ticks.length).toBeLessThanOrEqual(14);
+    expect(counts.visits).toBe(0);
+    detection.enabled = true;
+    vi.advanceTimersByTime(5500);
+    expect(counts.visits).toBeGreaterThan(0);
     watcher.stop();
   });
 
