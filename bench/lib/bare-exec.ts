@@ -10,13 +10,16 @@
  */
 import { closeSync, readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { nativeSpawner, posixSpawn } from '../../src/runner/native.js';
+import { envPairs, nativeSpawner, posixSpawn } from '../../src/runner/native.js';
 import { serveLines } from './line-server.js';
 
 const [socketPath, resultFile, shell, ...args] = process.argv.slice(2);
 const held = readFileSync(resultFile, 'utf8').trim();
 const addon = nativeSpawner();
 if (addon instanceof Error) throw addon;
+
+// Made once, as the daemon makes the inherited part of a job's environment once (runner/env.ts JobEnv).
+const env = envPairs(process.env);
 
 serveLines(socketPath, (req, conn) => run(String(req.params?.command), () => conn.write(`{"jsonrpc":"2.0","id":${JSON.stringify(req.id)},"result":${held}}\n`)));
 
@@ -29,6 +32,6 @@ function run(command: string, done: () => void): void {
     // Its input, never written to, is let go once it ended (as the daemon does).
     closeSync(child.stdin);
   };
-  const child = posixSpawn(addon as Exclude<typeof addon, Error>, shell, [shell, ...args, command], process.env, process.cwd(), false, settle);
+  const child = posixSpawn(addon as Exclude<typeof addon, Error>, shell, [shell, ...args, command], env, process.cwd(), false, settle);
   for (const fd of [child.stdout, child.stderr]) new Socket({ fd, readable: true, writable: false }).on('data', () => undefined).once('close', settle);
 }

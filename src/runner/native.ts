@@ -201,7 +201,7 @@ export function freezeReaping(): { pids: number[]; thaw: () => void } {
 }
 
 /** NAME=value for each variable set. */
-function envPairs(env: NodeJS.ProcessEnv): string[] {
+export function envPairs(env: NodeJS.ProcessEnv): string[] {
   const pairs: string[] = [];
   for (const [k, v] of Object.entries(env)) if (v !== undefined) pairs.push(`${k}=${v}`);
   return pairs;
