@@ -21,6 +21,17 @@ export class TestClient extends NdjsonConnection {
     return new TestClient(await connectTo(path));
   }
 
+  private constructor(socket: Awaited<ReturnType<typeof connectTo>>) {
+    super(socket);
+    // A request the daemon never answers before the connection closes (an image winding down in
+    // a restart) is answered here with an error, not left waiting for ever: a waitFor polling with
+    // it then looks again, and its deadline can pass.
+    socket.on('close', () => {
+      for (const [key, answer] of this.waiting) answer(closedAnswer(key === 'batch' ? null : JSON.parse(key)));
+      this.waiting.clear();
+    });
+  }
+
   protected override onLine(line: string): void {
     const msg = JSON.parse(line);
     if (!Array.isArray(msg) && msg.method !== undefined && msg.id === undefined) this.notifications.push(msg);
@@ -41,6 +52,7 @@ export class TestClient extends NdjsonConnection {
 
   /** Call a method; resolves with the whole response (result or error). */
   request(method: string, params?: unknown, id: string | number = this.nextId++): Promise<RpcResponse> {
+    if (this.closed) return Promise.resolve(closedAnswer(id));
     return new Promise((resolve) => {
       this.waiting.set(JSON.stringify(id), resolve);
       this.socket.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) })}\n`);
@@ -76,4 +88,9 @@ export class TestClient extends NdjsonConnection {
   async until(cond: () => boolean, timeoutMs = 20_000): Promise<void> {
     if (!(await this.holds(cond, timeoutMs))) throw new Error('condition not met in time');
   }
+}
+
+/** The answer to a request whose connection closed first. */
+function closedAnswer(id: string | number | null): RpcResponse {
+  return { jsonrpc: '2.0', id, error: { code: -32000, message: 'the connection closed before an answer (test client)' } };
 }
