@@ -9,6 +9,7 @@ import { bareRpc } from './lib/floor.js';
 import { exitWaits } from './lib/sessions.js';
 import { alive, cpuMs, liveProcesses, loadAvg, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
+import { machineStalls, type MachineStalls } from './lib/stall-probe.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
 import { DaemonTrace, metOnThread, slowCauses, type Sent } from './lib/trace.js';
 
@@ -99,7 +100,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   const pids = new Set<number>();
   const polled: string[] = [];
   type Gc = ReturnType<typeof gcs.take>;
-  type Round = { page: number[]; pageFloor: number[]; pageTwin: number[]; all: number[]; allFloor: number[]; poll: number[]; pollFloor: number[]; pollTwin: number[]; status: number[]; pageGc: Gc; pollGc: Gc; busy: LoopDelay; idle: LoopDelay; idleCpu: number; idleLoopCpu: number; load: string };
+  type Round = { page: number[]; pageFloor: number[]; pageTwin: number[]; all: number[]; allFloor: number[]; poll: number[]; pollFloor: number[]; pollTwin: number[]; status: number[]; pageGc: Gc; pollGc: Gc; busy: LoopDelay; idle: LoopDelay; idleCpu: number; idleLoopCpu: number; load: string; stalls: MachineStalls | string };
   const rounds: Round[] = [];
   let warm = { ms: 0, rssBeforeKb: 0, rssAfterKb: 0, captureGrowthKb: 0, captureAfterKb: 0 };
   let rssHeldKb = 0;
@@ -194,7 +195,9 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       const idleLoopCpu = ((threadCpuMs(daemon.pid) - loop0) / (now() - t0)) * 100;
       mark(opts, `round ${r + 1} end`);
       const idle = (await diag())!;
-      rounds.push({ ...s, pageGc, pollGc, busy, idle, idleCpu, idleLoopCpu });
+      // What the machine did to a running thread on the servers' core, just after the round (nothing else asked of it).
+      const stalls = machineStalls(pinned ? 1 : undefined, 50, 300, 150, opts.quick ? 2000 : 10_000);
+      rounds.push({ ...s, pageGc, pollGc, busy, idle, idleCpu, idleLoopCpu, stalls });
       opts.log(
         `  round ${r + 1} (load ${s.load}): list ${PAGE} p50 ${round(median(s.page), 2)} / p99 ${round(p99(s.page), 2)} ms (bare server p99 ${round(p99(s.pageFloor), 2)} ms: ${round(p99(s.page) / p99(s.pageFloor), 2)}x; its twin ${round(p99(s.pageTwin), 2)} ms; ` +
           `worst six: ours ${worst(s.page)}, bare ${worst(s.pageFloor)}, twin ${worst(s.pageTwin)}), ` +
@@ -202,7 +205,8 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
           `list all p50 ${round(median(s.all), 2)} / p99 ${round(p99(s.all), 2)} ms (bare server p99 ${round(p99(s.allFloor), 2)} ms: ${round(p99(s.all) / p99(s.allFloor), 2)}x), ` +
           `poll p50 ${round(median(s.poll), 3)} / p99 ${round(p99(s.poll), 3)} ms (bare server p99 ${round(p99(s.pollFloor), 3)} ms: ${round(p99(s.poll) / p99(s.pollFloor), 2)}x; its twin ${round(p99(s.pollTwin), 3)} ms; ` +
           `worst six: ours ${worst(s.poll)}, bare ${worst(s.pollFloor)}, twin ${worst(s.pollTwin)}; young collections ${pollGc.young} (${round(pollGc.youngMs, 1)} ms, longest ${round(pollGc.youngMaxMs, 1)}), full ${pollGc.full}), status p99 ${round(p99(s.status), 3)} ms; ` +
-          `loop delay under requests p99 ${busy.p99} / max ${busy.max} ms, idle p99 ${idle.p99} / max ${idle.max} ms (CPU ${round(idleCpu, 1)}%, main thread ${round(idleLoopCpu, 1)}%)`,
+          `loop delay under requests p99 ${busy.p99} / max ${busy.max} ms, idle p99 ${idle.p99} / max ${idle.max} ms (CPU ${round(idleCpu, 1)}%, main thread ${round(idleLoopCpu, 1)}%); ` +
+          (typeof stalls === 'string' ? `the machine's stalls not probed: ${stalls}` : `the machine held up ${stalls.compute.percent}% of 50 µs of arithmetic (median ${stalls.compute.medianUs} µs) and ${stalls.touch.percent}% of reads of 300 pages after 150 µs away (median ${stalls.touch.medianUs} µs)`),
       );
     }
     await client.call('process', { action: 'kill', all: true });
@@ -330,6 +334,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       rounds: pollTwinSpread,
       detail: `its p99 ${per((r) => p99(r.pollTwin)).join('/')} ms`,
     },
+    ...stallRows(rounds.map((r) => r.stalls)),
     {
       bench: 'tails',
       name: 'young collections in the daemon, a poll phase (poll + daemon.status)',
@@ -471,6 +476,29 @@ function gcCounter(daemon: BenchDaemon, log?: string) {
       return out;
     },
   };
+}
+
+/**
+ * What the machine did to a running thread in each round (bench/lib/stall-probe.ts), no target:
+ * how to read the p99 ratios above. A request held up here waits ~100 µs whoever answers it, and
+ * the more a server does and touches per request, the more of its requests are.
+ */
+function stallRows(each: (MachineStalls | string)[]): Metric[] {
+  const probed = each.filter((e): e is MachineStalls => typeof e !== 'string');
+  if (probed.length === 0) return [];
+  const row = (kind: 'compute' | 'touch', name: string): Metric => {
+    const rounds = probed.map((p) => p[kind].percent);
+    return {
+      bench: 'tails',
+      name,
+      value: median(rounds),
+      unit: '%',
+      rounds,
+      detail: `held up by 20 µs or more (bench/native/stall-probe.c, on the servers' core after each round); median hold-up ${probed.map((p) => p[kind].medianUs).join('/')} µs`,
+    };
+  };
+  const p = probed[0];
+  return [row('compute', `the machine: ${p.windowUs} µs of arithmetic held up`), row('touch', `the machine: reads of ${p.pages} pages after ${p.gapUs} µs away held up`)];
 }
 
 /** Whether the servers can be put on one core and the client on another (two or more, and taskset). */

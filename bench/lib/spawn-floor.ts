@@ -1,8 +1,6 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ROOT } from './daemon.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { buildNative } from './native.js';
 
 /** One run of the C floor: its wall time and its own CPU (user + system), ms. */
 export interface FloorRun {
@@ -16,18 +14,10 @@ export interface FloorRun {
  * `cc`), run one command per call. Resolves to why not (a string) when there is no compiler.
  */
 export async function spawnFloor(env: NodeJS.ProcessEnv, file: string, args: string[]): Promise<SpawnFloor | string> {
-  const dir = mkdtempSync(join(tmpdir(), 'procctl-bench-floor-'));
-  const bin = join(dir, 'spawn-floor');
-  const cc = process.env.CC || 'cc';
-  try {
-    execFileSync(cc, ['-O2', '-o', bin, join(ROOT, 'bench', 'native', 'spawn-floor.c')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
-    const e = err as NodeJS.ErrnoException & { stderr?: Buffer };
-    return e.code === 'ENOENT' ? `no C compiler (${cc}) on this machine` : `${cc} could not build bench/native/spawn-floor.c: ${e.stderr?.toString().trim() || e.message}`;
-  }
-  const proc = spawn(bin, [file, ...args], { env, stdio: ['pipe', 'pipe', 'inherit'] });
-  return new SpawnFloor(proc, dir);
+  const built = buildNative('spawn-floor');
+  if (typeof built === 'string') return built;
+  const proc = spawn(built.bin, [file, ...args], { env, stdio: ['pipe', 'pipe', 'inherit'] });
+  return new SpawnFloor(proc, built.dir);
 }
 
 export class SpawnFloor {
