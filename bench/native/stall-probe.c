@@ -4,8 +4,8 @@
  * PAGES pages picked at random in a 256 MiB buffer (the same pages every window, so after the
  * first they are only the TLB's misses, never the kernel's faults), each after GAP_US of arithmetic
  * that touches no memory, as a server's requests come apart. A window that took STALL_US
- * more than the fastest of its kind was held up by something outside it (the hypervisor, an
- * interrupt, a page-table walk the host had to rebuild). Prints one line a kind:
+ * more than the fastest of its kind was held up by something outside it (an interrupt, or on a
+ * VM the hypervisor: which, the probe cannot tell). Prints one line a kind:
  *   compute WINDOW_US PERCENT_STALLED MEDIAN_STALL_US
  *   pages PAGES PERCENT_STALLED MEDIAN_STALL_US
  * Usage: stall-probe WINDOW_US PAGES GAP_US WINDOWS (run it where the thread it speaks for runs).
@@ -52,6 +52,9 @@ int main(int argc, char **argv) {
   double gap = atof(argv[3]);
   int n = atoi(argv[4]);
   double *took = malloc(sizeof *took * n);
+  size_t *at = malloc(sizeof *at * pages);
+  volatile char *buffer = malloc(BUFFER);
+  if (!took || !at || !buffer || n < 1) return 1;
   volatile double x = 1;
 
   /* Loops of arithmetic that take WINDOW_US on this CPU, found by doubling. */
@@ -69,10 +72,7 @@ int main(int argc, char **argv) {
   }
   report("compute", (long)window, took, n);
 
-  volatile char *buffer = malloc(BUFFER);
-  if (!buffer) return 1;
   memset((char *)buffer, 1, BUFFER);
-  size_t *at = malloc(sizeof *at * pages);
   srandom(1);
   for (long i = 0; i < pages; i++) at[i] = (size_t)(random() % (BUFFER / 4096)) * 4096;
   long sum = 0;
