@@ -54,10 +54,12 @@ const SWEEP_CHECK = 8;
 const RELAXED_MS = 500;
 const RELAXED_FROM_MS = 1000;
 const SWEEP_DETECTION_OFF_MS = 5000;
+/** The first point of a grid of `step` ms after `t`. */
+const after = (t: number, step: number) => (Math.floor(t / step) + 1) * step;
 /** The tick after the one at `now` (a timer fires a little after its grid point). */
-const nextTick = (now: number) => (Math.floor(now / TICK_MS) + 1) * TICK_MS;
+const nextTick = (now: number) => after(now, TICK_MS);
 /** The first grid point of the relaxed visits after `t`. */
-const relaxed = (t: number) => (Math.floor(t / RELAXED_MS) + 1) * RELAXED_MS;
+const relaxed = (t: number) => after(t, RELAXED_MS);
 
 /** A session looked at in the kernel this tick, with what it was looked at for. */
 interface Look {
