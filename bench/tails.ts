@@ -9,7 +9,7 @@ import { bareRpc } from './lib/floor.js';
 import { exitWaits } from './lib/sessions.js';
 import { alive, cpuMs, liveProcesses, loadAvg, memoryKb, resetPeakRss, threadCpuMs } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
-import { machineStalls, type MachineStalls } from './lib/stall-probe.js';
+import { StallProbe, type MachineStalls } from './lib/stall-probe.js';
 import { median, now, p99, round, sleep } from './lib/stats.js';
 import { DaemonTrace, metOnThread, slowCauses, type Sent } from './lib/trace.js';
 
@@ -91,6 +91,8 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
   // here: the daemon and its floors meet the same scheduler, and the client never takes their core.
   // Pinned once the sessions are held (the warm-up and the sessions' start use both cores).
   const pinned = pinnable();
+  // How much the machine holds a running thread up, probed after each round (the p99s' context).
+  const probe = StallProbe.build();
   // Without the object counts: those are full garbage collections, which would clean the heap before each round.
   const diag = async (): Promise<LoopDelay | null> => (await client.call('daemon.diagnostics', { objects: false })).eventLoopDelay;
   opts.log(
@@ -196,7 +198,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       mark(opts, `round ${r + 1} end`);
       const idle = (await diag())!;
       // What the machine did to a running thread on the servers' core, just after the round (nothing else asked of it).
-      const stalls = machineStalls(pinned ? 1 : undefined, 50, 300, 150, opts.quick ? 2000 : 10_000);
+      const stalls = typeof probe === 'string' ? probe : probe.run(pinned ? 1 : undefined, 50, 300, 150, opts.quick ? 2000 : 10_000);
       rounds.push({ ...s, pageGc, pollGc, busy, idle, idleCpu, idleLoopCpu, stalls });
       opts.log(
         `  round ${r + 1} (load ${s.load}): list ${PAGE} p50 ${round(median(s.page), 2)} / p99 ${round(p99(s.page), 2)} ms (bare server p99 ${round(p99(s.pageFloor), 2)} ms: ${round(p99(s.page) / p99(s.pageFloor), 2)}x; its twin ${round(p99(s.pageTwin), 2)} ms; ` +
@@ -215,6 +217,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
     for (const f of [floorPage, floorTwin, floorAll, floorPoll, floorPollTwin]) f?.client.close();
     await Promise.all([daemon.stop(), floorPage?.stop(), floorTwin?.stop(), floorAll?.stop(), floorPoll?.stop(), floorPollTwin?.stop()]);
     if (pinned) pin([process.pid], -1);
+    if (typeof probe !== 'string') probe.close();
     const survivors = [...pids].filter(alive).concat(liveProcesses({ pgrps: pids }).map((p) => p.pid));
     for (const pid of new Set(survivors)) {
       try {
