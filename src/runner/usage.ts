@@ -287,6 +287,7 @@ export class UsageSampler<K, V = Resources> {
       const deadline = setTimeout(() => {
         over = true;
         this.late = true;
+        trace?.span(`${this.timing.name ?? 'sampler'} late`, began, performance.now());
         this.readHere(keys, began);
       }, this.timing.everyMs * LATE_REFRESHES);
       deadline.unref();
