@@ -105,9 +105,9 @@ export class ScopeRules {
    * or where none is configured the approver credential (`approver()`, asked only then), so the
    * person's console works on a fresh install (SPEC §17).
    */
-  authorize(scope: string, token: unknown, approver: () => boolean = () => false): Authorization {
+  authorize(scope: string, token: unknown, approver?: () => boolean): Authorization {
     if (scope === ALL_SCOPES) {
-      if (!this.admin && approver()) return { ok: true, scope, admin: true, policy: OPEN };
+      if (!this.admin && approver?.() === true) return { ok: true, scope, admin: true, policy: OPEN };
       if (!this.admin) return { ok: false, why: 'scope "*" (every scope) needs the daemon\'s adminToken, or where none is configured the approver credential ("approverToken": approvals.approverToken, or the one the daemon made beside its socket), and this request carries neither that this daemon knows' };
       if (!matches(this.admin, token)) return { ok: false, why: 'scope "*" (every scope) needs the adminToken: pass it as "token" (procctl --scope \'*\' --token ...)' };
       return { ok: true, scope, admin: true, policy: OPEN };

@@ -57,14 +57,15 @@ export class ClientBudget {
   }
 }
 
-/** Does `value` nest deeper than `max` (objects and arrays), walked without recursion? */
+/** Does `value` nest deeper than `max` (objects and arrays)? Walked no more than `max` levels down, so never a stack overflow. */
 export function nestsDeeper(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth >= max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  if (typeof value !== 'object' || value === null) return false;
+  if (max <= 0) return true;
+  // No deeper than `max` calls: a value nested past it is found there, not followed further.
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (nestsDeeper(value[i], max - 1)) return true;
+    return false;
   }
+  for (const key in value) if (nestsDeeper((value as Record<string, unknown>)[key], max - 1)) return true;
   return false;
 }

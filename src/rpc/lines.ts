@@ -21,25 +21,31 @@ export class LineSplitter {
     return had;
   }
 
-  /** Feed a chunk; returns the complete lines, and whether a frame passed the limit after them. */
-  push(chunk: Buffer): { lines: string[]; oversized: boolean } {
-    const lines: string[] = [];
+  /**
+   * Feed a chunk: its complete lines are pushed onto `into` (a carriage return before a newline
+   * dropped); returns whether a frame passed the limit after them. Nothing is made per chunk but
+   * the lines' strings: a poll's line is decoded from the chunk where it lies.
+   */
+  push(chunk: Buffer, into: string[]): boolean {
     let start = 0;
     for (let nl = chunk.indexOf(10, start); nl !== -1; nl = chunk.indexOf(10, start)) {
-      const piece = chunk.subarray(start, nl);
-      if (this.size + piece.length > this.maxBytes) return { lines, oversized: true };
-      const line = this.parts.length ? Buffer.concat([...this.parts, piece]) : piece;
-      this.parts = [];
-      this.size = 0;
-      lines.push(line.toString('utf8').replace(/\r$/, ''));
+      if (this.size + nl - start > this.maxBytes) return true;
+      const end = nl > start && chunk[nl - 1] === 13 ? nl - 1 : nl;
+      if (this.parts.length === 0) into.push(chunk.toString('utf8', start, end));
+      else {
+        const line = Buffer.concat([...this.parts, chunk.subarray(start, nl)]).toString('utf8');
+        into.push(line.endsWith('\r') ? line.slice(0, -1) : line);
+        this.parts = [];
+        this.size = 0;
+      }
       start = nl + 1;
     }
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
       this.size += rest.length;
-      if (this.size > this.maxBytes) return { lines, oversized: true };
+      if (this.size > this.maxBytes) return true;
       this.parts.push(Buffer.from(rest));
     }
-    return { lines, oversized: false };
+    return false;
   }
 }

@@ -14,10 +14,13 @@ export interface OutputSink {
 
 export interface Drained {
   /** Newly drained output of both streams, interleaved in arrival order. */
-  text: string;
+  readonly text: string;
   /** Characters each stream's pending cap dropped before this drain. */
-  dropped: { stdout: number; stderr: number };
+  readonly dropped: { readonly stdout: number; readonly stderr: number };
 }
+
+/** A drain that found nothing (a quiet session polled): one answer for all, made nothing anew. */
+const NOTHING: Drained = Object.freeze({ text: '', dropped: Object.freeze({ stdout: 0, stderr: 0 }) });
 
 /**
  * A session's captured output: the retained combined transcript (newest `maxOutputChars` kept)
@@ -185,6 +188,7 @@ export class SessionOutput {
 
   /** Take what no poll has returned yet, both streams merged back into arrival order. */
   drain(): Drained {
+    if (!this.hasPending) return NOTHING;
     const out = this.pending.stdout.drain();
     const err = this.pending.stderr.drain();
     return { text: merge(out.chunks, err.chunks), dropped: { stdout: out.dropped, stderr: err.dropped } };

@@ -22,22 +22,27 @@ const KINDS: readonly ClientKind[] = ['cli', 'mcp', 'console', 'rpc'];
 /** A connection's peer, looked up once: its executable is read while the client is surely there. */
 const peers = new WeakMap<object, Peer | null>();
 
+/** The client as a request names none: the CLI is known by its voice. Shared, never changed. */
+const CLI_CLIENT: Client = Object.freeze({ kind: 'cli' });
+const RPC_CLIENT: Client = Object.freeze({ kind: 'rpc' });
+
 /**
- * Who asks: the peer's credentials (once per connection) and the client's kind and name as it
- * says (`client: {kind, name?}`, a request param like `voice`; the CLI is known by its voice).
- * The kind and name are what the client claims; uid, pid and exe are the kernel's.
+ * The client's kind and name as a request says (`client: {kind, name?}`, a request param like
+ * `voice`; the CLI is known by its voice), checked: what the client claims, where the peer's uid,
+ * pid and exe (originOf) are the kernel's.
  */
-export function originOf(from: Requester, client: unknown, voice: unknown): () => { peer: Peer | null; client: Client } {
-  let said: Client;
-  if (client === undefined) said = { kind: voice === 'cli' ? 'cli' : 'rpc' };
-  else {
-    const c = client as { kind?: unknown; name?: unknown };
-    if (typeof client !== 'object' || client === null || !KINDS.includes(c.kind as ClientKind) || (c.name !== undefined && (typeof c.name !== 'string' || c.name.length > 200))) {
-      throw invalid(`client must be {kind: "cli"|"mcp"|"console"|"rpc", name?: a string of at most 200 characters}`, { path: ['client'], schema: true });
-    }
-    said = { kind: c.kind as ClientKind, ...(typeof c.name === 'string' ? { name: c.name } : {}) };
+export function clientOf(client: unknown, voice: unknown): Client {
+  if (client === undefined) return voice === 'cli' ? CLI_CLIENT : RPC_CLIENT;
+  const c = client as { kind?: unknown; name?: unknown };
+  if (typeof client !== 'object' || client === null || !KINDS.includes(c.kind as ClientKind) || (c.name !== undefined && (typeof c.name !== 'string' || c.name.length > 200))) {
+    throw invalid(`client must be {kind: "cli"|"mcp"|"console"|"rpc", name?: a string of at most 200 characters}`, { path: ['client'], schema: true });
   }
-  return () => ({ peer: peerOf(from), client: said });
+  return { kind: c.kind as ClientKind, ...(typeof c.name === 'string' ? { name: c.name } : {}) };
+}
+
+/** Who asks: the peer's credentials (looked up once per connection) and the client as it said (clientOf). */
+export function originOf(from: Requester, client: Client): { peer: Peer | null; client: Client } {
+  return { peer: peerOf(from), client };
 }
 
 function peerOf(from: Requester): Peer | null {

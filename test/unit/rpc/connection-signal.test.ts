@@ -202,3 +202,24 @@ describe("a request's signal", () => {
     expect(told).toBe(true);
   });
 });
+
+describe("an answer's write", () => {
+  it('carries no callback to an empty socket (Node makes a tick and an object for one), and one behind unsent bytes', async () => {
+    const methods = new Map<string, Method>([['ping', () => ({ pong: true })]]);
+    const { call, connections } = await serve(methods);
+    await call(0, 'ping');
+    const socket = connections[0].socket;
+    const callbacks: boolean[] = [];
+    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+    let unsent = 0;
+    Object.defineProperty(socket, 'writableLength', { configurable: true, get: () => unsent });
+    (socket as unknown as { write: (...args: unknown[]) => boolean }).write = (...args: unknown[]) => {
+      callbacks.push(typeof args[args.length - 1] === 'function');
+      return write(...args);
+    };
+    expect((await call(1, 'ping')).result).toEqual({ pong: true });
+    unsent = 1;
+    expect((await call(2, 'ping')).result).toEqual({ pong: true });
+    expect(callbacks).toEqual([false, true]);
+  });
+});

@@ -2,10 +2,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { LineSplitter } from '../../../src/rpc/lines.js';
 
-/** The old shape of a result, for brevity: the lines, or 'oversized' when a frame passed the limit. */
+/** A chunk's result, for brevity: the lines, or 'oversized' when a frame passed the limit. */
 function flat(s: LineSplitter, chunk: Buffer): string[] | 'oversized' {
-  const r = s.push(chunk);
-  return r.oversized ? 'oversized' : r.lines;
+  const lines: string[] = [];
+  return s.push(chunk, lines) ? 'oversized' : lines;
 }
 
 const b = (s: string) => Buffer.from(s, 'utf8');
@@ -62,7 +62,9 @@ describe('LineSplitter', () => {
   describe('oversized frames', () => {
     it('still returns the complete lines before an oversized frame', () => {
       const s = new LineSplitter(10);
-      expect(s.push(b(`ok\n${'x'.repeat(20)}\n`))).toEqual({ lines: ['ok'], oversized: true });
+      const lines: string[] = [];
+      expect(s.push(b(`ok\n${'x'.repeat(20)}\n`), lines)).toBe(true);
+      expect(lines).toEqual(['ok']);
     });
 
     it('accepts a line of exactly maxBytes', () => {

@@ -359,3 +359,19 @@ describe('SessionOutput: where stderr lies', () => {
     expect(o.stderrIn(89_990, 90_000)).toEqual([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]]);
   });
 });
+
+describe('SessionOutput: a drain that finds nothing', () => {
+  it('gives the one shared answer, frozen, and what came since after it', () => {
+    const o = new SessionOutput();
+    const quiet = o.drain();
+    expect(quiet).toEqual({ text: '', dropped: { stdout: 0, stderr: 0 } });
+    expect(Object.isFrozen(quiet) && Object.isFrozen(quiet.dropped)).toBe(true);
+    expect(o.drain()).toBe(quiet);
+    o.capture('stdout', Buffer.from('out\n'));
+    o.capture('stderr', Buffer.from('err\n'));
+    const drained = o.drain();
+    expect(drained).not.toBe(quiet);
+    expect(drained.text).toBe('out\nerr\n');
+    expect(o.drain()).toBe(quiet);
+  });
+});
