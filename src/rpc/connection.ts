@@ -201,11 +201,12 @@ export class Connection {
     if (trace) this.readAt = performance.now();
     const before = this.splitter.partialBytes;
     const lines = this.lines;
-    lines.length = 0;
     const oversized = this.splitter.push(chunk, lines);
-    if (this.budget && !this.holdPartial(before)) return;
-    for (const line of lines) if (line.trim()) this.queue.push(line);
-    lines.length = 0;
+    const held = this.budget === undefined || this.holdPartial(before);
+    for (let i = 0; i < lines.length; i++) if (held && lines[i].trim()) this.queue.push(lines[i]);
+    // Emptied by pops: a length set to 0 lets go of the array's storage, made again at the next chunk.
+    while (lines.length > 0) lines.pop();
+    if (!held) return;
     if (oversized) {
       // Nothing after it is read; the lines before it are still answered.
       this.queue.push(OVERSIZED);
