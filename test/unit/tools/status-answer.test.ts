@@ -49,6 +49,20 @@ describe('daemon.status', () => {
     expect((again as typeof reloaded).sandbox).toEqual(reloaded.sandbox);
   });
 
+  it("walks the sessions by the registry's forEach, never its iterator (a result object per session, 40 kB a status at 1,000)", async () => {
+    const d = daemonWith(ConfigSchema.parse({}), () => ({ review: false, reason: 'not here' }));
+    // With cgroups, what the running sessions use is summed (none run here: the walk is what is looked at).
+    d.cgroups.mode = 'v2';
+    await daemonStatus(d, 0, 'test');
+    let iterated = 0;
+    let walked = 0;
+    const { all, forEach } = d.registry;
+    d.registry.all = () => (iterated++, all.call(d.registry));
+    d.registry.forEach = (visit) => (walked++, forEach.call(d.registry, visit));
+    expect((daemonStatus(d, 0, 'test') as { sessions: unknown }).sessions).toBeDefined();
+    expect({ iterated, walked: walked > 0 }).toEqual({ iterated: 0, walked: true });
+  });
+
   it('waits while the review probe runs', async () => {
     let probed: (v: unknown) => void = () => undefined;
     let review: unknown = { review: false, reason: 'not yet' };
