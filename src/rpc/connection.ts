@@ -203,7 +203,7 @@ export class Connection {
     const lines = this.lines;
     const oversized = this.splitter.push(chunk, lines);
     const held = this.budget === undefined || this.holdPartial(before);
-    for (let i = 0; i < lines.length; i++) if (held && lines[i].trim()) this.queue.push(lines[i]);
+    if (held) for (let i = 0; i < lines.length; i++) if (lines[i].trim()) this.queue.push(lines[i]);
     // Emptied by pops: a length set to 0 lets go of the array's storage, made again at the next chunk.
     while (lines.length > 0) lines.pop();
     if (!held) return;
