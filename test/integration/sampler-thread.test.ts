@@ -65,7 +65,7 @@ describe("the samplers' reads run on a thread of their own, at idle priority", (
     expect(allThreadsOf(d.proc.pid!).filter((t) => t.policy === 5 || t.nice === 19)).toEqual([]);
   });
 
-  it("refreshes a running session's usage and ports with no refresh read on the daemon's thread", async () => {
+  it("refreshes a running session's usage and ports on the samplers' thread: none read on the daemon's thread but after a batch came back late", async () => {
     const file = join(dir, 'trace.json');
     const d = await startDaemon({ env: { PROCCTL_TRACE_FILE: file } });
     const s = new Scoped(await d.client(), 'sampler');

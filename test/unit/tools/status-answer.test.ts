@@ -49,7 +49,7 @@ describe('daemon.status', () => {
     expect((again as typeof reloaded).sandbox).toEqual(reloaded.sandbox);
   });
 
-  it("walks the sessions by the registry's forEach, never its iterator (a result object per session, 40 kB a status at 1,000)", async () => {
+  it("walks the sessions by the registry's forEach, never its iterator (a result object per session where the optimizer does not take them away)", async () => {
     const d = daemonWith(ConfigSchema.parse({}), () => ({ review: false, reason: 'not here' }));
     // With cgroups, what the running sessions use is summed (none run here: the walk is what is looked at).
     d.cgroups.mode = 'v2';
