@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ProcessParamsSchema } from '../../../src/schema/process.js';
 import { quickParams } from '../../../src/tools/process/index.js';
+import { agreesWithSchema } from '../support/quick-params.js';
 
 /** A value for one of the fields the quick check knows, or one it does not, of any type. */
 const anyValue = fc.oneof(
@@ -23,14 +24,7 @@ describe('the quick check of a poll\'s or a list\'s params', () => {
       fc.property(fc.constantFrom('poll', 'list', 'log', 'kill', 'nope'), fc.array(fc.tuple(keys, anyValue), { maxLength: 5 }), (action, fields) => {
         const raw: Record<string, unknown> = JSON.parse(JSON.stringify({ action }));
         for (const [k, v] of fields) Object.defineProperty(raw, k, { value: v, enumerable: true, writable: true, configurable: true });
-        const quick = quickParams(raw);
-        const full = ProcessParamsSchema.safeParse(raw);
-        if (quick !== undefined) {
-          expect(full.success).toBe(true);
-          expect(quick).toEqual(full.data);
-        }
-        // What the schema refuses never passes here.
-        if (!full.success) expect(quick).toBeUndefined();
+        agreesWithSchema(quickParams, ProcessParamsSchema, raw);
       }),
       { numRuns: 5000 },
     );
