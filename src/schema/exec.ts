@@ -7,6 +7,9 @@ export const SHELL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 /** The longest timeout a timer can hold (2^31-1 ms). */
 export const MAX_TIMEOUT_SEC = 2_147_483;
 
+/** The longest session name, in UTF-16 code units (what zod's string max counts). */
+export const MAX_NAME_CHARS = 200;
+
 /** An RE2 pattern; whether it compiles is checked where it is used (tools/exec.ts), naming the field. */
 const pattern = (what: string) => z.string().min(1, `${what} must not be empty`);
 
@@ -71,7 +74,7 @@ export const ExecParamsSchema = z
       .enum(['replace', 'reject', 'keep'])
       .optional()
       .describe('With key, when a session of that key is running: replace it (default), reject, or keep it and return it.'),
-    name: z.string().min(1).max(200).optional().describe('A label; default: the verb and its first argument.'),
+    name: z.string().min(1).max(MAX_NAME_CHARS).optional().describe('A label; default: the verb and its first argument.'),
     waitFor: WaitForSchema.optional().describe(
       'Readiness: answer "running" with ready: true as soon as this holds (a TCP port answers, an output line matches, an HTTP GET answers, a file exists), or as usual if the command ends or asks first; yieldMs bounds the wait.',
     ),

@@ -11,7 +11,7 @@ import { heldCheck } from '../sandbox/host.js';
 import type { ShellCommand } from '../shells/shells.js';
 import { askPortsNow } from '../runner/ports.js';
 import { stopSession } from '../runner/stop.js';
-import { ExecParamsSchema, MAX_TIMEOUT_SEC, type ExecParams } from '../schema/exec.js';
+import { ExecParamsSchema, MAX_NAME_CHARS, MAX_TIMEOUT_SEC, type ExecParams } from '../schema/exec.js';
 import { parseParams } from '../schema/parse.js';
 import type { Cancellation } from '../base/cancellation.js';
 import type { Session } from '../session/session.js';
@@ -96,7 +96,7 @@ export function quickExecParams(raw: unknown): ExecParams | undefined {
         if (typeof v !== 'string' || v.length === 0) return undefined;
         break;
       case 'name':
-        if (typeof v !== 'string' || v.length === 0 || v.length > 200) return undefined;
+        if (typeof v !== 'string' || v.length === 0 || v.length > MAX_NAME_CHARS) return undefined;
         break;
       case 'yieldMs':
         if (typeof v !== 'number' || !Number.isFinite(v)) return undefined;
