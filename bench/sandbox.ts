@@ -5,7 +5,7 @@ import { BenchDaemon } from './lib/daemon.js';
 import type { Metric } from './lib/report.js';
 import { daemonShell } from './lib/shell.js';
 import { median, now, p99, round } from './lib/stats.js';
-import { closeSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { which } from '../src/sandbox/programs.js';
 import { unixSocketFilter } from '../src/sandbox/seccomp.js';
 
@@ -44,10 +44,10 @@ export async function sandboxCost(opts: BenchOptions): Promise<Metric[]> {
         const runs: [keyof typeof s, () => Promise<number>][] = [
           ['plain', () => execTrue(a)],
           ['boxed', () => execTrue(b)],
-          ['bwrap', () => withFilter((fd) => byHand(bwrap, [...options, '--', 'true'], fd))],
-          ['bwrapShell', () => withFilter((fd) => byHand(bwrap, [...options, '--', shell, ...args], fd))],
+          ['bwrap', () => withFds((fds) => byHand(bwrap, [...options, '--', 'true'], fds))],
+          ['bwrapShell', () => withFds((fds) => byHand(bwrap, [...options, '--', shell, ...args], fds))],
           // Exactly what a sandboxed session runs (the job gets its signals back through env).
-          ['asDaemon', () => withFilter((fd) => byHand(bwrap, [...options, '--', env, '--default-signal', shell, ...args], fd))],
+          ['asDaemon', () => withFds((fds) => byHand(bwrap, [...options, '--', env, '--default-signal', shell, ...args], fds))],
           ['shell', () => byHand(shell, args)],
         ];
         for (let k = 0; k < runs.length; k++) {
@@ -123,7 +123,8 @@ export async function sandboxCost(opts: BenchOptions): Promise<Metric[]> {
 
 /**
  * The bwrap options, up to `--`, of a session the sandboxed daemon starts: its PID 1 inside is
- * bwrap's own init, whose command line is the daemon's. The filter's descriptor becomes fd 3.
+ * bwrap's own init, whose command line is the daemon's. The filter's descriptor becomes fd 3, and
+ * the one bwrap writes the job's exit status to (where the daemon keeps it for a restart) fd 4.
  */
 async function sessionOptions(client: BenchClient): Promise<string[]> {
   const r = await client.call('exec', { command: 'cat /proc/1/cmdline' });
@@ -132,28 +133,50 @@ async function sessionOptions(client: BenchClient): Promise<string[]> {
   if (r.status !== 'completed' || end < 0) throw new Error(`could not read the sandbox's bwrap options: ${JSON.stringify(r).slice(0, 300)}`);
   const options = argv.slice(0, end);
   const at = options.indexOf('--seccomp');
-  if (at >= 0) options[at + 1] = '3';
+  if (at >= 0) options[at + 1] = String(FILTER_FD);
+  const status = options.indexOf('--json-status-fd');
+  if (status >= 0) options[status + 1] = String(STATUS_FD);
   return options;
 }
 
-/** Run with a fresh seccomp filter descriptor (bwrap reads it to its end), closed after. */
-async function withFilter(run: (fd: number) => Promise<number>): Promise<number> {
-  const fd = unixSocketFilter();
+/** Where the by-hand bwrap finds the session's seccomp filter and writes the job's status. */
+const FILTER_FD = 3;
+const STATUS_FD = 4;
+
+/** Run with a fresh seccomp filter descriptor (bwrap reads it to its end) and a status descriptor (on /dev/null), closed after. */
+async function withFds(run: (fds: number[]) => Promise<number>): Promise<number> {
+  const filter = unixSocketFilter();
+  const status = openSync('/dev/null', 'w');
   try {
-    return await run(fd);
+    return await run([filter, status]);
   } finally {
-    closeSync(fd);
+    closeSync(filter);
+    closeSync(status);
   }
 }
 
-/** Spawn and wait, in a process group of its own on pipes, as the daemon would; `filter` as fd 3. */
-function byHand(file: string, args: string[], filter?: number): Promise<number> {
+/**
+ * Spawn and wait, in a process group of its own on pipes, as the daemon would; `fds` from fd 3 on.
+ * A bwrap that fails after it started its sandbox's first process leaves that process holding the
+ * pipes: the group is killed once the leader exits non-zero, so the failure is told (with what it
+ * printed) and nothing of it is left.
+ */
+function byHand(file: string, args: string[], fds: number[] = []): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = now();
-    const child = spawn(file, args, { detached: true, stdio: ['pipe', 'pipe', 'pipe', ...(filter === undefined ? [] : [filter])] });
+    const child = spawn(file, args, { detached: true, stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+    let said = '';
     child.stdout!.resume();
-    child.stderr!.resume();
+    child.stderr!.setEncoding('utf8').on('data', (text: string) => (said = (said + text).slice(-2000)));
     child.once('error', reject);
-    child.once('close', (code) => (code === 0 ? resolve(now() - t0) : reject(new Error(`${file} exited with ${code}`))));
+    child.once('exit', (code) => {
+      if (code === 0) return;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // the group is gone already
+      }
+    });
+    child.once('close', (code) => (code === 0 ? resolve(now() - t0) : reject(new Error(`${file} exited with ${code}${said ? `: ${said.trim()}` : ''}`))));
   });
 }
