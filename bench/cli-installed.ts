@@ -29,7 +29,7 @@ export async function cliInstalled(opts: BenchOptions): Promise<Metric[]> {
     // Packed from a copy, so the pack's build does not rewrite the checkout's dist/.
     const src = join(dir, 'src');
     mkdirSync(src);
-    for (const part of ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'bench', 'bin', 'scripts', 'native', 'binding.gyp', 'docs', '.env.example', 'LICENSE', 'README.md']) {
+    for (const part of ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'bench', 'bin', 'scripts', 'native', 'binding.gyp', 'web', 'docs', '.env.example', 'LICENSE', 'README.md']) {
       cpSync(join(ROOT, part), join(src, part), { recursive: true });
     }
     symlinkSync(join(ROOT, 'node_modules'), join(src, 'node_modules'));
