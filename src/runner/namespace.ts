@@ -1,3 +1,5 @@
+import { closeSync, constants, openSync } from 'node:fs';
+import { readOpen } from '../cgroup/files.js';
 import { childrenOf, readStat } from './procfs.js';
 
 /** Looks for the init after launch: 1, 2, 4 … 128 ms apart (about a quarter of a second in all). */
@@ -13,6 +15,13 @@ const LOOKS = 8;
 export class SandboxInit {
   pid: number | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /**
+   * The init's children file, held open once it is found: at the leader's exit, on the way to an
+   * exec's answer, one read says whether it is alone (an open, a stat, a read and a close of its
+   * stat and again of this file took ~120 µs of the daemon's thread there, docs/benchmarks.md).
+   * It names the init's task itself, not whichever process has its pid later.
+   */
+  private children: number | undefined;
 
   constructor(private readonly leader: number) {
     this.look(0);
@@ -21,8 +30,14 @@ export class SandboxInit {
   private look(n: number): void {
     this.timer = undefined;
     const [init] = childrenOf(this.leader);
-    if (init !== undefined) this.pid = init;
-    else if (n < LOOKS) {
+    if (init !== undefined) {
+      this.pid = init;
+      try {
+        this.children = openSync(`/proc/${init}/task/${init}/children`, constants.O_RDONLY);
+      } catch {
+        // gone already: gone() looks by its pid
+      }
+    } else if (n < LOOKS) {
       this.timer = setTimeout(() => this.look(n + 1), 2 ** n);
       this.timer.unref();
     }
@@ -31,6 +46,8 @@ export class SandboxInit {
   /** Stop looking (the session is over). */
   release(): void {
     clearTimeout(this.timer);
+    if (this.children !== undefined) closeSync(this.children);
+    this.children = undefined;
   }
 
   /**
@@ -40,8 +57,11 @@ export class SandboxInit {
    * False too when the init was never found.
    */
   gone(): boolean {
+    const held = this.children === undefined ? undefined : readOpen(this.children);
     this.release();
     if (this.pid === undefined) return false;
+    // Its children file reads empty once it has none, is a zombie or was reaped.
+    if (held !== undefined) return held.trim() === '';
     const stat = readStat(this.pid);
     if (!stat || stat.state === 'Z' || stat.state === 'X') return true;
     return childrenOf(this.pid).length === 0;
