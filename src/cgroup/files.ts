@@ -24,9 +24,9 @@ export function readFile(path: string): string | undefined {
 }
 
 /**
- * The text of an open cgroup file, read from its start at given offsets (pread), so a descriptor
- * kept open reads it anew each time (cgroupfs makes it again for a read at offset 0); undefined
- * when it cannot be read (its cgroup is gone).
+ * The text of an open cgroup file (or a /proc one: runner/namespace.ts), read from its start at
+ * given offsets (pread), so a descriptor kept open reads it anew each time (cgroupfs and procfs
+ * make it again for a read at offset 0); undefined when it cannot be read (its cgroup is gone).
  */
 export function readOpen(fd: number): string | undefined {
   try {
