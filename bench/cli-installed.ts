@@ -1,7 +1,7 @@
-import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { BUNDLED, cliEntry } from './cli.js';
 import type { BenchOptions } from './lib/options.js';
 import { BenchDaemon, ROOT } from './lib/daemon.js';
@@ -26,11 +26,15 @@ export async function cliInstalled(opts: BenchOptions): Promise<Metric[]> {
   };
   const daemon = await BenchDaemon.start();
   try {
-    // Packed from a copy, so the pack's build does not rewrite the checkout's dist/.
+    // Packed from a copy, so the pack's build does not rewrite the checkout's dist/: every file git
+    // tracks but the tests, as the working tree has it, so whatever the build reads is there.
     const src = join(dir, 'src');
     mkdirSync(src);
-    for (const part of ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'bench', 'bin', 'scripts', 'native', 'binding.gyp', 'web', 'docs', '.env.example', 'LICENSE', 'README.md']) {
-      cpSync(join(ROOT, part), join(src, part), { recursive: true });
+    for (const file of trackedFiles()) {
+      // A file deleted in the working tree is left out, as the tree has it.
+      if (file.startsWith('test/') || !existsSync(join(ROOT, file))) continue;
+      mkdirSync(dirname(join(src, file)), { recursive: true });
+      cpSync(join(ROOT, file), join(src, file));
     }
     symlinkSync(join(ROOT, 'node_modules'), join(src, 'node_modules'));
     opts.log('cli-installed: npm pack, then npm install -g --prefix of the tarball');
@@ -76,5 +80,14 @@ export async function cliInstalled(opts: BenchOptions): Promise<Metric[]> {
   } finally {
     await daemon.stop();
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The checkout's files as git tracks them (paths from its root). */
+function trackedFiles(): string[] {
+  try {
+    return execFileSync('git', ['ls-files', '-z'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 }).split('\0').filter(Boolean);
+  } catch (err) {
+    throw new Error(`cli-installed packs a copy of the checkout's tracked files, and git ls-files failed in ${ROOT}: ${(err as Error).message}; run the bench from a git checkout`);
   }
 }
