@@ -1,4 +1,5 @@
-import { closeSync, constants, openSync } from 'node:fs';
+import { openSync } from 'node:fs';
+import { closeQuietly } from '../base/close-quietly.js';
 import { readOpen } from '../cgroup/files.js';
 import { childrenOf, readStat } from './procfs.js';
 
@@ -33,7 +34,7 @@ export class SandboxInit {
     if (init !== undefined) {
       this.pid = init;
       try {
-        this.children = openSync(`/proc/${init}/task/${init}/children`, constants.O_RDONLY);
+        this.children = openSync(`/proc/${init}/task/${init}/children`, 'r');
       } catch {
         // gone already: gone() looks by its pid
       }
@@ -46,7 +47,7 @@ export class SandboxInit {
   /** Stop looking (the session is over). */
   release(): void {
     clearTimeout(this.timer);
-    if (this.children !== undefined) closeSync(this.children);
+    if (this.children !== undefined) closeQuietly(this.children);
     this.children = undefined;
   }
 
