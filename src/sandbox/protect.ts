@@ -1,5 +1,5 @@
-import { readdirSync, statSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
+import { Listings, type Listing } from './listings.js';
 
 /** How one path of a writable tree is kept: `pin` bound onto itself (it cannot be renamed away and replaced), `ro` read-only, `empty` an empty read-only directory in place of a missing one. */
 export interface Protected {
@@ -14,7 +14,8 @@ const MAX_ENTRIES = 200_000;
 const SKIP = new Set(['node_modules', '.cache', '.npm', '.cargo', '.rustup', '.venv', 'venv', '__pycache__', 'target', 'dist']);
 
 export interface ProtectResult {
-  paths: Protected[];
+  /** Shared by every start the same answer is given to: read, never changed. */
+  readonly paths: readonly Protected[];
   /** Why the walk stopped short, when it did: the answer says so. */
   truncated?: string;
 }
@@ -24,39 +25,11 @@ function child(dir: string, name: string): string {
   return dir.endsWith('/') ? dir + name : `${dir}/${name}`;
 }
 
-/** Listings of directories that have not changed since they were read, by path. */
-const listings = new Map<string, { dev: number; ino: number; ctimeMs: number; entries: readonly Dirent[] }>();
-const MAX_LISTINGS = 50_000;
-/** A listing is kept only when the directory's last change is older than this at the read (see listing). */
-const SETTLED_MS = 2000;
-
-/**
- * A directory's entries, as now. Adding, removing or renaming an entry changes the directory's
- * ctime, so a listing read earlier is still exact while the directory's device, inode and ctime
- * are the same: one stat instead of a read, for the trees sessions start in again and again.
- * The ctime, not the mtime: a job can set a directory's mtime back (utimes) after changing it,
- * and setting it moves the ctime to now. A listing is kept only when the directory had not
- * changed for SETTLED_MS before it was read: a change in the same tick of the file system's
- * clock as the read would leave the ctime as it was (git's "racily clean" entries, the same way
- * out).
- */
-function listing(dir: string): readonly Dirent[] {
-  const st = statSync(dir, { throwIfNoEntry: false });
-  if (!st?.isDirectory()) return [];
-  const known = listings.get(dir);
-  if (known && known.dev === st.dev && known.ino === st.ino && known.ctimeMs === st.ctimeMs) return known.entries;
-  let entries: Dirent[];
-  try {
-    entries = readdirSync(dir, { withFileTypes: true });
-  } catch {
-    return [];
-  }
-  if (Date.now() - st.ctimeMs > SETTLED_MS) {
-    if (listings.size >= MAX_LISTINGS) listings.clear();
-    listings.set(dir, { dev: st.dev, ino: st.ino, ctimeMs: st.ctimeMs, entries });
-  } else listings.delete(dir);
-  return entries;
-}
+/** The listings every walk reads through: kept while their directories are unchanged. */
+const shared = new Listings();
+/** By the listings they were read through, the last answer for each set of roots and patterns: it holds while every listing it was made of is watched and unchanged. */
+const answersOf = new WeakMap<Listings, Map<string, { generation: number; result: ProtectResult }>>();
+const MAX_ANSWERS = 64;
 
 /**
  * What `sandbox.protect` keeps read-only in a writable tree (SPEC §12), at any depth, found now:
@@ -65,49 +38,61 @@ function listing(dir: string): readonly Dirent[] {
  * `hooks`, with the git directory itself pinned. Symbolic links are not followed. A pattern is a
  * name (matched at any depth) or `.git/**\/NAME` (NAME inside any git directory).
  */
-export function findProtected(roots: readonly string[], patterns: readonly string[]): ProtectResult {
+export function findProtected(roots: readonly string[], patterns: readonly string[], listings: Listings = shared): ProtectResult {
+  listings.refresh();
+  for (const root of roots) listings.checkRoot(root);
+  const key = `${roots.join('\0')}\0\0${patterns.join('\0')}`;
+  let answers = answersOf.get(listings);
+  if (answers === undefined) answersOf.set(listings, (answers = new Map()));
+  const known = answers.get(key);
+  if (known && known.generation === listings.generation) return known.result;
+  const generation = listings.generation;
+  let exact = true;
   const names = new Set(patterns.filter((p) => !p.includes('/')));
   const inGit = new Set(patterns.filter((p) => p.startsWith('.git/')).map((p) => p.split('/').pop()!));
   const paths: Protected[] = [];
   let entries = 0;
   let truncated: string | undefined;
 
-  const list = (dir: string): readonly Dirent[] => {
-    const found = listing(dir);
-    entries += found.length;
+  const list = (dir: string, from: 'root' | Listing): Listing => {
+    const found = listings.list(dir, from);
+    if (!found.watched) exact = false;
+    entries += found.entries.length;
     return found;
   };
 
   /** A git directory: pinned, its protected entries read-only, and its submodules' in turn. */
-  const gitDir = (dir: string, top: boolean) => {
+  const gitDir = (dir: string, top: boolean, from: Listing) => {
     paths.push({ path: dir, how: 'pin' });
-    const inside = list(dir);
+    const inside = list(dir, from);
     for (const name of inGit) {
-      const e = inside.find((x) => x.name === name);
+      const e = inside.entries.find((x) => x.name === name);
       if (e) paths.push({ path: join(dir, name), how: 'ro' });
       // No hooks yet at the top: an empty read-only one, so none can be added.
       else if (top && name === 'hooks') paths.push({ path: join(dir, name), how: 'empty' });
     }
-    const modules = inside.find((x) => x.name === 'modules' && x.isDirectory());
-    if (modules) for (const m of list(join(dir, 'modules'))) if (m.isDirectory()) modulesDir(join(dir, 'modules', m.name), 1);
+    if (!inside.entries.some((x) => x.name === 'modules' && x.isDirectory())) return;
+    const modules = list(join(dir, 'modules'), inside);
+    for (const m of modules.entries) if (m.isDirectory()) modulesDir(join(dir, 'modules', m.name), 1, modules);
   };
   /** Under `.git/modules`: a submodule's git directory, or a directory of them (nested names). */
-  const modulesDir = (dir: string, depth: number) => {
-    const inside = list(dir);
-    if (inside.some((x) => x.name === 'HEAD')) return gitDir(dir, false);
-    if (depth < MAX_DEPTH) for (const e of inside) if (e.isDirectory()) modulesDir(join(dir, e.name), depth + 1);
+  const modulesDir = (dir: string, depth: number, from: Listing) => {
+    const inside = list(dir, from);
+    if (inside.entries.some((x) => x.name === 'HEAD')) return gitDir(dir, false, from);
+    if (depth < MAX_DEPTH) for (const e of inside.entries) if (e.isDirectory()) modulesDir(join(dir, e.name), depth + 1, inside);
   };
 
-  const walk = (dir: string, depth: number) => {
+  const walk = (dir: string, depth: number, from: 'root' | Listing) => {
     if (truncated) return;
     if (entries > MAX_ENTRIES) {
       truncated = `more than ${MAX_ENTRIES} entries under ${roots.join(', ')}: paths past them are not protected`;
       return;
     }
-    for (const e of list(dir)) {
+    const here = list(dir, from);
+    for (const e of here.entries) {
       const path = child(dir, e.name);
       if (e.name === '.git') {
-        if (e.isDirectory()) gitDir(path, true);
+        if (e.isDirectory()) gitDir(path, true, here);
         // A worktree's or submodule's `.git` file names its git directory: keep it pointing there.
         else if (e.isFile()) paths.push({ path, how: 'ro' });
         continue;
@@ -117,10 +102,15 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
         continue;
       }
       if (e.isDirectory() && !SKIP.has(e.name)) {
-        if (depth < MAX_DEPTH) walk(path, depth + 1);
+        if (depth < MAX_DEPTH) walk(path, depth + 1, here);
       }
     }
   };
-  for (const root of roots) walk(root, 0);
-  return { paths, ...(truncated ? { truncated } : {}) };
+  for (const root of roots) walk(root, 0, 'root');
+  const result: ProtectResult = { paths, ...(truncated ? { truncated } : {}) };
+  if (exact && generation === listings.generation) {
+    if (answers.size >= MAX_ANSWERS) answers.clear();
+    answers.set(key, { generation, result });
+  }
+  return result;
 }

@@ -170,6 +170,15 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed job cannot reach the controls', () =>
     expect(existsSync(join(repo, 'vendor', 'nested', '.git', 'hooks', 'post-checkout'))).toBe(false);
   });
 
+  it('a repository one job made is protected at the very next start, though the daemon keeps what it listed of the workspace between starts', async () => {
+    const made = await run("mkdir -p later/.git && printf '[core]\\n' > later/.git/config && echo made");
+    expect(made.output.trim()).toBe('made');
+    // At once: the listings kept since the last start are let go by the change the job made inside its own mount namespace.
+    const r = await run(`(printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> later/.git/config) 2>/dev/null && echo config=written || echo config=refused; touch later/file && echo source=ok`);
+    expect(r.output.split('\n')).toEqual(expect.arrayContaining(['config=refused', 'source=ok']));
+    expect(readFileSync(join(workspace, 'later', '.git', 'config'), 'utf8')).toBe('[core]\n');
+  });
+
   it('the private /tmp and /dev/shm hold sandbox.tmpBytes and no more', async () => {
     const r = await run('head -c 4194304 /dev/zero > /tmp/big 2>/dev/null && echo tmp=filled || echo tmp=full; head -c 4194304 /dev/zero > /dev/shm/big 2>/dev/null && echo shm=filled || echo shm=full');
     expect(r.output).toContain('tmp=full');
