@@ -56,7 +56,7 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       'the rules change daemon at each round',
   );
   const clients = await Promise.all(daemons.map((d) => d.client()));
-  const rounds: { plain: number[]; ruled: number[]; plainCpu: number; ruledCpu: number }[] = [];
+  const rounds: { plain: number[]; ruled: number[]; plainCpu: number; ruledCpu: number; plainFresh: number[]; ruledFresh: number[] }[] = [];
   try {
     /** Give daemon `i` the rules and the other none (SIGHUP reloads the config); check with the probe. */
     const rulesOn = async (i: number) => {
@@ -76,9 +76,9 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
         }
       }
     };
-    const exec = async (c: (typeof clients)[number]) => {
+    const exec = async (c: (typeof clients)[number], command = 'true') => {
       const t0 = now();
-      const r = await c.call('exec', { command: 'true' });
+      const r = await c.call('exec', { command });
       const ms = now() - t0;
       if (r.status !== 'completed' || r.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(r).slice(0, 300)}`);
       await c.call('process', { action: 'clear', sessionId: r.sessionId });
@@ -89,7 +89,7 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       await rulesOn(r % 2);
       const [ruled, plain] = r % 2 === 0 ? daemons : [daemons[1], daemons[0]];
       const [b, a] = r % 2 === 0 ? clients : [clients[1], clients[0]];
-      const s = { plain: [] as number[], ruled: [] as number[], plainCpu: 0, ruledCpu: 0 };
+      const s = { plain: [] as number[], ruled: [] as number[], plainCpu: 0, ruledCpu: 0, plainFresh: [] as number[], ruledFresh: [] as number[] };
       let cpuA = 0;
       let cpuB = 0;
       for (let i = 0; i < warmup + iterations; i++) {
@@ -101,9 +101,16 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
         const x = plainFirst ? await exec(a) : 0;
         const y = await exec(b);
         const z = plainFirst ? x : await exec(a);
+        // A line neither daemon has judged before (a comment of its own): the parse and the rules paid in full.
+        const fresh = `true # ${r}-${i}`;
+        const u = plainFirst ? await exec(a, fresh) : 0;
+        const v = await exec(b, fresh);
+        const w = plainFirst ? u : await exec(a, fresh);
         if (i >= warmup) {
           s.plain.push(z);
           s.ruled.push(y);
+          s.plainFresh.push(w);
+          s.ruledFresh.push(v);
         }
       }
       await new Promise((resolve) => setTimeout(resolve, 200));
@@ -112,6 +119,7 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       rounds.push(s);
       opts.log(
         `  round ${r + 1}: median ${round(median(s.ruled), 3)} ms with rules vs ${round(median(s.plain), 3)} ms without (p99 ${round(p99(s.ruled), 2)} vs ${round(p99(s.plain), 2)} ms); ` +
+          `a line never judged before ${round(median(s.ruledFresh), 3)} vs ${round(median(s.plainFresh), 3)} ms; ` +
           `CPU per exec + clear ${round(s.ruledCpu, 2)} vs ${round(s.plainCpu, 2)} ms`,
       );
     }
@@ -139,14 +147,19 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
   await loadBash();
   const policy = parseConfig({ approvals: { rules: RULES } }).approvals;
   const judgeUs: Record<string, number> = {};
+  // The judgement of a line judged before is kept (tools/approval/judge.ts): each timed line here is new.
   for (const [label, command] of Object.entries(commands)) {
-    for (let i = 0; i < n / 10; i++) judgeCommand(policy, command, 'default');
+    for (let i = 0; i < n / 10; i++) judgeCommand(policy, `${command} #w${i}`, 'default');
     const t0 = now();
-    for (let i = 0; i < n; i++) judgeCommand(policy, command, 'default');
+    for (let i = 0; i < n; i++) judgeCommand(policy, `${command} #${i}`, 'default');
     judgeUs[label] = ((now() - t0) / n) * 1000;
   }
+  const t0 = now();
+  for (let i = 0; i < n; i++) judgeCommand(policy, 'true', 'default');
+  const keptUs = ((now() - t0) / n) * 1000;
 
   const ratios = rounds.map((s) => median(s.ruled) / median(s.plain));
+  const freshRatios = rounds.map((s) => median(s.ruledFresh) / median(s.plainFresh));
   const ratiosP99 = rounds.map((s) => p99(s.ruled) / p99(s.plain));
   const med = (f: (s: (typeof rounds)[number]) => number) => median(rounds.map(f));
   return [
@@ -157,7 +170,15 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       unit: 'x',
       target: { op: '<=', value: 1.05 },
       rounds: ratios.map((x) => round(x, 3)),
-      detail: `median ${round(med((s) => median(s.ruled)), 3)} vs ${round(med((s) => median(s.plain)), 3)} ms; p99 ratio ${round(median(ratiosP99), 3)} (${round(med((s) => p99(s.ruled)), 2)} vs ${round(med((s) => p99(s.plain)), 2)} ms); two daemons side by side, alternating, the rules moving between them at each round`,
+      detail: `median ${round(med((s) => median(s.ruled)), 3)} vs ${round(med((s) => median(s.plain)), 3)} ms; p99 ratio ${round(median(ratiosP99), 3)} (${round(med((s) => p99(s.ruled)), 2)} vs ${round(med((s) => p99(s.plain)), 2)} ms); two daemons side by side, alternating, the rules moving between them at each round; the same line each time, its judgement kept`,
+    },
+    {
+      bench: 'approvals',
+      name: `exec round trip of a line never judged before, ${RULES.length} rules none matching ÷ no rules`,
+      value: median(freshRatios),
+      unit: 'x',
+      rounds: freshRatios.map((x) => round(x, 3)),
+      detail: `median ${round(med((s) => median(s.ruledFresh)), 3)} vs ${round(med((s) => median(s.plainFresh)), 3)} ms; \`true # N\`, a comment of its own each time: the parse and the rules paid in full`,
     },
     {
       bench: 'approvals',
@@ -173,7 +194,7 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       name: `parsing and judging a command with ${RULES.length} rules, per exec`,
       value: judgeUs['`true`'],
       unit: 'us',
-      detail: `judgeCommand() in-process (tree-sitter-bash parse + every part judged): ${Object.entries(judgeUs).map(([k, us]) => `${round(us, 1)} µs for ${k}`).join(', ')}`,
+      detail: `judgeCommand() in-process of lines not judged before (tree-sitter-bash parse + every part judged): ${Object.entries(judgeUs).map(([k, us]) => `${round(us, 1)} µs for ${k}`).join(', ')}; a line judged before ${round(keptUs, 2)} µs`,
     },
   ];
 }

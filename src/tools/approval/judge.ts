@@ -8,10 +8,31 @@ import type { SessionDecision } from '../../session/session.js';
  * simple command and each part that cannot be judged decided by policy/approvals.ts. Undefined
  * when the policy judges nothing (no rules, everything allowed): then nothing is parsed.
  */
-export function judgeCommand(policy: ApprovalPolicy, command: string, scope: string, remembered: readonly RememberedRule[] = []): Judgement | undefined {
+export function judgeCommand(policy: ApprovalPolicy, command: string, scope: string, remembered: readonly RememberedRule[] = NONE): Judgement | undefined {
   if (!judges(policy)) return undefined;
-  return judge(policy, command, partsOf(command), scope, remembered);
+  if (command.length > MAX_KEPT_LINE) return judge(policy, command, partsOf(command), scope, remembered);
+  let kept = recent.get(policy);
+  if (kept === undefined || kept.remembered !== remembered) recent.set(policy, (kept = { remembered, lines: new Map() }));
+  const key = `${scope}\0${command}`;
+  const known = kept.lines.get(key);
+  if (known !== undefined) return known;
+  const judged = judge(policy, command, partsOf(command), scope, remembered);
+  if (kept.lines.size >= MAX_KEPT_LINES) kept.lines.clear();
+  kept.lines.set(key, judged);
+  return judged;
 }
+
+/**
+ * The judgements of lines judged lately, by policy (a reload makes a new one) and for one list
+ * of remembered answers (a person's "remember" makes a new one): a judgement depends on nothing
+ * else, and an agent runs the same lines again and again (a parse and twenty rules cost ~125 µs
+ * of an exec's round trip, a lookup ~1). Judgements are read, never changed, by their users.
+ */
+const NONE: readonly RememberedRule[] = [];
+const recent = new WeakMap<ApprovalPolicy, { remembered: readonly RememberedRule[]; lines: Map<string, Judgement> }>();
+const MAX_KEPT_LINES = 1000;
+/** Longer lines are judged each time: kept lines hold at most ~4 MB. */
+const MAX_KEPT_LINE = 4096;
 
 /**
  * What judging under this policy waits for first: the bash parser's load (the daemon starts it
