@@ -45,6 +45,8 @@ export async function changesCost(opts: BenchOptions): Promise<Metric[]> {
       if (spawnSync('cp', ['-a', lower, workspace]).status !== 0) throw new Error('cp -a of the lower failed');
       const runs: (() => void)[] = [
         () => {
+          // Each side starts with nothing of the other's still to be written back.
+          spawnSync('sync');
           const t0 = now();
           const set = read(upper, workspace);
           const t1 = now();
@@ -58,6 +60,7 @@ export async function changesCost(opts: BenchOptions): Promise<Metric[]> {
           }
         },
         () => {
+          spawnSync('sync');
           const t0 = now();
           const cp = spawnSync('cp', ['-a', `${upper}/.`, copyTo], { stdio: 'ignore' });
           const t1 = now();

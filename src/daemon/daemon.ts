@@ -24,6 +24,7 @@ import { InterruptWatcher } from '../interrupt/watcher.js';
 import { GuardianLink, type CrashPolicy } from './guardian-link.js';
 import { dirname, join } from 'node:path';
 import { ScratchDirs } from '../runner/scratch.js';
+import { EXIT_STATUS_FILE } from '../runner/spawn.js';
 import { Shells } from '../shells/shells.js';
 import { listenOnPath } from './socket.js';
 import { resolveStateDir, StateStore } from './state.js';
@@ -197,7 +198,8 @@ export class ProcctlDaemon implements Daemon {
     }
     // Scratch directories of sessions, beside the socket and named after it, so nothing else is touched.
     this.runtimeDir = `${opts.socketPath}.d`;
-    this.scratch = new ScratchDirs(join(this.runtimeDir, 'sessions'));
+    // A sandboxed job's status file (bwrap's --json-status-fd) is made with the spare directories, while sessions are sandboxed.
+    this.scratch = new ScratchDirs(join(this.runtimeDir, 'sessions'), () => (this.current.sandbox.mode === 'off' ? undefined : EXIT_STATUS_FILE));
     this.log = pino({ level: opts.logLevel ?? this.current.log.level, base: { pid: process.pid } });
     this.notifier = new Notifier(this.log);
     this.state = new StateStore(resolveStateDir(this.current.stateDir), this.log);

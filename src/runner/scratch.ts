@@ -1,5 +1,5 @@
 import { customAlphabet } from 'nanoid';
-import { chmodSync, chownSync, mkdir, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdir, mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFile } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 
@@ -18,7 +18,11 @@ export class ScratchDirs {
   private filling = 0;
   private refillTurn: NodeJS.Immediate | undefined;
 
-  constructor(private readonly root: string) {}
+  /** `ahead`: the name of a file each spare directory gets ahead of need (empty, 0600), when it names one then. */
+  constructor(
+    private readonly root: string,
+    private readonly ahead: () => string | undefined = () => undefined,
+  ) {}
 
   private fresh(): string {
     return join(this.root, hex12());
@@ -47,15 +51,28 @@ export class ScratchDirs {
     while (this.spare.length + this.filling < SPARE) {
       this.filling++;
       const dir = this.fresh();
+      const file = this.ahead();
       mkdir(dir, { recursive: true, mode: 0o700 }, (err) => {
-        this.filling--;
-        if (!err) this.spare.push(dir);
+        if (err || file === undefined) {
+          this.filling--;
+          if (!err) this.spare.push(dir);
+          return;
+        }
+        // Opened again at the start, made now: a file's creation is the dearer part (~90 µs of a sandboxed start).
+        writeFile(join(dir, file), '', { mode: 0o600, flag: 'wx' }, () => {
+          this.filling--;
+          this.spare.push(dir);
+        });
       });
     }
   }
 
   release(dir: string | undefined): void {
-    if (dir) removeDir(dir);
+    if (!dir) return;
+    // The file made ahead, gone first, leaves most directories empty for the plain rmdir.
+    const file = this.ahead();
+    if (file !== undefined) rmSync(join(dir, file), { force: true });
+    removeDir(dir);
   }
 }
 

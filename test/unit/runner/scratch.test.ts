@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -39,5 +39,27 @@ describe('ScratchDirs', () => {
     expect(new Set(more).size).toBe(3);
     expect(fsRequests()).toBe(0);
     await until('the spares made again', () => fsRequests() === 0 && listed() === 8);
+  });
+
+  it('gives each spare the file named ahead while one is named, and leaves nothing of it at the release', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'procctl-scratch-'));
+    roots.push(root);
+    let named: string | undefined = '.status';
+    const scratch = new ScratchDirs(join(root, 'sessions'), () => named);
+    scratch.refill();
+    const listed = () => readdirSync(join(root, 'sessions')).length;
+    await until('the spare directories', () => fsRequests() === 0 && listed() === 4);
+    const dir = scratch.take();
+    expect(readdirSync(dir)).toEqual(['.status']);
+    expect(statSync(join(dir, '.status')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, '.status')).size).toBe(0);
+    scratch.release(dir);
+    expect(existsSync(dir)).toBe(false);
+    // Named no more (the sandbox turned off by a reload): the spares made from then on are empty.
+    named = undefined;
+    await until('the spare made again', () => fsRequests() === 0 && listed() === 4);
+    const all = readdirSync(join(root, 'sessions')).map((d) => join(root, 'sessions', d));
+    const empty = all.filter((d) => readdirSync(d).length === 0);
+    expect(empty.length).toBe(1);
   });
 });
