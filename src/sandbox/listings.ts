@@ -57,17 +57,17 @@ export class Listings {
   private readonly local = new Map<number, boolean>();
   private fd: number | undefined;
   private mountinfo: number | undefined;
-  private watchBudget: number;
+  /** Unknown until the first watch is wanted (the addon and the user's limit are looked up then). */
+  private watchBudget: number | undefined;
   private watchesHeld = 0;
   /** Moves whenever a watched listing is let go: an answer made only of watched listings holds while it stays. */
   generation = 0;
 
-  private readonly addon: WatchAddon | undefined;
+  private addon: WatchAddon | undefined;
 
   /** `watch` false: every listing checked by ctime; `watches`: the most watches held (by default a share of the user's). */
-  constructor(opts: { watch?: boolean; watches?: number } = {}) {
-    this.addon = opts.watch === false ? undefined : watchAddon();
-    this.watchBudget = this.addon === undefined ? 0 : (opts.watches ?? watchBudget());
+  constructor(private readonly opts: { watch?: boolean; watches?: number } = {}) {
+    if (opts.watch === false) this.watchBudget = 0;
   }
 
   /** Take in every change the kernel has queued: the listings they touched are let go. */
@@ -157,6 +157,10 @@ export class Listings {
 
   /** A watch on `dir` (before it is read), or undefined where it is checked by ctime instead. */
   private watch(dir: string, dev: number): number | undefined {
+    if (this.watchBudget === undefined) {
+      this.addon = watchAddon();
+      this.watchBudget = this.addon === undefined ? 0 : (this.opts.watches ?? watchBudget());
+    }
     if (this.addon === undefined || this.watchesHeld >= this.watchBudget || !this.isLocal(dir, dev)) return undefined;
     if (this.fd === undefined) {
       try {
