@@ -1,5 +1,5 @@
 import { customAlphabet } from 'nanoid';
-import { chmodSync, chownSync, mkdir, mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFile } from 'node:fs';
+import { chmodSync, chownSync, mkdir, mkdirSync, mkdtempSync, rmdirSync, rmSync, unlinkSync, writeFile } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 
@@ -71,7 +71,11 @@ export class ScratchDirs {
     if (!dir) return;
     // The file made ahead, gone first, leaves most directories empty for the plain rmdir.
     const file = this.ahead();
-    if (file !== undefined) rmSync(join(dir, file), { force: true });
+    try {
+      if (file !== undefined) unlinkSync(join(dir, file));
+    } catch {
+      // Gone, or made something else by the job (the directory is the job's to write): the removal below takes what is there.
+    }
     removeDir(dir);
   }
 }

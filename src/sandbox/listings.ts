@@ -10,19 +10,31 @@ export interface WatchAddon {
   mountsChanged(fd: number): boolean;
 }
 
-/** A listing kept: watched (exact until an event says otherwise), or checked by its directory's ctime at each use. */
+/**
+ * A listing kept. Watched (`wd`): exact until an event says otherwise, and trusted without a look
+ * only when reached again from the same watched directory it was read from (`parent`, in the same
+ * inotify instance, `epoch`). Else checked by its directory's device, inode and ctime at each use.
+ */
 interface Kept {
   entries: readonly Dirent[];
+  dev: number;
+  ino: number;
   wd?: number;
-  dev?: number;
-  ino?: number;
+  parent?: number;
+  epoch?: number;
   ctimeMs?: number;
 }
 
 export interface Listing {
+  /** Its directory's path, as listed. */
+  path: string;
   entries: readonly Dirent[];
   /** Whether the listing is exact until the next refresh() moves `generation`. */
   watched: boolean;
+  /** The directory could not be read (EACCES): what is in it is unknown. */
+  unreadable?: boolean;
+  wd?: number;
+  epoch?: number;
 }
 
 const MAX_LISTINGS = 50_000;
@@ -34,36 +46,53 @@ const WATCH_SHARE = 0.25;
 const REMOTE = new Set([0x6969 /* nfs */, 0x517b /* smb */, 0xff534d42 /* cifs */, 0xfe534d42 /* smb2 */, 0x65735546 /* fuse */, 0x01021997 /* 9p */, 0x00c36400 /* ceph */, 0x47504653 /* gpfs */, 0x0bd00bd0 /* lustre */]);
 
 // inotify's event bits (linux/inotify.h).
+const IN_DELETE = 0x200;
+const IN_MOVED_FROM = 0x40;
+const IN_MOVED_TO = 0x80;
 const IN_DELETE_SELF = 0x400;
 const IN_MOVE_SELF = 0x800;
 const IN_IGNORED = 0x8000;
+const IN_ISDIR = 0x40000000;
+
+const join = (dir: string, name: string) => (dir.endsWith('/') ? dir + name : `${dir}/${name}`);
 
 /**
  * Directories' listings, kept between uses while nothing changed them (for the sandbox's protect
  * walk, SPEC §12, which lists the same trees at every sandboxed start). A listing is kept exact by
  * an inotify watch on its directory, added before the directory is read and read back on the
- * caller's thread at each refresh(): an entry made, removed or renamed there lets go of it, and a
- * directory renamed or removed lets go of every listing under its path, so the next walk reads
- * them again; a change to the daemon's mount table lets go of all. Where no watch can be had (no
- * addon, the user's watches spent, a network file system another host changes), a listing is
- * checked by its directory's device, inode and ctime at each use instead, and kept only once the
- * directory has been still for SETTLED_MS (a change in the same tick of the file system's clock as
- * the read would leave the ctime as it was).
+ * caller's thread at each refresh(). What lets go of kept listings:
+ * - an entry made, removed or renamed in a directory: its listing;
+ * - a directory removed, renamed away or renamed over, named in its parent's event (its own
+ *   event waits while a process holds it open): every listing at and under its path;
+ * - a directory's own removal or rename: every listing at and under its path;
+ * - a change to the daemon's mount table, or the kernel's queue overflowing: all of them.
+ * A watched listing is trusted without a look only when reached from the watched directory it was
+ * read from, so every directory between it and its tree's root is watched; reached otherwise (read
+ * as a root before, or the directory above read anew), its device and inode are looked at first.
+ * A tree's root is looked at every time (a rename above it gives its path to another directory,
+ * with no event under it). Where no watch can be had (no addon, the user's watches spent, a
+ * network file system another host changes), a listing is checked by its directory's device,
+ * inode and ctime at each use instead, and kept only once the directory has been still for
+ * SETTLED_MS (a change in the same tick of the file system's clock as the read would leave the
+ * ctime as it was).
  */
 export class Listings {
   private readonly kept = new Map<string, Kept>();
   /** The paths listed through each watch (the same directory can be reached by two paths, through a bind mount). */
   private readonly watched = new Map<number, Set<string>>();
-  private readonly local = new Map<number, boolean>();
+  /** Each tree root's directory as last looked at. */
+  private readonly roots = new Map<string, { dev: number; ino: number }>();
+  private local = new Map<number, boolean>();
   private fd: number | undefined;
   private mountinfo: number | undefined;
   /** Unknown until the first watch is wanted (the addon and the user's limit are looked up then). */
   private watchBudget: number | undefined;
   private watchesHeld = 0;
+  private addon: WatchAddon | undefined;
+  /** Which inotify instance: a listing watched in an earlier one (before a clear) is not. */
+  private epoch = 0;
   /** Moves whenever a watched listing is let go: an answer made only of watched listings holds while it stays. */
   generation = 0;
-
-  private addon: WatchAddon | undefined;
 
   /** `watch` false: every listing checked by ctime; `watches`: the most watches held (by default a share of the user's). */
   constructor(private readonly opts: { watch?: boolean; watches?: number } = {}) {
@@ -74,10 +103,17 @@ export class Listings {
   refresh(): void {
     if (this.fd === undefined || this.addon === undefined) return;
     if (this.mountinfo !== undefined && this.addon.mountsChanged(this.mountinfo)) return this.clear();
-    const events = this.addon.dirWatchDrain(this.fd);
+    let events: (number | string)[];
+    try {
+      events = this.addon.dirWatchDrain(this.fd);
+    } catch {
+      // Events read before the failure are gone with it: nothing kept can be trusted.
+      return this.clear();
+    }
     for (let i = 0; i < events.length; i += 3) {
       const wd = events[i] as number;
       const mask = events[i + 1] as number;
+      const name = events[i + 2] as string;
       // The kernel dropped events (IN_Q_OVERFLOW): nothing kept can be trusted.
       if (wd === -1) return this.clear();
       const paths = this.watched.get(wd);
@@ -85,8 +121,8 @@ export class Listings {
       this.generation++;
       for (const path of paths) {
         this.kept.delete(path);
-        // The directory itself renamed or removed: its path, and every path under it, name other directories now.
         if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) this.dropUnder(path);
+        else if (mask & IN_ISDIR && mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO) && name !== '') this.dropUnder(join(path, name));
       }
       if (mask & IN_IGNORED) {
         this.watched.delete(wd);
@@ -96,51 +132,70 @@ export class Listings {
   }
 
   /**
-   * A directory's entries, as now (after refresh()); none where it is not a readable directory.
-   * `from`: how the walk reached it. A root is looked at anew each time (its path can be given to
-   * another directory by a rename above it, which no watch under it sees); below it, a directory
-   * is watched only where the one it was listed from is, so every directory between a watched
-   * listing and its root is watched too, and a rename or removal of any of them lets go of it.
+   * Let go of what was listed at and under a tree's root when its path now names another
+   * directory than the last time it was looked at (renamed above it: no watch under it sees that).
+   */
+  checkRoot(root: string): void {
+    const st = statSync(root, { throwIfNoEntry: false });
+    const was = this.roots.get(root);
+    if (st === undefined) {
+      if (was !== undefined) this.dropRoot(root);
+      return;
+    }
+    if (was !== undefined && was.dev === st.dev && was.ino === st.ino) return;
+    if (was !== undefined) this.dropRoot(root);
+    this.roots.set(root, { dev: st.dev, ino: st.ino });
+  }
+
+  /**
+   * A directory's entries, as now (after refresh() and checkRoot() of its tree's root); none where
+   * it is not a directory. `from`: how the walk reached it, its tree's root or the listing of the
+   * directory above. Below a root a directory is watched only where the one above is (in this
+   * instance), so every directory between a watched listing and its root is watched too.
    */
   list(dir: string, from: 'root' | Listing): Listing {
-    if (from === 'root') this.checkRoot(dir);
+    const above = from === 'root' ? undefined : from.watched && from.epoch === this.epoch ? from.wd : undefined;
     const known = this.kept.get(dir);
-    if (known?.wd !== undefined) return { entries: known.entries, watched: true };
+    if (known?.wd !== undefined && known.epoch === this.epoch && above !== undefined && known.parent === above) return this.listing(dir, known);
     const st = statSync(dir, { throwIfNoEntry: false });
-    if (!st?.isDirectory()) return { entries: [], watched: false };
-    if (known && known.dev === st.dev && known.ino === st.ino && known.ctimeMs === st.ctimeMs) return { entries: known.entries, watched: false };
+    if (!st?.isDirectory()) return { path: dir, entries: [], watched: false };
+    if (known && known.dev === st.dev && known.ino === st.ino) {
+      if (known.wd !== undefined && known.epoch === this.epoch) {
+        // The same directory, reached another way: from here on, through this way's watched directory.
+        known.parent = above;
+        return this.listing(dir, known);
+      }
+      if (known.wd === undefined && known.ctimeMs === st.ctimeMs) return { path: dir, entries: known.entries, watched: false };
+    }
+    if (known?.wd !== undefined) this.dropUnder(dir);
     if (this.kept.size >= MAX_LISTINGS) this.clear();
-    const wd = from === 'root' || from.watched ? this.watch(dir, st.dev) : undefined;
+    const wd = from === 'root' || above !== undefined ? this.watch(dir, st.dev) : undefined;
     let entries: Dirent[];
     try {
       entries = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return { entries: [], watched: false };
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      return { path: dir, entries: [], watched: false, ...(code === 'EACCES' || code === 'EPERM' ? { unreadable: true } : {}) };
     }
     if (wd !== undefined) {
-      this.kept.set(dir, { entries, wd, dev: st.dev, ino: st.ino });
-      return { entries, watched: true };
+      const kept: Kept = { entries, dev: st.dev, ino: st.ino, wd, parent: above, epoch: this.epoch };
+      this.kept.set(dir, kept);
+      return this.listing(dir, kept);
     }
     if (Date.now() - st.ctimeMs > SETTLED_MS) this.kept.set(dir, { entries, dev: st.dev, ino: st.ino, ctimeMs: st.ctimeMs });
     else this.kept.delete(dir);
-    return { entries, watched: false };
-  }
-
-  /** Let go of what was listed at and under `root` when its path now names another directory than the one watched (renamed above it: no watch under it sees that). */
-  checkRoot(root: string): void {
-    const known = this.kept.get(root);
-    if (known?.wd === undefined) return;
-    const st = statSync(root, { throwIfNoEntry: false });
-    if (st?.dev === known.dev && st?.ino === known.ino) return;
-    this.generation++;
-    this.dropUnder(root);
+    return { path: dir, entries, watched: false };
   }
 
   /** Let go of every listing and watch. */
   clear(): void {
     this.generation++;
+    this.epoch++;
     this.kept.clear();
     this.watched.clear();
+    this.roots.clear();
+    // Device numbers of file systems mounted since may be another kind's now.
+    this.local = new Map();
     this.watchesHeld = 0;
     if (this.fd !== undefined) {
       closeQuietly(this.fd);
@@ -153,6 +208,16 @@ export class Listings {
     this.clear();
     if (this.mountinfo !== undefined) closeSync(this.mountinfo);
     this.mountinfo = undefined;
+  }
+
+  private listing(dir: string, kept: Kept): Listing {
+    return { path: dir, entries: kept.entries, watched: true, wd: kept.wd, epoch: kept.epoch };
+  }
+
+  private dropRoot(root: string): void {
+    this.generation++;
+    this.roots.delete(root);
+    this.dropUnder(root);
   }
 
   /** A watch on `dir` (before it is read), or undefined where it is checked by ctime instead. */

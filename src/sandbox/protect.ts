@@ -61,10 +61,20 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
     return found;
   };
 
+  /**
+   * A directory the daemon cannot list (a job that runs as the daemon's user can `chmod 000` one to
+   * hide what is in it from this walk): read-only whole, so nothing in it can be written, nor its
+   * mode put back from inside.
+   */
+  const unreadable = (dir: string) => {
+    paths.push({ path: dir, how: 'ro' });
+  };
+
   /** A git directory: pinned, its protected entries read-only, and its submodules' in turn. */
   const gitDir = (dir: string, top: boolean, from: Listing) => {
-    paths.push({ path: dir, how: 'pin' });
     const inside = list(dir, from);
+    if (inside.unreadable) return unreadable(dir);
+    paths.push({ path: dir, how: 'pin' });
     for (const name of inGit) {
       const e = inside.entries.find((x) => x.name === name);
       if (e) paths.push({ path: join(dir, name), how: 'ro' });
@@ -73,11 +83,13 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
     }
     if (!inside.entries.some((x) => x.name === 'modules' && x.isDirectory())) return;
     const modules = list(join(dir, 'modules'), inside);
+    if (modules.unreadable) return unreadable(join(dir, 'modules'));
     for (const m of modules.entries) if (m.isDirectory()) modulesDir(join(dir, 'modules', m.name), 1, modules);
   };
   /** Under `.git/modules`: a submodule's git directory, or a directory of them (nested names). */
   const modulesDir = (dir: string, depth: number, from: Listing) => {
     const inside = list(dir, from);
+    if (inside.unreadable) return unreadable(dir);
     if (inside.entries.some((x) => x.name === 'HEAD')) return gitDir(dir, false, from);
     if (depth < MAX_DEPTH) for (const e of inside.entries) if (e.isDirectory()) modulesDir(join(dir, e.name), depth + 1, inside);
   };
@@ -89,6 +101,7 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
       return;
     }
     const here = list(dir, from);
+    if (here.unreadable) return unreadable(dir);
     for (const e of here.entries) {
       const path = child(dir, e.name);
       if (e.name === '.git') {

@@ -1,7 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PROTECT } from '../../../src/config/schema.js';
 import { Listings } from '../../../src/sandbox/listings.js';
@@ -104,6 +105,53 @@ describe.each(kinds.map((k, i) => ({ ...k, i })))('the protect walk finds what i
     writeFileSync(join(tree, 'a', '.zshrc'), '');
     expect(found(tree)).toEqual([{ path: join(tree, 'a', '.zshrc'), how: 'ro' }]);
   });
+  it('a directory a process holds open, renamed over by a repository (its own event waits for the last holder)', () => {
+    const tree = join(root, `${i}-pinned`);
+    mkdirSync(join(tree, 'x'), { recursive: true });
+    mkdirSync(join(tree, 'repo', '.git'), { recursive: true });
+    expect(found(tree)).toEqual([
+      { path: join(tree, 'repo', '.git'), how: 'pin' },
+      { path: join(tree, 'repo', '.git', 'hooks'), how: 'empty' },
+    ]);
+    const held = openSync(join(tree, 'x'), 'r');
+    try {
+      renameSync(join(tree, 'repo'), join(tree, 'x'));
+      expect(found(tree)).toEqual([
+        { path: join(tree, 'x', '.git'), how: 'pin' },
+        { path: join(tree, 'x', '.git', 'hooks'), how: 'empty' },
+      ]);
+    } finally {
+      closeSync(held);
+    }
+  });
+
+  it('a tree listed as its own root, then reached from a root above it after a directory between was replaced', () => {
+    const top = join(root, `${i}-nested`);
+    mkdirSync(join(top, 'a', 'b'), { recursive: true });
+    expect(found(join(top, 'a', 'b'))).toEqual([]);
+    renameSync(join(top, 'a'), join(top, 'a-old'));
+    mkdirSync(join(top, 'a', 'b', '.git'), { recursive: true });
+    expect(found(top)).toEqual([
+      { path: join(top, 'a', 'b', '.git'), how: 'pin' },
+      { path: join(top, 'a', 'b', '.git', 'hooks'), how: 'empty' },
+    ]);
+  });
+
+  it("a root whose own listing was let go by a file made in it, then given a new directory by a rename above it", () => {
+    const above = join(root, `${i}-above2`);
+    const tree = join(above, 'ws');
+    mkdirSync(join(tree, 'proj'), { recursive: true });
+    expect(found(tree)).toEqual([]);
+    writeFileSync(join(tree, 'notes.txt'), '');
+    expect(found(tree)).toEqual([]);
+    writeFileSync(join(tree, 'more.txt'), '');
+    renameSync(above, join(root, `${i}-above2-old`));
+    mkdirSync(join(tree, 'proj', '.git'), { recursive: true });
+    expect(found(tree)).toEqual([
+      { path: join(tree, 'proj', '.git'), how: 'pin' },
+      { path: join(tree, 'proj', '.git', 'hooks'), how: 'empty' },
+    ]);
+  });
 });
 
 describe('an answer given again while nothing it was read from changed', () => {
@@ -148,4 +196,25 @@ describe('an answer given again while nothing it was read from changed', () => {
       listings.close();
     }
   });
+
+  const dist = join(process.cwd(), 'dist', 'src', 'sandbox', 'protect.js');
+  it.skipIf(!root0 || spawnSync('setpriv', ['--version']).status !== 0 || !existsSync(dist))(
+    'a directory the walk cannot list (a job of the daemon\'s user made it mode 000 to hide its .git) is read-only whole',
+    () => {
+      const base = mkdtempSync(join(tmpdir(), 'procctl-protect-user-'));
+      try {
+        chmodSync(base, 0o755);
+        const tree = join(base, 'ws');
+        mkdirSync(join(tree, 'd', '.git', 'hooks'), { recursive: true });
+        for (const p of [tree, join(tree, 'd'), join(tree, 'd', '.git'), join(tree, 'd', '.git', 'hooks')]) chownSync(p, 65534, 65534);
+        chmodSync(join(tree, 'd'), 0);
+        const script = `import(process.argv[1]).then((m) => console.log(JSON.stringify(m.findProtected([process.argv[2]], JSON.parse(process.argv[3])).paths)))`;
+        const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--input-type=module', '-e', script, pathToFileURL(dist).href, tree, JSON.stringify(DEFAULT_PROTECT)], { encoding: 'utf8' });
+        expect(r.status, r.stderr).toBe(0);
+        expect(JSON.parse(r.stdout)).toEqual([{ path: join(tree, 'd'), how: 'ro' }]);
+      } finally {
+        rmSync(base, { recursive: true, force: true });
+      }
+    },
+  );
 });
