@@ -78,6 +78,8 @@ const join = (dir: string, name: string) => (dir.endsWith('/') ? dir + name : `$
  */
 export class Listings {
   private readonly kept = new Map<string, Kept>();
+  /** The directories kept under each path (by the path above theirs), so a subtree is let go in its own size. */
+  private readonly below = new Map<string, Set<string>>();
   /** The paths listed through each watch (the same directory can be reached by two paths, through a bind mount). */
   private readonly watched = new Map<number, Set<string>>();
   /** Each tree root's directory as last looked at. */
@@ -179,10 +181,10 @@ export class Listings {
     }
     if (wd !== undefined) {
       const kept: Kept = { entries, dev: st.dev, ino: st.ino, wd, parent: above, epoch: this.epoch };
-      this.kept.set(dir, kept);
+      this.keep(dir, kept);
       return this.listing(dir, kept);
     }
-    if (Date.now() - st.ctimeMs > SETTLED_MS) this.kept.set(dir, { entries, dev: st.dev, ino: st.ino, ctimeMs: st.ctimeMs });
+    if (Date.now() - st.ctimeMs > SETTLED_MS) this.keep(dir, { entries, dev: st.dev, ino: st.ino, ctimeMs: st.ctimeMs });
     else this.kept.delete(dir);
     return { path: dir, entries, watched: false };
   }
@@ -192,6 +194,7 @@ export class Listings {
     this.generation++;
     this.epoch++;
     this.kept.clear();
+    this.below.clear();
     this.watched.clear();
     this.roots.clear();
     // Device numbers of file systems mounted since may be another kind's now.
@@ -262,11 +265,23 @@ export class Listings {
     return local;
   }
 
+  private keep(dir: string, kept: Kept): void {
+    this.kept.set(dir, kept);
+    if (dir === '/') return;
+    const cut = dir.lastIndexOf('/');
+    const up = cut === 0 ? '/' : dir.slice(0, cut);
+    let set = this.below.get(up);
+    if (set === undefined) this.below.set(up, (set = new Set()));
+    set.add(dir);
+  }
+
   /** Let go of the listing of `path` and of every directory under it. */
   private dropUnder(path: string): void {
     this.kept.delete(path);
-    const prefix = path.endsWith('/') ? path : `${path}/`;
-    for (const key of this.kept.keys()) if (key.startsWith(prefix)) this.kept.delete(key);
+    const set = this.below.get(path);
+    if (set === undefined) return;
+    this.below.delete(path);
+    for (const dir of set) this.dropUnder(dir);
   }
 }
 
