@@ -6,7 +6,8 @@
 // dirWatchOpen() -> fd: a new inotify instance (non-blocking, close-on-exec); throws with errno.
 // dirWatchAdd(fd, path) -> wd > 0, or -errno (ENOSPC when the user's watches are spent, ENOENT,
 //   ENOTDIR): a watch on the directory itself (a symbolic link is not followed) for entries made,
-//   removed or renamed in it, and for it being removed or renamed.
+//   removed or renamed in it, for it being removed or renamed, and for a change of its own or an
+//   entry's mode or owner (IN_ATTRIB: what the walk may list).
 // dirWatchDrain(fd) -> [wd, mask, name, wd, mask, name, ...]: every event queued now, flat
 //   (name "" where the event has none); wd -1 with IN_Q_OVERFLOW when the kernel dropped some.
 #define _GNU_SOURCE
@@ -17,7 +18,7 @@
 #include "errors.h"
 #include "napi-util.h"
 
-#define DIR_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
+#define DIR_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR | IN_DONT_FOLLOW)
 
 static napi_value DirWatchOpen(napi_env env, napi_callback_info info) {
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);

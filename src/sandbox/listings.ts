@@ -1,4 +1,4 @@
-import { closeSync, openSync, readdirSync, readFileSync, statfsSync, statSync, type Dirent } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, statfsSync, statSync, type Dirent, type Stats } from 'node:fs';
 import { loadAddon } from '../base/addon.js';
 import { closeQuietly } from '../base/close-quietly.js';
 
@@ -23,6 +23,8 @@ interface Kept {
   parent?: number;
   epoch?: number;
   ctimeMs?: number;
+  /** It holds a name that is not UTF-8. */
+  unnameable?: boolean;
 }
 
 export interface Listing {
@@ -31,8 +33,12 @@ export interface Listing {
   entries: readonly Dirent[];
   /** Whether the listing is exact until the next refresh() moves `generation`. */
   watched: boolean;
-  /** The directory could not be read (EACCES): what is in it is unknown. */
+  /** What is in it cannot be known or named (it cannot be read, or holds a name that is not UTF-8): read-only whole. */
   unreadable?: boolean;
+  /** It could not be looked at (the directory above it cannot be searched): the one above is read-only whole. */
+  unreachable?: boolean;
+  /** Its path is longer than the system takes. */
+  tooLong?: boolean;
   wd?: number;
   epoch?: number;
 }
@@ -46,6 +52,7 @@ const WATCH_SHARE = 0.25;
 const REMOTE = new Set([0x6969 /* nfs */, 0x517b /* smb */, 0xff534d42 /* cifs */, 0xfe534d42 /* smb2 */, 0x65735546 /* fuse */, 0x01021997 /* 9p */, 0x00c36400 /* ceph */, 0x47504653 /* gpfs */, 0x0bd00bd0 /* lustre */]);
 
 // inotify's event bits (linux/inotify.h).
+const IN_ATTRIB = 0x4;
 const IN_DELETE = 0x200;
 const IN_MOVED_FROM = 0x40;
 const IN_MOVED_TO = 0x80;
@@ -120,6 +127,13 @@ export class Listings {
       if (wd === -1) return this.clear();
       const paths = this.watched.get(wd);
       if (paths === undefined) continue;
+      if (mask & IN_ATTRIB) {
+        // A mode or owner changed: what the walk may list of a directory (its own, or an entry's that is one); a file's is nothing to it.
+        if (name !== '' && !(mask & IN_ISDIR)) continue;
+        this.generation++;
+        for (const path of paths) this.kept.delete(name === '' ? path : join(path, name));
+        continue;
+      }
       this.generation++;
       for (const path of paths) {
         this.kept.delete(path);
@@ -138,7 +152,12 @@ export class Listings {
    * directory than the last time it was looked at (renamed above it: no watch under it sees that).
    */
   checkRoot(root: string): void {
-    const st = statSync(root, { throwIfNoEntry: false });
+    let st: Stats | undefined;
+    try {
+      st = statSync(root, { throwIfNoEntry: false });
+    } catch {
+      st = undefined;
+    }
     const was = this.roots.get(root);
     if (st === undefined) {
       if (was !== undefined) this.dropRoot(root);
@@ -156,10 +175,20 @@ export class Listings {
    * instance), so every directory between a watched listing and its root is watched too.
    */
   list(dir: string, from: 'root' | Listing): Listing {
+    // Before anything is read of the directory above: after a clear its watch is another instance's.
+    if (this.kept.size >= MAX_LISTINGS) this.clear();
     const above = from === 'root' ? undefined : from.watched && from.epoch === this.epoch ? from.wd : undefined;
     const known = this.kept.get(dir);
     if (known?.wd !== undefined && known.epoch === this.epoch && above !== undefined && known.parent === above) return this.listing(dir, known);
-    const st = statSync(dir, { throwIfNoEntry: false });
+    let st: Stats | undefined;
+    try {
+      st = statSync(dir, { throwIfNoEntry: false });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOTDIR') return { path: dir, entries: [], watched: false };
+      if (code === 'ENAMETOOLONG') return { path: dir, entries: [], watched: false, tooLong: true };
+      return { path: dir, entries: [], watched: false, unreachable: true };
+    }
     if (!st?.isDirectory()) return { path: dir, entries: [], watched: false };
     if (known && known.dev === st.dev && known.ino === st.ino) {
       if (known.wd !== undefined && known.epoch === this.epoch) {
@@ -167,26 +196,33 @@ export class Listings {
         known.parent = above;
         return this.listing(dir, known);
       }
-      if (known.wd === undefined && known.ctimeMs === st.ctimeMs) return { path: dir, entries: known.entries, watched: false };
+      if (known.wd === undefined && known.ctimeMs === st.ctimeMs) return { path: dir, entries: known.entries, watched: false, ...(known.unnameable ? { unreadable: true } : {}) };
     }
     if (known?.wd !== undefined) this.dropUnder(dir);
-    if (this.kept.size >= MAX_LISTINGS) this.clear();
     const wd = from === 'root' || above !== undefined ? this.watch(dir, st.dev) : undefined;
     let entries: Dirent[];
+    let unnameable = false;
     try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      return { path: dir, entries: [], watched: false, ...(code === 'EACCES' || code === 'EPERM' ? { unreadable: true } : {}) };
+      // As bytes: a name that is not UTF-8 would come back as another name, and what is in it be missed.
+      const raw = readdirSync(dir, { withFileTypes: true, encoding: 'buffer' });
+      for (const e of raw) {
+        const name = e.name.toString('utf8');
+        if (!Buffer.from(name, 'utf8').equals(e.name)) unnameable = true;
+        (e as unknown as { name: string }).name = name;
+      }
+      entries = raw as unknown as Dirent[];
+    } catch {
+      return { path: dir, entries: [], watched: false, unreadable: true };
     }
+    const facts = { entries, dev: st.dev, ino: st.ino, ...(unnameable ? { unnameable } : {}) };
     if (wd !== undefined) {
-      const kept: Kept = { entries, dev: st.dev, ino: st.ino, wd, parent: above, epoch: this.epoch };
+      const kept: Kept = { ...facts, wd, parent: above, epoch: this.epoch };
       this.keep(dir, kept);
       return this.listing(dir, kept);
     }
-    if (Date.now() - st.ctimeMs > SETTLED_MS) this.keep(dir, { entries, dev: st.dev, ino: st.ino, ctimeMs: st.ctimeMs });
+    if (Date.now() - st.ctimeMs > SETTLED_MS) this.keep(dir, { ...facts, ctimeMs: st.ctimeMs });
     else this.kept.delete(dir);
-    return { path: dir, entries, watched: false };
+    return { path: dir, entries, watched: false, ...(unnameable ? { unreadable: true } : {}) };
   }
 
   /** Let go of every listing and watch. */
@@ -214,7 +250,7 @@ export class Listings {
   }
 
   private listing(dir: string, kept: Kept): Listing {
-    return { path: dir, entries: kept.entries, watched: true, wd: kept.wd, epoch: kept.epoch };
+    return { path: dir, entries: kept.entries, watched: true, wd: kept.wd, epoch: kept.epoch, ...(kept.unnameable ? { unreadable: true } : {}) };
   }
 
   private dropRoot(root: string): void {

@@ -53,12 +53,22 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
   const paths: Protected[] = [];
   let entries = 0;
   let truncated: string | undefined;
+  /** A path longer than the system takes was met (nothing there can be bound either): said with the answer. */
+  let tooLong = false;
 
+  /**
+   * A directory's listing; where what is in it cannot be known, the directory (or the one above it,
+   * when it cannot even be looked at) is read-only whole and the listing says nothing to walk.
+   */
   const list = (dir: string, from: 'root' | Listing): Listing => {
     const found = listings.list(dir, from);
     if (!found.watched) exact = false;
     entries += found.entries.length;
-    return found;
+    if (found.tooLong) tooLong = true;
+    else if (found.unreachable) unreadable(from === 'root' ? dir : from.path);
+    else if (found.unreadable) unreadable(dir);
+    else return found;
+    return { ...found, entries: [] };
   };
 
   /**
@@ -66,15 +76,18 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
    * hide what is in it from this walk): read-only whole, so nothing in it can be written, nor its
    * mode put back from inside.
    */
+  const wholly = new Set<string>();
   const unreadable = (dir: string) => {
+    if (wholly.has(dir)) return;
+    wholly.add(dir);
     paths.push({ path: dir, how: 'ro' });
   };
 
   /** A git directory: pinned, its protected entries read-only, and its submodules' in turn. */
   const gitDir = (dir: string, top: boolean, from: Listing) => {
-    const inside = list(dir, from);
-    if (inside.unreadable) return unreadable(dir);
+    // Pinned first: a git directory that cannot be listed is then read-only whole over the pin.
     paths.push({ path: dir, how: 'pin' });
+    const inside = list(dir, from);
     for (const name of inGit) {
       const e = inside.entries.find((x) => x.name === name);
       if (e) paths.push({ path: join(dir, name), how: 'ro' });
@@ -83,13 +96,11 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
     }
     if (!inside.entries.some((x) => x.name === 'modules' && x.isDirectory())) return;
     const modules = list(join(dir, 'modules'), inside);
-    if (modules.unreadable) return unreadable(join(dir, 'modules'));
     for (const m of modules.entries) if (m.isDirectory()) modulesDir(join(dir, 'modules', m.name), 1, modules);
   };
   /** Under `.git/modules`: a submodule's git directory, or a directory of them (nested names). */
   const modulesDir = (dir: string, depth: number, from: Listing) => {
     const inside = list(dir, from);
-    if (inside.unreadable) return unreadable(dir);
     if (inside.entries.some((x) => x.name === 'HEAD')) return gitDir(dir, false, from);
     if (depth < MAX_DEPTH) for (const e of inside.entries) if (e.isDirectory()) modulesDir(join(dir, e.name), depth + 1, inside);
   };
@@ -101,7 +112,6 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
       return;
     }
     const here = list(dir, from);
-    if (here.unreadable) return unreadable(dir);
     for (const e of here.entries) {
       const path = child(dir, e.name);
       if (e.name === '.git') {
@@ -120,7 +130,9 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
     }
   };
   for (const root of roots) walk(root, 0, 'root');
-  const result: ProtectResult = { paths, ...(truncated ? { truncated } : {}) };
+  const long = tooLong ? `paths under ${roots.join(', ')} longer than the system takes are not protected` : undefined;
+  const said = [truncated, long].filter((x) => x !== undefined).join('; ');
+  const result: ProtectResult = { paths, ...(said ? { truncated: said } : {}) };
   if (exact && generation === listings.generation) {
     if (answers.size >= MAX_ANSWERS) answers.clear();
     answers.set(key, { generation, result });

@@ -169,6 +169,31 @@ describe('an answer given again while nothing it was read from changed', () => {
     listings.close();
   });
 
+  it("is not given once a directory's mode changed (what the walk may list of it), and still is after a file's did", () => {
+    const listings = new Listings();
+    const tree = join(root, 'modes');
+    mkdirSync(join(tree, 'p'), { recursive: true });
+    writeFileSync(join(tree, 'p', 'f'), '');
+    const first = findProtected([tree], DEFAULT_PROTECT, listings);
+    chmodSync(join(tree, 'p', 'f'), 0o600);
+    expect(findProtected([tree], DEFAULT_PROTECT, listings)).toBe(first);
+    chmodSync(join(tree, 'p'), 0o700);
+    expect(findProtected([tree], DEFAULT_PROTECT, listings)).not.toBe(first);
+    listings.close();
+  });
+
+  it('a directory holding a name that is not UTF-8 (what is under it could not be named to bind) is read-only whole', () => {
+    const listings = new Listings();
+    const tree = join(root, 'bytes');
+    mkdirSync(join(tree, 'sub'), { recursive: true });
+    const odd = Buffer.concat([Buffer.from(`${join(tree, 'sub')}/`), Buffer.from([0x72, 0x65, 0xff])]);
+    mkdirSync(Buffer.concat([odd, Buffer.from('/.git/hooks')]), { recursive: true });
+    expect(findProtected([tree], DEFAULT_PROTECT, listings).paths).toEqual([{ path: join(tree, 'sub'), how: 'ro' }]);
+    // Kept, and still said so.
+    expect(findProtected([tree], DEFAULT_PROTECT, listings).paths).toEqual([{ path: join(tree, 'sub'), how: 'ro' }]);
+    listings.close();
+  });
+
   it('is read anew at every walk where a listing could not be watched (the watches spent)', () => {
     const listings = new Listings({ watches: 1 });
     const tree = join(root, 'budget');
@@ -199,19 +224,28 @@ describe('an answer given again while nothing it was read from changed', () => {
 
   const dist = join(process.cwd(), 'dist', 'src', 'sandbox', 'protect.js');
   it.skipIf(!root0 || spawnSync('setpriv', ['--version']).status !== 0 || !existsSync(dist))(
-    'a directory the walk cannot list (a job of the daemon\'s user made it mode 000 to hide its .git) is read-only whole',
+    'a directory the walk cannot list or look into (a job of the daemon\'s user made it mode 000, or 644, to hide its .git) is read-only whole',
     () => {
       const base = mkdtempSync(join(tmpdir(), 'procctl-protect-user-'));
       try {
         chmodSync(base, 0o755);
         const tree = join(base, 'ws');
         mkdirSync(join(tree, 'd', '.git', 'hooks'), { recursive: true });
-        for (const p of [tree, join(tree, 'd'), join(tree, 'd', '.git'), join(tree, 'd', '.git', 'hooks')]) chownSync(p, 65534, 65534);
+        // Readable but not searchable: its entries are listed, and none of them can be looked at.
+        mkdirSync(join(tree, 'e', 'sub', '.git'), { recursive: true });
+        for (const p of [tree, join(tree, 'd'), join(tree, 'd', '.git'), join(tree, 'd', '.git', 'hooks'), join(tree, 'e'), join(tree, 'e', 'sub'), join(tree, 'e', 'sub', '.git')]) chownSync(p, 65534, 65534);
         chmodSync(join(tree, 'd'), 0);
+        chmodSync(join(tree, 'e'), 0o644);
         const script = `import(process.argv[1]).then((m) => console.log(JSON.stringify(m.findProtected([process.argv[2]], JSON.parse(process.argv[3])).paths)))`;
         const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--input-type=module', '-e', script, pathToFileURL(dist).href, tree, JSON.stringify(DEFAULT_PROTECT)], { encoding: 'utf8' });
         expect(r.status, r.stderr).toBe(0);
-        expect(JSON.parse(r.stdout)).toEqual([{ path: join(tree, 'd'), how: 'ro' }]);
+        expect(JSON.parse(r.stdout)).toEqual(
+          expect.arrayContaining([
+            { path: join(tree, 'd'), how: 'ro' },
+            { path: join(tree, 'e'), how: 'ro' },
+          ]),
+        );
+        expect(JSON.parse(r.stdout)).toHaveLength(2);
       } finally {
         rmSync(base, { recursive: true, force: true });
       }
