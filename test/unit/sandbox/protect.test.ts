@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PROTECT } from '../../../src/config/schema.js';
@@ -236,8 +236,16 @@ describe('an answer given again while nothing it was read from changed', () => {
         for (const p of [tree, join(tree, 'd'), join(tree, 'd', '.git'), join(tree, 'd', '.git', 'hooks'), join(tree, 'e'), join(tree, 'e', 'sub'), join(tree, 'e', 'sub', '.git')]) chownSync(p, 65534, 65534);
         chmodSync(join(tree, 'd'), 0);
         chmodSync(join(tree, 'e'), 0o644);
+        // The walk's own modules, where that user can read them (the checkout need not be).
+        const code = join(base, 'code');
+        for (const f of ['sandbox/protect.js', 'sandbox/listings.js', 'base/addon.js', 'base/close-quietly.js']) {
+          mkdirSync(dirname(join(code, f)), { recursive: true, mode: 0o755 });
+          copyFileSync(join(dirname(dist), '..', f), join(code, f));
+          chmodSync(join(code, f), 0o644);
+        }
+        writeFileSync(join(code, 'package.json'), '{"type":"module"}\n', { mode: 0o644 });
         const script = `import(process.argv[1]).then((m) => console.log(JSON.stringify(m.findProtected([process.argv[2]], JSON.parse(process.argv[3])).paths)))`;
-        const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--input-type=module', '-e', script, pathToFileURL(dist).href, tree, JSON.stringify(DEFAULT_PROTECT)], { encoding: 'utf8' });
+        const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--input-type=module', '-e', script, pathToFileURL(join(code, 'sandbox', 'protect.js')).href, tree, JSON.stringify(DEFAULT_PROTECT)], { encoding: 'utf8', cwd: base });
         expect(r.status, r.stderr).toBe(0);
         expect(JSON.parse(r.stdout)).toEqual(
           expect.arrayContaining([
