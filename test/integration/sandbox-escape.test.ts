@@ -170,6 +170,25 @@ describe.skipIf(SKIP_SANDBOX)('a sandboxed job cannot reach the controls', () =>
     expect(existsSync(join(repo, 'vendor', 'nested', '.git', 'hooks', 'post-checkout'))).toBe(false);
   });
 
+  it("a job that holds a directory open and renames a person's repository over it does not get that repository's hooks unprotected at the next start", async () => {
+    const attack = join(workspace, 'attack');
+    mkdirSync(join(attack, 'x'), { recursive: true });
+    mkdirSync(join(attack, 'repo', '.git', 'hooks'), { recursive: true });
+    writeFileSync(join(attack, 'repo', '.git', 'config'), '[core]\n');
+    // A start lists (and keeps) the empty x.
+    expect((await run('ls -a attack/x | wc -l')).output.trim()).toBe('2');
+    // Held open, x's own removal is not told until it is let go; its parent's rename event is.
+    const holder = await run('exec 3<attack/x; mv -T attack/repo attack/x && echo moved; exec sleep 60', { background: true, yieldMs: undefined });
+    await s.waitOutput(holder.sessionId, 'moved');
+    try {
+      const r = await run(`(echo 'touch /tmp/pwned' > attack/x/.git/hooks/post-checkout) 2>/dev/null && echo hook=written || echo hook=refused; (echo x >> attack/x/.git/config) 2>/dev/null && echo config=written || echo config=refused`);
+      expect(r.output.split('\n')).toEqual(expect.arrayContaining(['hook=refused', 'config=refused']));
+      expect(existsSync(join(attack, 'x', '.git', 'hooks', 'post-checkout'))).toBe(false);
+    } finally {
+      await s.process({ action: 'kill', sessionId: holder.sessionId });
+    }
+  });
+
   it('a repository one job made is protected at the very next start, though the daemon keeps what it listed of the workspace between starts', async () => {
     const made = await run("mkdir -p later/.git && printf '[core]\\n' > later/.git/config && echo made");
     expect(made.output.trim()).toBe('made');
