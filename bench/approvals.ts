@@ -80,7 +80,7 @@ export async function approvals(opts: BenchOptions): Promise<Metric[]> {
       const t0 = now();
       const r = await c.call('exec', { command });
       const ms = now() - t0;
-      if (r.status !== 'completed' || r.exitCode !== 0) throw new Error(`exec true answered ${JSON.stringify(r).slice(0, 300)}`);
+      if (r.status !== 'completed' || r.exitCode !== 0) throw new Error(`exec ${command} answered ${JSON.stringify(r).slice(0, 300)}`);
       await c.call('process', { action: 'clear', sessionId: r.sessionId });
       return ms;
     };

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { Listings, type Listing } from './listings.js';
+import { child, Listings, type Listing } from './listings.js';
 
 /** How one path of a writable tree is kept: `pin` bound onto itself (it cannot be renamed away and replaced), `ro` read-only, `empty` an empty read-only directory in place of a missing one. */
 export interface Protected {
@@ -18,11 +18,6 @@ export interface ProtectResult {
   readonly paths: readonly Protected[];
   /** Why the walk stopped short, when it did: the answer says so. */
   truncated?: string;
-}
-
-/** `dir/name` for a directory already absolute and normal (path.join normalises again: slower, in a walk of thousands). */
-function child(dir: string, name: string): string {
-  return dir.endsWith('/') ? dir + name : `${dir}/${name}`;
 }
 
 /** The listings every walk reads through: kept while their directories are unchanged. */

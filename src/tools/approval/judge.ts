@@ -22,13 +22,15 @@ export function judgeCommand(policy: ApprovalPolicy, command: string, scope: str
   return judged;
 }
 
+/** No remembered answers: one list, so calls that pass none share what is kept for it. */
+const NONE: readonly RememberedRule[] = [];
 /**
  * The judgements of lines judged lately, by policy (a reload makes a new one) and for one list
- * of remembered answers (a person's "remember" makes a new one): a judgement depends on nothing
- * else, and an agent runs the same lines again and again (a parse and twenty rules cost ~125 µs
- * of an exec's round trip, a lookup ~1). Judgements are read, never changed, by their users.
+ * of remembered answers (a person's "remember" or "rules rm" makes a new one): a judgement depends
+ * on nothing else, and an agent runs the same lines again and again (a parse and twenty rules cost
+ * ~125 µs of an exec's round trip, a lookup well under one). Judgements are read, never changed,
+ * by their users.
  */
-const NONE: readonly RememberedRule[] = [];
 const recent = new WeakMap<ApprovalPolicy, { remembered: readonly RememberedRule[]; lines: Map<string, Judgement> }>();
 const MAX_KEPT_LINES = 1000;
 /** Longer lines are judged each time: kept lines hold at most ~4 MB. */
