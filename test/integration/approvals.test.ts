@@ -343,6 +343,8 @@ describe('the config', () => {
     const now = await s.exec({ command: 'echo deploy two' });
     expect(now).toMatchObject({ status: 'denied', reason: 'rule' });
     expect(now.text).toContain('frozen');
+    // A line judged before the reload (it asked then) is judged again under the new rules, not given its kept judgement.
+    expect(await s.exec({ command: 'echo deploy one' })).toMatchObject({ status: 'denied', reason: 'rule' });
     const res = await s.process({ action: 'resume', sessionId: pending.sessionId, input: { confirm: true }, ...asPerson(rd) });
     expect(res).toMatchObject({ status: 'completed', output: 'deploy one\n' });
     expect(await rd.stop()).toBe(0);

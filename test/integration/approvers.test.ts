@@ -178,6 +178,8 @@ describe('remembered answers', () => {
       expect(listed.stdout).toContain('rule 1: deny match');
       expect((await cli(['--socket', d2.socket, 'rules', 'rm', '1'])).stdout).toContain('Forgot remembered answer 1');
       await asked(s2, 'echo deploy four');
+      // The very line the forgotten answer allowed a moment ago asks again: its kept judgement went with the answer.
+      await asked(s2, 'echo deploy three');
     } finally {
       await d2.stop();
     }
