@@ -1,4 +1,4 @@
-import { closeSync, openSync, readdirSync, readFileSync, statfsSync, statSync, type Dirent, type Stats } from 'node:fs';
+import { openSync, readdirSync, readFileSync, statfsSync, statSync, type Dirent, type Stats } from 'node:fs';
 import { loadAddon } from '../base/addon.js';
 import { closeQuietly } from '../base/close-quietly.js';
 
@@ -23,8 +23,8 @@ interface Kept {
   parent?: number;
   epoch?: number;
   ctimeMs?: number;
-  /** It holds a name that is not UTF-8. */
-  unnameable?: boolean;
+  /** It holds a name that is not UTF-8: what is under that name cannot be named to bind. */
+  unreadable?: boolean;
 }
 
 export interface Listing {
@@ -197,33 +197,29 @@ export class Listings {
         known.parent = above;
         return this.listing(dir, known);
       }
-      if (known.wd === undefined && known.ctimeMs === st.ctimeMs) return { path: dir, entries: known.entries, watched: false, ...(known.unnameable ? { unreadable: true } : {}) };
+      if (known.wd === undefined && known.ctimeMs === st.ctimeMs) return this.listing(dir, known);
     }
     if (known?.wd !== undefined) this.dropUnder(dir);
     const wd = from === 'root' || above !== undefined ? this.watch(dir, st.dev) : undefined;
     let entries: Dirent[];
-    let unnameable = false;
+    let unreadable = false;
     try {
       // As bytes: a name that is not UTF-8 would come back as another name, and what is in it be missed.
       const raw = readdirSync(dir, { withFileTypes: true, encoding: 'buffer' });
       for (const e of raw) {
         const name = e.name.toString('utf8');
-        if (!Buffer.from(name, 'utf8').equals(e.name)) unnameable = true;
+        if (!Buffer.from(name, 'utf8').equals(e.name)) unreadable = true;
         (e as unknown as { name: string }).name = name;
       }
       entries = raw as unknown as Dirent[];
     } catch {
       return { path: dir, entries: [], watched: false, unreadable: true };
     }
-    const facts = { entries, dev: st.dev, ino: st.ino, ...(unnameable ? { unnameable } : {}) };
-    if (wd !== undefined) {
-      const kept: Kept = { ...facts, wd, parent: above, epoch: this.epoch };
-      this.keep(dir, kept);
-      return this.listing(dir, kept);
-    }
-    if (Date.now() - st.ctimeMs > SETTLED_MS) this.keep(dir, { ...facts, ctimeMs: st.ctimeMs });
+    const read: Kept = { entries, dev: st.dev, ino: st.ino, ...(unreadable ? { unreadable } : {}) };
+    if (wd !== undefined) this.keep(dir, { ...read, wd, parent: above, epoch: this.epoch });
+    else if (Date.now() - st.ctimeMs > SETTLED_MS) this.keep(dir, { ...read, ctimeMs: st.ctimeMs });
     else this.kept.delete(dir);
-    return { path: dir, entries, watched: false, ...(unnameable ? { unreadable: true } : {}) };
+    return this.listing(dir, this.kept.get(dir) ?? read);
   }
 
   /** Let go of every listing and watch. */
@@ -246,12 +242,14 @@ export class Listings {
   /** Let go of the listings and watches held (the daemon's shutdown, a test's end). */
   close(): void {
     this.clear();
-    if (this.mountinfo !== undefined) closeSync(this.mountinfo);
+    if (this.mountinfo !== undefined) closeQuietly(this.mountinfo);
     this.mountinfo = undefined;
   }
 
+  /** What the walk is told of a listing: watched where it has a watch of this instance. */
   private listing(dir: string, kept: Kept): Listing {
-    return { path: dir, entries: kept.entries, watched: true, wd: kept.wd, epoch: kept.epoch, ...(kept.unnameable ? { unreadable: true } : {}) };
+    const watched = kept.wd !== undefined && kept.epoch === this.epoch;
+    return { path: dir, entries: kept.entries, watched, ...(watched ? { wd: kept.wd, epoch: kept.epoch } : {}), ...(kept.unreadable ? { unreadable: true } : {}) };
   }
 
   private dropRoot(root: string): void {
