@@ -11,6 +11,12 @@ import { findProtected } from '../../../src/sandbox/protect.js';
 const root = mkdtempSync(join(tmpdir(), 'procctl-protect-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
+/** What the walk gives a git directory with no hooks yet: pinned, and an empty read-only hooks. */
+const newRepo = (dir: string) => [
+  { path: join(dir, '.git'), how: 'pin' },
+  { path: join(dir, '.git', 'hooks'), how: 'empty' },
+];
+
 const kinds = [
   { kind: 'watched (inotify, read at each walk)', make: () => new Listings() },
   { kind: 'checked by ctime (no watches)', make: () => new Listings({ watch: false }) },
@@ -90,11 +96,9 @@ describe.each(kinds.map((k, i) => ({ ...k, i })))('the protect walk finds what i
     mkdirSync(join(spare, 'a', 'd', '.git'), { recursive: true });
     renameSync(tree, join(root, `${i}-rename-old`));
     renameSync(spare, tree);
-    expect(found(tree)).toEqual([
-      { path: join(tree, 'a', 'd', '.git'), how: 'pin' },
-      { path: join(tree, 'a', 'd', '.git', 'hooks'), how: 'empty' },
-    ]);
+    expect(found(tree)).toEqual(newRepo(join(tree, 'a', 'd')));
   });
+
   it('a tree whose path was given to another by a rename above it (no watch under it sees that)', () => {
     const above = join(root, `${i}-above`);
     const tree = join(above, 'ws');
@@ -105,21 +109,16 @@ describe.each(kinds.map((k, i) => ({ ...k, i })))('the protect walk finds what i
     writeFileSync(join(tree, 'a', '.zshrc'), '');
     expect(found(tree)).toEqual([{ path: join(tree, 'a', '.zshrc'), how: 'ro' }]);
   });
+
   it('a directory a process holds open, renamed over by a repository (its own event waits for the last holder)', () => {
     const tree = join(root, `${i}-pinned`);
     mkdirSync(join(tree, 'x'), { recursive: true });
     mkdirSync(join(tree, 'repo', '.git'), { recursive: true });
-    expect(found(tree)).toEqual([
-      { path: join(tree, 'repo', '.git'), how: 'pin' },
-      { path: join(tree, 'repo', '.git', 'hooks'), how: 'empty' },
-    ]);
+    expect(found(tree)).toEqual(newRepo(join(tree, 'repo')));
     const held = openSync(join(tree, 'x'), 'r');
     try {
       renameSync(join(tree, 'repo'), join(tree, 'x'));
-      expect(found(tree)).toEqual([
-        { path: join(tree, 'x', '.git'), how: 'pin' },
-        { path: join(tree, 'x', '.git', 'hooks'), how: 'empty' },
-      ]);
+      expect(found(tree)).toEqual(newRepo(join(tree, 'x')));
     } finally {
       closeSync(held);
     }
@@ -131,10 +130,7 @@ describe.each(kinds.map((k, i) => ({ ...k, i })))('the protect walk finds what i
     expect(found(join(top, 'a', 'b'))).toEqual([]);
     renameSync(join(top, 'a'), join(top, 'a-old'));
     mkdirSync(join(top, 'a', 'b', '.git'), { recursive: true });
-    expect(found(top)).toEqual([
-      { path: join(top, 'a', 'b', '.git'), how: 'pin' },
-      { path: join(top, 'a', 'b', '.git', 'hooks'), how: 'empty' },
-    ]);
+    expect(found(top)).toEqual(newRepo(join(top, 'a', 'b')));
   });
 
   it("a root whose own listing was let go by a file made in it, then given a new directory by a rename above it", () => {
@@ -147,10 +143,7 @@ describe.each(kinds.map((k, i) => ({ ...k, i })))('the protect walk finds what i
     writeFileSync(join(tree, 'more.txt'), '');
     renameSync(above, join(root, `${i}-above2-old`));
     mkdirSync(join(tree, 'proj', '.git'), { recursive: true });
-    expect(found(tree)).toEqual([
-      { path: join(tree, 'proj', '.git'), how: 'pin' },
-      { path: join(tree, 'proj', '.git', 'hooks'), how: 'empty' },
-    ]);
+    expect(found(tree)).toEqual(newRepo(join(tree, 'proj')));
   });
 });
 
