@@ -125,7 +125,7 @@ export function findProtected(roots: readonly string[], patterns: readonly strin
     }
   };
   for (const root of roots) walk(root, 0, 'root');
-  const long = tooLong ? `paths under ${roots.join(', ')} longer than the system takes are not protected` : undefined;
+  const long = tooLong ? `paths under ${roots.join(', ')} longer than the system takes are not protected (shorten the names of the directories on the way to them)` : undefined;
   const said = [truncated, long].filter((x) => x !== undefined).join('; ');
   const result: ProtectResult = { paths, ...(said ? { truncated: said } : {}) };
   if (exact && generation === listings.generation) {
