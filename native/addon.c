@@ -18,6 +18,7 @@ void procctl_splice_init(napi_env env, napi_value exports);
 void procctl_tap_init(napi_env env, napi_value exports);
 void procctl_sched_init(napi_env env, napi_value exports);
 void procctl_dirwatch_init(napi_env env, napi_value exports);
+void procctl_sockdiag_init(napi_env env, napi_value exports);
 
 #ifndef PROCCTL_SOURCE_HASH
 #define PROCCTL_SOURCE_HASH "unknown"
@@ -45,5 +46,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_tap_init(env, exports);
   procctl_sched_init(env, exports);
   procctl_dirwatch_init(env, exports);
+  procctl_sockdiag_init(env, exports);
   return exports;
 }

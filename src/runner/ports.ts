@@ -8,9 +8,9 @@ export { listenRows, parseLocal } from './ports-read.js';
 
 /**
  * The TCP ports a session's processes listen on (SPEC §20), from the session's own sockets: its
- * processes' descriptors give socket inodes, and the LISTEN rows of /proc/PID/net/tcp{,6} of
- * each process's network namespace (a sandboxed session may have its own) say which inodes
- * listen where. Nothing host-wide is guessed: a port some other process opened is not the
+ * processes' descriptors give socket inodes, and the listening TCP sockets of each process's
+ * network namespace (a sandboxed session may have its own; the kernel's socket diagnostics, else
+ * /proc/PID/net/tcp{,6}: ports-read.ts) say which inodes listen where. Nothing host-wide is guessed: a port some other process opened is not the
  * session's, whatever its number.
  */
 
@@ -26,7 +26,7 @@ const tick = () => String(++growthClock);
 function tableOf(ns: string, pid: number, now: number, fresh: boolean): Table {
   const hit = tables.get(ns);
   if (hit && now - hit.at < TABLE_MS && !fresh) return hit;
-  const table = readTable(pid, now, hit, tick);
+  const table = readTable(pid, ns, now, hit, tick);
   tables.set(ns, table);
   // Namespaces of ended sandboxes go: none is kept past its time unless asked again.
   if (tables.size > 64) for (const [k, t] of tables) if (now - t.at >= TABLE_MS) tables.delete(k);

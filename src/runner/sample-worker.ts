@@ -99,7 +99,7 @@ function answer(m: ToSampleThread): { answer: FromSampleThread; transfer: ArrayB
   const tableOf = (ns: string, pid: number) => {
     let t = read.get(ns);
     if (t === undefined) {
-      t = readTable(pid, now, tables.get(ns), tick);
+      t = readTable(pid, ns, now, tables.get(ns), tick);
       read.set(ns, t);
       tables.set(ns, t);
     }
