@@ -47,6 +47,71 @@ export function readOpen(fd: number): string | undefined {
   }
 }
 
+/** Reads a file's whole text by its path (readFile, or KeptFiles' read). */
+export type ReadText = (path: string) => string | undefined;
+
+/**
+ * Descriptors a KeptFiles holds at most: an eighth of the process's open-file limit (two are kept,
+ * a quarter in all, the rest for sessions and clients), and never over 4,096. Past them a file is
+ * opened, read and closed as readFile does.
+ */
+function maxKept(): number {
+  const soft = /^Max open files\s+(\d+)/m.exec(readFile('/proc/self/limits') ?? '')?.[1];
+  return Math.min(4096, Math.floor(Number(soft ?? 1024) / 8));
+}
+
+/**
+ * Files read over and over (the samplers' thread reads every held session's cgroup and /proc files
+ * once a second), each kept open and read from its start (readOpen): a read costs its pread calls
+ * alone, where readFile also opens the file, walking its path through cgroupfs or procfs, and
+ * closes it, two thirds of the syscalls and most of their time. `sweep` closes those not read since
+ * the sweep before. A kept descriptor that no longer reads (its cgroup removed, its process gone)
+ * is closed and the path opened once more: a pid may belong to a new process now.
+ */
+export class KeptFiles {
+  private readonly kept = new Map<string, { fd: number; round: number }>();
+  private round = 0;
+  private readonly max = maxKept();
+
+  readonly read: ReadText = (path) => {
+    const k = this.kept.get(path);
+    if (k !== undefined) {
+      const text = readOpen(k.fd);
+      if (text !== undefined) {
+        k.round = this.round;
+        return text;
+      }
+      this.kept.delete(path);
+      closeSync(k.fd);
+    }
+    if (this.kept.size >= this.max) return readFile(path);
+    let fd: number;
+    try {
+      fd = openSync(path, constants.O_RDONLY);
+    } catch {
+      return undefined;
+    }
+    const text = readOpen(fd);
+    if (text === undefined) closeSync(fd);
+    else this.kept.set(path, { fd, round: this.round });
+    return text;
+  };
+
+  /** Close the files not read since the last sweep. */
+  sweep(): void {
+    for (const [path, k] of this.kept) {
+      if (k.round === this.round) continue;
+      this.kept.delete(path);
+      closeSync(k.fd);
+    }
+    this.round++;
+  }
+
+  get size(): number {
+    return this.kept.size;
+  }
+}
+
 /**
  * Write a value to a cgroup file. One write(2), no truncation or creation: cgroupfs takes a value
  * per write and refuses O_TRUNC on some files. Throws with the path in the message.
@@ -65,8 +130,8 @@ export function writeFile(path: string, value: string): void {
 }
 
 /** `key value` lines (cgroup.events, memory.events, cpu.stat, pids.events, memory.oom_control) as numbers. */
-export function readKeyed(path: string): Map<string, number> | undefined {
-  return keyed(readFile(path));
+export function readKeyed(path: string, read: ReadText = readFile): Map<string, number> | undefined {
+  return keyed(read(path));
 }
 
 /** `key value` lines as numbers (undefined in, undefined out). */
@@ -81,16 +146,16 @@ export function keyed(text: string | undefined): Map<string, number> | undefined
 }
 
 /** One number from a file holding one (memory.current, pids.current, cpuacct.usage); undefined when absent or `max`. */
-export function readNumber(path: string): number | undefined {
-  const text = readFile(path)?.trim();
+export function readNumber(path: string, read: ReadText = readFile): number | undefined {
+  const text = read(path)?.trim();
   if (text === undefined || text === '' || text === 'max') return undefined;
   const n = Number(text);
   return Number.isFinite(n) ? n : undefined;
 }
 
 /** The processes of a cgroup (its cgroup.procs); empty when it is gone. */
-export function readPids(dir: string): number[] {
-  const text = readFile(`${dir}/cgroup.procs`);
+export function readPids(dir: string, read: ReadText = readFile): number[] {
+  const text = read(`${dir}/cgroup.procs`);
   if (!text) return [];
   const out: number[] = [];
   for (const line of text.split('\n')) if (line) out.push(Number(line));
@@ -98,8 +163,8 @@ export function readPids(dir: string): number[] {
 }
 
 /** Resident memory of a process now (VmRSS of /proc/PID/status), 0 when it is gone. */
-export function rssBytes(pid: number): number {
-  const text = readFile(`/proc/${pid}/status`);
+export function rssBytes(pid: number, read: ReadText = readFile): number {
+  const text = read(`/proc/${pid}/status`);
   const m = text && /^VmRSS:\s+(\d+) kB/m.exec(text);
   return m ? Number(m[1]) * 1024 : 0;
 }

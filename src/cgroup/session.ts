@@ -1,7 +1,7 @@
 import { existsSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeQuietly } from '../base/close-quietly.js';
-import { keyed, makeDir, readFile, readKeyed, readOpen, readNumber, readPids, removeDir, removeDirLater, rssBytes, writeFile } from './files.js';
+import { keyed, makeDir, readFile, readKeyed, readOpen, readNumber, readPids, removeDir, removeDirLater, rssBytes, writeFile, type ReadText } from './files.js';
 import { membershipDir, type CgroupLayout, type V1Name } from './host.js';
 import type { SessionLimits } from '../base/session-limits.js';
 
@@ -53,25 +53,26 @@ export interface UsageReading {
 
 /**
  * Read what a session uses now from its plan's files (the reads SessionCgroup.resources makes;
- * the sampling thread makes them for the daemon's periodic refresh). `final`: at the session's
- * end, the most processes it had at once where the kernel keeps that, and no members' memory.
+ * the sampling thread makes them for the daemon's periodic refresh, through descriptors it keeps:
+ * `read`). `final`: at the session's end, the most processes it had at once where the kernel
+ * keeps that, and no members' memory.
  */
-export function readUsage(plan: UsagePlan, final = false): UsageReading {
+export function readUsage(plan: UsagePlan, final = false, read: ReadText = readFile): UsageReading {
   let cpuMs = 0;
-  const usage = plan.cpuStat === undefined ? undefined : readKeyed(plan.cpuStat)?.get('usage_usec');
+  const usage = plan.cpuStat === undefined ? undefined : readKeyed(plan.cpuStat, read)?.get('usage_usec');
   if (usage !== undefined) cpuMs = usage / 1000;
   else {
-    const ns = plan.cpuacctUsage === undefined ? undefined : readNumber(plan.cpuacctUsage);
+    const ns = plan.cpuacctUsage === undefined ? undefined : readNumber(plan.cpuacctUsage, read);
     if (ns !== undefined) cpuMs = ns / 1e6;
   }
   const r: UsageReading = { cpuMs: Math.round(cpuMs), memoryBytes: 0 };
   let members: number[] | undefined;
   if (plan.memory) {
-    r.memoryBytes = readNumber(plan.memory.current) ?? 0;
-    r.memoryPeakBytes = readNumber(plan.memory.peak) ?? r.memoryBytes;
-  } else if (!final) for (const pid of (members ??= readPids(plan.members))) r.memoryBytes += rssBytes(pid);
-  if (plan.pids) r.processes = (final ? readNumber(plan.pids.peak) : undefined) ?? readNumber(plan.pids.current);
-  if (r.processes === undefined && !final) r.counted = (members ??= readPids(plan.members)).length;
+    r.memoryBytes = readNumber(plan.memory.current, read) ?? 0;
+    r.memoryPeakBytes = readNumber(plan.memory.peak, read) ?? r.memoryBytes;
+  } else if (!final) for (const pid of (members ??= readPids(plan.members, read))) r.memoryBytes += rssBytes(pid, read);
+  if (plan.pids) r.processes = (final ? readNumber(plan.pids.peak, read) : undefined) ?? readNumber(plan.pids.current, read);
+  if (r.processes === undefined && !final) r.counted = (members ??= readPids(plan.members, read)).length;
   return r;
 }
 

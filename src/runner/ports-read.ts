@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { loadAddon } from '../base/addon.js';
-import { readPids } from '../cgroup/files.js';
+import { readFile, readPids, type ReadText } from '../cgroup/files.js';
 import type { ListenPort } from '../session/session.js';
 import { childrenOf } from './procfs.js';
 
@@ -171,8 +171,8 @@ export interface PortsReading {
 }
 
 /** The processes of a plan now. */
-function processesOf(plan: PortsPlan): number[] {
-  if (plan.members !== undefined) return readPids(plan.members);
+function processesOf(plan: PortsPlan, read: ReadText): number[] {
+  if (plan.members !== undefined) return readPids(plan.members, read);
   if (plan.leader === undefined) return [];
   const out: number[] = [];
   for (const queue = [plan.leader]; queue.length > 0 && out.length < 10_000; ) {
@@ -210,8 +210,8 @@ function socketsOf(pid: number, into: string[], budget: number): number {
  * read (a listen anywhere in it); a close needs no read, its socket is simply gone from the table.
  * `tableOf` gives a namespace's table, read through a process in it.
  */
-export function readPorts(plan: PortsPlan, tableOf: (ns: string, pid: number) => Table): PortsReading {
-  const pids = processesOf(plan);
+export function readPorts(plan: PortsPlan, tableOf: (ns: string, pid: number) => Table, read: ReadText = readFile): PortsReading {
+  const pids = processesOf(plan, read);
   const nsOf = new Map<number, string>();
   const seen = new Map<string, Table>();
   for (const pid of pids) {

@@ -2,6 +2,7 @@ import { readFileSync, readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadAddon } from '../base/addon.js';
+import { KeptFiles } from '../cgroup/files.js';
 import { readUsage, type UsagePlan } from '../cgroup/session.js';
 import { readPorts, readTable, type PortsPlan, type PortsReading, type Table } from './ports-read.js';
 import { putUsage, USAGE_FIELDS, type FromSampleThread, type SamplePriority, type ToSampleThread } from './sample-thread.js';
@@ -67,6 +68,10 @@ function keep<P>(plans: Map<number, P>, ids: Int32Array, added: [number, P][]): 
   }
 }
 
+/** The files each sampler reads, kept open from one batch to the next (closed once a batch reads them no more). */
+const usageFiles = new KeptFiles();
+const portsFiles = new KeptFiles();
+
 /** The last read of each namespace's table, for its growth (this thread's clock, apart from the daemon's). */
 const tables = new Map<string, Table>();
 let growthClock = 0;
@@ -81,11 +86,12 @@ function answer(m: ToSampleThread): { answer: FromSampleThread; transfer: ArrayB
       const plan = usagePlans.get(m.ids[i]);
       if (plan === undefined) continue;
       try {
-        putUsage(figures, i, readUsage(plan));
+        putUsage(figures, i, readUsage(plan, false, usageFiles.read));
       } catch {
         // not read: the held sample stays
       }
     }
+    usageFiles.sweep();
     return { answer: { id: m.id, kind: 'usage', figures, cpuMs: cpuMs() - from }, transfer: [figures.buffer as ArrayBuffer] };
   }
   keep(portsPlans, m.ids, m.plans.map(([id, plan]) => [id, { plan }]));
@@ -110,13 +116,14 @@ function answer(m: ToSampleThread): { answer: FromSampleThread; transfer: ArrayB
     const p = portsPlans.get(m.ids[i]);
     if (p === undefined) continue;
     try {
-      const r = readPorts(p.last ? { ...p.plan, last: p.last } : p.plan, tableOf);
+      const r = readPorts(p.last ? { ...p.plan, last: p.last } : p.plan, tableOf, portsFiles.read);
       p.last = { pids: r.pids, tables: r.tables };
       if (r.sockets !== undefined) looked.push([i, r]);
     } catch {
       // not read: the held look stays
     }
   }
+  portsFiles.sweep();
   // Namespaces no session is in any more go.
   for (const ns of tables.keys()) if (!read.has(ns)) tables.delete(ns);
   return { answer: { id: m.id, kind: 'ports', looked, tables: read, cpuMs: cpuMs() - from }, transfer: [] };
