@@ -1,16 +1,16 @@
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
 import { conflict, notFound } from '../base/errors.js';
-import { apply, type ApplyResult } from './apply.js';
-import { diff, type DiffPage } from './diff.js';
-import { plan } from './plan.js';
+import type { ApplyResult } from './apply.js';
+import type { DiffPage } from './diff.js';
+import { NO_TOTALS, readUpper, type ReviewAt } from './jobs.js';
 import { ReviewStore, type ReviewState } from './store.js';
-import type { Change, PlanEntry, Totals } from './types.js';
-import { undo, type UndoResult } from './undo.js';
-import { read } from './upper.js';
-import { clearWorkLater, removeReviewDir, removeReviewDirLater, removeWork } from './work.js';
+import { ChangesThread } from './thread.js';
+import type { Change, Totals } from './types.js';
+import type { UndoResult } from './undo.js';
+import { clearWorkLater, removeReviewDir, removeReviewDirLater } from './work.js';
 
 /**
  * The changes review sessions hold (SPEC §16), one directory each under `<state>/changes/<id>`:
@@ -72,7 +72,7 @@ const SPARE = '.spare-';
 /** Spare review directories kept at most: enough for reviews that follow one another. */
 const MAX_SPARES = 2;
 
-const NONE: Totals = { files: 0, added: 0, modified: 0, deleted: 0, bytes: 0 };
+const NONE: Totals = NO_TOTALS;
 
 export class HeldChanges {
   private readonly root: string;
@@ -93,6 +93,14 @@ export class HeldChanges {
   private named = 0;
   /** Tells this keeper's spares from another's in the same process (tests) or an earlier run. */
   private readonly stamp = Date.now().toString(36);
+  /** Where changes are read, applied, discarded and undone: off the daemon's thread. */
+  private readonly thread = new ChangesThread();
+  /**
+   * Each review's work under way (a read, an apply, a discard, an undo) and what waits behind it:
+   * one at a time per review, in the order asked, each deciding whether it may happen only once
+   * the one before it is done (a discard asked during an apply finds the changes applied).
+   */
+  private readonly busy = new Map<string, Promise<void>>();
 
   constructor(stateDir: string) {
     this.root = join(stateDir, 'changes');
@@ -308,45 +316,77 @@ export class HeldChanges {
     }
   }
 
-  /** What the session changed, with its diff unless `stat`. */
-  changes(id: string, o: { paths?: readonly string[]; stat?: boolean; offset?: number; limit?: number } = {}): ChangesAnswer {
+  /** What the session changed, with its diff unless `stat`: read on the changes' thread. */
+  changes(id: string, o: { paths?: readonly string[]; stat?: boolean; offset?: number; limit?: number } = {}): Promise<ChangesAnswer> {
+    return this.inTurn(id, async () => {
+      const layout = this.mustLayout(id);
+      const state = this.summaries.get(id)?.state ?? 'pending';
+      if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NONE };
+      const paths = o.paths?.map((p) => this.relative(layout, p));
+      const read = await this.thread.run({ kind: 'changes', at: this.at(id, layout), paths, stat: o.stat, offset: o.offset, limit: o.limit });
+      return { workspace: layout.workspace, state, files: read.files, totals: read.totals, ...(read.diff ? { diff: read.diff } : {}), ...this.rootChange(id, layout) };
+    });
+  }
+
+  /**
+   * What the session changed, paths and totals, read in line on this thread: for the question a
+   * person is asked as its job ends, which is set before anyone is told of the end (settle reads
+   * the same tree in line just before).
+   */
+  statNow(id: string): ChangesAnswer {
     const layout = this.mustLayout(id);
     const state = this.summaries.get(id)?.state ?? 'pending';
     if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NONE };
     const set = this.read(id, layout);
-    const wanted = o.paths?.map((p) => this.relative(layout, p));
-    const files = wanted ? set.files.filter((f) => wanted.some((w) => f.path === w || f.path.startsWith(`${w}/`))) : set.files;
-    const answer: ChangesAnswer = { workspace: layout.workspace, state, files, totals: wanted ? totalsOf(files) : set.totals, ...this.rootChange(id, layout) };
-    if (!o.stat) answer.diff = diff(files, join(this.dirOf(id), 'upper'), layout.workspace, { offset: o.offset, limit: o.limit });
-    return answer;
+    return { workspace: layout.workspace, state, files: set.files, totals: set.totals, ...this.rootChange(id, layout) };
   }
 
-  /** The plan an apply would carry out: the table of what it writes, refuses, and where it conflicts. */
-  plan(id: string, o: { paths?: readonly string[]; force?: boolean } = {}): PlanEntry[] {
-    const layout = this.mustLayout(id);
-    const set = this.read(id, layout);
-    // What an earlier apply of some paths wrote is not planned again.
-    const done = new Set(this.record(id)?.applied ?? []);
-    const files = done.size === 0 ? set.files : set.files.filter((f) => !done.has(f.path));
-    return plan({ files, facts: set.facts }, layout.workspace, { paths: o.paths?.map((p) => this.relative(layout, p)), force: o.force, sessionStartMs: layout.startedAt });
+  apply(id: string, o: { paths?: readonly string[]; force?: boolean } = {}): Promise<ApplyAnswer> {
+    return this.inTurn(id, async () => {
+      const layout = this.mustLayout(id);
+      this.pendingOr(id, 'apply');
+      // Whether it may happen is settled before anything is written: pending, and no path asked for twice.
+      const before = this.store.get(id);
+      const asked = o.paths?.map((p) => this.relative(layout, p));
+      if (before.state !== 'pending') throw conflict(`the changes of session ${id} are ${before.state}, not pending: there is nothing to apply`, { state: before.state });
+      const again = asked?.filter((p) => before.applied.includes(p)) ?? [];
+      if (again.length > 0) throw conflict(`already applied: ${again.join(', ')}`, { paths: again });
+      // What an earlier apply of some paths wrote is not planned again.
+      const { result, totals } = await this.thread.run({ kind: 'apply', at: this.at(id, layout), done: before.applied, paths: asked, force: o.force, sessionStartMs: layout.startedAt });
+      // Only what was written counts as applied; conflicts and failures stay pending (force, or discard).
+      const whole = asked === undefined && result.conflicts.length === 0 && result.failed.length === 0;
+      const record = this.store.applied(id, result.manifest, whole ? undefined : result.applied.map((a) => a.path));
+      this.note(id, summaryFrom(record.state, totals));
+      return { ...result, workspace: layout.workspace, state: record.state, ...this.rootChange(id, layout) };
+    });
   }
 
-  apply(id: string, o: { paths?: readonly string[]; force?: boolean } = {}): ApplyAnswer {
-    const layout = this.mustLayout(id);
-    this.pendingOr(id, 'apply');
-    // Whether it may happen is settled before anything is written: pending, and no path asked for twice.
-    const before = this.store.get(id);
-    const asked = o.paths?.map((p) => this.relative(layout, p));
-    if (before.state !== 'pending') throw conflict(`the changes of session ${id} are ${before.state}, not pending: there is nothing to apply`, { state: before.state });
-    const again = asked?.filter((p) => before.applied.includes(p)) ?? [];
-    if (again.length > 0) throw conflict(`already applied: ${again.join(', ')}`, { paths: again });
-    const rows = this.plan(id, o);
-    const result = apply(rows, { workspace: layout.workspace, upper: join(this.dirOf(id), 'upper'), originals: join(this.dirOf(id), 'originals') });
-    // Only what was written counts as applied; conflicts and failures stay pending (force, or discard).
-    const whole = asked === undefined && result.conflicts.length === 0 && result.failed.length === 0;
-    const record = this.store.applied(id, result.manifest, whole ? undefined : result.applied.map((a) => a.path));
-    this.note(id, this.summaryOf(record.state, layout, id));
-    return { ...result, workspace: layout.workspace, state: record.state, ...this.rootChange(id, layout) };
+  /** Resolves once no review's work is under way: a shutdown and a restart wait for it before the thread goes. */
+  async settled(): Promise<void> {
+    while (this.busy.size > 0) await Promise.all(this.busy.values());
+  }
+
+  /** Ends the changes' thread (the daemon stops). */
+  close(): Promise<void> {
+    return this.thread.close();
+  }
+
+  /** `work` once the review's work before it is done, whether that succeeded or not. */
+  private inTurn<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const mine = (this.busy.get(id) ?? Promise.resolve()).then(work);
+    const tail = mine.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.busy.set(id, tail);
+    void tail.then(() => {
+      if (this.busy.get(id) === tail) this.busy.delete(id);
+    });
+    return mine;
+  }
+
+  private at(id: string, layout: Layout): ReviewAt {
+    return { dir: this.dirOf(id), workspace: layout.workspace, xattrs: layout.xattrs };
   }
 
   /** `{root}` when the session changed the workspace root's own mode, else nothing. */
@@ -360,36 +400,44 @@ export class HeldChanges {
     }
   }
 
-  discard(id: string): { workspace: string; state: ReviewState } {
-    const layout = this.mustLayout(id);
-    this.pendingOr(id, 'discard');
-    const record = this.store.discarded(id);
-    // What the job wrote goes; originals an earlier apply of some paths kept stay for undo.
-    try {
-      rmSync(join(this.dirOf(id), 'upper'), { recursive: true, force: true });
-      removeWork(join(this.dirOf(id), 'work'));
-    } catch {
-      // Discarded all the same: what cannot be removed now goes with the session.
-    }
-    this.note(id, this.summaryOf(record.state, layout, id));
-    return { workspace: layout.workspace, state: record.state };
+  discard(id: string): Promise<{ workspace: string; state: ReviewState }> {
+    return this.inTurn(id, async () => {
+      const layout = this.mustLayout(id);
+      this.pendingOr(id, 'discard');
+      const record = this.store.discarded(id);
+      // What the job wrote goes (on the thread); originals an earlier apply of some paths kept stay for undo.
+      await this.thread.run({ kind: 'discard', at: this.at(id, layout) });
+      this.note(id, summaryFrom(record.state, NONE));
+      return { workspace: layout.workspace, state: record.state };
+    });
   }
 
-  undo(id: string): UndoResult & { workspace: string; state: ReviewState } {
-    const layout = this.mustLayout(id);
-    const r = this.store.undoable(id);
-    const result = undo(r.manifest, { workspace: layout.workspace, originals: join(this.dirOf(id), 'originals') });
-    const record = this.store.undone(id);
-    this.note(id, this.summaryOf(record.state, layout, id));
-    return { ...result, workspace: layout.workspace, state: record.state };
+  undo(id: string): Promise<UndoResult & { workspace: string; state: ReviewState }> {
+    return this.inTurn(id, async () => {
+      const layout = this.mustLayout(id);
+      const r = this.store.undoable(id);
+      const { result, totals } = await this.thread.run({ kind: 'undo', at: this.at(id, layout), manifest: r.manifest });
+      const record = this.store.undone(id);
+      this.note(id, summaryFrom(record.state, totals));
+      return { ...result, workspace: layout.workspace, state: record.state };
+    });
   }
 
-  /** The session is forgotten: its changes, kept originals and review go with it. */
+  /**
+   * The session is forgotten: its changes, kept originals and review go with it, at once, or
+   * once the work under way on them is done (an apply is never cut short by its own directory going).
+   */
   remove(id: string): void {
     this.layouts.delete(id);
-    removeReviewDir(this.dirOf(id));
-    this.store.remove(id);
     this.summaries.delete(id);
+    const gone = () => {
+      removeReviewDir(this.dirOf(id));
+      this.store.remove(id);
+    };
+    if (!this.busy.has(id)) return gone();
+    void this.inTurn(id, async () => gone()).catch(() => {
+      // Left for the next start's load, which says what it finds.
+    });
   }
 
   private note(id: string, summary: HeldSummary): HeldSummary {
@@ -398,15 +446,11 @@ export class HeldChanges {
   }
 
   private summaryOf(state: ReviewState, layout: Layout, id: string): HeldSummary {
-    if (state !== 'pending') return { state, pending: false, files: 0, bytes: 0 };
-    const { totals } = this.read(id, layout);
-    return { state, pending: true, files: totals.files, bytes: totals.bytes };
+    return summaryFrom(state, state === 'pending' ? this.read(id, layout).totals : NONE);
   }
 
   private read(id: string, layout: Layout) {
-    const upper = join(this.dirOf(id), 'upper');
-    if (!existsSync(upper)) return { files: [], totals: NONE, facts: new Map() };
-    return read(upper, layout.workspace, { xattrs: layout.xattrs });
+    return readUpper(this.at(id, layout));
   }
 
   private record(id: string) {
@@ -451,14 +495,8 @@ export class HeldChanges {
   }
 }
 
-function totalsOf(files: readonly Change[]): Totals {
-  const t = { ...NONE };
-  for (const f of files) {
-    t.files++;
-    if (f.kind === 'added') t.added++;
-    else if (f.kind === 'deleted') t.deleted++;
-    else t.modified++;
-    t.bytes += f.size ?? 0;
-  }
-  return t;
+/** Where a review stands once its state is `state` and its upper directory holds `totals`. */
+function summaryFrom(state: ReviewState, totals: Totals): HeldSummary {
+  if (state !== 'pending') return { state, pending: false, files: 0, bytes: 0 };
+  return { state, pending: true, files: totals.files, bytes: totals.bytes };
 }

@@ -556,6 +556,8 @@ export class ProcctlDaemon implements Daemon {
       restarts: this.restarts,
       approverMade: this.approverMade,
       settleFiles: async (records) => {
+        // An apply, discard or undo under way finishes (on the changes' thread) before the image goes.
+        await this.held.settled();
         for (const r of records) this.state.save(r);
         this.state.flush();
         await this.trail.flushed();
@@ -688,6 +690,9 @@ export class ProcctlDaemon implements Daemon {
       this.log.error({ unfinished }, 'shutdown: these sessions did not report their end within the grace; exiting without their final records');
     }
     await Promise.all(running.map((s) => s.spool?.close()));
+    // An apply, discard or undo under way is never cut short: its manifest is what undo reads.
+    await this.held.settled();
+    await this.held.close();
     for (const c of this.connections) c.socket.end();
     closeRefused();
     setTimeout(() => {

@@ -29,7 +29,7 @@ const REASON_CHARS = 2000;
  * `approval_required` event, and its expiry. Called once its job ended and its changes are pending.
  */
 export function askChangesApproval(d: Daemon, s: Session): void {
-  const stat = d.held.changes(s.id, { stat: true });
+  const stat = d.held.statNow(s.id);
   const now = Date.now();
   const interrupt: Interrupt = {
     id: `apr_${randomBytes(6).toString('hex')}`,

@@ -24,14 +24,14 @@ function reviewed(d: Daemon, ctx: CallContext, p: ProcessParams): Session {
   return s;
 }
 
-export function changesAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+export async function changesAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = reviewed(d, ctx, p);
   const v = ctx.voice;
   // A running job can still reshape its changes (a directory swapped for a symlink between a listing and a read): read once it is over.
   if (s.running) {
     throw conflict(`session ${s.id} is still running: its changes are shown once it has ended (${v.call({ action: 'wait', sessionIds: [s.id] })} waits for it)`, { sessionId: s.id, state: 'running' });
   }
-  const a = d.held.changes(s.id, { paths: p.paths, stat: p.stat, offset: p.offset, limit: p.limit });
+  const a = await d.held.changes(s.id, { paths: p.paths, stat: p.stat, offset: p.offset, limit: p.limit });
   const t = a.totals;
   const head = `Session ${s.id} (${a.state}) changed ${totalsLine(t, a.workspace)}.`;
   const lines = [head, ...a.files.map(statLine), ...rootLine(a.root)];
@@ -52,11 +52,11 @@ function rootLine(root: RootChange | undefined): string[] {
 
 const listed = (title: string, rows: readonly PathWhy[]) => (rows.length === 0 ? [] : [`${title}:`, ...rows.map((r) => `  ${shown(r.path)}: ${r.why}`)]);
 
-export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
+export async function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
   const s = reviewed(d, ctx, p);
   // Changes a rule held for a person are applied by a person (SPEC §16), whether they answer the question or not.
   checkApplier(d, ctx, s);
-  const r = d.held.apply(s.id, { paths: p.paths, force: p.force });
+  const r = await d.held.apply(s.id, { paths: p.paths, force: p.force });
   noteChanges(d, s, 'applied', { files: r.applied.length, conflicts: r.conflicts.length, refused: r.refused.length, failed: r.failed.length });
   afterDecision(d, ctx, s, answered);
   const v = ctx.voice;
@@ -71,19 +71,19 @@ export function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams, answe
   return { sessionId: s.id, status: s.status, state: r.state, workspace: r.workspace, applied: r.applied, conflicts: r.conflicts, refused: r.refused, failed: r.failed, ...(r.root ? { root: r.root } : {}), text: lines.join('\n') };
 }
 
-export function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
+export async function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
   const s = reviewed(d, ctx, p);
   // Dropping them needs no person: nothing reaches the workspace.
   const files = d.held.summary(s.id)?.files ?? 0;
-  const r = d.held.discard(s.id);
+  const r = await d.held.discard(s.id);
   noteChanges(d, s, 'discarded', { files });
   afterDecision(d, ctx, s, answered);
   return { sessionId: s.id, status: s.status, state: r.state, text: `Discarded the changes of session ${s.id}: ${r.workspace} is as it was.` };
 }
 
-export function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
+export async function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = reviewed(d, ctx, p);
-  const r = d.held.undo(s.id);
+  const r = await d.held.undo(s.id);
   noteChanges(d, s, 'undone', { files: r.restored.length, conflicts: r.conflicts.length });
   s.noteChanges(d.held.summary(s.id));
   const lines = [`Undid the apply of session ${s.id}: ${r.restored.length} path${r.restored.length === 1 ? '' : 's'} of ${r.workspace} back as they were.`, ...listed('Conflicts, left alone (changed since the apply)', r.conflicts)];
@@ -91,10 +91,10 @@ export function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 }
 
 /** `resume` of a changes approval (SPEC §16): a person's yes applies them all, a no discards them, answered as apply or discard. */
-export function resumeChanges(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
+export async function resumeChanges(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
   const { confirm, interruptId } = changesAnswer(d, ctx, p, s);
   noteAnswer(d, ctx, s, 'changes', confirm);
   const act = { action: confirm ? 'apply' : 'discard', sessionId: s.id } as const;
-  const r = confirm ? applyAction(d, ctx, act, true) : discardAction(d, ctx, act, true);
+  const r = confirm ? await applyAction(d, ctx, act, true) : await discardAction(d, ctx, act, true);
   return { ...r, interruptId };
 }
