@@ -62,7 +62,7 @@ describe('HeldChanges: reviews that held nothing', () => {
     expect(readdirSync(root).filter((n) => n.startsWith('.'))).toEqual([]);
   });
 
-  it('a review whose job outlived the last run is running, not pending, until the caller settles it once the job is gone', () => {
+  it('a review whose job outlived the last run is running, not pending, until the caller settles it once the job is gone', async () => {
     const { held, begin, state } = setUp();
     begin('ffffffff');
     writeFileSync(join(held.dirOf('ffffffff'), 'upper', 'still-writing.txt'), 'part\n');
@@ -71,7 +71,7 @@ describe('HeldChanges: reviews that held nothing', () => {
     after.load((id, summary) => seen.set(id, summary), (id) => id === 'ffffffff');
     expect(seen.get('ffffffff')).toMatchObject({ state: 'running', pending: false });
     // Nothing of a running job's changes is applied.
-    expect(() => after.apply('ffffffff')).toThrow(/still running/);
+    await expect(after.apply('ffffffff')).rejects.toThrow(/still running/);
     writeFileSync(join(held.dirOf('ffffffff'), 'upper', 'still-writing.txt'), 'whole\n');
     expect(after.settle('ffffffff')).toMatchObject({ state: 'pending', pending: true, files: 1, bytes: 6 });
   });
