@@ -7,7 +7,7 @@ import { BenchDaemon, ROOT } from './lib/daemon.js';
 import { describeFs, onJournaledExt4 } from './lib/filesystem.js';
 import type { BenchOptions } from './lib/options.js';
 import type { Metric } from './lib/report.js';
-import { median, now, p99, round } from './lib/stats.js';
+import { median, now, p99, round, sleep } from './lib/stats.js';
 
 /**
  * What review mode costs (SPEC §16, issue 27): a sandboxed exec of `true` with its workspace on
@@ -26,7 +26,7 @@ export async function reviewCost(opts: BenchOptions): Promise<Metric[]> {
   try {
     const fs = describeFs(root);
     const execs = await execTrue(c, ws, opts, fs.text);
-    const stat = await statOfMany(c, ws, opts);
+    const stat = await statOfMany(d, c, ws, opts);
     const npm = await npmCi(c, ws, cache, opts);
     // Every overlay mount makes about seven inodes in the state directory's file system (its work
     // directory and the kernel's probes); ext4 without a journal looks past every inode freed in
@@ -91,7 +91,7 @@ async function execTrue(c: BenchClient, ws: string, opts: BenchOptions, fs: stri
  * answer's 10,000 rows and its text) of a review session that wrote 10,000 files of its own in
  * 100 directories: the figure of SPEC §16's goal, where bench/changes.ts times the read alone.
  */
-async function statOfMany(c: BenchClient, ws: string, opts: BenchOptions): Promise<Metric[]> {
+async function statOfMany(d: BenchDaemon, c: BenchClient, ws: string, opts: BenchOptions): Promise<Metric[]> {
   const dirs = opts.quick ? 20 : 100;
   const files = dirs * 100;
   const work = join(ws, 'many');
@@ -107,9 +107,11 @@ async function statOfMany(c: BenchClient, ws: string, opts: BenchOptions): Promi
     if (a.totals.files !== files + dirs) throw new Error(`changes --stat counted ${a.totals.files}`);
     if (i >= 2) times.push(ms);
   }
+  const during = await othersDuringApply(d, c, r.sessionId, files + dirs, opts);
   await forget(c, r.sessionId);
   opts.log(`review: changes --stat of ${files} files (+${dirs} dirs) held by a session: median ${round(median(times), 1)} ms, p99 ${round(p99(times), 1)} ms over ${asks}`);
   return [
+    ...during,
     {
       bench: 'review',
       name: `changes --stat of ${files} files held by a review session (RPC, end to end), median`,
@@ -118,6 +120,57 @@ async function statOfMany(c: BenchClient, ws: string, opts: BenchOptions): Promi
       target: { op: '<=', value: 200 },
       rounds: times.map((x) => round(x, 1)),
       detail: `p99 ${round(p99(times), 1)} ms; the whole answer: the upper directory read, ${files + dirs} rows and their text`,
+    },
+  ];
+}
+
+/**
+ * What another client waits while the 10,100 changes are applied and then undone: a second
+ * connection asks `daemon.status` meanwhile, each 5 ms after the last was answered.
+ * The apply and the undo read and write on the changes' thread (changes/thread.ts); on the
+ * daemon's thread every one of those requests waited for the whole apply.
+ */
+/** How often the other client asks while an apply runs. */
+const ASK_EVERY_MS = 5;
+
+async function othersDuringApply(d: BenchDaemon, c: BenchClient, id: string, count: number, opts: BenchOptions): Promise<Metric[]> {
+  const other = await d.client();
+  const waits: number[] = [];
+  const took: Record<string, number> = {};
+  try {
+    for (const action of ['apply', 'undo'] as const) {
+      let done = false;
+      const asking = (async () => {
+        while (!done) {
+          const t = await other.timed('daemon.status');
+          if (typeof t.result?.version !== 'string') throw new Error(`daemon.status answered ${JSON.stringify(t.result).slice(0, 200)}`);
+          waits.push(t.receivedMs);
+          // A client that keeps asking (a console, an agent polling), not one that takes a core.
+          await sleep(ASK_EVERY_MS);
+        }
+      })();
+      const t0 = now();
+      const a = await c.call('process', { action, sessionId: id });
+      took[action] = now() - t0;
+      done = true;
+      await asking;
+      const n = action === 'apply' ? a.applied?.length : a.restored?.length;
+      if (n !== count) throw new Error(`${action} answered ${JSON.stringify(a).slice(0, 300)}`);
+    }
+  } finally {
+    other.close();
+  }
+  const longest = Math.max(...waits);
+  opts.log(`review: apply of ${count} changes ${round(took.apply, 0)} ms, undo ${round(took.undo, 0)} ms; another client's ${waits.length} daemon.status meanwhile (one every ${ASK_EVERY_MS} ms): p50 ${round(median(waits), 2)} ms, p99 ${round(p99(waits), 2)} ms, longest ${round(longest, 1)} ms`);
+  return [
+    {
+      bench: 'review',
+      name: `another client's request while ${count} changes are applied and undone, the longest wait`,
+      value: round(longest, 1),
+      unit: 'ms',
+      target: { op: '<=', value: 20 },
+      rounds: [round(median(waits), 2), round(p99(waits), 2)],
+      detail: `${waits.length} daemon.status meanwhile, one ${ASK_EVERY_MS} ms after the last was answered: p50 ${round(median(waits), 2)} ms, p99 ${round(p99(waits), 2)} ms; apply ${round(took.apply, 0)} ms, undo ${round(took.undo, 0)} ms`,
     },
   ];
 }

@@ -3,9 +3,8 @@ import { mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
 import { conflict, notFound } from '../base/errors.js';
-import type { ApplyResult } from './apply.js';
 import type { DiffPage } from './diff.js';
-import { NO_TOTALS, readUpper, type ReviewAt } from './jobs.js';
+import { NO_TOTALS, readUpper, type Applied, type ReviewAt } from './jobs.js';
 import { ReviewStore, type ReviewState } from './store.js';
 import { ChangesThread } from './thread.js';
 import type { Change, Totals } from './types.js';
@@ -57,7 +56,7 @@ export interface RootChange {
   oldMode: number;
 }
 
-export interface ApplyAnswer extends ApplyResult {
+export interface ApplyAnswer extends Applied {
   workspace: string;
   state: ReviewState;
   /** Not carried: see ChangesAnswer.root. */
@@ -345,19 +344,11 @@ export class HeldChanges {
     return this.inTurn(id, async () => {
       const layout = this.mustLayout(id);
       this.pendingOr(id, 'apply');
-      // Whether it may happen is settled before anything is written: pending, and no path asked for twice.
-      const before = this.store.get(id);
+      // The record is read, checked and written there too: with ten thousand files its manifest is megabytes.
       const asked = o.paths?.map((p) => this.relative(layout, p));
-      if (before.state !== 'pending') throw conflict(`the changes of session ${id} are ${before.state}, not pending: there is nothing to apply`, { state: before.state });
-      const again = asked?.filter((p) => before.applied.includes(p)) ?? [];
-      if (again.length > 0) throw conflict(`already applied: ${again.join(', ')}`, { paths: again });
-      // What an earlier apply of some paths wrote is not planned again.
-      const { result, totals } = await this.thread.run({ kind: 'apply', at: this.at(id, layout), done: before.applied, paths: asked, force: o.force, sessionStartMs: layout.startedAt });
-      // Only what was written counts as applied; conflicts and failures stay pending (force, or discard).
-      const whole = asked === undefined && result.conflicts.length === 0 && result.failed.length === 0;
-      const record = this.store.applied(id, result.manifest, whole ? undefined : result.applied.map((a) => a.path));
-      this.note(id, summaryFrom(record.state, totals));
-      return { ...result, workspace: layout.workspace, state: record.state, ...this.rootChange(id, layout) };
+      const { result, state, totals } = await this.thread.run({ kind: 'apply', at: this.at(id, layout), paths: asked, force: o.force, sessionStartMs: layout.startedAt });
+      this.note(id, summaryFrom(state, totals));
+      return { ...result, workspace: layout.workspace, state, ...this.rootChange(id, layout) };
     });
   }
 
@@ -386,7 +377,7 @@ export class HeldChanges {
   }
 
   private at(id: string, layout: Layout): ReviewAt {
-    return { dir: this.dirOf(id), workspace: layout.workspace, xattrs: layout.xattrs };
+    return { id, dir: this.dirOf(id), store: this.store.dir, workspace: layout.workspace, xattrs: layout.xattrs };
   }
 
   /** `{root}` when the session changed the workspace root's own mode, else nothing. */
@@ -404,22 +395,18 @@ export class HeldChanges {
     return this.inTurn(id, async () => {
       const layout = this.mustLayout(id);
       this.pendingOr(id, 'discard');
-      const record = this.store.discarded(id);
-      // What the job wrote goes (on the thread); originals an earlier apply of some paths kept stay for undo.
-      await this.thread.run({ kind: 'discard', at: this.at(id, layout) });
-      this.note(id, summaryFrom(record.state, NONE));
-      return { workspace: layout.workspace, state: record.state };
+      const { state } = await this.thread.run({ kind: 'discard', at: this.at(id, layout) });
+      this.note(id, summaryFrom(state, NONE));
+      return { workspace: layout.workspace, state };
     });
   }
 
   undo(id: string): Promise<UndoResult & { workspace: string; state: ReviewState }> {
     return this.inTurn(id, async () => {
       const layout = this.mustLayout(id);
-      const r = this.store.undoable(id);
-      const { result, totals } = await this.thread.run({ kind: 'undo', at: this.at(id, layout), manifest: r.manifest });
-      const record = this.store.undone(id);
-      this.note(id, summaryFrom(record.state, totals));
-      return { ...result, workspace: layout.workspace, state: record.state };
+      const { result, state, totals } = await this.thread.run({ kind: 'undo', at: this.at(id, layout) });
+      this.note(id, summaryFrom(state, totals));
+      return { ...result, workspace: layout.workspace, state };
     });
   }
 

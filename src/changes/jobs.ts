@@ -2,22 +2,27 @@ import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { apply, type ApplyResult } from './apply.js';
 import { diff, type DiffPage } from './diff.js';
+import { conflict } from '../base/errors.js';
 import { plan } from './plan.js';
-import type { Change, ChangeSet, Manifest, Totals } from './types.js';
+import { ReviewStore, type ReviewState } from './store.js';
+import type { Change, ChangeSet, Totals } from './types.js';
 import { undo, type UndoResult } from './undo.js';
 import { read } from './upper.js';
 import { removeWork } from './work.js';
 
 /**
  * What reads and writes a review's files for `process changes`, apply, discard and undo, from
- * plain data (held.ts decides whether they may happen and records what they did): each runs on
- * the changes' thread (thread.ts), where a tree of ten thousand files holds no other client, or
- * in line where that thread cannot run.
+ * plain data: the files, and the review's record (store.ts: whether it may happen, and what was
+ * done, with apply's manifest, ten thousand steps for ten thousand files, which undo reads). Each
+ * runs on the changes' thread (thread.ts), where a tree of ten thousand files holds no other
+ * client, or in line where that thread cannot run; held.ts keeps where each review stands.
  */
 
-/** Where one review's files are: its directory (upper/, work/, originals/), its workspace, and how its upper marks are written. */
+/** Where one review's files are: its directory (upper/, work/, originals/), its record's (the store's), its workspace, and how its upper marks are written. */
 export interface ReviewAt {
+  id: string;
   dir: string;
+  store: string;
   workspace: string;
   xattrs: 'trusted' | 'user';
 }
@@ -26,10 +31,9 @@ export const NO_TOTALS: Totals = { files: 0, added: 0, modified: 0, deleted: 0, 
 
 export type ChangesJob =
   | { kind: 'changes'; at: ReviewAt; paths?: string[]; stat?: boolean; offset?: number; limit?: number }
-  /** `done`: paths an earlier apply of some paths wrote, not planned again. */
-  | { kind: 'apply'; at: ReviewAt; done: string[]; paths?: string[]; force?: boolean; sessionStartMs: number }
+  | { kind: 'apply'; at: ReviewAt; paths?: string[]; force?: boolean; sessionStartMs: number }
   | { kind: 'discard'; at: ReviewAt }
-  | { kind: 'undo'; at: ReviewAt; manifest: Manifest };
+  | { kind: 'undo'; at: ReviewAt };
 
 export interface ChangesRead {
   files: Change[];
@@ -37,14 +41,20 @@ export interface ChangesRead {
   diff?: DiffPage;
 }
 
-/** What each job answers; `totals`: what the upper directory holds once it is done (a pending review's summary). */
+/** An apply's answer: what it did, without the manifest (kept in the review's record). */
+export type Applied = Omit<ApplyResult, 'manifest'>;
+
+/**
+ * What each job answers: `state`, the review's once it is done; `totals`, what its upper
+ * directory then holds (a pending review's summary).
+ */
 export type JobAnswer<J extends ChangesJob> = J extends { kind: 'changes' }
   ? ChangesRead
   : J extends { kind: 'apply' }
-    ? { result: ApplyResult; totals: Totals }
+    ? { result: Applied; state: ReviewState; totals: Totals }
     : J extends { kind: 'undo' }
-      ? { result: UndoResult; totals: Totals }
-      : Record<string, never>;
+      ? { result: UndoResult; state: ReviewState; totals: Totals }
+      : { state: ReviewState };
 
 const upperOf = (at: ReviewAt) => join(at.dir, 'upper');
 
@@ -70,14 +80,26 @@ function run(job: ChangesJob): unknown {
       return answer;
     }
     case 'apply': {
+      const store = new ReviewStore(job.at.store);
+      const id = job.at.id;
+      // Whether it may happen is settled before anything is written: pending, and no path asked for twice.
+      const before = store.get(id);
+      if (before.state !== 'pending') throw conflict(`the changes of session ${id} are ${before.state}, not pending: there is nothing to apply`, { state: before.state });
+      const again = job.paths?.filter((p) => before.applied.includes(p)) ?? [];
+      if (again.length > 0) throw conflict(`already applied: ${again.join(', ')}`, { paths: again });
       const set = readUpper(job.at);
-      const done = new Set(job.done);
+      // What an earlier apply of some paths wrote is not planned again.
+      const done = new Set(before.applied);
       const files = done.size === 0 ? set.files : set.files.filter((f) => !done.has(f.path));
       const rows = plan({ files, facts: set.facts }, job.at.workspace, { paths: job.paths, force: job.force, sessionStartMs: job.sessionStartMs });
-      const result = apply(rows, { workspace: job.at.workspace, upper: upperOf(job.at), originals: join(job.at.dir, 'originals') });
-      return { result, totals: readUpper(job.at).totals };
+      const { manifest, ...result } = apply(rows, { workspace: job.at.workspace, upper: upperOf(job.at), originals: join(job.at.dir, 'originals') });
+      // Only what was written counts as applied; conflicts and failures stay pending (force, or discard).
+      const whole = job.paths === undefined && result.conflicts.length === 0 && result.failed.length === 0;
+      const record = store.applied(id, manifest, whole ? undefined : result.applied.map((a) => a.path));
+      return { result, state: record.state, totals: readUpper(job.at).totals };
     }
-    case 'discard':
+    case 'discard': {
+      const record = new ReviewStore(job.at.store).discarded(job.at.id);
       // What the job wrote goes; originals an earlier apply of some paths kept stay for undo.
       try {
         rmSync(upperOf(job.at), { recursive: true, force: true });
@@ -85,10 +107,14 @@ function run(job: ChangesJob): unknown {
       } catch {
         // Discarded all the same: what cannot be removed now goes with the session.
       }
-      return {};
+      return { state: record.state };
+    }
     case 'undo': {
-      const result = undo(job.manifest, { workspace: job.at.workspace, originals: join(job.at.dir, 'originals') });
-      return { result, totals: readUpper(job.at).totals };
+      const store = new ReviewStore(job.at.store);
+      const r = store.undoable(job.at.id);
+      const result = undo(r.manifest, { workspace: job.at.workspace, originals: join(job.at.dir, 'originals') });
+      const record = store.undone(job.at.id);
+      return { result, state: record.state, totals: readUpper(job.at).totals };
     }
   }
 }
