@@ -5,13 +5,16 @@
 // 24 GB: 4 ms a read, spent in the kernel where, on a kernel built without preemption, nothing
 // on that core runs until it returns).
 //
-// listeningSockets(nsPath) -> Buffer of 24-byte records, one per socket: inode (u32, host order),
-//   family (u8: 4 or 6), a pad byte, port (u16, host order), address (16 bytes, network order; the
-//   first 4 for IPv4). nsPath null: the calling thread's own namespace. Else the namespace file
-//   (/proc/<pid>/ns/net) is joined by a thread made for the one question, which ends with it, so
-//   no thread of the caller's ever leaves its own namespace. Throws with errno when the kernel
-//   refuses (setns needs CAP_SYS_ADMIN; a kernel without sock_diag): the caller reads /proc then.
+// listeningSockets(nsPath, nsInode) -> Buffer of 24-byte records, one per socket: inode (u32,
+//   little-endian), family (u8: 4 or 6), a pad byte, port (u16, little-endian), address (16 bytes,
+//   network order; the first 4 for IPv4). nsPath null: the calling thread's own namespace. Else
+//   the namespace file (/proc/<pid>/ns/net) is opened, checked to be namespace `nsInode` (the pid
+//   may be another process's by now: ESRCH if not), and joined by a thread made for the one
+//   question, which ends with it, so no thread of the caller's ever leaves its own namespace.
+//   Throws with errno when the kernel refuses (setns needs CAP_SYS_ADMIN; a kernel without
+//   sock_diag): the caller reads /proc then.
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -25,6 +28,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <node_api.h>
 #include "errors.h"
 #include "napi-util.h"
@@ -32,6 +36,8 @@
 // TCP_LISTEN in the kernel's TCP state numbering (include/net/tcp_states.h).
 #define STATE_LISTEN 10
 #define RECORD 24
+// A dump the kernel says changed under it (NLM_F_DUMP_INTR) is asked again, this many times at most.
+#define TRIES 3
 
 struct query {
   int ns_fd;
@@ -50,8 +56,8 @@ static int put(struct query *q, const struct inet_diag_msg *m) {
   }
   uint8_t *r = q->records + q->count++ * RECORD;
   memset(r, 0, RECORD);
-  uint32_t inode = m->idiag_inode;
-  uint16_t port = ntohs(m->id.idiag_sport);
+  uint32_t inode = htole32(m->idiag_inode);
+  uint16_t port = htole16(ntohs(m->id.idiag_sport));
   memcpy(r, &inode, 4);
   r[4] = m->idiag_family == AF_INET6 ? 6 : 4;
   memcpy(r + 6, &port, 2);
@@ -59,7 +65,7 @@ static int put(struct query *q, const struct inet_diag_msg *m) {
   return 0;
 }
 
-// One family's LISTEN sockets into q; 0 or an errno.
+// One family's LISTEN sockets into q; 0, EAGAIN when the table changed during the dump, or an errno.
 static int dump(int fd, uint8_t family, struct query *q) {
   struct {
     struct nlmsghdr nlh;
@@ -75,6 +81,7 @@ static int dump(int fd, uint8_t family, struct query *q) {
   struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
   if (sendto(fd, &msg, sizeof msg, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return errno;
   static __thread char buf[32768] __attribute__((aligned(NLMSG_ALIGNTO)));
+  int interrupted = 0;
   for (;;) {
     ssize_t got = recv(fd, buf, sizeof buf, 0);
     if (got < 0 && errno == EINTR) continue;
@@ -82,8 +89,14 @@ static int dump(int fd, uint8_t family, struct query *q) {
     if (got == 0) return EIO;
     int len = (int)got;
     for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-      if (h->nlmsg_type == NLMSG_DONE) return 0;
+      if (h->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = 1;
+      if (h->nlmsg_type == NLMSG_DONE) {
+        // The dump's own error, where the kernel puts one after DONE.
+        int err = h->nlmsg_len >= NLMSG_LENGTH(sizeof(int)) ? *(const int *)NLMSG_DATA(h) : 0;
+        return err < 0 ? -err : interrupted ? EAGAIN : 0;
+      }
       if (h->nlmsg_type == NLMSG_ERROR) {
+        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr))) return EIO;
         const struct nlmsgerr *e = NLMSG_DATA(h);
         return e->error ? -e->error : EIO;
       }
@@ -98,14 +111,18 @@ static int dump(int fd, uint8_t family, struct query *q) {
 }
 
 static void ask(struct query *q) {
-  int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (fd < 0) {
-    q->err = errno;
-    return;
+  for (int tries = 0; tries < TRIES; tries++) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) {
+      q->err = errno;
+      return;
+    }
+    q->count = 0;
+    q->err = dump(fd, AF_INET, q);
+    if (!q->err) q->err = dump(fd, AF_INET6, q);
+    close(fd);
+    if (q->err != EAGAIN) return;
   }
-  q->err = dump(fd, AF_INET, q);
-  if (!q->err) q->err = dump(fd, AF_INET6, q);
-  close(fd);
 }
 
 static void *ask_in_namespace(void *arg) {
@@ -117,13 +134,15 @@ static void *ask_in_namespace(void *arg) {
 }
 
 static napi_value ListeningSockets(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value arg;
+  size_t argc = 2;
+  napi_value args[2];
   napi_valuetype type = napi_undefined;
-  if (napi_get_cb_info(env, info, &argc, &arg, NULL, NULL) != napi_ok || argc < 1 || napi_typeof(env, arg, &type) != napi_ok ||
-      (type != napi_null && type != napi_string)) {
-    return procctl_throw_usage(env, "listeningSockets(nsPath: string | null)");
+  double expect_inode = 0;
+  if (napi_get_cb_info(env, info, &argc, args, NULL, NULL) != napi_ok || argc < 1 || napi_typeof(env, args[0], &type) != napi_ok ||
+      (type != napi_null && type != napi_string) || (type == napi_string && (argc < 2 || napi_get_value_double(env, args[1], &expect_inode) != napi_ok))) {
+    return procctl_throw_usage(env, "listeningSockets(nsPath: string | null, nsInode?: number): nsInode with a path");
   }
+  napi_value arg = args[0];
   struct query q = {.ns_fd = -1};
   if (type == napi_null) ask(&q);
   else {
@@ -133,6 +152,11 @@ static napi_value ListeningSockets(napi_env env, napi_callback_info info) {
     int err = errno;
     free(path);
     if (q.ns_fd < 0) return procctl_throw_errno(env, err, "open of a network namespace");
+    struct stat st;
+    if (fstat(q.ns_fd, &st) != 0 || (double)st.st_ino != expect_inode) {
+      close(q.ns_fd);
+      return procctl_throw_errno(env, ESRCH, "a network namespace other than the one asked for (its process is gone)");
+    }
     pthread_t t;
     int made = pthread_create(&t, NULL, ask_in_namespace, &q);
     if (made != 0) q.err = made;

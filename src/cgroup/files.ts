@@ -1,4 +1,5 @@
-import { closeSync, constants, mkdirSync, openSync, readSync, readdirSync, rmdirSync, writeSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, openSync, readSync, readdirSync, rmdirSync, statfsSync, writeSync } from 'node:fs';
+import { basename } from 'node:path';
 import { rmdir } from 'node:fs/promises';
 
 /** One buffer for every read: cgroup files are small, and the reads are synchronous. */
@@ -66,7 +67,10 @@ function maxKept(): number {
  * alone, where readFile also opens the file, walking its path through cgroupfs or procfs, and
  * closes it, two thirds of the syscalls and most of their time. `sweep` closes those not read since
  * the sweep before. A kept descriptor that no longer reads (its cgroup removed, its process gone)
- * is closed and the path opened once more: a pid may belong to a new process now.
+ * is closed and the path opened once more: a pid may belong to a new process now. A v1 cgroup's
+ * `cgroup.procs` or `tasks` is never kept: v1 makes the list once per open file and answers the
+ * same list to every read after it while reads keep coming within a second (its pidlist cache),
+ * so a kept one would miss the processes started since; cgroup2 reads the members anew.
  */
 export class KeptFiles {
   private readonly kept = new Map<string, { fd: number; round: number }>();
@@ -84,7 +88,7 @@ export class KeptFiles {
       this.kept.delete(path);
       closeSync(k.fd);
     }
-    if (this.kept.size >= this.max) return readFile(path);
+    if (this.kept.size >= this.max || !keepable(path)) return readFile(path);
     let fd: number;
     try {
       fd = openSync(path, constants.O_RDONLY);
@@ -96,6 +100,12 @@ export class KeptFiles {
     else this.kept.set(path, { fd, round: this.round });
     return text;
   };
+
+  /** Close every kept file (nothing has been read for a while). */
+  closeAll(): void {
+    for (const k of this.kept.values()) closeSync(k.fd);
+    this.kept.clear();
+  }
 
   /** Close the files not read since the last sweep. */
   sweep(): void {
@@ -109,6 +119,20 @@ export class KeptFiles {
 
   get size(): number {
     return this.kept.size;
+  }
+}
+
+/** cgroup2's statfs magic: a member list there is read anew at every read of an open file. */
+const CGROUP2_MAGIC = 0x63677270;
+
+/** Whether a file may be kept open and read again (a v1 cgroup's member lists may not). */
+function keepable(path: string): boolean {
+  const name = basename(path);
+  if (name !== 'cgroup.procs' && name !== 'tasks') return true;
+  try {
+    return statfsSync(path).type === CGROUP2_MAGIC;
+  } catch {
+    return false;
   }
 }
 

@@ -2,7 +2,7 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync
 import { mkdir, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
-import { conflict, notFound } from '../base/errors.js';
+import { conflict, notFound, unavailable } from '../base/errors.js';
 import type { DiffPage } from './diff.js';
 import { NO_TOTALS, readUpper, type Applied, type ReviewAt } from './jobs.js';
 import { ReviewStore, type ReviewState } from './store.js';
@@ -100,6 +100,7 @@ export class HeldChanges {
    * the one before it is done (a discard asked during an apply finds the changes applied).
    */
   private readonly busy = new Map<string, Promise<void>>();
+  private stopping = false;
 
   constructor(stateDir: string) {
     this.root = join(stateDir, 'changes');
@@ -346,24 +347,36 @@ export class HeldChanges {
       this.pendingOr(id, 'apply');
       // The record is read, checked and written there too: with ten thousand files its manifest is megabytes.
       const asked = o.paths?.map((p) => this.relative(layout, p));
-      const { result, state, totals } = await this.thread.run({ kind: 'apply', at: this.at(id, layout), paths: asked, force: o.force, sessionStartMs: layout.startedAt });
+      const { result, state, totals } = await this.thread.run({ kind: 'apply', at: this.at(id, layout), paths: asked, force: o.force, sessionStartMs: layout.startedAt }).catch(this.recheck(id, layout));
       this.note(id, summaryFrom(state, totals));
       return { ...result, workspace: layout.workspace, state, ...this.rootChange(id, layout) };
     });
   }
 
-  /** Resolves once no review's work is under way: a shutdown and a restart wait for it before the thread goes. */
+  /** Resolves once no review's work is under way: a restart waits for it before the image goes. */
   async settled(): Promise<void> {
     while (this.busy.size > 0) await Promise.all(this.busy.values());
   }
 
-  /** Ends the changes' thread (the daemon stops). */
-  close(): Promise<void> {
-    return this.thread.close();
+  /**
+   * The daemon stops: no more work is taken, what is under way finishes (an apply cut short
+   * would lose its manifest), within `deadlineMs` (a workspace on a file system that stopped
+   * answering must not hold the stop forever), and the thread ends. The reviews still under way
+   * at the deadline, or none.
+   */
+  async close(deadlineMs: number): Promise<string[]> {
+    this.stopping = true;
+    let timer: NodeJS.Timeout | undefined;
+    const done = await Promise.race([this.settled().then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), deadlineMs)))]);
+    clearTimeout(timer);
+    const left = done ? [] : [...this.busy.keys()];
+    await this.thread.close();
+    return left;
   }
 
   /** `work` once the review's work before it is done, whether that succeeded or not. */
   private inTurn<T>(id: string, work: () => Promise<T>): Promise<T> {
+    if (this.stopping) return Promise.reject(unavailable('the daemon is stopping: nothing was read or written; ask again once it is back'));
     const mine = (this.busy.get(id) ?? Promise.resolve()).then(work);
     const tail = mine.then(
       () => undefined,
@@ -374,6 +387,22 @@ export class HeldChanges {
       if (this.busy.get(id) === tail) this.busy.delete(id);
     });
     return mine;
+  }
+
+  /**
+   * A job that failed (refused, or its thread died under it): where the review stands is read
+   * again from its record, which may say it was done, and the error goes on to the caller.
+   */
+  private recheck(id: string, layout: Layout): (err: Error) => never {
+    return (err) => {
+      try {
+        const r = this.record(id);
+        if (r && this.summaries.has(id)) this.note(id, this.summaryOf(r.state, layout, id));
+      } catch {
+        // The record cannot be read: the summary stays as it was, and the error says what failed.
+      }
+      throw err;
+    };
   }
 
   private at(id: string, layout: Layout): ReviewAt {
@@ -391,20 +420,22 @@ export class HeldChanges {
     }
   }
 
-  discard(id: string): Promise<{ workspace: string; state: ReviewState }> {
+  /** `files`: how many were pending when they were dropped. */
+  discard(id: string): Promise<{ workspace: string; state: ReviewState; files: number }> {
     return this.inTurn(id, async () => {
       const layout = this.mustLayout(id);
       this.pendingOr(id, 'discard');
-      const { state } = await this.thread.run({ kind: 'discard', at: this.at(id, layout) });
+      const files = this.summaries.get(id)?.files ?? 0;
+      const { state } = await this.thread.run({ kind: 'discard', at: this.at(id, layout) }).catch(this.recheck(id, layout));
       this.note(id, summaryFrom(state, NONE));
-      return { workspace: layout.workspace, state };
+      return { workspace: layout.workspace, state, files };
     });
   }
 
   undo(id: string): Promise<UndoResult & { workspace: string; state: ReviewState }> {
     return this.inTurn(id, async () => {
       const layout = this.mustLayout(id);
-      const { result, state, totals } = await this.thread.run({ kind: 'undo', at: this.at(id, layout) });
+      const { result, state, totals } = await this.thread.run({ kind: 'undo', at: this.at(id, layout) }).catch(this.recheck(id, layout));
       this.note(id, summaryFrom(state, totals));
       return { ...result, workspace: layout.workspace, state };
     });
@@ -415,15 +446,23 @@ export class HeldChanges {
    * once the work under way on them is done (an apply is never cut short by its own directory going).
    */
   remove(id: string): void {
-    this.layouts.delete(id);
-    this.summaries.delete(id);
     const gone = () => {
+      this.layouts.delete(id);
+      this.summaries.delete(id);
       removeReviewDir(this.dirOf(id));
       this.store.remove(id);
     };
-    if (!this.busy.has(id)) return gone();
-    void this.inTurn(id, async () => gone()).catch(() => {
-      // Left for the next start's load, which says what it finds.
+    const under = this.busy.get(id);
+    if (!under) return gone();
+    // After the work under way (its turn, whatever it gives): nothing new comes for a forgotten session.
+    this.layouts.delete(id);
+    this.summaries.delete(id);
+    void under.then(() => {
+      try {
+        gone();
+      } catch {
+        // Left for the next start's load, which removes what holds nothing and names what does.
+      }
     });
   }
 

@@ -96,7 +96,7 @@ function run(job: ChangesJob): unknown {
       // Only what was written counts as applied; conflicts and failures stay pending (force, or discard).
       const whole = job.paths === undefined && result.conflicts.length === 0 && result.failed.length === 0;
       const record = store.applied(id, manifest, whole ? undefined : result.applied.map((a) => a.path));
-      return { result, state: record.state, totals: readUpper(job.at).totals };
+      return { result, state: record.state, totals: pendingTotals(job.at, record.state) };
     }
     case 'discard': {
       const record = new ReviewStore(job.at.store).discarded(job.at.id);
@@ -114,9 +114,14 @@ function run(job: ChangesJob): unknown {
       const r = store.undoable(job.at.id);
       const result = undo(r.manifest, { workspace: job.at.workspace, originals: join(job.at.dir, 'originals') });
       const record = store.undone(job.at.id);
-      return { result, state: record.state, totals: readUpper(job.at).totals };
+      return { result, state: record.state, totals: pendingTotals(job.at, record.state) };
     }
   }
+}
+
+/** What is still pending once a job left the review `state`: read again only where some is. */
+function pendingTotals(at: ReviewAt, state: ReviewState): Totals {
+  return state === 'pending' ? readUpper(at).totals : NO_TOTALS;
 }
 
 export function totalsOf(files: readonly Change[]): Totals {

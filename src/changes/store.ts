@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { threadId } from 'node:worker_threads';
 import { z } from 'zod';
 import { conflict, invalid, notFound } from '../base/errors.js';
 import { ManifestSchema, type Manifest } from './types.js';
@@ -114,7 +115,8 @@ export class ReviewStore {
     const record = ReviewRecordSchema.parse({ ...r, updatedAt: new Date().toISOString() });
     const file = this.file(r.sessionId);
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    const tmp = `${file}.${process.pid}.tmp`;
+    // The changes' thread writes records too (changes/jobs.ts): its own temporary name.
+    const tmp = `${file}.${process.pid}.${threadId}.tmp`;
     writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
     renameSync(tmp, file);
     return record;

@@ -691,8 +691,8 @@ export class ProcctlDaemon implements Daemon {
     }
     await Promise.all(running.map((s) => s.spool?.close()));
     // An apply, discard or undo under way is never cut short: its manifest is what undo reads.
-    await this.held.settled();
-    await this.held.close();
+    const unfinishedReviews = await this.held.close(REVIEW_WORK_DEADLINE_MS);
+    if (unfinishedReviews.length > 0) this.log.error({ sessionIds: unfinishedReviews }, 'shutdown: the changes of these review sessions were still being read or written after a minute; exiting, which cuts that short: check their workspaces, and undo may not know all an apply did');
     for (const c of this.connections) c.socket.end();
     closeRefused();
     setTimeout(() => {
@@ -719,6 +719,9 @@ export class ProcctlDaemon implements Daemon {
     this.log.info('stopped');
   }
 }
+
+/** How long a shutdown waits for an apply, discard or undo under way (a workspace on a file system that hangs must not hold it forever). */
+const REVIEW_WORK_DEADLINE_MS = 60_000;
 
 /** A credential whose value cannot be read now refuses the start (or the reload), naming it and the fix. */
 function requireCredentials(config: Config): void {

@@ -66,8 +66,11 @@ export function parseLocal(field: string, v6: boolean): ListenPort {
 }
 
 /** What native/sockdiag.c gives: a namespace's listening TCP sockets, 24 bytes each (inode, family, port, address). */
-type SockDiag = { listeningSockets(nsPath: string | null): Buffer };
+type SockDiag = { listeningSockets(nsPath: string | null, nsInode?: number): Buffer };
 const RECORD = 24;
+const EPERM = 1;
+/** Errors that mean this kernel gives no socket diagnostics here: ENOENT, EACCES, EPROTONOSUPPORT, EOPNOTSUPP, EAFNOSUPPORT (and EPERM). */
+const MISSING = new Set([2, 13, 93, 95, 97]);
 
 let diag: SockDiag | null | undefined;
 /** This thread's own network namespace (each thread reads it for itself: the samplers' thread has its own module). */
@@ -97,15 +100,19 @@ export function listeningFromKernel(pid: number, ns: string): Map<string, Listen
   }
   const own = ns === ownNs;
   if (!own && joinRefused) return undefined;
+  // `net:[4026531840]`: the namespace's inode, which the file opened must be.
+  const inode = own ? undefined : Number(/\[(\d+)\]/.exec(ns)?.[1]);
+  if (inode !== undefined && !Number.isSafeInteger(inode)) return undefined;
   let records: Buffer;
   try {
-    records = diag.listeningSockets(own ? null : `/proc/${pid}/ns/net`);
+    records = diag.listeningSockets(own ? null : `/proc/${pid}/ns/net`, inode);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).errno;
-    // EPERM: this process may not join it, nor any other; ENOENT: the process is gone (the caller's read fails too).
-    if (!own && code === 1) joinRefused = true;
-    // Any other refusal of the own namespace (no sock_diag in this kernel, a filter on netlink) stands: /proc from now on.
-    if (own && code !== 12 && code !== 105) diag = null;
+    const code = (err as NodeJS.ErrnoException).errno ?? 0;
+    // EPERM: this process may not join it, nor any other. The process gone (ENOENT, ESRCH), or
+    // descriptors or memory short for a moment (EMFILE, ENFILE, ENOMEM, ENOBUFS): this read only.
+    if (!own && code === EPERM) joinRefused = true;
+    // Asked in its own namespace, what says the kernel has no such diagnostics or refuses them stands: /proc from now on.
+    if (own && (MISSING.has(code) || code === EPERM)) diag = null;
     return undefined;
   }
   const out = new Map<string, ListenPort>();

@@ -72,6 +72,18 @@ function keep<P>(plans: Map<number, P>, ids: Int32Array, added: [number, P][]): 
 const usageFiles = new KeptFiles();
 const portsFiles = new KeptFiles();
 
+/** With no batch this long (nobody asks for samples), every kept file is closed. */
+const KEPT_IDLE_MS = 10_000;
+let keptIdle: NodeJS.Timeout | undefined;
+function closeKeptLater(): void {
+  clearTimeout(keptIdle);
+  keptIdle = setTimeout(() => {
+    usageFiles.closeAll();
+    portsFiles.closeAll();
+  }, KEPT_IDLE_MS);
+  keptIdle.unref();
+}
+
 /** The last read of each namespace's table, for its growth (this thread's clock, apart from the daemon's). */
 const tables = new Map<string, Table>();
 let growthClock = 0;
@@ -132,5 +144,6 @@ function answer(m: ToSampleThread): { answer: FromSampleThread; transfer: ArrayB
 port.postMessage({ kind: 'ready', priority: lowerPriority() } satisfies FromSampleThread);
 port.on('message', (m: ToSampleThread) => {
   const { answer: a, transfer } = answer(m);
+  closeKeptLater();
   port.postMessage(a, transfer);
 });

@@ -74,9 +74,8 @@ export async function applyAction(d: Daemon, ctx: CallContext, p: ProcessParams,
 export async function discardAction(d: Daemon, ctx: CallContext, p: ProcessParams, answered = false) {
   const s = reviewed(d, ctx, p);
   // Dropping them needs no person: nothing reaches the workspace.
-  const files = d.held.summary(s.id)?.files ?? 0;
   const r = await d.held.discard(s.id);
-  noteChanges(d, s, 'discarded', { files });
+  noteChanges(d, s, 'discarded', { files: r.files });
   afterDecision(d, ctx, s, answered);
   return { sessionId: s.id, status: s.status, state: r.state, text: `Discarded the changes of session ${s.id}: ${r.workspace} is as it was.` };
 }

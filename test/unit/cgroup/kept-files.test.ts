@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -78,5 +78,22 @@ describe('files kept open for the samplers\' reads', () => {
     kept.sweep();
     kept.sweep();
     expect(openFds()).toBe(before);
+  });
+
+  it("keeps cgroup2's member list open, never a v1 cgroup's (v1 answers a kept one's first list again)", (ctx) => {
+    const v1 = ['/sys/fs/cgroup/pids', '/sys/fs/cgroup/memory', '/sys/fs/cgroup/cpu'].find((d) => existsSync(join(d, 'cgroup.procs')) && statfsSync(d).type !== 0x63677270);
+    const v2 = ['/sys/fs/cgroup/unified', '/sys/fs/cgroup'].find((d) => existsSync(join(d, 'cgroup.procs')) && statfsSync(d).type === 0x63677270);
+    if (!v1 && !v2) return ctx.skip();
+    const kept = new KeptFiles();
+    if (v1) {
+      expect(kept.read(join(v1, 'cgroup.procs'))).toMatch(/^\d+$/m);
+      expect(kept.size).toBe(0);
+    }
+    if (v2) {
+      expect(kept.read(join(v2, 'cgroup.procs'))).toMatch(/^\d+$/m);
+      expect(kept.size).toBe(1);
+    }
+    kept.closeAll();
+    expect(kept.size).toBe(0);
   });
 });

@@ -82,7 +82,12 @@ describe("a namespace's listening sockets from the kernel's socket diagnostics",
       expect([...table.listening.values()]).toEqual([{ address: '0.0.0.0', port: 4321 }]);
       expect([...table.listening]).toEqual([...procRows(child.pid!)]);
       // As root the kernel is asked in that namespace (a thread made for the question joins it); otherwise /proc was read.
-      if (process.getuid?.() === 0) expect([...(listeningFromKernel(child.pid!, ns) ?? [])]).toEqual([...table.listening]);
+      if (process.getuid?.() === 0) {
+        expect([...(listeningFromKernel(child.pid!, ns) ?? [])]).toEqual([...table.listening]);
+        // A pid whose namespace is no longer the one named (the process gone, its pid another's): nothing read, and the next read still asks the kernel.
+        expect(listeningFromKernel(child.pid!, 'net:[1]')).toBeUndefined();
+        expect([...(listeningFromKernel(child.pid!, ns) ?? [])]).toEqual([...table.listening]);
+      }
     } finally {
       child.kill('SIGKILL');
     }
