@@ -71,7 +71,6 @@ const SPARE = '.spare-';
 /** Spare review directories kept at most: enough for reviews that follow one another. */
 const MAX_SPARES = 2;
 
-const NONE: Totals = NO_TOTALS;
 
 export class HeldChanges {
   private readonly root: string;
@@ -321,7 +320,7 @@ export class HeldChanges {
     return this.inTurn(id, async () => {
       const layout = this.mustLayout(id);
       const state = this.summaries.get(id)?.state ?? 'pending';
-      if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NONE };
+      if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NO_TOTALS };
       const paths = o.paths?.map((p) => this.relative(layout, p));
       const read = await this.thread.run({ kind: 'changes', at: this.at(id, layout), paths, stat: o.stat, offset: o.offset, limit: o.limit });
       return { workspace: layout.workspace, state, files: read.files, totals: read.totals, ...(read.diff ? { diff: read.diff } : {}), ...this.rootChange(id, layout) };
@@ -336,7 +335,7 @@ export class HeldChanges {
   statNow(id: string): ChangesAnswer {
     const layout = this.mustLayout(id);
     const state = this.summaries.get(id)?.state ?? 'pending';
-    if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NONE };
+    if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NO_TOTALS };
     const set = this.read(id, layout);
     return { workspace: layout.workspace, state, files: set.files, totals: set.totals, ...this.rootChange(id, layout) };
   }
@@ -427,7 +426,7 @@ export class HeldChanges {
       this.pendingOr(id, 'discard');
       const files = this.summaries.get(id)?.files ?? 0;
       const { state } = await this.thread.run({ kind: 'discard', at: this.at(id, layout) }).catch(this.recheck(id, layout));
-      this.note(id, summaryFrom(state, NONE));
+      this.note(id, summaryFrom(state, NO_TOTALS));
       return { workspace: layout.workspace, state, files };
     });
   }
@@ -472,7 +471,7 @@ export class HeldChanges {
   }
 
   private summaryOf(state: ReviewState, layout: Layout, id: string): HeldSummary {
-    return summaryFrom(state, state === 'pending' ? this.read(id, layout).totals : NONE);
+    return summaryFrom(state, state === 'pending' ? this.read(id, layout).totals : NO_TOTALS);
   }
 
   private read(id: string, layout: Layout) {

@@ -124,7 +124,7 @@ function pendingTotals(at: ReviewAt, state: ReviewState): Totals {
   return state === 'pending' ? readUpper(at).totals : NO_TOTALS;
 }
 
-export function totalsOf(files: readonly Change[]): Totals {
+function totalsOf(files: readonly Change[]): Totals {
   const t = { ...NO_TOTALS };
   for (const f of files) {
     t.files++;
