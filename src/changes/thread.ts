@@ -68,8 +68,9 @@ export class ChangesThread {
   }
 
   private start(): Worker | undefined {
+    if (this.inLine) return undefined;
     if (this.worker) return this.worker;
-    if (this.inLine || WORKER.protocol !== 'file:' || !existsSync(fileURLToPath(WORKER))) return undefined;
+    if (WORKER.protocol !== 'file:' || !existsSync(fileURLToPath(WORKER))) return undefined;
     const w = new Worker(WORKER, { name: 'procctl-changes', workerData: { version: STARTED_AS } });
     const mine = new Map<number, Waiter>();
     this.waiting.set(w, mine);
