@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
@@ -126,6 +126,25 @@ describe.skipIf(SKIP_SANDBOX)('review as an approval', () => {
     expect(dropped.state).toBe('discarded');
     expect((await s.process({ action: 'poll', sessionId: own.sessionId })).interrupt).toBeUndefined();
     expect(existsSync(join(dir, 'z'))).toBe(false);
+  });
+
+  it("a second answer sent while the first one's apply is under way is refused as being answered, never carried out after it", async () => {
+    const dir = dirFor('twice');
+    // Enough files that the apply is still running on the changes' thread when the second answer is read.
+    const r = await reviewed(s, 'touch $(seq 1 3000)', dir);
+    // Pipelined on one connection: the daemon reads the second while the first's apply runs.
+    const [yes, no] = await Promise.all([
+      s.request('process', { action: 'resume', sessionId: r.sessionId, input: { confirm: true }, ...person() }),
+      s.request('process', { action: 'resume', sessionId: r.sessionId, input: { confirm: false }, ...person() }),
+    ]);
+    expect(yes.error, JSON.stringify(yes.error)).toBeUndefined();
+    expect(yes.result.applied).toHaveLength(3000);
+    expect(no.error?.data?.kind).toBe('conflict');
+    expect(no.error?.message).toContain('is being answered this moment');
+    expect(readdirSync(dir)).toHaveLength(3000);
+    const done = (await s.list()).find((x) => x.sessionId === r.sessionId);
+    expect(done.changes).toMatchObject({ state: 'applied', pending: false });
+    expect(done.pastInterrupts).toEqual([expect.objectContaining({ kind: 'changes', outcome: 'answered' })]);
   });
 
   it('procctl resume or apply run from inside a session is refused though it can read the credential; the same run by the person works', async () => {

@@ -116,10 +116,18 @@ export function afterDecision(d: Daemon, ctx: CallContext, s: Session, answered:
 }
 
 /**
- * `resume` of a changes approval, checked as any approval answer (who.ts): the person's yes
- * (apply) or no (discard), and the question it answers. process/changes.ts carries it out.
+ * Changes approvals whose answer is being carried out (its apply or discard waits for, or runs
+ * on, the changes' thread): the question is still open until that is done, and a second answer
+ * meanwhile is refused instead of being noted and carried out after it.
  */
-export function changesAnswer(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session): { confirm: boolean; interruptId: string } {
+const answering = new WeakSet<Interrupt>();
+
+/**
+ * `resume` of a changes approval, checked as any approval answer (who.ts): the person's yes
+ * (apply) or no (discard), and the question it answers, held as being answered until `done`.
+ * process/changes.ts carries it out.
+ */
+export function changesAnswer(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session): { confirm: boolean; interruptId: string; done: () => void } {
   const v = ctx.voice;
   const confirm = p.input?.confirm;
   const yes = v.call({ action: 'resume', sessionId: s.id, input: { confirm: true } });
@@ -129,5 +137,9 @@ export function changesAnswer(d: Daemon, ctx: CallContext, p: ProcessParams, s: 
   checkAnswerer(d, ctx, s, personText(s));
   const i = s.interrupt;
   if (i?.kind !== 'changes') throw conflict(`the changes approval of session ${s.id} was already answered`, { sessionId: s.id });
-  return { confirm, interruptId: i.id };
+  if (answering.has(i)) {
+    throw conflict(`the changes approval of session ${s.id} is being answered this moment (its changes are being applied or discarded); poll the session to see what became of them`, { sessionId: s.id });
+  }
+  answering.add(i);
+  return { confirm, interruptId: i.id, done: () => answering.delete(i) };
 }

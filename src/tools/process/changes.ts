@@ -91,9 +91,13 @@ export async function undoAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
 
 /** `resume` of a changes approval (SPEC §16): a person's yes applies them all, a no discards them, answered as apply or discard. */
 export async function resumeChanges(d: Daemon, ctx: CallContext, p: ProcessParams, s: Session) {
-  const { confirm, interruptId } = changesAnswer(d, ctx, p, s);
-  noteAnswer(d, ctx, s, 'changes', confirm);
-  const act = { action: confirm ? 'apply' : 'discard', sessionId: s.id } as const;
-  const r = confirm ? await applyAction(d, ctx, act, true) : await discardAction(d, ctx, act, true);
-  return { ...r, interruptId };
+  const { confirm, interruptId, done } = changesAnswer(d, ctx, p, s);
+  try {
+    noteAnswer(d, ctx, s, 'changes', confirm);
+    const act = { action: confirm ? 'apply' : 'discard', sessionId: s.id } as const;
+    const r = confirm ? await applyAction(d, ctx, act, true) : await discardAction(d, ctx, act, true);
+    return { ...r, interruptId };
+  } finally {
+    done();
+  }
 }
