@@ -73,22 +73,33 @@ function maxKept(): number {
  * so a kept one would miss the processes started since; cgroup2 reads the members anew.
  */
 export class KeptFiles {
+  /** By path: its descriptor, or -1 for a file read by path each time (a v1 member list), and the round it was last read in. */
   private readonly kept = new Map<string, { fd: number; round: number }>();
   private round = 0;
+  /** Descriptors held open (entries with one). */
+  private open = 0;
   private readonly max = maxKept();
 
   readonly read: ReadText = (path) => {
     const k = this.kept.get(path);
+    if (k?.fd === -1) {
+      k.round = this.round;
+      return readFile(path);
+    }
     if (k !== undefined) {
       const text = readOpen(k.fd);
       if (text !== undefined) {
         k.round = this.round;
         return text;
       }
-      this.kept.delete(path);
-      closeSync(k.fd);
+      this.forget(path, k.fd);
     }
-    if (this.kept.size >= this.max || !keepable(path)) return readFile(path);
+    if (this.open >= this.max) return readFile(path);
+    // Known as one not to keep until the sweeps let go of it: statfs once, not at every read.
+    if (!keepable(path)) {
+      this.kept.set(path, { fd: -1, round: this.round });
+      return readFile(path);
+    }
     let fd: number;
     try {
       fd = openSync(path, constants.O_RDONLY);
@@ -97,28 +108,36 @@ export class KeptFiles {
     }
     const text = readOpen(fd);
     if (text === undefined) closeSync(fd);
-    else this.kept.set(path, { fd, round: this.round });
+    else {
+      this.kept.set(path, { fd, round: this.round });
+      this.open++;
+    }
     return text;
   };
 
   /** Close every kept file (nothing has been read for a while). */
   closeAll(): void {
-    for (const k of this.kept.values()) closeSync(k.fd);
-    this.kept.clear();
+    for (const [path, k] of this.kept) this.forget(path, k.fd);
   }
 
   /** Close the files not read since the last sweep. */
   sweep(): void {
     for (const [path, k] of this.kept) {
-      if (k.round === this.round) continue;
-      this.kept.delete(path);
-      closeSync(k.fd);
+      if (k.round !== this.round) this.forget(path, k.fd);
     }
     this.round++;
   }
 
+  /** Descriptors held open. */
   get size(): number {
-    return this.kept.size;
+    return this.open;
+  }
+
+  private forget(path: string, fd: number): void {
+    this.kept.delete(path);
+    if (fd < 0) return;
+    closeSync(fd);
+    this.open--;
   }
 }
 

@@ -1,8 +1,8 @@
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { conflict } from '../base/errors.js';
 import { apply, type ApplyResult } from './apply.js';
 import { diff, type DiffPage } from './diff.js';
-import { conflict } from '../base/errors.js';
 import { plan } from './plan.js';
 import { ReviewStore, type ReviewState } from './store.js';
 import type { Change, ChangeSet, Totals } from './types.js';

@@ -10,8 +10,8 @@ export { listenRows, parseLocal } from './ports-read.js';
  * The TCP ports a session's processes listen on (SPEC §20), from the session's own sockets: its
  * processes' descriptors give socket inodes, and the listening TCP sockets of each process's
  * network namespace (a sandboxed session may have its own; the kernel's socket diagnostics, else
- * /proc/PID/net/tcp{,6}: ports-read.ts) say which inodes listen where. Nothing host-wide is guessed: a port some other process opened is not the
- * session's, whatever its number.
+ * /proc/PID/net/tcp{,6}: ports-read.ts) say which inodes listen where. Nothing host-wide is
+ * guessed: a port some other process opened is not the session's, whatever its number.
  */
 
 /** A namespace's LISTEN table is read again after this long (one read serves every session in it meanwhile). */
