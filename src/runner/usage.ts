@@ -130,8 +130,15 @@ export class UsageSampler<K, V = Resources> {
   /** The last refresh was read elsewhere. */
   private elsewhereOk = false;
   private nextId = 1;
+  /** The refresh count when every held sample was last asked for at once (`askAll`). */
+  private allAsked = -1;
   /** Samples read so far, first asks and refreshes alike. */
   reads = 0;
+  /**
+   * Counts every change to what is held: a key held or let go, a sample made anew. While it
+   * stays the same, a figure made from the held samples (daemon.status's totals) stays true.
+   */
+  version = 0;
 
   constructor(
     /** Read one key's figures now. */
@@ -156,9 +163,18 @@ export class UsageSampler<K, V = Resources> {
     if (h === undefined) {
       h = { value: this.readOne(key), asked: this.refreshes };
       this.held.set(key, h);
+      this.version++;
       this.start();
     } else h.asked = this.refreshes;
     return h.value;
+  }
+
+  /**
+   * Count every held sample as asked for now, without a walk: a reader of them all (the running
+   * totals of daemon.status) that knows nothing changed since it last held each (`version`).
+   */
+  askAll(): void {
+    this.allAsked = this.refreshes;
   }
 
   /**
@@ -216,6 +232,7 @@ export class UsageSampler<K, V = Resources> {
   seed(key: K, value: V): void {
     if (this.held.has(key)) return;
     this.held.set(key, { value, asked: this.refreshes });
+    this.version++;
     this.start();
   }
 
@@ -232,6 +249,7 @@ export class UsageSampler<K, V = Resources> {
   /** Let go of every sample and stop the timer (daemon shutdown). */
   close(): void {
     this.held.clear();
+    this.version++;
     this.stop();
   }
 
@@ -265,10 +283,13 @@ export class UsageSampler<K, V = Resources> {
     const idle = this.elsewhereOk ? (this.timing.threadIdleRefreshes ?? this.timing.idleRefreshes) : this.timing.idleRefreshes;
     let lastAsked = -1;
     for (const [key, h] of this.held) {
-      if (this.refreshes - h.asked > idle || !this.live(key)) this.held.delete(key);
-      else {
+      const asked = Math.max(h.asked, this.allAsked);
+      if (this.refreshes - asked > idle || !this.live(key)) {
+        this.held.delete(key);
+        this.version++;
+      } else {
         keys.push(key);
-        if (h.asked > lastAsked) lastAsked = h.asked;
+        if (asked > lastAsked) lastAsked = asked;
       }
     }
     if (this.held.size === 0) return this.stop();
@@ -362,7 +383,10 @@ export class UsageSampler<K, V = Resources> {
       for (let i = 0; i < next; i++) {
         const h = this.held.get(keys[i]);
         const value = read[i];
-        if (h !== undefined && value !== undefined && !this.same?.(h.value, value)) h.value = value;
+        if (h !== undefined && value !== undefined && !this.same?.(h.value, value)) {
+          h.value = value;
+          this.version++;
+        }
       }
     };
     turn();
@@ -382,7 +406,10 @@ export class UsageSampler<K, V = Resources> {
       const value = batch.sample(i, h.value);
       if (value === undefined) continue;
       this.reads++;
-      if (value !== h.value && !this.same?.(h.value, value)) h.value = value;
+      if (value !== h.value && !this.same?.(h.value, value)) {
+        h.value = value;
+        this.version++;
+      }
     }
     trace?.span(`${this.timing.name ?? 'sampler'} take`, from, performance.now());
   }

@@ -71,6 +71,11 @@ export class Registry {
   /** Every session, in the order added (scope "*"). */
   private readonly everyone = new Order();
   private readonly byScope = new Map<string, Order>();
+  /**
+   * Counts every change to which sessions there are and which of them run: while it stays the
+   * same, a figure made from the running sessions (daemon.status's totals) needs no walk of them.
+   */
+  version = 0;
 
   newId(): string {
     for (;;) {
@@ -94,6 +99,7 @@ export class Registry {
     // An approved exec's session takes the place of the one that waited for it.
     const before = this.sessions.get(session.id);
     if (before) this.liveSet.delete(before);
+    this.version++;
     this.sessions.set(session.id, session);
     if (session.running) {
       this.liveSet.add(session);
@@ -135,6 +141,7 @@ export class Registry {
 
   private count(slot: Slot, by: 1 | -1): void {
     if (!slot.running) return;
+    this.version++;
     this.everyone.running += by;
     this.orderOf(slot.scope).running += by;
   }
@@ -236,6 +243,7 @@ export class Registry {
     const s = this.sessions.get(id);
     if (s) this.liveSet.delete(s);
     this.sessions.delete(id);
+    this.version++;
     const slot = this.slots.get(id);
     if (slot === undefined) return;
     this.count(slot, -1);

@@ -4,7 +4,7 @@ import { sandboxStatus } from '../sandbox/host.js';
 import { bashState } from '../shell/bash.js';
 import type { Config } from '../config/schema.js';
 import { cgroupStatus } from '../cgroup/host.js';
-import { holdResources, sessionResources } from '../runner/cgroup.js';
+import { runningUsage, type RunningUsage } from '../runner/cgroup.js';
 import type { Daemon } from './context.js';
 import { lastVerifyOf } from './audit.js';
 
@@ -20,7 +20,7 @@ export function daemonStatus(d: Daemon, startedAt: number, version: string): Sta
   const config = d.config();
   const held = configSections(config);
   const sandbox = sandboxSection(config, held);
-  const running = d.cgroups.mode === 'none' ? undefined : runningTotals(d);
+  const running = d.cgroups.mode === 'none' ? undefined : runningUsage(d.registry);
   if (review instanceof Promise || sandbox instanceof Promise || running instanceof Promise) {
     return Promise.all([review, sandbox, running]).then(([r, s, t]) => statusOf(d, startedAt, version, r, held.env, s, t));
   }
@@ -36,7 +36,7 @@ function statusOf(
   review: Awaited<ReturnType<Daemon['reviewSupport']>>,
   env: ConfigSections['env'],
   sandbox: SandboxSection,
-  running: ReturnType<typeof sumRunning> | undefined,
+  running: RunningUsage | undefined,
 ) {
   // Copied with Object.assign, not spread with `ahead` added: see cgroupStatus (cgroup/host.ts).
   const changes = d.ahead ? Object.assign({}, review, { ahead: d.ahead.status() }) : review;
@@ -106,33 +106,6 @@ function sandboxSection(config: Config, held: ConfigSections): SandboxSection | 
 function sectionOf(config: Config, held: ConfigSections, status: SandboxStatus): SandboxSection {
   if (held.sandbox?.from !== status) held.sandbox = { from: status, section: { ...status, ...withCredentials(config) } };
   return held.sandbox.section;
-}
-
-/**
- * What the running sessions use together, from the samples held while they are asked for
- * (runner/usage.ts): CPU time, memory now, processes, and how many sessions that covers.
- */
-function runningTotals(d: Daemon): ReturnType<typeof sumRunning> | Promise<ReturnType<typeof sumRunning>> {
-  // Samples not held yet (the first status after a quiet spell) are read a few per turn, not all in this one.
-  const reading = holdResources(d.registry);
-  return reading ? reading.then(() => sumRunning(d)) : sumRunning(d);
-}
-
-function sumRunning(d: Daemon) {
-  const total = { sessions: 0, cpuMs: 0, memoryBytes: 0, processes: 0 };
-  // Over the registry itself, not a copy of its running sessions: this runs on every status
-  // request. By its forEach: a for…of over its iterator makes a result object per session where
-  // the optimizer does not take them away (up to 40 kB a status at 1,000 sessions).
-  d.registry.forEach((s) => {
-    if (!s.running) return;
-    const r = sessionResources(s);
-    if (!r) return;
-    total.sessions++;
-    total.cpuMs += r.cpuMs;
-    total.memoryBytes += r.memoryBytes;
-    total.processes += r.processes;
-  });
-  return total;
 }
 
 /** `credentials` when the config has any (the sandbox's status is otherwise as it was). */

@@ -79,6 +79,59 @@ describe('UsageSampler: one held sample per session, not a read per ask', () => 
     }
   });
 
+  it('counts a change to what it holds in its version: a key held or let go, a sample made anew; not a read with the same figures', async () => {
+    // Key 1's figures grow with each read; key 2's stay put.
+    const reads = new Map<number, number>();
+    const read = (key: number): Resources => {
+      const n = (reads.get(key) ?? 0) + 1;
+      reads.set(key, n);
+      return { cpuMs: key === 1 ? n : 0, memoryBytes: key, memoryPeakBytes: key, processes: 1 };
+    };
+    const same = (a: Resources, b: Resources) => a.cpuMs === b.cpuMs;
+    const sampler = new UsageSampler(read, () => true, { ...FAST, idleRefreshes: 1_000_000 }, same);
+    try {
+      const v0 = sampler.version;
+      sampler.of(2);
+      expect(sampler.version).toBeGreaterThan(v0);
+      const v1 = sampler.version;
+      // Asked again, read by nobody: the same.
+      sampler.of(2);
+      expect(sampler.version).toBe(v1);
+      await waitFor(() => (reads.get(2) ?? 0) >= 3, { what: 'two refreshes of a sample whose figures stay put' });
+      expect(sampler.version).toBe(v1);
+      sampler.of(1);
+      const v2 = sampler.version;
+      expect(v2).toBeGreaterThan(v1);
+      await waitFor(() => sampler.version > v2, { what: 'a refresh that made a sample anew' });
+      const v3 = sampler.version;
+      sampler.close();
+      expect(sampler.version).toBeGreaterThan(v3);
+    } finally {
+      sampler.close();
+    }
+  });
+
+  it('askAll keeps every held sample as asked for, as asking each would, and lets them go once it stops', async () => {
+    const c = counter();
+    const sampler = new UsageSampler(c.read, () => true, FAST);
+    try {
+      for (const k of keys) sampler.of(k);
+      const before = c.reads.get(7)!;
+      // Only askAll, each turn: every sample is still read again, none let go.
+      await waitFor(() => {
+        sampler.askAll();
+        return (c.reads.get(7) ?? 0) >= before + 4;
+      }, { what: 'four refreshes while askAll is called' });
+      expect(sampler.size).toBe(keys.length);
+      expect(keys.every((k) => c.reads.get(k)! >= before + 3)).toBe(true);
+      // Nobody asks: let go as ever.
+      await waitFor(() => !sampler.active, { what: 'the sampler to stop once askAll is no longer called' });
+      expect(sampler.size).toBe(0);
+    } finally {
+      sampler.close();
+    }
+  });
+
   it('holds many keys a few first reads per turn, so whatever else is waiting runs between them', async () => {
     const c = counter();
     const sampler = new UsageSampler(c.read, () => true, { everyMs: 3_600_000, idleRefreshes: 1 });
