@@ -113,6 +113,15 @@ function addUp(sessions: RunningSessions): RunningUsage {
   return value;
 }
 
+/**
+ * Moves whenever a usage sample is held, let go or made anew, a session is given its cgroup, or a
+ * refresh begins: equal to one taken before, every sample asked for then is held now, the same,
+ * and still counted as asked for (tools/process/list.ts answers a kept page without a walk).
+ */
+export function usageMark(): number {
+  return usage.mark + given;
+}
+
 /** The usage sample held for a running session, if one is (a restart hands it to the next image). */
 export function heldResources(session: Session): Resources | undefined {
   return usage.peek(session);

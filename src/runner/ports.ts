@@ -167,6 +167,11 @@ export function askPortsOf(sessions: Walkable<Session>): Promise<void> | undefin
 
 const looked = (s: Session) => s.running && s.pid !== undefined;
 
+/** Moves whenever a session's ports are first looked at or let go, or a refresh begins: equal to one taken before, every session asked for then is still looked at and counted as asked for (UsageSampler.mark). */
+export function portsMark(): number {
+  return sampler.mark;
+}
+
 /** Look at a running session's ports now, its namespaces' tables read anew (an exec's answer after its wait), and keep them looked at. */
 export function askPortsNow(s: Session): void {
   if (!s.running || s.pid === undefined) return;

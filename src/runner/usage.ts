@@ -236,6 +236,16 @@ export class UsageSampler<K, V = Resources> {
     this.start();
   }
 
+  /**
+   * Moves whenever `version` does and whenever a refresh begins (after which an ask marks a
+   * sample anew): equal to one taken before, every sample held then is held now, the same, and
+   * counted as asked for in this refresh if it was then. (Both counts only grow: their sum moves
+   * whenever either does.)
+   */
+  get mark(): number {
+    return this.version + this.refreshes;
+  }
+
   /** Whether its refresh timer runs (only while samples are held). */
   get active(): boolean {
     return this.timer !== undefined;
@@ -383,7 +393,7 @@ export class UsageSampler<K, V = Resources> {
       for (let i = 0; i < next; i++) {
         const h = this.held.get(keys[i]);
         const value = read[i];
-        if (h !== undefined && value !== undefined && !this.same?.(h.value, value)) {
+        if (h !== undefined && value !== undefined && value !== h.value && !this.same?.(h.value, value)) {
           h.value = value;
           this.version++;
         }

@@ -1,4 +1,5 @@
 import { isAscii } from 'node:buffer';
+import { sessionEdited } from './edits.js';
 import { StringDecoder } from 'node:string_decoder';
 import { ChunkQueue, pieceText, type Piece } from './chunks.js';
 
@@ -130,6 +131,7 @@ export class SessionOutput {
     this.pending[stream].push(text, seq);
     if (stream === 'stderr') this.noteStderr(this.totalChars, this.totalChars + text.length);
     this.totalChars += text.length;
+    sessionEdited();
     this.lastOutputAt = Date.now();
   }
 
@@ -204,6 +206,7 @@ export class SessionOutput {
     this.retained.push(saved.retained);
     this.retained.dropped += saved.dropped;
     this.totalChars = saved.total;
+    sessionEdited();
     if (saved.pending) this.pending.stdout.push(saved.pending, this.seq++);
   }
 }

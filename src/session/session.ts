@@ -1,4 +1,5 @@
 import type { Cancellation } from '../base/cancellation.js';
+import { sessionEdited } from './edits.js';
 import { yieldAfterAnswers } from '../base/yield-cpu.js';
 import { updateModes, type TerminalModes } from './modes.js';
 import type { JobInput } from './input.js';
@@ -435,8 +436,14 @@ export class Session {
   }
 
   private changed(): void {
-    this.rev++;
+    this.revise();
     this.recorder?.();
+  }
+
+  /** What list shows of it changed: its revision moves, and the count of every session's (session/edits.ts). */
+  private revise(): void {
+    this.rev++;
+    sessionEdited();
   }
 
   /** Its process exists: where its input goes and how its terminal is resized. */
@@ -445,7 +452,7 @@ export class Session {
     this.io = io;
     this.onPty = io.pty;
     this.state = { status: 'running', pid: io.pid };
-    this.rev++;
+    this.revise();
     // A terminal always has input; stdin "null" there means the job reads end-of-input at once.
     if (io.pty && this.stdinMode === 'null' && !io.carried) io.input?.end();
     this.inputOpen = this.stdinMode === 'pipe' && io.input !== undefined;
@@ -482,7 +489,7 @@ export class Session {
   requestStop(stop: StopRequest): boolean {
     if (!this.running) return false;
     this.stopRequest ??= stop;
-    this.rev++;
+    this.revise();
     return this.beginCleanup();
   }
 
@@ -496,7 +503,7 @@ export class Session {
   /** Whether the stop needed SIGKILL: the job did not stop within the grace. */
   stopEscalated(escalated: boolean): void {
     if (this.stopRequest) this.stopRequest.escalated = escalated;
-    this.rev++;
+    this.revise();
   }
 
   /** Its processes are frozen (the runner froze its cgroup). */
@@ -556,7 +563,7 @@ export class Session {
     if (this.state.status !== 'running' || this.io) return;
     this.state = { status: 'approval_required', interrupt, exec };
     this.inputOpen = false;
-    this.rev++;
+    this.revise();
     this.onStop?.(this);
   }
 
@@ -648,7 +655,7 @@ export class Session {
   noteChanges(summary: ChangesSummary | undefined): void {
     const before = this.held;
     this.held = summary;
-    this.rev++;
+    this.revise();
     // Subscribers hear where the changes went (pending at the end, applied, discarded, undone).
     const moved = summary && (!before || before.state !== summary.state || before.files !== summary.files || before.bytes !== summary.bytes || before.error !== summary.error);
     if (moved) this.emit('changes', { ...summary });
@@ -668,7 +675,7 @@ export class Session {
   noteDenied(host: string, reason: string): boolean {
     const d = this.denied.get(host);
     this.emit('network_denied', { host, reason });
-    this.rev++;
+    this.revise();
     if (d) {
       d.count++;
       return false;
@@ -755,7 +762,7 @@ export class Session {
 
   private ended(): void {
     this.onStop?.(this);
-    this.rev++;
+    this.revise();
     this.inputOpen = false;
     this.resolveFinished();
     this.wake();

@@ -2,8 +2,9 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { JsonText } from '../json-text.js';
 import { sessionRecord } from '../render.js';
-import { holdResources, sessionResources } from '../../runner/cgroup.js';
-import { askPorts, askPortsOf } from '../../runner/ports.js';
+import { holdResources, sessionResources, usageMark } from '../../runner/cgroup.js';
+import { askPorts, askPortsOf, portsMark } from '../../runner/ports.js';
+import { sessionEdits } from '../../session/edits.js';
 import { ALL_SCOPES } from '../../session/registry.js';
 import type { Resources, Session } from '../../session/session.js';
 
@@ -15,32 +16,52 @@ import type { Resources, Session } from '../../session/session.js';
  */
 export function listAction(d: Daemon, ctx: CallContext, p: ProcessParams): JsonText | Promise<JsonText> {
   const offset = p.offset ?? 0;
+  const key = `${ctx.scope}\0${offset}\0${p.limit ?? ''}`;
+  // The page answered last, while nothing it was made from has moved (stampOf): its bytes with the
+  // running times now, and no session looked at. Touching fifty sessions' objects a page (and their
+  // samples and entries) was what set this daemon's p99 apart from a bare server's on a VM that
+  // holds a thread up when it comes back to memory (docs/benchmarks.md).
+  const last = keptPages(d).get(key);
+  if (last !== undefined && last.stamp === stampOf(d)) {
+    const bytes = withRuntimes(last);
+    if (bytes) return new JsonText(bytes, () => giveBack(last, bytes));
+  }
   const page = d.registry.page(ctx.scope, offset, p.limit);
   // Keeps each running session's ports and usage looked at while lists ask (runner/ports.ts,
   // runner/usage.ts). Sessions not looked at yet (the first list after a quiet spell) are read a
   // few per turn, and this answer waits for them, not every other client's request behind it.
   const looks = askPortsOf(page.sessions);
   const samples = holdResources(page.sessions);
-  if (looks || samples) return Promise.all([looks, samples]).then(() => answer(d, ctx, p, offset, d.registry.page(ctx.scope, offset, p.limit), true));
-  return answer(d, ctx, p, offset, page, false);
+  if (looks || samples) return Promise.all([looks, samples]).then(() => answer(d, ctx, p, key, offset, d.registry.page(ctx.scope, offset, p.limit), true));
+  return answer(d, ctx, p, key, offset, page, false);
 }
 
+/**
+ * What a kept page was made from, as one number: the registry's sessions (which there are, which
+ * run), every session's revision and output count (session/edits.ts), and the usage samples and
+ * ports looks (held, made anew, asked for in this refresh). Each count only grows, so the sum is
+ * the same only when every one of them is.
+ */
+const stampOf = (d: Daemon): number => d.registry.version + sessionEdits() + usageMark() + portsMark();
+
 /** `later`: the page was taken again once the first looks were in. */
-function answer(d: Daemon, ctx: CallContext, p: ProcessParams, offset: number, page: Page, later: boolean): JsonText {
+function answer(d: Daemon, ctx: CallContext, p: ProcessParams, key: string, offset: number, page: Page, later: boolean): JsonText {
   // The page as it is once the looks are in: a session new to it since is looked at now.
   if (later) for (const s of page.sessions) askPorts(s);
-  const key = `${ctx.scope}\0${offset}\0${p.limit ?? ''}`;
   const pages = keptPages(d);
   const last = pages.get(key);
   // The kept page is checked session by session, with nothing allocated: a page of 50 asked over
   // and over leaves only its answer's copy behind for the collector.
   if (last && samePage(last, page)) {
-    const bytes = withRuntimes(last, page.sessions);
+    // Taken once the page is known to be what the kept one says: what moved since shows in it.
+    last.stamp = stampOf(d);
+    const bytes = withRuntimes(last);
     if (bytes) return new JsonText(bytes, () => giveBack(last, bytes));
   }
   const resources = page.sessions.map(sessionResources);
   const entries = page.sessions.map((s, i) => listEntry(s, resources[i] !== undefined));
   const made = makePage(ctx.scope === ALL_SCOPES, page, entries, resources, offset, p.limit);
+  made.stamp = stampOf(d);
   pages.delete(key);
   pages.set(key, made);
   if (pages.size > MAX_KEPT_PAGES) pages.delete(pages.keys().next().value!);
@@ -71,6 +92,13 @@ interface KeptPage {
    * on a loaded machine (docs/benchmarks.md, tails at 1,000 sessions).
    */
   spare: Buffer[];
+  /** Each session's start, and its end (NaN while it runs): the running times written without a look at the sessions. */
+  starts: Float64Array;
+  ends: Float64Array;
+  /** A session of the page, whose clock is the daemon's (every session of a daemon shares it); none for an empty page. */
+  first: Session | undefined;
+  /** What it was made from, when it was last known to be true (stampOf); NaN until then. */
+  stamp: number;
 }
 
 /** Copies kept per page for the next answers; more answers in flight at once than this get new buffers. */
@@ -104,8 +132,6 @@ function samePage(kept: KeptPage, page: Page): boolean {
 
 type Page = { sessions: Session[]; total: number; running: number };
 
-/** The sessions' clock now, read once for a page (every session of a daemon shares its clock). */
-const clockOf = (sessions: Session[]): number => (sessions.length > 0 ? sessions[0].clock() : 0);
 
 /**
  * A copy of the kept bytes with each session's running time now: a spare copy already written
@@ -113,12 +139,13 @@ const clockOf = (sessions: Session[]): number => (sessions.length > 0 ? sessions
  * handed to the socket may not be written yet). Undefined when a time needs more digits than
  * its place holds: then the page is made again.
  */
-function withRuntimes(kept: KeptPage, sessions: Session[]): Buffer | undefined {
+function withRuntimes(kept: KeptPage): Buffer | undefined {
   const spare = kept.spare.pop();
   const out = spare ? (kept.bytes.copy(spare), spare) : Buffer.from(kept.bytes);
-  const now = clockOf(sessions);
-  for (let i = 0; i < sessions.length; i++) {
-    if (!writeDigits(out, kept.at[i], kept.width[i], sessions[i].runtimeMsAt(now))) return undefined;
+  const now = kept.first?.clock() ?? 0;
+  for (let i = 0; i < kept.at.length; i++) {
+    const ended = kept.ends[i];
+    if (!writeDigits(out, kept.at[i], kept.width[i], (Number.isNaN(ended) ? now : ended) - kept.starts[i])) return undefined;
   }
   return out;
 }
@@ -145,7 +172,10 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
   const at = new Uint32Array(entries.length);
   const width = new Uint8Array(entries.length);
   const lines: string[] = [];
-  const now = clockOf(page.sessions);
+  const first = page.sessions[0] as Session | undefined;
+  const now = first?.clock() ?? 0;
+  const starts = new Float64Array(entries.length);
+  const ends = new Float64Array(entries.length);
   put('{"sessions":[');
   for (let i = 0; i < entries.length; i++) {
     const s = page.sessions[i];
@@ -156,6 +186,8 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
       put(`{"scope":${JSON.stringify(s.scope)},`);
       put(e.head.subarray(1));
     } else put(e.head);
+    starts[i] = s.startedAt;
+    ends[i] = s.endedAt ?? Number.NaN;
     const ms = String(s.runtimeMsAt(now));
     at[i] = pos;
     width[i] = ms.length;
@@ -171,7 +203,7 @@ function makePage(all: boolean, page: Page, entries: Entry[], resources: (Resour
   const text = listText(lines, page.total, page.running, offset, limit);
   const limitField = limit === undefined ? '' : `,"limit":${limit}`;
   put(`],"total":${page.total},"offset":${offset}${limitField},"text":${JSON.stringify(text)}}`);
-  return { entries, resources, total: page.total, running: page.running, bytes: concat(pieces, pos), at, width, spare: [] };
+  return { entries, resources, total: page.total, running: page.running, bytes: concat(pieces, pos), at, width, spare: [], starts, ends, first, stamp: Number.NaN };
 }
 
 /** The pieces as one buffer of `size` bytes, strings written as UTF-8 into it (no buffer of their own). */

@@ -89,3 +89,35 @@ describe('process list pages, kept and written again', () => {
   });
 });
 
+// A kept page asked again is answered from its bytes without a look at any of its sessions while
+// nothing it was made from moved (tools/process/list.ts, stampOf): each change must still show at once.
+describe('process list answers a kept page without looking at its sessions, and sees every change', () => {
+  it('output, a ports look, a checkpoint and an end each show at the next call; running times move meanwhile', () => {
+    let clock = 1000;
+    const registry = new Registry();
+    const sessions = [0, 1, 2].map((i) => new Session({ id: `k${i}`, scope: 'default', command: `cmd ${i}`, name: `cmd-${i}`, cwd: '/', stdin: 'pipe', maxOutputChars: 1000, pendingMaxOutputChars: 1000, events: new EventBus(), now: () => clock }));
+    for (const s of sessions) registry.add(s);
+    const d = { registry } as unknown as Daemon;
+    const ctx: CallContext = { scope: 'default', ...uncancelled(), voice: RPC };
+    const page = () => {
+      const r = listAction(d, ctx, { action: 'list', limit: 3 }) as JsonText;
+      r.written?.();
+      return new Map((r.value as { sessions: Record<string, any>[] }).sessions.map((x) => [x.sessionId as string, x]));
+    };
+    for (let i = 0; i < 3; i++) expect(page().get('k1')!.tail).toBe('');
+    clock = 1500;
+    expect(page().get('k2')!.runtimeMs).toBe(500);
+    sessions[1].output.write('stdout', 'hello\n');
+    expect(page().get('k1')!.tail).toBe('hello\n');
+    sessions[0].notePorts([{ address: '127.0.0.1', port: 8080 }] as never);
+    expect(page().get('k0')!.ports).toEqual([{ address: '127.0.0.1', port: 8080 }]);
+    sessions[2].finish({ exitCode: 0, signal: null });
+    clock = 2500;
+    const ended = page().get('k2')!;
+    expect(ended).toMatchObject({ status: 'completed', exitCode: 0, runtimeMs: 500 });
+    // Running ones go on; the ended one's time stays.
+    expect(page().get('k1')!.runtimeMs).toBe(1500);
+    clock = 3000;
+    expect([page().get('k1')!.runtimeMs, page().get('k2')!.runtimeMs]).toEqual([2000, 500]);
+  });
+});

@@ -49,18 +49,27 @@ describe('daemon.status', () => {
     expect((again as typeof reloaded).sandbox).toEqual(reloaded.sandbox);
   });
 
-  it("walks the sessions by the registry's forEach, never its iterator (a result object per session where the optimizer does not take them away)", async () => {
+  it("walks the sessions by the registry's forEach, never its iterator, and only once nothing changed since the last walk", async () => {
     const d = daemonWith(ConfigSchema.parse({}), () => ({ review: false, reason: 'not here' }));
     // With cgroups, what the running sessions use is summed (none run here: the walk is what is looked at).
     d.cgroups.mode = 'v2';
-    await daemonStatus(d, 0, 'test');
     let iterated = 0;
     let walked = 0;
     const { all, forEach } = d.registry;
     d.registry.all = () => (iterated++, all.call(d.registry));
     d.registry.forEach = (visit) => (walked++, forEach.call(d.registry, visit));
-    expect((daemonStatus(d, 0, 'test') as { sessions: unknown }).sessions).toBeDefined();
-    expect({ iterated, walked: walked > 0 }).toEqual({ iterated: 0, walked: true });
+    await daemonStatus(d, 0, 'test');
+    // Walked to hold every running session's sample, then to add them up.
+    const once = walked;
+    expect({ iterated, walked: once > 0 }).toEqual({ iterated: 0, walked: true });
+    // Asked again with no session come, gone, started or stopped: the totals made last, no walk.
+    for (let i = 0; i < 3; i++) expect((daemonStatus(d, 0, 'test') as { sessions: unknown }).sessions).toBeDefined();
+    expect(walked).toBe(once);
+    // The registry changed: walked again, and only the first time.
+    d.registry.version++;
+    daemonStatus(d, 0, 'test');
+    daemonStatus(d, 0, 'test');
+    expect({ iterated, walked }).toEqual({ iterated: 0, walked: 2 * once });
   });
 
   it('waits while the review probe runs', async () => {
