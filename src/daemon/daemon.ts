@@ -258,8 +258,8 @@ export class ProcctlDaemon implements Daemon {
    * review is unavailable and why (it is where held changes go), is told to the state's health
    * like any write there, and the probe is tried again at the next ask: `daemon.status` always answers.
    */
-  reviewSupport(): ReviewSupport | Promise<ReviewSupport> {
-    const print = hostPrint();
+  reviewSupport(path = process.env.PATH): ReviewSupport | Promise<ReviewSupport> {
+    const print = hostPrint(path);
     if (this.review?.print === print) return this.review.found;
     this.reviewProbe ??= probeReview(this.state.dir).then((found) => {
       this.reviewProbe = undefined;

@@ -344,14 +344,14 @@ interface Could {
  * be turned on: bwrap is tried off the loop, the first time anyone asks, and again when the host
  * changed. Cheap when nothing did: a look at the clock, and at the host every HOST_RECHECK_MS.
  */
-export function sandboxStatus(c: SandboxConfig): SandboxStatus | Promise<SandboxStatus> {
-  const found = checkOf(c, process.env.PATH, false);
-  return found instanceof Promise ? found.then((f) => couldStatus(c, f)) : couldStatus(c, found);
+export function sandboxStatus(c: SandboxConfig, path = process.env.PATH): SandboxStatus | Promise<SandboxStatus> {
+  const found = checkOf(c, path, false);
+  return found instanceof Promise ? found.then((f) => couldStatus(c, f, path)) : couldStatus(c, found, path);
 }
 
-function couldStatus(c: SandboxConfig, found: Held): SandboxStatus | Promise<SandboxStatus> {
+function couldStatus(c: SandboxConfig, found: Held, path: string | undefined): SandboxStatus | Promise<SandboxStatus> {
   if (c.sandbox.mode !== 'off' || found.refused) return found.status;
-  const key = keyOf(c, process.env.PATH);
+  const key = keyOf(c, path);
   const now = Date.now();
   const could = coulds.get(key);
   // Tried on the host the check saw; one that refused is tried again after REFUSED_RETRY_MS, as a check that refused is.

@@ -45,7 +45,8 @@ export interface Daemon extends LaunchContext {
   /** The config file in use (null: none) and how the last reload went, for daemon.status. */
   configStatus(): { file: string | null; lastReload?: { at: string; ok: boolean; error?: string } };
   /** Whether review mode can run on this host (SPEC §16), probed off the thread at the first ask (known once probed). */
-  reviewSupport(): ReviewSupport | Promise<ReviewSupport>;
+  /** `path`: the daemon's PATH, when the caller has read it already (each read of process.env makes a new string). */
+  reviewSupport(path?: string): ReviewSupport | Promise<ReviewSupport>;
   /** The changes review sessions hold (SPEC §16). */
   held: HeldChanges;
   /** Review sessions' overlays mounted ahead of their exec (runner/premount.ts). */

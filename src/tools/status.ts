@@ -15,11 +15,14 @@ import { lastVerifyOf } from './audit.js';
  * answer that is a promise is a request held in flight, in the connection's long-lived map.
  */
 export function daemonStatus(d: Daemon, startedAt: number, version: string): Status | Promise<Status> {
+  // Read once for all that depends on it: each read of process.env.PATH makes the string anew
+  // (a quarter of a kilobyte here), and a status read it five times.
+  const path = process.env.PATH;
   // Asked before `state` is read: a review probe the state directory refuses is in its health.
-  const review = d.reviewSupport();
+  const review = d.reviewSupport(path);
   const config = d.config();
-  const held = configSections(config);
-  const sandbox = sandboxSection(config, held);
+  const held = configSections(config, path);
+  const sandbox = sandboxSection(config, held, path);
   const running = d.cgroups.mode === 'none' ? undefined : runningUsage(d.registry);
   if (review instanceof Promise || sandbox instanceof Promise || running instanceof Promise) {
     return Promise.all([review, sandbox, running]).then(([r, s, t]) => statusOf(d, startedAt, version, r, held.env, s, t));
@@ -83,8 +86,7 @@ type SandboxSection = SandboxStatus & ReturnType<typeof withCredentials>;
  */
 const sections = new WeakMap<Config, ConfigSections>();
 
-function configSections(config: Config): ConfigSections {
-  const path = process.env.PATH;
+function configSections(config: Config, path: string | undefined): ConfigSections {
   let held = sections.get(config);
   if (held === undefined || held.path !== path) {
     held = { path, env: { withheld: daemonInheritance(config.env).withheld } };
@@ -98,8 +100,8 @@ function configSections(config: Config): ConfigSections {
  * again every few seconds and checking again when it changed, off the loop) with what the config
  * names (its credentials), put together again only when the host's status is a new one.
  */
-function sandboxSection(config: Config, held: ConfigSections): SandboxSection | Promise<SandboxSection> {
-  const status = sandboxStatus(config);
+function sandboxSection(config: Config, held: ConfigSections, path: string | undefined): SandboxSection | Promise<SandboxSection> {
+  const status = sandboxStatus(config, path);
   return status instanceof Promise ? status.then((s) => sectionOf(config, held, s)) : sectionOf(config, held, status);
 }
 
