@@ -7,6 +7,7 @@ import { alive, liveProcesses, memoryKb } from './lib/proc.js';
 import type { Metric } from './lib/report.js';
 import { median, now, round, sleep } from './lib/stats.js';
 import { dirname, join } from 'node:path';
+import { DAEMON_NODE_FLAGS } from '../src/base/node-flags.js';
 
 /**
  * Benchmark: a planned restart (SPEC §19) with sessions running, of every kind a restart carries:
@@ -90,7 +91,7 @@ export async function restartCost(opts: BenchOptions): Promise<Metric[]> {
       if (timeline) timelines.push(timeline);
       // The floor, in turn with the restart: a bare Node, and the daemon's own image started alone.
       floors.node.push(timeStart([process.execPath, '-e', '0']));
-      floors.image.push(timeStart([process.execPath, join(ROOT, 'bin', 'procctld'), '--version']));
+      floors.image.push(timeStart([process.execPath, ...DAEMON_NODE_FLAGS, join(ROOT, 'bin', 'procctld'), '--version']));
       if (r === 0) after1 = await settledUsage(daemon.pid);
       await sleep(500);
     }

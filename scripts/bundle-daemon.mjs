@@ -87,11 +87,13 @@ function writeStamp(inputs) {
  * module of the daemon and exits; bin/procctld writes what that compiled into procctld.cjs.cache
  * as it exits. Nothing is started, so it works on a host where the daemon could not run.
  */
-function writeCodeCache() {
+async function writeCodeCache() {
   const env = { ...process.env, PROCCTL_WRITE_CODE_CACHE: '1' };
   delete env.PROCCTL_DAEMON_SOURCES;
   delete env.PROCCTL_HANDOVER;
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'procctld'), '--version'], { env, stdio: ['ignore', 'ignore', 'inherit'], timeout: 60_000 });
+  // With the daemon's node flags (src/base/node-flags.ts): V8 takes a code cache only from a run with the same flags.
+  const { DAEMON_NODE_FLAGS } = await import(pathToFileURL(join(ROOT, 'dist', 'src', 'base', 'node-flags.js')).href);
+  const r = spawnSync(process.execPath, [...DAEMON_NODE_FLAGS, join(ROOT, 'bin', 'procctld'), '--version'], { env, stdio: ['ignore', 'ignore', 'inherit'], timeout: 60_000 });
   // Without it the bundle still runs, compiling as it goes.
   if (r.status !== 0) process.stderr.write(`bundle-daemon: \`procctld --version\` from the bundle exited ${r.status ?? r.signal}; the bundle ships without a code cache\n`);
   return r.status === 0 && existsSync(`${BUNDLE}.cache`);
@@ -150,5 +152,5 @@ rmSync(`${BUNDLE}.cache`, { force: true });
 rmSync(STAMP, { force: true });
 replace(BUNDLE, lazyBuiltins(result.outputFiles[0].text));
 const stamped = writeStamp(inside);
-const cached = writeCodeCache();
+const cached = await writeCodeCache();
 process.stdout.write(`bundled ${inside.length} modules (${stamped} of dist/) into ${relative(ROOT, BUNDLE)} (${Math.round(result.outputFiles[0].text.length / 1024)} KiB) ${cached ? 'with' : 'without'} its code cache\n`);

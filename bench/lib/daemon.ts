@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 import { alive, liveProcesses } from './proc.js';
 import { BenchClient } from './client.js';
 import { sleep } from './stats.js';
@@ -69,7 +70,8 @@ export class BenchDaemon {
       mkdirSync(join(env.XDG_CONFIG_HOME!, 'procctl'), { recursive: true });
       writeFileSync(join(env.XDG_CONFIG_HOME!, 'procctl', 'config.json'), JSON.stringify(config));
     }
-    const proc = spawn(process.execPath, [...BenchDaemon.nodeArgs, ...nodeArgs, PROCCTLD, '--socket', socket], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // With the daemon's own node flags, as bin/procctld's first line gives them (base/node-flags.ts).
+    const proc = spawn(process.execPath, [...DAEMON_NODE_FLAGS, ...BenchDaemon.nodeArgs, ...nodeArgs, PROCCTLD, '--socket', socket], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     if (proc.pid === undefined) throw new Error('could not start procctld');
     const d = new BenchDaemon(dir, socket, env, proc);
     BenchDaemon.live.add(d);

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { resolveSocketPath, socketDirProblem } from '../config/paths.js';
 import { DaemonClient, DaemonUnreachableError } from '../rpc/client.js';
 import { dialFor } from '../remote/reach.js';
+import { DAEMON_NODE_FLAGS } from '../base/node-flags.js';
 
 /** procctld of this same install. */
 const PROCCTLD = fileURLToPath(new URL('../../../bin/procctld', import.meta.url));
@@ -39,7 +40,7 @@ export async function connectOrStart(socket: string | undefined, env: NodeJS.Pro
   let pid: number | undefined;
   let exited: string | undefined;
   try {
-    const child = spawn(process.execPath, [PROCCTLD, '--socket', path], { detached: true, stdio: ['ignore', fd, fd], env });
+    const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, PROCCTLD, '--socket', path], { detached: true, stdio: ['ignore', fd, fd], env });
     pid = child.pid;
     child.once('exit', (code, signal) => (exited = signal ? `killed by ${signal}` : `exit status ${code}`));
     child.unref();

@@ -51,7 +51,8 @@ describe('procctl daemon install --user', () => {
     expect(sh.status, sh.stderr).toBe(0);
     expect(readFileSync(calls, 'utf8')).toBe('--user daemon-reload\n--user enable --now procctld.socket\n');
     const unit = readFileSync(join(config, 'systemd', 'user', 'procctld.service'), 'utf8');
-    expect(unit).toContain(`ExecStart=${process.execPath} ${join(ROOT, 'bin', 'procctld')} --socket %t/procctl/procctl.sock\n`);
+    // With the daemon's node flags, as bin/procctld's first line gives them (base/node-flags.ts).
+    expect(unit).toContain(`ExecStart=${process.execPath} --min-semi-space-size=16 ${join(ROOT, 'bin', 'procctld')} --socket %t/procctl/procctl.sock\n`);
     expect(unit).toContain(`Documentation=file://${join(ROOT, 'docs', 'systemd.md')}\n`);
     expect(readFileSync(join(config, 'systemd', 'user', 'procctld.socket'), 'utf8')).toContain('ListenStream=%t/procctl/procctl.sock\n');
   });
@@ -83,7 +84,7 @@ describe('procctl daemon install --system', () => {
     const units = unitsOf(r.stdout);
     expect(Object.keys(units).sort()).toEqual(['/etc/systemd/system/procctld.service', '/etc/systemd/system/procctld.socket']);
     const service = units['/etc/systemd/system/procctld.service'];
-    expect(service).toContain(`ExecStart=${process.execPath} ${join(ROOT, 'bin', 'procctld')} --socket /run/procctl/procctl.sock\n`);
+    expect(service).toContain(`ExecStart=${process.execPath} --min-semi-space-size=16 ${join(ROOT, 'bin', 'procctld')} --socket /run/procctl/procctl.sock\n`);
     expect(service).toContain('User=procctl\n');
     const hasUser = readFileSync('/etc/passwd', 'utf8').split('\n').some((l) => l.startsWith('procctl:'));
     expect(r.stdout.includes('useradd --system --create-home --home-dir /home/procctl --shell /bin/bash procctl\n')).toBe(!hasUser);

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROCCTL, PROCCTLD, ROOT, startDaemon, stopAllDaemons, type TestDaemon } from '../helpers/daemon.js';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 
 // What `procctl ps --json` loads, recorded by a module resolve hook: the speed of the CLI is
 // measured in the bench (npm run bench -- --only cli); this checks what makes it fast.
@@ -85,7 +86,7 @@ describe('what procctld loads before its config says what it needs', () => {
       ['bundle', process.env, 'running the bundle'],
       ['sources', { ...process.env, PROCCTL_DAEMON_SOURCES: '1' }, 'running the compiled sources'],
     ] as const) {
-      const report = spawnSync(process.execPath, [PROCCTLD, '--version'], { encoding: 'utf8', env: { ...env, PROCCTL_DAEMON_REPORT: '1' } });
+      const report = spawnSync(process.execPath, [...DAEMON_NODE_FLAGS, PROCCTLD, '--version'], { encoding: 'utf8', env: { ...env, PROCCTL_DAEMON_REPORT: '1' } });
       expect(report.stderr + report.stdout, `procctld runs the ${image}`).toContain(says);
       const loaded = loadedBy([PROCCTLD, '--version'], env);
       expect(loaded.some((u) => u.includes('/dist/src/daemon/daemon.js')), `the daemon's module is loaded from the ${image}`).toBe(image === 'sources');

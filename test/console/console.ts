@@ -4,6 +4,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { request } from 'node:http';
 import { PROCCTL, PROCCTLD, untilListening, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { TestClient } from '../helpers/rpc.js';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 
 /** A `procctl ui` under test: its link, its origin, and how to stop it (by pid). */
 export interface TestConsole {
@@ -127,7 +128,7 @@ const placed = new Set<ChildProcess>();
 export async function daemonAt(socket: string, dir: string): Promise<ChildProcess> {
   const env = { ...process.env, PROCCTL_STATE_DIR: `${dir}/state`, XDG_CONFIG_HOME: `${dir}/config`, PROCCTL_LOG_LEVEL: 'warn' };
   delete env.PROCCTL_SOCKET;
-  const p = spawn(process.execPath, [PROCCTLD, '--socket', socket], { env, stdio: 'ignore' });
+  const p = spawn(process.execPath, [...DAEMON_NODE_FLAGS, PROCCTLD, '--socket', socket], { env, stdio: 'ignore' });
   placed.add(p);
   p.once('exit', () => placed.delete(p));
   await untilListening(socket, p);

@@ -4,6 +4,7 @@ import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { TestClient } from './rpc.js';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
 export const PROCCTLD = join(ROOT, 'bin', 'procctld');
@@ -86,7 +87,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     ...opts.env,
   };
   delete env.PROCCTL_SOCKET;
-  const [file, ...pre] = [...(opts.launcher ?? []), process.execPath];
+  // The daemon's own node flags, as bin/procctld's first line gives them (base/node-flags.ts).
+  const [file, ...pre] = [...(opts.launcher ?? []), process.execPath, ...DAEMON_NODE_FLAGS];
   const logFd = opts.logFile === undefined ? undefined : openSync(opts.logFile, 'a', 0o644);
   const proc = spawn(file, [...pre, opts.procctld ?? PROCCTLD, ...args], { env, stdio: ['ignore', logFd ?? 'pipe', logFd ?? 'pipe', ...(opts.extraFds ?? [])] });
   if (logFd !== undefined) closeSync(logFd);

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { alive, PROCCTLD, waitFor } from './daemon.js';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 
 /** The process group of a pid, or undefined once it is gone. */
 function pgrpOf(pid: number): { pgrp: number; state: string } | undefined {
@@ -74,7 +75,7 @@ export function spawnProcctld(args: string[], env: Record<string, string | undef
   delete full.PROCCTL_SOCKET;
   Object.assign(full, env);
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete full[k];
-  const proc = spawn(process.execPath, [PROCCTLD, ...args], { env: full, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [...DAEMON_NODE_FLAGS, PROCCTLD, ...args], { env: full, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));

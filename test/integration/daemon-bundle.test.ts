@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/daemon.js';
 import { packageCopy, removePackageCopies } from '../helpers/package-copy.js';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 
 /**
  * The daemon's image runs from one bundled file (scripts/bundle-daemon.mjs, docs/durability.md
@@ -17,7 +18,7 @@ afterAll(() => {
 });
 
 function version(pkg: string): { stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [join(pkg, 'bin', 'procctld'), '--version'], { env: { ...process.env, PROCCTL_DAEMON_REPORT: '1' }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [...DAEMON_NODE_FLAGS, join(pkg, 'bin', 'procctld'), '--version'], { env: { ...process.env, PROCCTL_DAEMON_REPORT: '1' }, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`procctld --version exited ${r.status}: ${r.stderr}`);
   return { stdout: r.stdout, stderr: r.stderr };
 }

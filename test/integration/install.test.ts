@@ -160,7 +160,7 @@ describe.skipIf(Boolean(offline))('npm install -g of the tarball', () => {
       it('daemon install names the installed package, not a checkout', () => {
         const r = procctl(prefix, ['daemon', 'install', '--user', '--dry-run']);
         expect(r.status, r.stderr).toBe(0);
-        expect(r.stdout).toContain(`ExecStart=${process.execPath} ${join(prefix, 'lib', 'node_modules', 'procctl', 'bin', 'procctld')} --socket %t/procctl/procctl.sock\n`);
+        expect(r.stdout).toContain(`ExecStart=${process.execPath} --min-semi-space-size=16 ${join(prefix, 'lib', 'node_modules', 'procctl', 'bin', 'procctld')} --socket %t/procctl/procctl.sock\n`);
       });
     });
   }

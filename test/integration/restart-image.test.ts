@@ -8,6 +8,7 @@ import { packageCopy, removePackageCopies } from '../helpers/package-copy.js';
 import { restartAndWait } from '../helpers/restart.js';
 import { killLeftovers } from '../helpers/procs.js';
 import { Scoped } from '../helpers/session.js';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 
 /**
  * The new image's start (issue 35 point 6, docs/durability.md "The daemon's image, bundled"): a
@@ -72,7 +73,7 @@ describe('what the bundle leaves until a request needs it', () => {
     dirs.push(dir);
     const preload = join(dir, 'loaded.cjs');
     writeFileSync(preload, "process.on('exit', () => require('fs').writeSync(2, 'LOADED ' + JSON.stringify(process.moduleLoadList) + '\\n'));\n");
-    const r = spawnSync(process.execPath, ['--require', preload, PROCCTLD, '--version'], { encoding: 'utf8', env: { ...process.env, PROCCTL_DAEMON_REPORT: '1' } });
+    const r = spawnSync(process.execPath, [...DAEMON_NODE_FLAGS, '--require', preload, PROCCTLD, '--version'], { encoding: 'utf8', env: { ...process.env, PROCCTL_DAEMON_REPORT: '1' } });
     expect(r.status).toBe(0);
     expect(r.stderr).toMatch(/running the bundle .*procctld\.cjs with its code cache/);
     const loaded: string[] = JSON.parse(/LOADED (.*)/.exec(r.stderr)![1]);
@@ -83,7 +84,7 @@ describe('what the bundle leaves until a request needs it', () => {
 });
 
 describe("procctld's options: read by node's parser when plain, by commander otherwise", () => {
-  const run = (...args: string[]) => spawnSync(process.execPath, [PROCCTLD, ...args], { encoding: 'utf8', timeout: 60_000 });
+  const run = (...args: string[]) => spawnSync(process.execPath, [...DAEMON_NODE_FLAGS, PROCCTLD, ...args], { encoding: 'utf8', timeout: 60_000 });
 
   it('what commander answered, it still answers: help, version, an unknown option, a missing value, an argument', () => {
     const version = JSON.parse(readFileSync(join(PROCCTLD, '..', '..', 'package.json'), 'utf8')).version;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, ROOT, startDaemon, stopAllDaemons, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { TestClient } from '../helpers/rpc.js';
+import { DAEMON_NODE_FLAGS } from '../../src/base/node-flags.js';
 
 afterAll(stopAllDaemons);
 
@@ -101,7 +102,7 @@ describe('a daemon whose addon is not built', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(root, 'config'), PROCCTL_STATE_DIR: join(root, 'state'), PROCCTL_LOG_LEVEL: 'warn' };
     delete env.PROCCTL_SPAWN;
     delete env.PROCCTL_SOCKET;
-    proc = spawn(process.execPath, [join(root, 'bin', 'procctld'), '--socket', socket], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    proc = spawn(process.execPath, [...DAEMON_NODE_FLAGS, join(root, 'bin', 'procctld'), '--socket', socket], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     proc.stdout!.setEncoding('utf8').on('data', (d: string) => (log += d));
     proc.stderr!.setEncoding('utf8').on('data', (d: string) => (log += d));
     c = await waitFor(

@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EXIT, note, out, UsageError } from '../context.js';
+import { DAEMON_NODE_FLAGS } from '../../base/node-flags.js';
 
 /**
  * `procctl daemon install [--user | --system] [--ui [--ui-port N]] [--dry-run]` (SPEC §11, §17):
@@ -68,7 +69,9 @@ export function installPlan(kind: 'user' | 'system', env: NodeJS.ProcessEnv = pr
     const doc = `Documentation=file://${join(root, 'docs', name === UI_UNIT ? 'console.md' : 'systemd.md')}`;
     text = /^Documentation=/m.test(text) ? text.replace(/^Documentation=.*$/m, doc) : text.replace(/^(Description=.*)$/m, `$1\n${doc}`);
     const program = join(root, 'bin', BIN_OF[name] ?? 'procctld');
-    text = text.replace(/^ExecStart=\S+(.*)$/m, (_line, rest: string) => `ExecStart=${unitWord(process.execPath)} ${unitWord(program)}${rest}`);
+    // The daemon with its node flags (base/node-flags.ts), as bin/procctld's first line gives them.
+    const flags = name === UI_UNIT ? '' : DAEMON_NODE_FLAGS.map((f) => `${unitWord(f)} `).join('');
+    text = text.replace(/^ExecStart=\S+(.*)$/m, (_line, rest: string) => `ExecStart=${unitWord(process.execPath)} ${flags}${unitWord(program)}${rest}`);
     if (name === UI_UNIT && ui) text = text.replace(/^(ExecStart=.* --port )\d+$/m, `$1${ui.port}`);
     units[name] = text;
   }
