@@ -132,7 +132,6 @@ function samePage(kept: KeptPage, page: Page): boolean {
 
 type Page = { sessions: Session[]; total: number; running: number };
 
-
 /**
  * A copy of the kept bytes with each session's running time now: a spare copy already written
  * out, or a new one (never the kept buffer itself, nor a copy still on its way out: an answer
