@@ -1,7 +1,7 @@
 import { isAscii } from 'node:buffer';
-import { sessionEdited } from './edits.js';
 import { StringDecoder } from 'node:string_decoder';
 import { ChunkQueue, pieceText, type Piece } from './chunks.js';
+import { sessionEdited } from './edits.js';
 
 export type Stream = 'stdout' | 'stderr';
 

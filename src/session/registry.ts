@@ -71,11 +71,15 @@ export class Registry {
   /** Every session, in the order added (scope "*"). */
   private readonly everyone = new Order();
   private readonly byScope = new Map<string, Order>();
+  private changes = 0;
+
   /**
    * Counts every change to which sessions there are and which of them run: while it stays the
    * same, a figure made from the running sessions (daemon.status's totals) needs no walk of them.
    */
-  version = 0;
+  get version(): number {
+    return this.changes;
+  }
 
   newId(): string {
     for (;;) {
@@ -99,7 +103,7 @@ export class Registry {
     // An approved exec's session takes the place of the one that waited for it.
     const before = this.sessions.get(session.id);
     if (before) this.liveSet.delete(before);
-    this.version++;
+    this.changes++;
     this.sessions.set(session.id, session);
     if (session.running) {
       this.liveSet.add(session);
@@ -141,7 +145,7 @@ export class Registry {
 
   private count(slot: Slot, by: 1 | -1): void {
     if (!slot.running) return;
-    this.version++;
+    this.changes++;
     this.everyone.running += by;
     this.orderOf(slot.scope).running += by;
   }
@@ -242,8 +246,7 @@ export class Registry {
   delete(id: string): void {
     const s = this.sessions.get(id);
     if (s) this.liveSet.delete(s);
-    this.sessions.delete(id);
-    this.version++;
+    if (this.sessions.delete(id)) this.changes++;
     const slot = this.slots.get(id);
     if (slot === undefined) return;
     this.count(slot, -1);

@@ -1,6 +1,6 @@
 import type { Cancellation } from '../base/cancellation.js';
-import { sessionEdited } from './edits.js';
 import { yieldAfterAnswers } from '../base/yield-cpu.js';
+import { sessionEdited } from './edits.js';
 import { updateModes, type TerminalModes } from './modes.js';
 import type { JobInput } from './input.js';
 import type { Spool } from './spool.js';

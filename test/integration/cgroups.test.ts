@@ -289,36 +289,30 @@ describe.skipIf(!ROOT || !V2)('sessions as cgroups, v2 membership with v1 contro
   it(why(ROOT && V2, 'daemon.status totals follow sessions as they start, end and are forgotten, and samples as they move'), async () => {
     const { s } = await daemon({});
     const running = async () => (await s.c.call('daemon.status')).cgroups.running;
+    /** The totals once they say this many sessions and processes. */
+    const totals = (sessions: number, processes: number, what: string) =>
+      waitFor(async () => {
+        const t = await running();
+        return t.sessions === sessions && t.processes === processes ? t : undefined;
+      }, { what });
     expect(await running()).toMatchObject({ sessions: 0, processes: 0 });
     const a = await s.exec({ command: 'sleep 600', background: true });
     const b = await s.exec({ command: 'sleep 600 & sleep 600 & wait', background: true });
     seen.add(a.pid).add(b.pid);
     // Asked again and again with nothing changed, the totals stay true (made once, then kept).
-    const both = await waitFor(async () => {
-      const t = await running();
-      return t.sessions === 2 && t.processes === 4 ? t : undefined;
-    }, { what: 'two sessions and four processes in the totals' });
+    const both = await totals(2, 4, 'two sessions and four processes in the totals');
     for (let i = 0; i < 5; i++) expect(await running()).toEqual(both);
     // A session more, then a sample that moves with the same sessions running (a process more in c).
     const c = await s.exec({ command: 'sleep 600 & read line; sleep 600 & wait', background: true });
     seen.add(c.pid);
-    await waitFor(async () => {
-      const t = await running();
-      return t.sessions === 3 && t.processes === 6;
-    }, { what: 'a third session in the totals' });
+    await totals(3, 6, 'a third session in the totals');
     await s.process({ action: 'write', sessionId: c.sessionId, data: 'go\n' });
-    await waitFor(async () => (await running()).processes === 7, { what: "the third session's new process in the totals" });
+    await totals(3, 7, "the third session's new process in the totals");
     await s.process({ action: 'kill', sessionId: a.sessionId });
-    await waitFor(async () => {
-      const t = await running();
-      return t.sessions === 2 && t.processes === 6;
-    }, { what: 'the killed session out of the totals' });
+    await totals(2, 6, 'the killed session out of the totals');
     await s.process({ action: 'kill', sessionId: b.sessionId });
     await s.process({ action: 'clear', sessionId: a.sessionId });
-    await waitFor(async () => {
-      const t = await running();
-      return t.sessions === 1 && t.processes === 3;
-    }, { what: 'one session left in the totals' });
+    await totals(1, 3, 'one session left in the totals');
     await s.process({ action: 'kill', sessionId: c.sessionId });
     await waitFor(async () => (await running()).sessions === 0, { what: 'no session in the totals' });
   });

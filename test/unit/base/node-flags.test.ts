@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,16 +7,18 @@ import { DAEMON_NODE_FLAGS } from '../../../src/base/node-flags.js';
 import { ROOT, waitFor } from '../../helpers/daemon.js';
 
 const BIN = join(ROOT, 'bin', 'procctld');
-const started: number[] = [];
+const started: ChildProcess[] = [];
 const dirs: string[] = [];
 
-afterEach(() => {
-  for (const pid of started.splice(0)) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
+// Stopped as a person stops it (SIGTERM: its guardian and its cgroups go with it), by pid; SIGKILL if it will not.
+afterEach(async () => {
+  for (const child of started.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGTERM');
+    const late = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    await gone;
+    clearTimeout(late);
   }
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
@@ -37,7 +39,7 @@ describe("procctld's node flags", () => {
       env: { ...process.env, PROCCTL_STATE_DIR: join(dir, 'state'), XDG_CONFIG_HOME: join(dir, 'config') },
       stdio: 'ignore',
     });
-    started.push(child.pid!);
+    started.push(child);
     // The kernel's record of what the process was started with: node, its flags, then the program.
     const argv = await waitFor(
       () => {

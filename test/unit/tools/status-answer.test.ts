@@ -3,6 +3,7 @@ import { ConfigSchema, type Config } from '../../../src/config/schema.js';
 import { Registry } from '../../../src/session/registry.js';
 import type { Daemon } from '../../../src/tools/context.js';
 import { daemonStatus } from '../../../src/tools/status.js';
+import { makeSession } from '../session/make-session.js';
 
 /** A daemon with what daemon.status reads: no sessions, no cgroups, review known or still probing. */
 function daemonWith(config: Config, review: () => unknown) {
@@ -65,8 +66,8 @@ describe('daemon.status', () => {
     // Asked again with no session come, gone, started or stopped: the totals made last, no walk.
     for (let i = 0; i < 3; i++) expect((daemonStatus(d, 0, 'test') as { sessions: unknown }).sessions).toBeDefined();
     expect(walked).toBe(once);
-    // The registry changed: walked again, and only the first time.
-    d.registry.version++;
+    // The registry changed (a session came): walked again, and only the first time.
+    d.registry.add(makeSession('s1', 'default'));
     daemonStatus(d, 0, 'test');
     daemonStatus(d, 0, 'test');
     expect({ iterated, walked }).toEqual({ iterated: 0, walked: 2 * once });
