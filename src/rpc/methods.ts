@@ -8,7 +8,7 @@ import { checkpointTool } from '../tools/checkpoint.js';
 import type { Daemon, Requester } from '../tools/context.js';
 import { execTool } from '../tools/exec.js';
 import { processTool } from '../tools/process/index.js';
-import { daemonStatus } from '../tools/status.js';
+import { daemonStatusAnswer } from '../tools/status.js';
 import { restartTool } from '../tools/restart.js';
 import { auditVerify, historyTool } from '../tools/audit.js';
 import { Subscriptions } from '../tools/subscribe.js';
@@ -91,7 +91,7 @@ export function createMethods(d: Daemon, startedAt: number, version: string): Ma
   methods.set('policy.check', scoped((ctx, rest) => policyCheck(d, ctx, rest)));
   methods.set('subscribe', scoped((ctx, rest, from) => subscriptions.subscribe(d, ctx, rest, from)));
   methods.set('unsubscribe', (params, rc) => subscriptions.unsubscribe(params, requester(rc)));
-  methods.set('daemon.status', () => daemonStatus(d, startedAt, version));
+  methods.set('daemon.status', () => daemonStatusAnswer(d, startedAt, version));
   methods.set('daemon.restart', bare('daemon.restart', (ctx) => restartTool(d, ctx)));
   methods.set('audit.verify', scoped((ctx, rest) => auditVerify(d, ctx, rest)));
   methods.set('history', scoped((ctx, rest) => historyTool(d, ctx, rest)));

@@ -1,8 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ConfigSchema, type Config } from '../../../src/config/schema.js';
 import { Registry } from '../../../src/session/registry.js';
 import type { Daemon } from '../../../src/tools/context.js';
-import { daemonStatus } from '../../../src/tools/status.js';
+import { daemonStatus, daemonStatusAnswer, saysSame } from '../../../src/tools/status.js';
+import type { JsonText } from '../../../src/tools/json-text.js';
 import { makeSession } from '../session/make-session.js';
 
 /** A daemon with what daemon.status reads: no sessions, no cgroups, review known or still probing. */
@@ -85,5 +86,63 @@ describe('daemon.status', () => {
     expect(isPromise(asked)).toBe(true);
     probed({ review: true, how: 'test' });
     expect((await asked).changes).toEqual({ review: true, how: 'test' });
+  });
+
+  it('answers the kept JSON with the uptime written in while nothing else moved, and serializes anew when anything did', async () => {
+    const d = daemonWith(ConfigSchema.parse({}), () => ({ review: false, reason: 'not here' }));
+    let writable: boolean | undefined = true;
+    d.state.status = () => ({ writable, ...(writable ? {} : { reason: 'EACCES' }) });
+    const answer = async (startedAt: number) => (await daemonStatusAnswer(d, startedAt, 'test')) as JsonText;
+    const asJson = async (startedAt: number) => JSON.parse(JSON.stringify(await daemonStatus(d, startedAt, 'test')));
+    const now = Date.now();
+    const first = await answer(now - 5000);
+    expect(first.value).toMatchObject({ version: 'test', state: { writable: true } });
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      // Only the uptime moved: the kept JSON, not serialized again, with the uptime of this ask.
+      const later = await answer(now - 9_876_543);
+      expect(stringify).not.toHaveBeenCalled();
+      const value = later.value as { uptimeMs: number };
+      expect(value.uptimeMs).toBeGreaterThanOrEqual(9_876_543);
+      expect(value).toEqual({ ...(await asJson(now - 9_876_543)), uptimeMs: value.uptimeMs });
+      // A section changed (the state directory refuses writes): said at once, and kept from then on.
+      writable = false;
+      const refused = (await answer(now)).value as { state: unknown };
+      expect(refused.state).toEqual({ dir: '/tmp/state', writable: false, reason: 'EACCES' });
+      expect(stringify).toHaveBeenCalled();
+      stringify.mockClear();
+      expect(((await answer(now)).value as { state: unknown }).state).toEqual(refused.state);
+      expect(stringify).not.toHaveBeenCalled();
+      // And back: a key gone is a change too.
+      writable = true;
+      expect(((await answer(now)).value as { state: unknown }).state).toEqual({ dir: '/tmp/state', writable: true });
+    } finally {
+      stringify.mockRestore();
+    }
+  });
+
+  it('compares a value with the JSON it was read from as JSON would say it', () => {
+    const said = JSON.parse(JSON.stringify({ a: 1, b: [1, { c: 'x' }], d: null, e: { f: true } }));
+    expect(saysSame(said, { a: 1, b: [1, { c: 'x' }], d: null, e: { f: true } })).toBe(true);
+    // Left out by JSON: the same.
+    expect(saysSame(said, { a: 1, b: [1, { c: 'x' }], d: null, e: { f: true }, g: undefined })).toBe(true);
+    // Key order is not part of a JSON object's value.
+    expect(saysSame(said, { e: { f: true }, d: null, b: [1, { c: 'x' }], a: 1 })).toBe(true);
+    for (const other of [
+      { a: 2, b: [1, { c: 'x' }], d: null, e: { f: true } },
+      { a: 1, b: [1, { c: 'y' }], d: null, e: { f: true } },
+      { a: 1, b: [1], d: null, e: { f: true } },
+      { a: 1, b: [1, { c: 'x' }], d: null, e: { f: true }, g: 0 },
+      { a: 1, b: [1, { c: 'x' }], e: { f: true } },
+      { a: 1, b: [1, { c: 'x' }], d: {}, e: { f: true } },
+      { a: 1, b: { 0: 1, 1: { c: 'x' } }, d: null, e: { f: true } },
+    ])
+      expect(saysSame(said, other), JSON.stringify(other)).toBe(false);
+    // What JSON would write otherwise than it reads: never taken as the same.
+    expect(saysSame(JSON.parse(JSON.stringify({ t: new Date(0) })), { t: new Date(0) })).toBe(false);
+    expect(saysSame(JSON.parse(JSON.stringify({ n: NaN })), { n: NaN })).toBe(false);
+    // The top-level key left aside is left aside only there.
+    expect(saysSame({ u: 1, k: { u: 1 } }, { u: 2, k: { u: 1 } }, 'u')).toBe(true);
+    expect(saysSame({ u: 1, k: { u: 1 } }, { u: 1, k: { u: 2 } }, 'u')).toBe(false);
   });
 });
