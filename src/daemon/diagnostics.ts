@@ -22,7 +22,7 @@ export interface Diagnostics {
   resources: Record<string, number>;
   /** Live instances of the tracked classes, counted after a full garbage collection; only with `objects: true`. */
   objects?: Record<keyof typeof TRACKED, number>;
-  /** How late the event loop ran a 10 ms timer since the previous call; null on the first call (it starts the watch). */
+  /** How late the event loop ran a 10 ms timer since the previous call; null on the first call, and the first after WATCH_UNREAD_MS without one (it starts the watch). */
   eventLoopDelay: LoopDelay | null;
   /** Readiness probes (a `waitFor` port, URL or file) still being tried: only those of running sessions not yet ready. */
   readinessProbes: number;
@@ -41,7 +41,13 @@ export interface LoopDelay {
 
 /** A finer timer costs idle CPU (about 0.5% of a core at 10 ms on a 2-core VM, 2.5% at 1 ms). */
 const RESOLUTION_MS = 10;
-let loop: { histogram: IntervalHistogram; since: number } | undefined;
+/**
+ * A watch nobody has read for this long stops: its timer wakes the daemon's thread a hundred times
+ * a second, and one look by an operator would otherwise keep it doing so for the daemon's life. A
+ * monitor asking every few minutes keeps it; the first call after a gap starts it again.
+ */
+export const WATCH_UNREAD_MS = 15 * 60_000;
+let loop: { histogram: IntervalHistogram; since: number; unread: NodeJS.Timeout } | undefined;
 
 /**
  * Read and restart the loop-delay watch. It starts on the first call, so a daemon nobody
@@ -53,9 +59,12 @@ function loopDelay(): LoopDelay | null {
   if (!loop) {
     const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
     histogram.enable();
-    loop = { histogram, since: now };
+    const unread = setTimeout(stopLoopDelay, WATCH_UNREAD_MS);
+    unread.unref();
+    loop = { histogram, since: now, unread };
     return null;
   }
+  loop.unread.refresh();
   const h = loop.histogram;
   // Each sample is the interval between two runs of the timer: the resolution plus the delay.
   const ms = (ns: number) => (h.count === 0 ? 0 : Math.max(0, Math.round((ns / 1e6 - RESOLUTION_MS) * 1000) / 1000));
@@ -67,6 +76,14 @@ function restartLoopDelay(): void {
   if (!loop) return;
   loop.histogram.reset();
   loop.since = performance.now();
+}
+
+/** The watch's timer off, until the next call starts it again. */
+function stopLoopDelay(): void {
+  if (!loop) return;
+  loop.histogram.disable();
+  clearTimeout(loop.unread);
+  loop = undefined;
 }
 
 function openDescriptors(): number {
