@@ -106,6 +106,7 @@ describe('daemon.status', () => {
       expect(value.uptimeMs).toBeGreaterThanOrEqual(9_876_543);
       expect(value).toEqual({ ...(await asJson(now - 9_876_543)), uptimeMs: value.uptimeMs });
       // A section changed (the state directory refuses writes): said at once, and kept from then on.
+      stringify.mockClear();
       writable = false;
       const refused = (await answer(now)).value as { state: unknown };
       expect(refused.state).toEqual({ dir: '/tmp/state', writable: false, reason: 'EACCES' });
