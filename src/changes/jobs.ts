@@ -31,6 +31,7 @@ export const NO_TOTALS: Totals = { files: 0, added: 0, modified: 0, deleted: 0, 
 
 export type ChangesJob =
   | { kind: 'changes'; at: ReviewAt; paths?: string[]; stat?: boolean; offset?: number; limit?: number }
+  | { kind: 'totals'; at: ReviewAt }
   | { kind: 'apply'; at: ReviewAt; paths?: string[]; force?: boolean; sessionStartMs: number }
   | { kind: 'discard'; at: ReviewAt }
   | { kind: 'undo'; at: ReviewAt };
@@ -50,7 +51,9 @@ export type Applied = Omit<ApplyResult, 'manifest'>;
  */
 export type JobAnswer<J extends ChangesJob> = J extends { kind: 'changes' }
   ? ChangesRead
-  : J extends { kind: 'apply' }
+  : J extends { kind: 'totals' }
+    ? Totals
+    : J extends { kind: 'apply' }
     ? { result: Applied; state: ReviewState; totals: Totals }
     : J extends { kind: 'undo' }
       ? { result: UndoResult; state: ReviewState; totals: Totals }
@@ -79,6 +82,8 @@ function run(job: ChangesJob): unknown {
       if (!job.stat) answer.diff = diff(files, upperOf(job.at), job.at.workspace, { offset: job.offset, limit: job.limit });
       return answer;
     }
+    case 'totals':
+      return readUpper(job.at).totals;
     case 'apply': {
       const store = new ReviewStore(job.at.store);
       const id = job.at.id;

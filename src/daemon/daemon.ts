@@ -389,7 +389,7 @@ export class ProcctlDaemon implements Daemon {
     // A review whose job outlived the last run is settled once the job is gone, not while it may still write.
     for (const [id, gone] of ending) {
       const s = this.registry.find(ALL_SCOPES, id);
-      if (s?.changes?.state === 'running') void gone.finally(() => settleChanges(this, s));
+      if (s?.changes?.state === 'running') void gone.finally(() => settleChanges(this, s, true));
     }
     // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
     restoreChangesApprovals(this);

@@ -659,6 +659,8 @@ export class Session {
     // Subscribers hear where the changes went (pending at the end, applied, discarded, undone).
     const moved = summary && (!before || before.state !== summary.state || before.files !== summary.files || before.bytes !== summary.bytes || before.error !== summary.error);
     if (moved) this.emit('changes', { ...summary });
+    // An ended review settled (its tree read off the daemon's thread): a wait for its end is over now.
+    if (moved && before?.state === 'running' && !this.running) this.wake();
   }
 
   /** Destinations its network proxy refused, by host: how often and why (SPEC §12). */
@@ -790,7 +792,8 @@ export class Session {
    * its signals again, on every chunk they print.
    */
   nextChange(signal: AbortSignal): Promise<void> {
-    if (!this.running || signal.aborted) return Promise.resolve();
+    // Ended, unless its review's changes are still being settled (the next change is then theirs).
+    if ((!this.running && this.held?.state !== 'running') || signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         this.stateWaiters.delete(done);

@@ -190,7 +190,7 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
-    if (!session.running) return answer(execResult(settleChanges(d, session), warnings, ctx.voice));
+    if (!session.running) return answer(execResult(await settleChanges(d, session), warnings, ctx.voice));
     yielded = outcome === 'quiet' ? { by: 'quiet', quietMs } : outcome === 'yield' ? { by: 'time' } : undefined;
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
@@ -238,13 +238,18 @@ function checkQuiet(p: ExecParams): void {
 export function followSession(d: Daemon, session: Session, follow: ExecFollow): void {
   noteFollow(session, follow);
   // A review session's changes are settled (pending, or nothing held) before its end is announced.
-  void session.finished.then(() => {
-    settleChanges(d, session);
+  const ended = () => {
     // The trail's end (with the figures read from the session's cgroup) once the promises of this
     // turn are through: the exec that waits for this end has answered by then (docs/benchmarks.md,
     // the exec round trip), and before any other request is read.
     process.nextTick(() => noteEnded(d, session));
     announceExit(d, session);
+  };
+  void session.finished.then(() => {
+    // A review's tree is read off this thread first; any other session goes on in this turn.
+    const settled = settleChanges(d, session);
+    if (settled instanceof Promise) void settled.then(ended);
+    else ended();
   });
   if (follow.waitFor && session.readiness?.readyAt === undefined) watchReadiness(session, follow.waitFor, session.cwd);
   if (follow.notify && typeof follow.notify === 'object') notifyMatches(session, follow.notify.match);

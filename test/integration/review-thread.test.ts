@@ -69,6 +69,30 @@ describe.skipIf(SKIP_SANDBOX)('a large review, off the daemon\'s thread', () => 
     await s.process({ action: 'kill', sessionId: other.sessionId });
   });
 
+  it("reads what a job of 10,000 files left as it ends off the daemon's thread: answered meanwhile, and a wait for it answers once it is pending", async () => {
+    const r = await s.exec({ command: `mkdir ended && cd ended && seq 1 ${FILES} | xargs touch && echo made && read line`, workdir: ws, changes: 'review', background: true });
+    ids.add(r.sessionId);
+    await s.waitOutput(r.sessionId, 'made');
+    // Its end (stdin closed) and a wait for it, then lists in a row until its changes are pending:
+    // a list answered while its tree was read shows it ended with its changes still being settled.
+    await s.process({ action: 'write', sessionId: r.sessionId, eof: true });
+    const waited = s.process({ action: 'wait', sessionIds: [r.sessionId] });
+    let settling = 0;
+    for (;;) {
+      const mine = (await s.list()).find((x) => x.sessionId === r.sessionId);
+      if (mine.status !== 'running' && mine.changes?.state === 'running') settling++;
+      if (mine.changes?.state === 'pending') break;
+    }
+    expect(settling, 'a list answered between its end and its changes settled').toBeGreaterThan(0);
+    // The wait answered once they were settled: its record says pending, with every file.
+    const w = await waited;
+    expect(w.done).toEqual([r.sessionId]);
+    expect(w.sessions[0].changes).toMatchObject({ state: 'pending', pending: true, files: FILES + 1 });
+    const c = await s.process({ action: 'changes', sessionId: r.sessionId, stat: true });
+    expect(c.totals.files).toBe(FILES + 1);
+    await s.process({ action: 'discard', sessionId: r.sessionId });
+  });
+
   it('shows and discards a large review while other requests are answered, and a small one as before', async () => {
     const id = await manyFiles('shown');
     const answered: string[] = [];

@@ -5,6 +5,7 @@ import { interruptView } from '../../interrupt/watcher.js';
 import type { ProcessParams } from '../../schema/process.js';
 import { cliVoice } from '../../schema/voice.js';
 import type { Interrupt, Session } from '../../session/session.js';
+import type { HeldSummary } from '../../changes/held.js';
 import type { CallContext, Daemon } from '../context.js';
 import { statLine, totalsLine } from '../stat.js';
 import { checkAnswerer } from './who.js';
@@ -70,11 +71,37 @@ export function restoreChangesApprovals(d: Daemon): void {
   }
 }
 
-/** A review session that has ended: its changes become pending (or nothing is held), and an approval where a rule said review, before anyone is told of its end. */
-export function settleChanges(d: Daemon, s: Session): Session {
+/** Review sessions whose upper tree is being read (held.ts settleOff): whoever else asks waits for the same read. */
+const settling = new WeakMap<Session, Promise<Session>>();
+
+/**
+ * A review session that has ended: its changes become pending (or nothing is held), and an
+ * approval where a rule said review, before anyone is told of its end. Its tree is read on the
+ * changes' thread, so the session is given back once that is done; any other session at once.
+ * `inLine`: read here (a start settling what a job the last run died under left, before the
+ * sessions it brought back are asked about).
+ */
+export function settleChanges(d: Daemon, s: Session, inLine = false): Session | Promise<Session> {
   if (s.changes?.state !== 'running' || s.running) return s;
-  s.noteChanges(d.held.settle(s.id));
-  // A rule said review: what it holds waits for a person's answer (SPEC §16).
+  let read = settling.get(s);
+  if (read === undefined && inLine) return noteSettled(d, s, d.held.settle(s.id));
+  if (read === undefined) {
+    read = d.held.settleOff(s.id).catch((err: Error): HeldSummary => {
+      // Its record could not be written (the state directory refuses): held all the same, and said.
+      d.log.error({ err, sessionId: s.id }, 'settling the changes of a review session failed');
+      return { state: 'pending', pending: true, files: 0, bytes: 0, error: `its changes could not be settled: ${err.message}` };
+    }).then((summary) => {
+      settling.delete(s);
+      return s.changes?.state === 'running' ? noteSettled(d, s, summary) : s;
+    });
+    settling.set(s, read);
+  }
+  return read;
+}
+
+/** What a review's end left, on the session; and the question where a rule said review (SPEC §16). */
+function noteSettled(d: Daemon, s: Session, summary: HeldSummary | undefined): Session {
+  s.noteChanges(summary);
   if (s.changes?.pending && d.held.needsApproval(s.id)) askChangesApproval(d, s);
   return s;
 }
