@@ -660,7 +660,7 @@ export class Session {
     const moved = summary && (!before || before.state !== summary.state || before.files !== summary.files || before.bytes !== summary.bytes || before.error !== summary.error);
     if (moved) this.emit('changes', { ...summary });
     // An ended review settled (its tree read off the daemon's thread): a wait for its end is over now.
-    if (moved && before?.state === 'running' && !this.running) this.wake();
+    if (before?.state === 'running' && summary?.state !== 'running' && !this.running) this.wake();
   }
 
   /** Destinations its network proxy refused, by host: how often and why (SPEC §12). */

@@ -190,7 +190,11 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
-    if (!session.running) return answer(execResult(await settleChanges(d, session), warnings, ctx.voice));
+    if (!session.running) {
+      // A review's changes are read off the daemon's thread first; any other session's answer is made in this turn.
+      const settled = settleChanges(d, session);
+      return answer(execResult(settled instanceof Promise ? await settled : settled, warnings, ctx.voice));
+    }
     yielded = outcome === 'quiet' ? { by: 'quiet', quietMs } : outcome === 'yield' ? { by: 'time' } : undefined;
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
