@@ -220,7 +220,7 @@ export class HeldChanges {
    * takes no more jobs (the daemon is stopping) it is read here.
    */
   settleOff(id: string): Promise<HeldSummary | undefined> {
-    if (this.stopping) return Promise.resolve(this.settle(id));
+    if (this.stopping) return new Promise((resolve) => resolve(this.settle(id)));
     // In the review's turn: a look, an apply or a discard asked meanwhile waits for it, then finds it pending.
     return this.inTurn(id, async () => {
       const layout = this.layout(id);
@@ -231,11 +231,20 @@ export class HeldChanges {
       try {
         totals = await this.thread.run({ kind: 'totals', at: this.at(id, layout) });
       } catch (err) {
-        if (err instanceof ProcctlError && err.kind === 'unavailable') return this.settle(id);
+        // The thread was closed under it (the daemon is stopping): read here, never called unreadable.
+        if (this.stopping || (err instanceof ProcctlError && err.kind === 'unavailable')) return this.settle(id);
         return this.unreadable(id, err);
       }
       return this.hold(id, totals);
     });
+  }
+
+  /**
+   * Settling failed past reading (its record could not be written: the state directory refuses):
+   * pending all the same, with why, here as on the session, so a discard can still drop them.
+   */
+  failedToSettle(id: string, err: Error): HeldSummary {
+    return this.note(id, { state: 'pending', pending: true, files: 0, bytes: 0, error: `its changes could not be settled: ${err.message}; discard them` });
   }
 
   /** A review with a record (found at start, settled by an earlier run): as the record says. */

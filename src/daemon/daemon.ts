@@ -597,8 +597,9 @@ export class ProcctlDaemon implements Daemon {
   reap(now = Date.now()): void {
     const ttl = this.current.tools.exec.cleanupMs;
     for (const s of this.registry.expired(now, ttl)) {
-      // Changes held for review wait for a person, however long: the TTL does not drop them.
-      if (s.changes?.pending) continue;
+      // Changes held for review wait for a person, however long: the TTL does not drop them (nor
+      // those of a review still being settled, which may be pending in a moment).
+      if (s.changes?.pending || s.changes?.state === 'running') continue;
       try {
         forget(this, s);
       } catch {

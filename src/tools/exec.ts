@@ -252,7 +252,12 @@ export function followSession(d: Daemon, session: Session, follow: ExecFollow): 
   void session.finished.then(() => {
     // A review's tree is read off this thread first; any other session goes on in this turn.
     const settled = settleChanges(d, session);
-    if (settled instanceof Promise) void settled.then(ended);
+    if (settled instanceof Promise)
+      void settled.then(ended, (err: Error) => {
+        // Its question could not be put (approval/changes.ts): its end is on record and announced all the same.
+        d.log.error({ err, sessionId: session.id }, 'settling a review session at its end failed');
+        ended();
+      });
     else ended();
   });
   if (follow.waitFor && session.readiness?.readyAt === undefined) watchReadiness(session, follow.waitFor, session.cwd);

@@ -78,12 +78,20 @@ describe.skipIf(SKIP_SANDBOX)('a large review, off the daemon\'s thread', () => 
     await s.process({ action: 'write', sessionId: r.sessionId, eof: true });
     const waited = s.process({ action: 'wait', sessionIds: [r.sessionId] });
     let settling = 0;
+    let cleared: Promise<any> | undefined;
     for (;;) {
       const mine = (await s.list()).find((x) => x.sessionId === r.sessionId);
-      if (mine.status !== 'running' && mine.changes?.state === 'running') settling++;
+      if (mine.status !== 'running' && mine.changes?.state === 'running') {
+        settling++;
+        // Forgetting it now waits for what it holds to be known: pending, so refused (never dropped unasked).
+        cleared ??= s.request('process', { action: 'clear', sessionId: r.sessionId });
+      }
       if (mine.changes?.state === 'pending') break;
     }
     expect(settling, 'a list answered between its end and its changes settled').toBeGreaterThan(0);
+    const refused = await cleared!;
+    expect(refused.error?.data?.kind, JSON.stringify(refused)).toBe('conflict');
+    expect(refused.error?.message).toContain(`holds ${FILES + 1} changed paths not applied yet`);
     // The wait answered once they were settled: its record says pending, with every file.
     const w = await waited;
     expect(w.done).toEqual([r.sessionId]);

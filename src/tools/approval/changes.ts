@@ -89,7 +89,7 @@ export function settleChanges(d: Daemon, s: Session, inLine = false): Session | 
     read = d.held.settleOff(s.id).catch((err: Error): HeldSummary => {
       // Its record could not be written (the state directory refuses): held all the same, and said.
       d.log.error({ err, sessionId: s.id }, 'settling the changes of a review session failed');
-      return { state: 'pending', pending: true, files: 0, bytes: 0, error: `its changes could not be settled: ${err.message}` };
+      return d.held.failedToSettle(s.id, err);
     }).then((summary) => {
       settling.delete(s);
       return s.changes?.state === 'running' ? noteSettled(d, s, summary) : s;
