@@ -201,13 +201,11 @@ export class HeldChanges {
    * nothing is held. Read here, in line: at start, before any client is served.
    */
   settle(id: string): HeldSummary | undefined {
-    const layout = this.layout(id);
-    if (!layout) return undefined;
-    const existing = this.existing(id, layout);
-    if (existing) return existing;
+    const to = this.toSettle(id);
+    if (!('layout' in to)) return to.summary;
     let totals: Totals;
     try {
-      totals = this.read(id, layout).totals;
+      totals = this.read(id, to.layout).totals;
     } catch (err) {
       return this.unreadable(id, err);
     }
@@ -223,13 +221,11 @@ export class HeldChanges {
     if (this.stopping) return new Promise((resolve) => resolve(this.settle(id)));
     // In the review's turn: a look, an apply or a discard asked meanwhile waits for it, then finds it pending.
     return this.inTurn(id, async () => {
-      const layout = this.layout(id);
-      if (!layout) return undefined;
-      const existing = this.existing(id, layout);
-      if (existing) return existing;
+      const to = this.toSettle(id);
+      if (!('layout' in to)) return to.summary;
       let totals: Totals;
       try {
-        totals = await this.thread.run({ kind: 'totals', at: this.at(id, layout) });
+        totals = await this.thread.run({ kind: 'totals', at: this.at(id, to.layout) });
       } catch (err) {
         // The thread was closed under it (the daemon is stopping): read here, never called unreadable.
         if (this.stopping || (err instanceof ProcctlError && err.kind === 'unavailable')) return this.settle(id);
@@ -247,11 +243,13 @@ export class HeldChanges {
     return this.note(id, { state: 'pending', pending: true, files: 0, bytes: 0, error: `its changes could not be settled: ${err.message}; discard them` });
   }
 
-  /** A review with a record (found at start, settled by an earlier run): as the record says. */
-  private existing(id: string, layout: Layout): HeldSummary | undefined {
+  /** What settling review `id` reads: its layout; else what it is without a read (none: undefined; a record, found at start: as it says). */
+  private toSettle(id: string): { layout: Layout } | { summary: HeldSummary | undefined } {
+    const layout = this.layout(id);
+    if (!layout) return { summary: undefined };
     // A review this daemon saw begin has no record until now; one found at start may have.
     const record = this.summaries.get(id)?.state === 'running' ? undefined : this.record(id);
-    return record ? this.note(id, this.summaryOf(record.state, layout, id)) : undefined;
+    return record ? { summary: this.note(id, this.summaryOf(record.state, layout, id)) } : { layout };
   }
 
   /** What the job left cannot be read (a tree deeper than a path can name, a directory it shut): held, and said. */
