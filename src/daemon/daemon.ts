@@ -599,7 +599,7 @@ export class ProcctlDaemon implements Daemon {
     for (const s of this.registry.expired(now, ttl)) {
       // Changes held for review wait for a person, however long: the TTL does not drop them (nor
       // those of a review still being settled, which may be pending in a moment).
-      if (s.changes?.pending || s.changes?.state === 'running') continue;
+      if (s.changes?.pending || s.settling) continue;
       try {
         forget(this, s);
       } catch {

@@ -651,6 +651,15 @@ export class Session {
     return this.held;
   }
 
+  /**
+   * Ended, and its review's changes not settled yet (what the job wrote is read off the daemon's
+   * thread as it ends, approval/changes.ts): pending, or none, in a moment. Until then its end is
+   * not over for a wait, and it is not forgotten.
+   */
+  get settling(): boolean {
+    return !this.running && this.held?.state === 'running';
+  }
+
   /** The keeper of held changes (changes/held.ts) says where they stand: at the start, the end, and each apply, discard or undo. */
   noteChanges(summary: ChangesSummary | undefined): void {
     const before = this.held;
@@ -659,8 +668,8 @@ export class Session {
     // Subscribers hear where the changes went (pending at the end, applied, discarded, undone).
     const moved = summary && (!before || before.state !== summary.state || before.files !== summary.files || before.bytes !== summary.bytes || before.error !== summary.error);
     if (moved) this.emit('changes', { ...summary });
-    // An ended review settled (its tree read off the daemon's thread): a wait for its end is over now.
-    if (before?.state === 'running' && summary?.state !== 'running' && !this.running) this.wake();
+    // An ended review settled: a wait for its end is over now.
+    if (before?.state === 'running' && !this.running && !this.settling) this.wake();
   }
 
   /** Destinations its network proxy refused, by host: how often and why (SPEC §12). */
@@ -793,7 +802,7 @@ export class Session {
    */
   nextChange(signal: AbortSignal): Promise<void> {
     // Ended, unless its review's changes are still being settled (the next change is then theirs).
-    if ((!this.running && this.held?.state !== 'running') || signal.aborted) return Promise.resolve();
+    if ((!this.running && !this.settling) || signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         this.stateWaiters.delete(done);

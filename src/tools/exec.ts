@@ -21,7 +21,7 @@ import { matchCounts, notifyMatches } from '../readiness/notify.js';
 import { watchReadiness } from '../readiness/watch.js';
 import { gateExec } from './approval/gate.js';
 import { decidedBy, decisionOf, judgeCommand, judgeReady } from './approval/judge.js';
-import { settleChanges } from './approval/changes.js';
+import { afterSettled } from './approval/changes.js';
 import type { ApprovedExec } from './approval/pending.js';
 import type { CallContext, Daemon } from './context.js';
 import { endLine, execResult, exitSummary, type Yielded } from './render.js';
@@ -190,11 +190,8 @@ async function runExec(d: Daemon, ctx: CallContext, raw: unknown, approved?: App
     if (outcome === 'cancelled') {
       await stopSession(session, { reason: 'cancelled', signal: 'SIGTERM', graceMs: cfg.killGraceMs });
     }
-    if (!session.running) {
-      // A review's changes are read off the daemon's thread first; any other session's answer is made in this turn.
-      const settled = settleChanges(d, session);
-      return answer(execResult(settled instanceof Promise ? await settled : settled, warnings, ctx.voice));
-    }
+    // A review's changes are read off the daemon's thread first; any other session's answer is made in this turn.
+    if (!session.running) return afterSettled(d, session, (s) => answer(execResult(s, warnings, ctx.voice)));
     yielded = outcome === 'quiet' ? { by: 'quiet', quietMs } : outcome === 'yield' ? { by: 'time' } : undefined;
   }
   // Here in a foreground-only scope only when the command waits for an answer (or was cancelled).
@@ -242,24 +239,16 @@ function checkQuiet(p: ExecParams): void {
 export function followSession(d: Daemon, session: Session, follow: ExecFollow): void {
   noteFollow(session, follow);
   // A review session's changes are settled (pending, or nothing held) before its end is announced.
-  const ended = () => {
-    // The trail's end (with the figures read from the session's cgroup) once the promises of this
-    // turn are through: the exec that waits for this end has answered by then (docs/benchmarks.md,
-    // the exec round trip), and before any other request is read.
-    process.nextTick(() => noteEnded(d, session));
-    announceExit(d, session);
-  };
-  void session.finished.then(() => {
-    // A review's tree is read off this thread first; any other session goes on in this turn.
-    const settled = settleChanges(d, session);
-    if (settled instanceof Promise)
-      void settled.then(ended, (err: Error) => {
-        // Its question could not be put (approval/changes.ts): its end is on record and announced all the same.
-        d.log.error({ err, sessionId: session.id }, 'settling a review session at its end failed');
-        ended();
-      });
-    else ended();
-  });
+  // A review's tree is read off this thread first; any other session goes on in this turn.
+  void session.finished.then(() =>
+    afterSettled(d, session, () => {
+      // The trail's end (with the figures read from the session's cgroup) once the promises of this
+      // turn are through: the exec that waits for this end has answered by then (docs/benchmarks.md,
+      // the exec round trip), and before any other request is read.
+      process.nextTick(() => noteEnded(d, session));
+      announceExit(d, session);
+    }),
+  );
   if (follow.waitFor && session.readiness?.readyAt === undefined) watchReadiness(session, follow.waitFor, session.cwd);
   if (follow.notify && typeof follow.notify === 'object') notifyMatches(session, follow.notify.match);
 }

@@ -82,7 +82,7 @@ const settling = new WeakMap<Session, Promise<Session>>();
  * sessions it brought back are asked about).
  */
 export function settleChanges(d: Daemon, s: Session, inLine = false): Session | Promise<Session> {
-  if (s.changes?.state !== 'running' || s.running) return s;
+  if (!s.settling) return s;
   let read = settling.get(s);
   if (read === undefined && inLine) return noteSettled(d, s, d.held.settle(s.id));
   if (read === undefined) {
@@ -92,11 +92,24 @@ export function settleChanges(d: Daemon, s: Session, inLine = false): Session | 
       return d.held.failedToSettle(s.id, err);
     }).then((summary) => {
       settling.delete(s);
-      return s.changes?.state === 'running' ? noteSettled(d, s, summary) : s;
+      if (!s.settling) return s;
+      try {
+        return noteSettled(d, s, summary);
+      } catch (err) {
+        // Its question could not be put: the changes are pending all the same, and its end goes on.
+        d.log.error({ err, sessionId: s.id }, 'asking about the changes of a review session failed');
+        return s;
+      }
     });
     settling.set(s, read);
   }
   return read;
+}
+
+/** `then` once the session's changes are settled: in this turn for any session not settling. */
+export function afterSettled<T>(d: Daemon, s: Session, then: (s: Session) => T): T | Promise<T> {
+  const settled = settleChanges(d, s);
+  return settled instanceof Promise ? settled.then(then) : then(settled);
 }
 
 /** What a review's end left, on the session; and the question where a rule said review (SPEC §16). */

@@ -3,7 +3,7 @@ import type { ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { sessionRecord } from '../render.js';
-import { settleChanges } from '../approval/changes.js';
+import { afterSettled } from '../approval/changes.js';
 import { target } from './target.js';
 import { stopAndRecord } from './kill.js';
 
@@ -38,20 +38,11 @@ function keepsChanges(s: Session, ctx: CallContext, p: ProcessParams): void {
   );
 }
 
-/**
- * A review session that ended a moment ago may still be settling (its tree read off the daemon's
- * thread, approval/changes.ts): what it holds is known once that is done, and only then may it be
- * forgotten (or its changes would go with it unasked).
- */
-function settledFirst<T>(d: Daemon, s: Session, then: () => T): T | Promise<T> {
-  if (s.running || s.changes?.state !== 'running') return then();
-  const settled = settleChanges(d, s);
-  return settled instanceof Promise ? settled.then(then) : then();
-}
-
+// A review session that ended a moment ago may still be settling (Session.settling): what it holds
+// is known once that is done, and only then may it be forgotten, or its changes would go unasked.
 export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  return settledFirst(d, s, () => clearSettled(d, s, ctx, p));
+  return afterSettled(d, s, () => clearSettled(d, s, ctx, p));
 }
 
 function clearSettled(d: Daemon, s: Session, ctx: CallContext, p: ProcessParams) {
@@ -69,7 +60,7 @@ function clearSettled(d: Daemon, s: Session, ctx: CallContext, p: ProcessParams)
 
 export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
-  await settledFirst(d, s, () => undefined);
+  await afterSettled(d, s, () => undefined);
   keepsChanges(s, ctx, p);
   return forgetAfter(d, s, await stopAndRecord(d, s, p, ctx.voice));
 }

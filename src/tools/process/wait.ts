@@ -8,11 +8,8 @@ import { sessionIn } from './target.js';
 const DEFAULT_WAIT_MS = 30_000;
 const MAX_WAIT_MS = 120_000;
 
-/**
- * Nothing more happens to it without someone: it ended (a review's changes settled, pending or
- * none: what it wrote is read off the daemon's thread as it ends), or it waits for input or an approval.
- */
-const isDone = (s: Session) => (!s.running && s.changes?.state !== 'running') || s.interrupt !== undefined;
+/** Nothing more happens to it without someone: it ended (a review's changes settled), or it waits for input or an approval. */
+const isDone = (s: Session) => (!s.running && !s.settling) || s.interrupt !== undefined;
 
 /**
  * Sleep until any (mode "all": every one) of the sessions has ended or waits for input or an
