@@ -306,6 +306,35 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     expect(existsSync(join(state, 'changes', r.sessionId))).toBe(false);
   });
 
+  it('a remove of a running review session stops it and keeps what it wrote unless discard; a kill answers with its changes', async () => {
+    const dir = join(ws, 'running');
+    mkdirSync(dir);
+    const start = async () => {
+      const r = await s.exec({ command: 'echo x > made.txt && echo written && sleep 600', workdir: dir, changes: 'review', yieldMs: 0 });
+      ids.add(r.sessionId);
+      await waitFor(async () => (await s.process({ action: 'poll', sessionId: r.sessionId })).output?.includes('written'), { timeoutMs: 60_000, what: 'the job to write' });
+      return r.sessionId as string;
+    };
+    const removed = await start();
+    const e = await s.error('process', { action: 'remove', sessionId: removed });
+    expect(e.data.kind, e.message).toBe('conflict');
+    expect(e.message).toContain('It stays listed');
+    expect(e.message).toContain('discard');
+    expect(e.data).toMatchObject({ stopped: true, changes: { pending: true, files: 1 } });
+    const kept = (await s.list()).find((x) => x.sessionId === removed);
+    expect(kept.status).not.toBe('running');
+    expect(kept.changes).toMatchObject({ pending: true, files: 1 });
+    expect(existsSync(join(dir, 'made.txt'))).toBe(false);
+    await s.process({ action: 'remove', sessionId: removed, discard: true });
+    expect(existsSync(join(state, 'changes', removed))).toBe(false);
+    // A kill's final record already says what the job left (its changes read before the answer).
+    const killed = await start();
+    const k = await s.process({ action: 'kill', sessionId: killed });
+    expect(k.changes).toMatchObject({ pending: true, files: 1 });
+    await s.process({ action: 'remove', sessionId: killed, discard: true });
+    expect(existsSync(join(dir, 'made.txt'))).toBe(false);
+  });
+
   it('is refused at the request when elevated, or with no workspace sandbox, and says why', async () => {
     const e = await new Scoped(s.c, 'host').error('exec', { command: 'true', workdir: ws, changes: 'review', elevated: true });
     expect(e.data.kind).toBe('invalid');

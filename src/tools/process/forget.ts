@@ -28,13 +28,16 @@ export function forget(d: Daemon, s: Session): void {
   d.scratch.release(s.tmpdir);
 }
 
-/** A review session's pending changes are not dropped by forgetting it, unless the caller says so (SPEC §16). */
-function keepsChanges(s: Session, ctx: CallContext, p: ProcessParams): void {
+/**
+ * A review session's pending changes are not dropped by forgetting it, unless the caller says so
+ * (SPEC §16). `done`: what this request did to it already (a stop), said first.
+ */
+function keepsChanges(s: Session, ctx: CallContext, p: ProcessParams, done?: string): void {
   if (!s.changes?.pending || p.discard) return;
   const v = ctx.voice;
   throw conflict(
-    `session ${s.id} holds ${s.changes.files} changed path${s.changes.files === 1 ? '' : 's'} not applied yet; apply them (${v.call({ action: 'apply', sessionId: s.id })}), or drop them with it (${v.call({ action: p.action === 'clear' ? 'clear' : 'remove', sessionId: s.id, discard: true })})`,
-    { sessionId: s.id, changes: s.changes },
+    `${done ? `${done} It stays listed: ` : ''}session ${s.id} holds ${s.changes.files} changed path${s.changes.files === 1 ? '' : 's'} not applied yet; apply them (${v.call({ action: 'apply', sessionId: s.id })}), or drop them with it (${v.call({ action: p.action === 'clear' ? 'clear' : 'remove', sessionId: s.id, discard: true })})`,
+    { sessionId: s.id, changes: s.changes, ...(done ? { stopped: true } : {}) },
   );
 }
 
@@ -62,7 +65,11 @@ export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams
   const s = target(d, ctx, p);
   await afterSettled(d, s, () => undefined);
   keepsChanges(s, ctx, p);
-  return forgetAfter(d, s, await stopAndRecord(d, s, p, ctx.voice));
+  const stopped = await stopAndRecord(d, s, p, ctx.voice);
+  // A review session that was running tells what it wrote only now, once stopped (and its changes
+  // settled, which stopAndRecord waits for): held like any pending changes, never dropped unasked.
+  keepsChanges(s, ctx, p, stopped.text);
+  return forgetAfter(d, s, stopped);
 }
 
 /**

@@ -3,6 +3,7 @@ import { normalizeSignal, type ProcessParams } from '../../schema/process.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { endLine, sessionRecord } from '../render.js';
+import { afterSettled } from '../approval/changes.js';
 import { target } from './target.js';
 import type { Voice } from '../../schema/voice.js';
 
@@ -24,6 +25,8 @@ function finalRecord(s: Session, wasRunning: boolean, v: Voice) {
 export async function stopAndRecord(d: Daemon, s: Session, p: ProcessParams, v: Voice) {
   const wasRunning = s.running;
   await stopSession(s, stopOptions(d, p));
+  // A review session's record says what its job wrote once that is read (Session.settling).
+  await afterSettled(d, s, () => undefined);
   return finalRecord(s, wasRunning, v);
 }
 
@@ -31,6 +34,7 @@ export async function killAction(d: Daemon, ctx: CallContext, p: ProcessParams) 
   if (p.all && !p.sessionId) {
     const running = d.registry.running(ctx.scope);
     await stopSessions(running, stopOptions(d, p));
+    await Promise.all(running.map((s) => afterSettled(d, s, () => undefined)));
     const sessions = running.map((s) => finalRecord(s, true, ctx.voice));
     return { sessions, text: sessions.length ? `Stopped ${sessions.length} session(s).` : 'No running sessions to stop.' };
   }
