@@ -99,6 +99,8 @@ export class HeldChanges {
    * the one before it is done (a discard asked during an apply finds the changes applied).
    */
   private readonly busy = new Map<string, Promise<void>>();
+  /** What settleOff read of a review a rule holds for a person, until statNow puts it in their question. */
+  private readonly readForQuestion = new Map<string, { files: Change[]; totals: Totals }>();
   private stopping = false;
 
   constructor(stateDir: string) {
@@ -225,7 +227,13 @@ export class HeldChanges {
       if (!('layout' in to)) return to.summary;
       let totals: Totals;
       try {
-        totals = await this.thread.run({ kind: 'totals', at: this.at(id, to.layout) });
+        const at = this.at(id, to.layout);
+        if (this.needsApproval(id)) {
+          // A rule holds it for a person: the paths their question lists are read in the same pass.
+          const read = await this.thread.run({ kind: 'changes', at, stat: true });
+          if (read.totals.files > 0) this.readForQuestion.set(id, read);
+          totals = read.totals;
+        } else totals = await this.thread.run({ kind: 'totals', at });
       } catch (err) {
         // The thread was closed under it (the daemon is stopping): read here, never called unreadable.
         if (this.stopping || (err instanceof ProcctlError && err.kind === 'unavailable')) return this.settle(id);
@@ -377,15 +385,17 @@ export class HeldChanges {
   }
 
   /**
-   * What the session changed, paths and totals, read in line on this thread: for the question a
-   * person is asked as its job ends, which is set before anyone is told of the end (settle reads
-   * the same tree in line just before).
+   * What the session changed, paths and totals, for the question a person is asked as its job
+   * ends, which is set before anyone is told of the end: as its settle read them on the changes'
+   * thread (settleOff), or read here, in line, where it was settled in line (at start).
    */
   statNow(id: string): ChangesAnswer {
     const layout = this.mustLayout(id);
     const state = this.summaries.get(id)?.state ?? 'pending';
+    const read = this.readForQuestion.get(id);
+    this.readForQuestion.delete(id);
     if (state === 'none') return { workspace: layout.workspace, state, files: [], totals: NO_TOTALS };
-    const set = this.read(id, layout);
+    const set = read ?? this.read(id, layout);
     return { workspace: layout.workspace, state, files: set.files, totals: set.totals, ...this.rootChange(id, layout) };
   }
 
@@ -494,6 +504,7 @@ export class HeldChanges {
    * once the work under way on them is done (an apply is never cut short by its own directory going).
    */
   remove(id: string): void {
+    this.readForQuestion.delete(id);
     const gone = () => {
       this.layouts.delete(id);
       this.summaries.delete(id);

@@ -112,6 +112,17 @@ describe.skipIf(SKIP_SANDBOX)('review as an approval', () => {
     expect(done.pastInterrupts).toEqual([expect.objectContaining({ kind: 'changes', outcome: 'answered' })]);
   });
 
+  it('the question lists the first 20 paths its settle read and points at the rest', async () => {
+    const dir = dirFor('many');
+    const r = await reviewed(s, `touch ${Array.from({ length: 25 }, (_, i) => `f${String(i).padStart(2, '0')}`).join(' ')}`, dir);
+    expect(r.interrupt.reason).toContain('25 paths in');
+    expect(r.interrupt.reason).toContain('A many/f00');
+    expect(r.interrupt.reason).toContain('A many/f19');
+    expect(r.interrupt.reason).not.toContain('many/f20');
+    expect(r.interrupt.reason).toContain(`… and 5 more: \`procctl --scope agent changes ${r.sessionId}\` lists them all`);
+    await s.process({ action: 'discard', sessionId: r.sessionId });
+  });
+
   it('procctl resume --no discards; the agent may discard its own held changes, never apply them', async () => {
     const dir = dirFor('refuse');
     const r = await reviewed(s, 'touch y', dir);
