@@ -285,6 +285,8 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC, 
 function changesNote(s: Session, v: Voice): string {
   const c = s.changes;
   if (!c || s.running) return '';
+  // Ended a moment ago, what it wrote still being read (Session.settling): said, not left blank.
+  if (s.settling) return `\n(Review: what it wrote is being read; ${v.call({ action: 'wait', sessionIds: [s.id] })} answers once its changes are held.)`;
   if (!c.pending) return c.state === 'none' ? '\n(Review: it changed nothing in its workspace.)' : '';
   if (s.interrupt?.kind === 'changes') return `\n\n${interruptText(s, v)}`;
   return `\n(Review: its ${c.files} changed path${c.files === 1 ? '' : 's'} (${c.bytes} bytes) are held, not in the workspace; see them with ${v.call({ action: 'changes', sessionId: s.id })}, then ${v.call({ action: 'apply', sessionId: s.id })} or ${v.call({ action: 'discard', sessionId: s.id })}.)`;

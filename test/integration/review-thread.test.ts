@@ -82,7 +82,11 @@ describe.skipIf(SKIP_SANDBOX)('a large review, off the daemon\'s thread', () => 
     for (;;) {
       const mine = (await s.list()).find((x) => x.sessionId === r.sessionId);
       if (mine.status !== 'running' && mine.changes?.state === 'running') {
-        settling++;
+        // A poll then says so (its changes state alone would read as if the job still ran).
+        if (settling++ === 0) {
+          const polled = await s.process({ action: 'poll', sessionId: r.sessionId });
+          if (polled.changes?.state === 'running') expect(polled.text).toContain('what it wrote is being read');
+        }
         // Forgetting it now waits for what it holds to be known: pending, so refused (never dropped unasked).
         cleared ??= s.request('process', { action: 'clear', sessionId: r.sessionId });
       }
