@@ -281,8 +281,8 @@ export function execResult(s: Session, warnings: string[] = [], v: Voice = RPC, 
   };
 }
 
-/** A review session's end: what it holds and the next step (SPEC §16). */
-function changesNote(s: Session, v: Voice): string {
+/** A review session's end: what it holds and the next step (SPEC §16), on a line of its own; nothing for other sessions. */
+export function changesNote(s: Session, v: Voice): string {
   const c = s.changes;
   if (!c || s.running) return '';
   // Ended a moment ago, what it wrote still being read (Session.settling): said, not left blank.

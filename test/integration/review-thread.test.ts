@@ -78,21 +78,25 @@ describe.skipIf(SKIP_SANDBOX)('a large review, off the daemon\'s thread', () => 
     await s.process({ action: 'write', sessionId: r.sessionId, eof: true });
     const waited = s.process({ action: 'wait', sessionIds: [r.sessionId] });
     let settling = 0;
+    let polledSettling = 0;
     let cleared: Promise<any> | undefined;
     for (;;) {
       const mine = (await s.list()).find((x) => x.sessionId === r.sessionId);
       if (mine.status !== 'running' && mine.changes?.state === 'running') {
-        // A poll then says so (its changes state alone would read as if the job still ran).
-        if (settling++ === 0) {
-          const polled = await s.process({ action: 'poll', sessionId: r.sessionId });
-          if (polled.changes?.state === 'running') expect(polled.text).toContain('what it wrote is being read');
-        }
+        settling++;
         // Forgetting it now waits for what it holds to be known: pending, so refused (never dropped unasked).
         cleared ??= s.request('process', { action: 'clear', sessionId: r.sessionId });
+      }
+      // A poll says so too (its changes' state alone would read as if the job still ran).
+      const polled = await s.process({ action: 'poll', sessionId: r.sessionId });
+      if (polled.status !== 'running' && polled.changes?.state === 'running') {
+        polledSettling++;
+        expect(polled.text).toContain('what it wrote is being read');
       }
       if (mine.changes?.state === 'pending') break;
     }
     expect(settling, 'a list answered between its end and its changes settled').toBeGreaterThan(0);
+    expect(polledSettling, 'a poll answered between its end and its changes settled').toBeGreaterThan(0);
     const refused = await cleared!;
     expect(refused.error?.data?.kind, JSON.stringify(refused)).toBe('conflict');
     expect(refused.error?.message).toContain(`holds ${FILES + 1} changed paths not applied yet`);

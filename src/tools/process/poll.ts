@@ -1,7 +1,7 @@
 import type { ProcessParams } from '../../schema/process.js';
 import type { CallContext, Daemon } from '../context.js';
 import { interruptView } from '../../interrupt/watcher.js';
-import { checkpointView, endLine, interruptText, networkNote, networkView } from '../render.js';
+import { changesNote, checkpointView, endLine, interruptText, networkNote, networkView } from '../render.js';
 import { sessionResources } from '../../runner/cgroup.js';
 import { askPorts } from '../../runner/ports.js';
 import { target } from './target.js';
@@ -128,6 +128,8 @@ function freshAnswer(v: Voice, s: Session, drained: ReturnType<Session['drain']>
     after.push(`Session ${s.id} is paused; ${v.call({ action: 'continue', sessionId: s.id })} lets it run on.`);
   }
   if (s.interrupt) result.interrupt = interruptView(s.interrupt);
+  // A review session's changes (SPEC §16): pending, none, applied... or, ended a moment ago, still being read.
+  if (s.changes) result.changes = s.changes;
   // An ended session may still ask about its held changes (SPEC §16): how it ended, then the question.
   if (asking) {
     after.push(interruptText(s, v));
@@ -138,7 +140,12 @@ function freshAnswer(v: Voice, s: Session, drained: ReturnType<Session['drain']>
   } else {
     Object.assign(result, { exitCode: s.exitCode, signal: s.signal, reason: s.reason ?? null });
     after.push(endLine(s, v));
+    // Its question, where a rule holds its changes for a person; else what it holds and the next step.
     if (s.interrupt) after.push(interruptText(s, v));
+    else {
+      const held = changesNote(s, v).trim();
+      if (held) after.push(held);
+    }
   }
   const body = nulRuns(drained.text.replace(/\n$/, ''));
   if (drained.text.length < LARGE_TEXT) {
