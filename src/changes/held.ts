@@ -231,7 +231,8 @@ export class HeldChanges {
         if (this.needsApproval(id)) {
           // A rule holds it for a person: the paths their question lists are read in the same pass.
           const read = await this.thread.run({ kind: 'changes', at, stat: true });
-          if (read.totals.files > 0) this.readForQuestion.set(id, read);
+          // Kept only for a review still here (not forgotten while it was read).
+          if (read.totals.files > 0 && this.layouts.has(id)) this.readForQuestion.set(id, read);
           totals = read.totals;
         } else totals = await this.thread.run({ kind: 'totals', at });
       } catch (err) {
@@ -504,8 +505,8 @@ export class HeldChanges {
    * once the work under way on them is done (an apply is never cut short by its own directory going).
    */
   remove(id: string): void {
-    this.readForQuestion.delete(id);
     const gone = () => {
+      this.readForQuestion.delete(id);
       this.layouts.delete(id);
       this.summaries.delete(id);
       removeReviewDir(this.dirOf(id));
@@ -516,6 +517,7 @@ export class HeldChanges {
     // After the work under way (its turn, whatever it gives): nothing new comes for a forgotten session.
     this.layouts.delete(id);
     this.summaries.delete(id);
+    this.readForQuestion.delete(id);
     void under.then(() => {
       try {
         gone();

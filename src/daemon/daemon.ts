@@ -35,7 +35,7 @@ import { RememberedStore } from './remembered.js';
 import { compileRules } from '../policy/approvals.js';
 import { loadBash, onBashLoadFailure } from '../shell/bash.js';
 import { restorePending } from '../tools/approval/pending.js';
-import { restoreChangesApprovals, settleChanges } from '../tools/approval/changes.js';
+import { restoreChangesApprovals, settleOnceGone } from '../tools/approval/changes.js';
 import { nativeSpawner } from '../runner/native.js';
 import { Notifier } from './systemd.js';
 import { stdioFiles } from './inherited.js';
@@ -389,7 +389,7 @@ export class ProcctlDaemon implements Daemon {
     // A review whose job outlived the last run is settled once the job is gone, not while it may still write.
     for (const [id, gone] of ending) {
       const s = this.registry.find(ALL_SCOPES, id);
-      if (s?.changes?.state === 'running') void gone.finally(() => settleChanges(this, s, true));
+      if (s?.changes?.state === 'running') settleOnceGone(this, s, gone);
     }
     // Changes that wait for a person's answer still do (SPEC §16): the question comes back with them.
     restoreChangesApprovals(this);

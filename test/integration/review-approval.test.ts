@@ -120,6 +120,12 @@ describe.skipIf(SKIP_SANDBOX)('review as an approval', () => {
     expect(r.interrupt.reason).toContain('A many/f19');
     expect(r.interrupt.reason).not.toContain('many/f20');
     expect(r.interrupt.reason).toContain(`… and 5 more: \`procctl --scope agent changes ${r.sessionId}\` lists them all`);
+    // Forgetting it is refused, and the refusal names the person's answer, not an apply the agent may not make.
+    const kept = await s.error('process', { action: 'clear', sessionId: r.sessionId });
+    expect(kept.data.kind).toBe('conflict');
+    expect(kept.message).toContain('a person applies them (');
+    expect(kept.message).toContain(`procctl --scope agent resume ${r.sessionId} --yes`);
+    expect(kept.message).not.toMatch(/action:\s*"apply"/);
     await s.process({ action: 'discard', sessionId: r.sessionId });
   });
 

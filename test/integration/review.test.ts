@@ -321,9 +321,12 @@ describe.skipIf(SKIP_SANDBOX)('review mode', () => {
     expect(e.message).toContain('It stays listed');
     expect(e.message).toContain('discard');
     expect(e.data).toMatchObject({ stopped: true, changes: { pending: true, files: 1 } });
-    const kept = (await s.list()).find((x) => x.sessionId === removed);
+    // Listed still, and a poll says what it holds and the next step (SPEC §16: poll shows changes).
+    expect((await s.list()).find((x) => x.sessionId === removed)?.changes).toMatchObject({ pending: true, files: 1 });
+    const kept = await s.process({ action: 'poll', sessionId: removed });
     expect(kept.status).not.toBe('running');
     expect(kept.changes).toMatchObject({ pending: true, files: 1 });
+    expect(kept.text).toContain('are held, not in the workspace');
     expect(existsSync(join(dir, 'made.txt'))).toBe(false);
     await s.process({ action: 'remove', sessionId: removed, discard: true });
     expect(existsSync(join(state, 'changes', removed))).toBe(false);

@@ -106,6 +106,30 @@ export function settleChanges(d: Daemon, s: Session, inLine = false): Session | 
   return read;
 }
 
+/**
+ * A review whose job outlived the last run (its processes being stopped at start): settled, in
+ * line, once they are gone, never read while one may still write; whoever asks about it meanwhile
+ * (a kill, a clear, a wait) waits for that same settle instead of starting one.
+ */
+export function settleOnceGone(d: Daemon, s: Session, gone: Promise<unknown>): void {
+  const read = gone
+    .then(
+      () => undefined,
+      () => undefined,
+    )
+    .then(() => {
+      settling.delete(s);
+      try {
+        return settleChanges(d, s, true);
+      } catch (err) {
+        // Its record or its question could not be written: said, and the daemon goes on.
+        d.log.error({ err, sessionId: s.id }, 'settling the changes of a review session failed');
+        return s;
+      }
+    });
+  settling.set(s, read);
+}
+
 /** `then` once the session's changes are settled: in this turn for any session not settling. */
 export function afterSettled<T>(d: Daemon, s: Session, then: (s: Session) => T): T | Promise<T> {
   const settled = settleChanges(d, s);

@@ -1,5 +1,7 @@
 import { conflict, notFound, ProcctlError } from '../../base/errors.js';
 import type { ProcessParams } from '../../schema/process.js';
+import { cliVoice } from '../../schema/voice.js';
+import { ALL_SCOPES } from '../../session/registry.js';
 import type { Session } from '../../session/session.js';
 import type { CallContext, Daemon } from '../context.js';
 import { sessionRecord } from '../render.js';
@@ -32,11 +34,15 @@ export function forget(d: Daemon, s: Session): void {
  * A review session's pending changes are not dropped by forgetting it, unless the caller says so
  * (SPEC §16). `done`: what this request did to it already (a stop), said first.
  */
-function keepsChanges(s: Session, ctx: CallContext, p: ProcessParams, done?: string): void {
+function keepsChanges(d: Daemon, s: Session, ctx: CallContext, p: ProcessParams, done?: string): void {
   if (!s.changes?.pending || p.discard) return;
   const v = ctx.voice;
+  // Where a rule holds them for a person, only a person applies them (SPEC §16): said as such.
+  const apply = d.held.needsApproval(s.id)
+    ? `a person applies them (${cliVoice(s.scope).call({ action: 'resume', sessionId: s.id, input: { confirm: true } })})`
+    : `apply them (${v.call({ action: 'apply', sessionId: s.id })})`;
   throw conflict(
-    `${done ? `${done} It stays listed: ` : ''}session ${s.id} holds ${s.changes.files} changed path${s.changes.files === 1 ? '' : 's'} not applied yet; apply them (${v.call({ action: 'apply', sessionId: s.id })}), or drop them with it (${v.call({ action: p.action === 'clear' ? 'clear' : 'remove', sessionId: s.id, discard: true })})`,
+    `${done ? `${done} It stays listed: ` : ''}session ${s.id} holds ${s.changes.files} changed path${s.changes.files === 1 ? '' : 's'} not applied yet; ${apply}, or drop them with it (${v.call({ action: p.action === 'clear' ? 'clear' : 'remove', sessionId: s.id, discard: true })})`,
     { sessionId: s.id, changes: s.changes, ...(done ? { stopped: true } : {}) },
   );
 }
@@ -49,7 +55,7 @@ export function clearAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
 }
 
 function clearSettled(d: Daemon, s: Session, ctx: CallContext, p: ProcessParams) {
-  keepsChanges(s, ctx, p);
+  keepsChanges(d, s, ctx, p);
   if (s.running) {
     const v = ctx.voice;
     throw notFound(
@@ -64,11 +70,14 @@ function clearSettled(d: Daemon, s: Session, ctx: CallContext, p: ProcessParams)
 export async function removeAction(d: Daemon, ctx: CallContext, p: ProcessParams) {
   const s = target(d, ctx, p);
   await afterSettled(d, s, () => undefined);
-  keepsChanges(s, ctx, p);
+  keepsChanges(d, s, ctx, p);
+  const wasRunning = s.running;
   const stopped = await stopAndRecord(d, s, p, ctx.voice);
+  // Forgotten while this waited (a clear or a remove with discard sent meanwhile): nothing more to do.
+  if (d.registry.find(ALL_SCOPES, s.id) !== s) return { ...stopped, text: `${stopped.text} It was forgotten meanwhile.` };
   // A review session that was running tells what it wrote only now, once stopped (and its changes
   // settled, which stopAndRecord waits for): held like any pending changes, never dropped unasked.
-  keepsChanges(s, ctx, p, stopped.text);
+  keepsChanges(d, s, ctx, p, wasRunning ? stopped.text : undefined);
   return forgetAfter(d, s, stopped);
 }
 

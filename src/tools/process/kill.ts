@@ -25,8 +25,9 @@ function finalRecord(s: Session, wasRunning: boolean, v: Voice) {
 export async function stopAndRecord(d: Daemon, s: Session, p: ProcessParams, v: Voice) {
   const wasRunning = s.running;
   await stopSession(s, stopOptions(d, p));
-  // A review session's record says what its job wrote once that is read (Session.settling).
-  await afterSettled(d, s, () => undefined);
+  // A review session's record says what its job wrote once that is read (Session.settling); one
+  // that had ended before is settled, or being settled, as its end (or the start) asked.
+  if (wasRunning) await afterSettled(d, s, () => undefined);
   return finalRecord(s, wasRunning, v);
 }
 
