@@ -307,7 +307,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       value: whole((r) => r.page) / whole((r) => r.pageFloor),
       unit: 'x',
       target: { op: '<=', value: 1.2 },
-      detail: `the p99 of every round's ${PAGE}-session pages together (${opts.rounds * pageCalls}) against the bare server's, asked in turn with them (bench/lib/bare-rpc.ts): ${round(whole((r) => r.page), 3)} against ${round(whole((r) => r.pageFloor), 3)} ms; its twin's ${round(whole((r) => r.pageTwin), 3)} ms (${round(spread(whole((r) => r.pageFloor), whole((r) => r.pageTwin)), 2)}x apart)`,
+      detail: `the p99 of every round's ${PAGE}-session pages together (${rounds.flatMap((r) => r.page).length}) against the bare server's, asked in turn with them (bench/lib/bare-rpc.ts): ${round(whole((r) => r.page), 3)} against ${round(whole((r) => r.pageFloor), 3)} ms; its twin's ${round(whole((r) => r.pageTwin), 3)} ms (${round(spread(whole((r) => r.pageFloor), whole((r) => r.pageTwin)), 2)}x apart)`,
     },
     {
       // No target: a round is a third of the run's requests, and two identical servers' p99s land further apart in it (the twin's row).
@@ -341,7 +341,7 @@ export async function tails(opts: BenchOptions): Promise<Metric[]> {
       value: whole((r) => r.poll) / whole((r) => r.pollFloor),
       unit: 'x',
       target: { op: '<=', value: 1.25 },
-      detail: `the p99 of every round's polls together (${opts.rounds * pollCalls}) against a bare server answering each session's poll as the daemon did, asked in turn with them: ${round(whole((r) => r.poll), 3)} against ${round(whole((r) => r.pollFloor), 3)} ms; its twin's ${round(whole((r) => r.pollTwin), 3)} ms (${round(spread(whole((r) => r.pollFloor), whole((r) => r.pollTwin)), 2)}x apart); ${where}`,
+      detail: `the p99 of every round's polls together (${rounds.flatMap((r) => r.poll).length}) against a bare server answering each session's poll as the daemon did, asked in turn with them: ${round(whole((r) => r.poll), 3)} against ${round(whole((r) => r.pollFloor), 3)} ms; its twin's ${round(whole((r) => r.pollTwin), 3)} ms (${round(spread(whole((r) => r.pollFloor), whole((r) => r.pollTwin)), 2)}x apart); ${where}`,
     },
     {
       // No target: as for the page's worst round.

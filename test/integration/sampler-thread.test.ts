@@ -1,4 +1,6 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -133,5 +135,41 @@ describe("the samplers' reads run on a thread of their own, at idle priority", (
     await t.process({ action: 'kill', sessionId: r.sessionId });
     t.c.close();
     expect(await d.stop()).toBe(0);
+  });
+
+  // Its descriptors are the daemon's process's, and a dead thread's would stay open for the daemon's
+  // life while the samplers read on its thread: Node closes what a worker opened when it ends.
+  it('a thread that ends on an error leaves none of the files it kept open behind', async () => {
+    const worker = fileURLToPath(new URL('../../dist/src/runner/sample-worker.js', import.meta.url));
+    const files = mkdtempSync(join(dir, 'kept-'));
+    writeFileSync(join(files, 'cgroup.procs'), `${process.pid}\n`);
+    writeFileSync(join(files, 'memory.current'), '4096\n');
+    writeFileSync(join(files, 'memory.peak'), '8192\n');
+    writeFileSync(join(files, 'pids.current'), '1\n');
+    const plan = { members: files, memory: { current: join(files, 'memory.current'), peak: join(files, 'memory.peak') }, pids: { current: join(files, 'pids.current'), peak: join(files, 'pids.current') } };
+    const heldOpen = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(files);
+      } catch {
+        return false;
+      }
+    }).length;
+    const w = new Worker(worker, { workerData: { lowPriority: false } });
+    const ended = new Promise<number>((resolve) => w.on('exit', resolve));
+    w.on('error', () => undefined);
+    try {
+      const answered = new Promise<any>((resolve) => w.on('message', (m) => m.kind === 'usage' && resolve(m)));
+      w.postMessage({ id: 1, kind: 'usage', ids: Int32Array.of(7), plans: [[7, plan]] });
+      const a = await answered;
+      expect(Array.from(a.figures.subarray(0, 4))).toEqual([0, 4096, 8192, 1]);
+      // Kept open between batches: the read that this test is about.
+      expect(heldOpen()).toBeGreaterThan(0);
+      // A batch it cannot read (no ids) throws on the thread, which ends.
+      w.postMessage({ id: 2, kind: 'usage', ids: null, plans: [] });
+      expect(await ended).not.toBe(0);
+      expect(heldOpen()).toBe(0);
+    } finally {
+      await w.terminate();
+    }
   });
 });
