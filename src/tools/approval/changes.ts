@@ -78,29 +78,18 @@ const settling = new WeakMap<Session, Promise<Session>>();
  * A review session that has ended: its changes become pending (or nothing is held), and an
  * approval where a rule said review, before anyone is told of its end. Its tree is read on the
  * changes' thread, so the session is given back once that is done; any other session at once.
- * `inLine`: read here (a start settling what a job the last run died under left, before the
- * sessions it brought back are asked about).
  */
-export function settleChanges(d: Daemon, s: Session, inLine = false): Session | Promise<Session> {
+export function settleChanges(d: Daemon, s: Session): Session | Promise<Session> {
   if (!s.settling) return s;
   let read = settling.get(s);
-  if (read === undefined && inLine) return noteSettled(d, s, d.held.settle(s.id));
   if (read === undefined) {
-    read = d.held.settleOff(s.id).catch((err: Error): HeldSummary => {
-      // Its record could not be written (the state directory refuses): held all the same, and said.
-      d.log.error({ err, sessionId: s.id }, 'settling the changes of a review session failed');
-      return d.held.failedToSettle(s.id, err);
-    }).then((summary) => {
-      settling.delete(s);
-      if (!s.settling) return s;
-      try {
-        return noteSettled(d, s, summary);
-      } catch (err) {
-        // Its question could not be put: the changes are pending all the same, and its end goes on.
-        d.log.error({ err, sessionId: s.id }, 'asking about the changes of a review session failed');
-        return s;
-      }
-    });
+    read = d.held.settleOff(s.id).then(
+      (summary) => settled(d, s, () => summary),
+      (err: Error) =>
+        settled(d, s, () => {
+          throw err;
+        }),
+    );
     settling.set(s, read);
   }
   return read;
@@ -112,22 +101,34 @@ export function settleChanges(d: Daemon, s: Session, inLine = false): Session | 
  * (a kill, a clear, a wait) waits for that same settle instead of starting one.
  */
 export function settleOnceGone(d: Daemon, s: Session, gone: Promise<unknown>): void {
-  const read = gone
-    .then(
-      () => undefined,
-      () => undefined,
-    )
-    .then(() => {
-      settling.delete(s);
-      try {
-        return settleChanges(d, s, true);
-      } catch (err) {
-        // Its record or its question could not be written: said, and the daemon goes on.
-        d.log.error({ err, sessionId: s.id }, 'settling the changes of a review session failed');
-        return s;
-      }
-    });
+  const read = gone.then(
+    () => settled(d, s, () => d.held.settle(s.id)),
+    () => settled(d, s, () => d.held.settle(s.id)),
+  );
   settling.set(s, read);
+}
+
+/**
+ * What a settle found (`summary`, which throws where it failed), noted on the session. One that
+ * failed past reading (its record not written: the state directory refuses) leaves the changes
+ * pending all the same, with why; a question that cannot be put is logged. Either way its end goes on.
+ */
+function settled(d: Daemon, s: Session, summary: () => HeldSummary | undefined): Session {
+  settling.delete(s);
+  if (!s.settling) return s;
+  let found: HeldSummary | undefined;
+  try {
+    found = summary();
+  } catch (err) {
+    d.log.error({ err, sessionId: s.id }, 'settling the changes of a review session failed');
+    found = d.held.failedToSettle(s.id, err as Error);
+  }
+  try {
+    return noteSettled(d, s, found);
+  } catch (err) {
+    d.log.error({ err, sessionId: s.id }, 'asking about the changes of a review session failed');
+    return s;
+  }
 }
 
 /** `then` once the session's changes are settled: in this turn for any session not settling. */
