@@ -19,6 +19,7 @@ void procctl_tap_init(napi_env env, napi_value exports);
 void procctl_sched_init(napi_env env, napi_value exports);
 void procctl_dirwatch_init(napi_env env, napi_value exports);
 void procctl_sockdiag_init(napi_env env, napi_value exports);
+void procctl_copyat_init(napi_env env, napi_value exports);
 
 #ifndef PROCCTL_SOURCE_HASH
 #define PROCCTL_SOURCE_HASH "unknown"
@@ -47,5 +48,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   procctl_sched_init(env, exports);
   procctl_dirwatch_init(env, exports);
   procctl_sockdiag_init(env, exports);
+  procctl_copyat_init(env, exports);
   return exports;
 }

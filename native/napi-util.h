@@ -57,6 +57,22 @@ static inline char *procctl_c_string(napi_env env, napi_value value) {
   return s;
 }
 
+// A name or path argument given as a string or a Buffer (bytes that are not UTF-8), as a
+// NUL-terminated heap copy; NULL when it is neither or holds a NUL byte. The caller frees it.
+static inline char *procctl_name_arg(napi_env env, napi_value value) {
+  bool is_buffer = false;
+  napi_is_buffer(env, value, &is_buffer);
+  if (!is_buffer) return procctl_c_string(env, value);
+  void *data;
+  size_t len;
+  if (napi_get_buffer_info(env, value, &data, &len) != napi_ok || memchr(data, 0, len)) return NULL;
+  char *s = malloc(len + 1);
+  if (!s) return NULL;
+  memcpy(s, data, len);
+  s[len] = '\0';
+  return s;
+}
+
 static inline napi_value procctl_int32(napi_env env, int32_t value) {
   napi_value v;
   napi_create_int32(env, value, &v);

@@ -17,28 +17,11 @@
 #include "errors.h"
 #include "napi-util.h"
 
-// Read a string or Buffer argument into a NUL-terminated heap copy; NULL when it is neither.
-static char *c_string(napi_env env, napi_value value) {
-  bool is_buffer = false;
-  napi_is_buffer(env, value, &is_buffer);
-  if (is_buffer) {
-    void *data;
-    size_t len;
-    if (napi_get_buffer_info(env, value, &data, &len) != napi_ok || memchr(data, 0, len)) return NULL;
-    char *s = malloc(len + 1);
-    if (!s) return NULL;
-    memcpy(s, data, len);
-    s[len] = '\0';
-    return s;
-  }
-  return procctl_c_string(env, value);
-}
-
 // The path and the attribute's name of a call (its first two arguments), or false with a TypeError
 // thrown that names `usage`; the caller frees both.
 static bool path_and_name(napi_env env, napi_value *argv, const char *usage, char **path, char **name) {
-  *path = c_string(env, argv[0]);
-  *name = c_string(env, argv[1]);
+  *path = procctl_name_arg(env, argv[0]);
+  *name = procctl_name_arg(env, argv[1]);
   if (*path && *name) return true;
   free(*path);
   free(*name);

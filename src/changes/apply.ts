@@ -1,25 +1,9 @@
-import {
-  closeSync,
-  constants,
-  fchmodSync,
-  fchownSync,
-  fstatSync,
-  fsyncSync,
-  futimesSync,
-  lchownSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readlinkSync,
-  renameSync,
-  rmSync,
-  symlinkSync,
-} from 'node:fs';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lchownSync, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { linkAt, renameAt, statAt, writeBeside } from './at.js';
 import { WorkspaceDirs, named } from './dirs.js';
-import { copyFd, fingerprint, keepByLink, move } from './keep.js';
-import { typeOf } from './overlay.js';
+import { fingerprint, keepByLink, move } from './keep.js';
+import { asName, baseOf, parentOf } from './paths.js';
 import type { Action, Fingerprint, Manifest, ManifestEntry, PathWhy, PlanEntry } from './types.js';
 
 export interface ApplyOptions {
@@ -57,19 +41,20 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
   const dirs = new WorkspaceDirs(options.workspace);
   const uppers = new WorkspaceDirs(options.upper);
   mkdirSync(options.originals, { recursive: true, mode: 0o700 });
+  const originals = openSync(options.originals, constants.O_RDONLY | constants.O_DIRECTORY);
   const asRoot = process.getuid?.() === 0;
   // Numbered after what an earlier apply of some paths of the same session kept there.
   let kept = readdirSync(options.originals).reduce((most, n) => Math.max(most, Number(n) || 0), 0);
   // Originals are named by number: a flat directory whatever the workspace's names are.
   const keepName = () => String(++kept).padStart(6, '0');
-  const temp = (fd: number) => named(fd, `.procctl-apply-${process.pid}-${kept}-${Math.random().toString(36).slice(2, 8)}`);
+  const tempName = () => `.procctl-apply-${process.pid}-${kept}-${Math.random().toString(36).slice(2, 8)}`;
 
   const step = (row: PlanEntry): ManifestEntry | undefined => {
     const at = dirs.at(row.path);
     if (typeof at !== 'string' && !Buffer.isBuffer(at)) throw new Refusal('why' in at ? at.why : 'its directory is not in the workspace');
-    const parent = dirs.dir(row.path.slice(0, Math.max(0, row.path.lastIndexOf('/'))));
-    const parentFd = (parent as { fd: number }).fd;
-    const old = lstatSync(at, { bigint: true, throwIfNoEntry: false });
+    const parentFd = (dirs.dir(parentOf(row.path)) as { fd: number }).fd;
+    const base = asName(baseOf(row.path));
+    const old = statAt(parentFd, base);
     // The upper directory too is reached one directory at a time, never through a symlink.
     const src = uppers.at(row.path);
     if (typeof src !== 'string' && !Buffer.isBuffer(src)) throw new Refusal('its directory in the session\'s changes is not a directory');
@@ -77,70 +62,56 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
     const keep = (replacedByLike: boolean): ManifestEntry['original'] => {
       if (!old) return 'absent';
       const name = keepName();
-      const type = typeOf(old);
-      if (replacedByLike && (type === 'file' || type === 'symlink')) keepByLink(at, join(options.originals, name), type);
+      const type = old.type;
+      if (replacedByLike && (type === 'file' || type === 'symlink')) keepLink(parentFd, base, at, name, type, originals, options.originals);
       else {
         move(at, join(options.originals, name));
         dirs.forget(row.path);
       }
       return { kept: name, type };
     };
-    const owner = (fd: number | undefined, path?: string | Buffer) => {
-      if (!asRoot) return;
+    // Whose what is made here is, for root: the owner of what it replaces, else of its directory.
+    const ownerOf = () => {
+      if (!asRoot) return undefined;
       const from = old ?? dirs.parentStat(row.path);
-      if (!from) return;
-      if (fd !== undefined) fchownSync(fd, Number(from.uid), Number(from.gid));
-      else lchownSync(path!, Number(from.uid), Number(from.gid));
+      return from && { uid: Number(from.uid), gid: Number(from.gid) };
     };
-    // Put the new entry in place once the old one is kept; a failure leaves no temporary behind.
-    const replace = (tmp: string | Buffer, keepOld: () => ManifestEntry['original']) => {
+    const owner = (fd: number | undefined, path?: string | Buffer) => {
+      const to = ownerOf();
+      if (!to) return;
+      if (fd !== undefined) fchownSync(fd, to.uid, to.gid);
+      else lchownSync(path!, to.uid, to.gid);
+    };
+    // Put the new entry (`tmp`, beside it) in place once the old one is kept; a failure leaves no temporary behind.
+    const replace = (tmp: string, keepOld: () => ManifestEntry['original']) => {
       try {
         const original = keepOld();
-        renameSync(tmp, at);
+        renameAt(parentFd, tmp, parentFd, base);
         return original;
       } catch (err) {
-        rmSync(tmp, { force: true });
+        rmSync(named(parentFd, tmp), { force: true });
         throw err;
       }
     };
     switch (row.action) {
       case 'write': {
-        const input = openSync(src, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-        const tmp = temp(parentFd);
-        let wrote: Fingerprint;
-        try {
-          const st = fstatSync(input, { bigint: true });
-          if (!st.isFile()) throw new Refusal('the upper entry is no longer a regular file');
-          const out = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-          try {
-            // The job that wrote it is gone: its size as the descriptor says is all there is to copy.
-            copyFd(input, out, Number(st.size));
-            fchmodSync(out, row.mode ?? 0o644);
-            owner(out);
-            futimesSync(out, Number(st.atimeMs) / 1000, Number(st.mtimeNs / 1000n) / 1e6);
-            if (options.fsync) fsyncSync(out);
-            wrote = fingerprint(fstatSync(out, { bigint: true }));
-          } catch (err) {
-            rmSync(tmp, { force: true });
-            throw err;
-          } finally {
-            closeSync(out);
-          }
-        } finally {
-          closeSync(input);
-        }
-        return { path: row.path, action: row.action, wrote, original: replace(tmp, () => keep(!old?.isDirectory())) };
+        const upperFd = (uppers.dir(parentOf(row.path)) as { fd: number }).fd;
+        const tmp = tempName();
+        // The job that wrote it is gone: its size as the descriptor says is all there is to copy.
+        const wrote = writeBeside(upperFd, base, parentFd, tmp, row.mode ?? 0o644, ownerOf(), options.fsync === true);
+        if (!wrote) throw new Refusal('the upper entry is no longer a regular file');
+        return { path: row.path, action: row.action, wrote, original: replace(tmp, () => keep(old?.type !== 'dir')) };
       }
       case 'symlink': {
         const target = readlinkSync(src, { encoding: 'buffer' });
-        const tmp = temp(parentFd);
-        symlinkSync(target, tmp);
-        owner(undefined, tmp);
-        const wrote = fingerprint(lstatSync(tmp, { bigint: true }));
-        return { path: row.path, action: row.action, wrote, original: replace(tmp, () => keep(!old?.isDirectory())) };
+        const tmp = tempName();
+        symlinkSync(target, named(parentFd, tmp));
+        owner(undefined, named(parentFd, tmp));
+        const wrote = fingerprint(lstatSync(named(parentFd, tmp), { bigint: true }));
+        return { path: row.path, action: row.action, wrote, original: replace(tmp, () => keep(old?.type !== 'dir')) };
       }
       case 'mkdir': {
-        if (old?.isDirectory()) return undefined;
+        if (old?.type === 'dir') return undefined;
         const original = keep(false);
         mkdirSync(at, { mode: 0o700 });
         dirs.forget(row.path);
@@ -155,7 +126,7 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
         return { path: row.path, action: row.action, wrote: null, original: keep(false) };
       }
       case 'chmod': {
-        if (!old || (!old.isFile() && !old.isDirectory())) throw new Refusal('the workspace no longer has a file or directory there');
+        if (!old || (old.type !== 'file' && old.type !== 'dir')) throw new Refusal('the workspace no longer has a file or directory there');
         const fd = openSync(at, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
         try {
           const was = fstatSync(fd, { bigint: true });
@@ -188,6 +159,21 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
   } finally {
     dirs.close();
     uppers.close();
+    closeSync(originals);
   }
   return result;
+}
+
+/**
+ * Keep a file or symlink about to be replaced under `name` in the originals: a second link to it
+ * (the replacement then renames over its name, so the workspace never lacks it), or, where the
+ * originals are on another filesystem, a copy (keepByLink's).
+ */
+function keepLink(dir: number, base: string | Buffer, at: string | Buffer, name: string, type: 'file' | 'symlink', originals: number, originalsPath: string): void {
+  try {
+    linkAt(dir, base, originals, name);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+    keepByLink(at, join(originalsPath, name), type);
+  }
 }

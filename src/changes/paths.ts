@@ -53,6 +53,9 @@ export function under(root: string, rel: RelPath): string | Buffer {
   return Buffer.concat([Buffer.from(`${root}/`, 'utf8'), toBytes(rel)]);
 }
 
+/** A name as the addon's calls take it: itself when valid UTF-8, else its bytes. */
+export const asName = (name: RelPath): string | Buffer => (wellFormed(name) ? name : toBytes(name));
+
 /** The directory part of a RelPath ('' for a top-level name). */
 export const parentOf = (rel: RelPath) => {
   const cut = rel.lastIndexOf('/');
