@@ -109,18 +109,12 @@ export function copyNoFollow(from: string | Buffer, to: string | Buffer, mode = 
 
 let chunk: Buffer | undefined;
 
-/**
- * Copy from one descriptor to another to the end, through one reused 1 MiB buffer. `size`, the
- * source's size when nothing writes it any more (a review's upper file once its job is gone),
- * ends the copy once that much is read, without a last read to hear the end (a read saved per
- * small file); a source found shorter still ends where its data does.
- */
-export function copyFd(src: number, dst: number, size = Infinity): void {
+/** Copy from one descriptor to another to the end, through one reused 1 MiB buffer. */
+function copyFd(src: number, dst: number): void {
   chunk ??= Buffer.allocUnsafe(1 << 20);
-  for (let copied = 0; copied < size; ) {
+  for (;;) {
     const n = readSync(src, chunk, 0, chunk.length, null);
     if (n === 0) return;
     for (let off = 0; off < n; ) off += writeSync(dst, chunk, off, n - off);
-    copied += n;
   }
 }
