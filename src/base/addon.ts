@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { arch, platform } from 'node:os';
+import { arch, constants as os, platform } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -124,3 +124,7 @@ export function addonStale(): string | undefined {
   return `${loaded.file} was built from ${from}, but native/ now holds ${sources}: run \`node scripts/build-addon.mjs\` in ${packageRoot()} and restart the daemon`;
 }
 
+/** An errno's name (EINVAL) from its number, as the addon's errors and answers carry it. */
+export function errnoName(code: number): string {
+  return Object.entries(os.errno).find(([, v]) => v === code)?.[0] ?? `errno ${code}`;
+}

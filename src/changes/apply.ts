@@ -63,7 +63,7 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
       if (!old) return 'absent';
       const name = keepName();
       const type = old.type;
-      if (replacedByLike && (type === 'file' || type === 'symlink')) keepLink(parentFd, base, at, name, type, originals, options.originals);
+      if (replacedByLike && (type === 'file' || type === 'symlink')) keepByLink(at, join(options.originals, name), type, () => linkAt(parentFd, base, originals, name));
       else {
         move(at, join(options.originals, name));
         dirs.forget(row.path);
@@ -162,18 +162,4 @@ export function apply(plan: readonly PlanEntry[], options: ApplyOptions): ApplyR
     closeSync(originals);
   }
   return result;
-}
-
-/**
- * Keep a file or symlink about to be replaced under `name` in the originals: a second link to it
- * (the replacement then renames over its name, so the workspace never lacks it), or, where the
- * originals are on another filesystem, a copy (keepByLink's).
- */
-function keepLink(dir: number, base: string | Buffer, at: string | Buffer, name: string, type: 'file' | 'symlink', originals: number, originalsPath: string): void {
-  try {
-    linkAt(dir, base, originals, name);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-    keepByLink(at, join(originalsPath, name), type);
-  }
 }

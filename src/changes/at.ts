@@ -1,5 +1,4 @@
-import { getSystemErrorName } from 'node:util';
-import { addonFix, loadAddon } from '../base/addon.js';
+import { addonFix, errnoName, loadAddon } from '../base/addon.js';
 import { unavailable } from '../base/errors.js';
 import type { FileType, Fingerprint } from './types.js';
 
@@ -38,7 +37,7 @@ function coded<T>(call: () => T): T {
     return call();
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    if (typeof e.errno === 'number' && e.code === undefined) e.code = getSystemErrorName(-e.errno);
+    if (typeof e.errno === 'number' && e.code === undefined) e.code = errnoName(e.errno);
     throw err;
   }
 }

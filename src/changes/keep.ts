@@ -41,11 +41,12 @@ const isExdev = (err: unknown) => (err as NodeJS.ErrnoException).code === 'EXDEV
 /**
  * Keep a file or symlink that is about to be replaced: a second link to it under `dest` (the
  * replacement then renames over the name, so the workspace never lacks the file), or, on
- * another filesystem, a copy that follows no symlink.
+ * another filesystem, a copy that follows no symlink. `link` makes the link where the caller
+ * reaches both names another way (apply: from the directories it holds).
  */
-export function keepByLink(at: string | Buffer, dest: string, type: FileType): void {
+export function keepByLink(at: string | Buffer, dest: string, type: FileType, link = () => linkSync(at, dest)): void {
   try {
-    linkSync(at, dest);
+    link();
   } catch (err) {
     if (!isExdev(err)) throw err;
     if (type === 'symlink') symlinkSync(readlinkSync(at, { encoding: 'buffer' }), Buffer.from(dest));

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { constants as os } from 'node:os';
+import { errnoName } from '../../base/addon.js';
 import { closeQuietly } from '../../base/close-quietly.js';
 import { spliceableLength, type Stream } from '../../session/output.js';
 import type { Spool } from '../../session/spool.js';
@@ -153,7 +154,7 @@ export class SpliceRoute {
     }
     if (status < 0 && spliced) {
       const code = -status;
-      const name = Object.entries(os.errno).find(([, v]) => v === code)?.[0] ?? `errno ${code}`;
+      const name = errnoName(code);
       if (REFUSED.has(code)) {
         this.refused = true;
         onRefused(this.spool.file, `splice(2) into ${this.spool.file} failed with ${name}`);

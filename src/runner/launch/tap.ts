@@ -2,6 +2,7 @@ import { constants, openSync, readSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { ReadStream } from 'node:tty';
+import { errnoName } from '../../base/addon.js';
 import { closeQuietly } from '../../base/close-quietly.js';
 import { holdReading } from '../../base/hold-reading.js';
 import type { Spool } from '../../session/spool.js';
@@ -30,11 +31,6 @@ export function setTapListener(fn: TapListener): void {
 /** Say in the daemon's log why a session's terminal is read the old way. */
 export function tapTrouble(level: 'warn' | 'error', sessionId: string, message: string, fields: Record<string, unknown> = {}): void {
   listener(level, sessionId, message, fields);
-}
-
-/** An errno's name (EINVAL), from its number. */
-export function errnoName(code: number): string {
-  return Object.entries(os.errno).find(([, v]) => v === code)?.[0] ?? `errno ${code}`;
 }
 
 /** Whether this kernel splices from a terminal's master: asked once per daemon, at its first terminal. */
